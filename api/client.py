@@ -1,0 +1,158 @@
+"""A small HTTP client for the API, and an in-process server for when none is running.
+
+Usage::
+
+    with api_session(settings) as client:           # AGENTSEARCH_API_URL, or a server started here
+        collection = client.ensure_collection("docs")
+        job = client.search(collection["id"], "solar output", wait_s=120)
+"""
+
+from __future__ import annotations
+
+import base64
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pipeline.settings import Settings
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+class ApiError(RuntimeError):
+    def __init__(self, response: httpx.Response) -> None:
+        try:
+            detail = response.json().get("detail")
+        except ValueError:
+            detail = response.text
+        if isinstance(detail, list):
+            detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" for d in detail)
+        super().__init__(f"HTTP {response.status_code}: {detail}")
+        self.status_code = response.status_code
+
+
+class ApiClient:
+    def __init__(self, base_url: str, timeout_s: float = 30.0) -> None:
+        self.http = httpx.Client(base_url=base_url, timeout=timeout_s)
+
+    def _call(self, method: str, path: str, **kwargs) -> Any:
+        response = self.http.request(method, path, **kwargs)
+        if response.status_code >= 400:
+            raise ApiError(response)
+        return response.json()
+
+    def ensure_collection(self, name: str) -> dict:
+        found = self._call("GET", "/v1/collections", params={"name": name})
+        return found[0] if found else self._call("POST", "/v1/collections", json={"name": name})
+
+    def find_collection(self, name: str) -> dict | None:
+        found = self._call("GET", "/v1/collections", params={"name": name})
+        return found[0] if found else None
+
+    def add_documents(self, collection_id: str, documents: list[dict], batch: int = 256) -> int:
+        accepted = 0
+        for start in range(0, len(documents), batch):
+            accepted += self._call(
+                "POST", f"/v1/collections/{collection_id}/documents", json={"documents": documents[start : start + batch]}
+            )["accepted"]
+        return accepted
+
+    def wait_indexed(self, collection_id: str, timeout_s: float = 600.0, on_progress=None) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            collection = self._call("GET", f"/v1/collections/{collection_id}")
+            if on_progress:
+                on_progress(collection["documents"])
+            if collection["documents"]["pending"] == 0:
+                return collection
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"documents still pending after {timeout_s:.0f} s")
+            time.sleep(0.5)
+
+    def create_agent_config(self, **body) -> dict:
+        return self._call("POST", "/v1/agent-configs", json=body)
+
+    def set_collection_agents(self, collection_id: str, agents: list[dict]) -> dict:
+        return self._call("PUT", f"/v1/collections/{collection_id}/agents", json={"agents": agents})
+
+    def submit(self, collection_id: str, query: str, **options) -> str:
+        body = {"collection_id": collection_id, "query": query, **{k: v for k, v in options.items() if v is not None}}
+        return self._call("POST", "/v1/search", json=body)["job_id"]
+
+    def job(self, job_id: str) -> dict:
+        return self._call("GET", f"/v1/jobs/{job_id}")
+
+    def wait_job(self, job_id: str, timeout_s: float = 600.0, poll_s: float = 0.2) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.job(job_id)
+            if job["status"] in TERMINAL:
+                return job
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} still {job['status']} after {timeout_s:.0f} s")
+            time.sleep(poll_s)
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def write_artifacts(job: dict, out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for artifact in (job.get("response") or {}).get("agent_artifacts", []):
+        path = out_dir / Path(artifact["filename"]).name
+        path.write_bytes(base64.b64decode(artifact["data"]))
+        written.append(path)
+    return written
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def local_server(host: str = "127.0.0.1", port: int | None = None) -> Iterator[str]:
+    """Serve the API from a thread of this process (embedded mode: the Celery worker threads come with it)."""
+    import uvicorn
+
+    from api.app import create_app
+
+    port = port or free_port(host)
+    server = uvicorn.Server(uvicorn.Config(create_app(), host=host, port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, name="agentsearch-api", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the in-process API did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+@contextmanager
+def api_session(settings: Settings) -> Iterator[ApiClient]:
+    if settings.api_url:
+        client = ApiClient(settings.api_url)
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    with local_server() as url:
+        client = ApiClient(url)
+        try:
+            yield client
+        finally:
+            client.close()

@@ -1,0 +1,117 @@
+"""The agent registry, agent configs, and which configs a collection runs."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+from sqlalchemy import delete, select
+
+from api.errors import from_validation_error, not_found, unprocessable
+from api.routes.collections import get_collection
+from api.schemas import AgentConfigCreate, AgentConfigOut, CollectionAgentsIn
+from pipeline.db import DEFAULT_USER_ID, AgentConfigRow, CollectionAgent
+
+router = APIRouter(tags=["agents"])
+
+
+@router.get("/v1/agents")
+def list_agents(request: Request) -> list[dict]:
+    return [
+        {
+            "agent_id": cls.agent_id,
+            "stage": cls.stage.value,
+            "version": cls.version,
+            "description": cls.description,
+            "default_timeout_s": cls.default_timeout_s,
+            "cacheable": cls.cacheable,
+            "cache_ttl_s": cls.cache_ttl_s,
+            "config_schema": cls.Config.model_json_schema(),
+        }
+        for cls in request.app.state.services.registry
+    ]
+
+
+def _out(row: AgentConfigRow) -> AgentConfigOut:
+    return AgentConfigOut.model_validate(row, from_attributes=True)
+
+
+@router.post("/v1/agent-configs", status_code=201, response_model=AgentConfigOut)
+def create_agent_config(body: AgentConfigCreate, request: Request) -> AgentConfigOut:
+    registry = request.app.state.services.registry
+    if body.agent_id not in registry:
+        known = ", ".join(a.agent_id for a in registry)
+        raise unprocessable(("body", "agent_id"), f"unknown agent id {body.agent_id!r}; known: {known}")
+    cls = registry.get(body.agent_id)
+    if body.trigger_stage is not None and body.trigger_stage != cls.stage:
+        raise unprocessable(("body", "trigger_stage"), f"{body.agent_id} runs at {cls.stage.value}, not {body.trigger_stage.value}")
+    try:
+        config = cls.Config.model_validate(body.config).model_dump(mode="json")
+    except ValidationError as exc:
+        raise from_validation_error(("body", "config"), exc) from None
+    with request.app.state.services.db.session() as s:
+        row = AgentConfigRow(
+            user_id=DEFAULT_USER_ID,
+            agent_id=body.agent_id,
+            name=body.name or body.agent_id,
+            description=body.description,
+            config=config,
+            enabled=body.enabled,
+            trigger_stage=cls.stage.value,
+            priority=body.priority,
+            timeout_s=body.timeout_s,
+            cache_ttl_s=body.cache_ttl_s,
+            breaker_fail_max=body.breaker_fail_max,
+            breaker_reset_timeout_s=body.breaker_reset_timeout_s,
+        )
+        s.add(row)
+        s.flush()
+        return _out(row)
+
+
+@router.get("/v1/agent-configs", response_model=list[AgentConfigOut])
+def list_agent_configs(request: Request) -> list[AgentConfigOut]:
+    with request.app.state.services.db.session() as s:
+        rows = s.scalars(
+            select(AgentConfigRow).where(AgentConfigRow.user_id == DEFAULT_USER_ID).order_by(AgentConfigRow.created_at)
+        ).all()
+        return [_out(r) for r in rows]
+
+
+@router.get("/v1/agent-configs/{config_id}", response_model=AgentConfigOut)
+def read_agent_config(config_id: uuid.UUID, request: Request) -> AgentConfigOut:
+    with request.app.state.services.db.session() as s:
+        row = s.get(AgentConfigRow, config_id)
+        if row is None or row.user_id != DEFAULT_USER_ID:
+            raise not_found("agent config", config_id)
+        return _out(row)
+
+
+@router.put("/v1/collections/{collection_id}/agents")
+def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, request: Request) -> dict:
+    """Replace the set of agent configs this collection runs (with per-collection priority and enabled)."""
+    with request.app.state.services.db.session() as s:
+        get_collection(s, collection_id)
+        wanted = [a.agent_config_id for a in body.agents]
+        found = set(
+            s.scalars(
+                select(AgentConfigRow.id).where(AgentConfigRow.id.in_(wanted), AgentConfigRow.user_id == DEFAULT_USER_ID)
+            ).all()
+        )
+        for i, item in enumerate(body.agents):
+            if item.agent_config_id not in found:
+                raise unprocessable(("body", "agents", i, "agent_config_id"), f"agent config {item.agent_config_id} not found")
+            if wanted.index(item.agent_config_id) != i:
+                raise unprocessable(("body", "agents", i, "agent_config_id"), "listed twice")
+        s.execute(delete(CollectionAgent).where(CollectionAgent.collection_id == collection_id))
+        for item in body.agents:
+            s.add(
+                CollectionAgent(
+                    collection_id=collection_id,
+                    agent_config_id=item.agent_config_id,
+                    priority=item.priority,
+                    enabled=item.enabled,
+                )
+            )
+    return {"collection_id": str(collection_id), "agents": [a.model_dump(mode="json") for a in body.agents]}

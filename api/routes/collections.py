@@ -1,0 +1,104 @@
+"""Collections and their documents."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Request
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+
+from api.errors import not_found, unprocessable
+from api.schemas import CollectionCreate, CollectionOut, DocumentsAccepted, DocumentsIn
+from pipeline.db import DEFAULT_USER_ID, Collection, DocumentRow
+
+router = APIRouter(prefix="/v1/collections", tags=["collections"])
+
+
+def _out(s, c: Collection) -> CollectionOut:
+    counts = dict(
+        s.execute(
+            select(DocumentRow.status, func.count()).where(DocumentRow.collection_id == c.id).group_by(DocumentRow.status)
+        ).all()
+    )
+    return CollectionOut(
+        id=c.id,
+        name=c.name,
+        description=c.description,
+        embedding_model=c.embedding_model,
+        index_epoch=c.index_epoch,
+        documents={k: counts.get(k, 0) for k in ("pending", "indexed", "failed")},
+        created_at=c.created_at,
+    )
+
+
+def get_collection(s, collection_id: uuid.UUID) -> Collection:
+    collection = s.get(Collection, collection_id)
+    if collection is None or collection.user_id != DEFAULT_USER_ID:
+        raise not_found("collection", collection_id)
+    return collection
+
+
+@router.post("", status_code=201, response_model=CollectionOut)
+def create_collection(body: CollectionCreate, request: Request) -> CollectionOut:
+    services = request.app.state.services
+    try:
+        with services.db.session() as s:
+            collection = Collection(
+                user_id=DEFAULT_USER_ID,
+                name=body.name,
+                description=body.description,
+                embedding_model=services.settings.embedding_model,
+            )
+            s.add(collection)
+            s.flush()
+            return _out(s, collection)
+    except IntegrityError:
+        raise unprocessable(("body", "name"), f"a collection named {body.name!r} already exists") from None
+
+
+@router.get("", response_model=list[CollectionOut])
+def list_collections(request: Request, name: str | None = None) -> list[CollectionOut]:
+    with request.app.state.services.db.session() as s:
+        query = select(Collection).where(Collection.user_id == DEFAULT_USER_ID).order_by(Collection.created_at)
+        if name is not None:
+            query = query.where(Collection.name == name)
+        return [_out(s, c) for c in s.scalars(query).all()]
+
+
+@router.get("/{collection_id}", response_model=CollectionOut)
+def read_collection(collection_id: uuid.UUID, request: Request) -> CollectionOut:
+    with request.app.state.services.db.session() as s:
+        return _out(s, get_collection(s, collection_id))
+
+
+@router.post("/{collection_id}/documents", status_code=202, response_model=DocumentsAccepted)
+def add_documents(collection_id: uuid.UUID, body: DocumentsIn, request: Request) -> DocumentsAccepted:
+    """Store the documents as ``pending`` and queue their indexing; re-sending an id replaces that document."""
+    services = request.app.state.services
+    seen: dict[str, int] = {}
+    for i, doc in enumerate(body.documents):
+        if doc.id in seen:
+            raise unprocessable(("body", "documents", i, "id"), f"duplicate document id {doc.id!r} (also at {seen[doc.id]})")
+        seen[doc.id] = i
+    with services.db.session() as s:
+        get_collection(s, collection_id)
+        existing = {
+            row.external_id: row
+            for row in s.scalars(
+                select(DocumentRow).where(
+                    DocumentRow.collection_id == collection_id, DocumentRow.external_id.in_(list(seen))
+                )
+            ).all()
+        }
+        row_ids = []
+        for doc in body.documents:
+            row = existing.get(doc.id) or DocumentRow(collection_id=collection_id, external_id=doc.id)
+            row.title, row.text, row.metadata_, row.status, row.error = doc.title, doc.text, doc.metadata, "pending", None
+            s.add(row)
+            s.flush()
+            row_ids.append(str(row.id))
+    result = request.app.state.celery.send_task(
+        "agentsearch.ingest_documents", args=(str(collection_id), row_ids)
+    )
+    return DocumentsAccepted(collection_id=collection_id, accepted=len(row_ids), task_id=result.id)

@@ -1,0 +1,96 @@
+"""Request and response bodies of the HTTP API."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.agents.base import Stage
+from pipeline.ingest import DocumentIn
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CollectionCreate(Strict):
+    name: str = Field(min_length=1, max_length=255, pattern=r"^[\w .-]+$")
+    description: str | None = Field(None, max_length=5000)
+
+
+class CollectionOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    description: str | None
+    embedding_model: str
+    index_epoch: int
+    documents: dict[str, int]
+    created_at: datetime
+
+
+class DocumentsIn(Strict):
+    documents: list[DocumentIn] = Field(min_length=1, max_length=1000)
+
+
+class DocumentsAccepted(BaseModel):
+    collection_id: uuid.UUID
+    accepted: int
+    task_id: str | None
+
+
+class AgentConfigCreate(Strict):
+    agent_id: str = Field(min_length=1, max_length=100)
+    name: str | None = Field(None, max_length=255)
+    description: str | None = Field(None, max_length=5000)
+    config: dict[str, Any] = Field(default_factory=dict)
+    enabled: bool = True
+    priority: int = Field(0, ge=-10_000, le=10_000)
+    trigger_stage: Stage | None = Field(None, description="Optional; must match the agent's own stage.")
+    timeout_s: float | None = Field(None, gt=0, le=3600)
+    cache_ttl_s: int | None = Field(None, ge=0, le=30 * 86400)
+    breaker_fail_max: int | None = Field(None, ge=1, le=1000)
+    breaker_reset_timeout_s: float | None = Field(None, gt=0, le=86400)
+
+
+class AgentConfigOut(BaseModel):
+    id: uuid.UUID
+    agent_id: str
+    name: str
+    description: str | None
+    config: dict[str, Any]
+    enabled: bool
+    trigger_stage: Stage
+    priority: int
+    timeout_s: float | None
+    cache_ttl_s: int | None
+    breaker_fail_max: int | None
+    breaker_reset_timeout_s: float | None
+
+
+class CollectionAgentIn(Strict):
+    agent_config_id: uuid.UUID
+    priority: int | None = Field(None, ge=-10_000, le=10_000)
+    enabled: bool = True
+
+
+class CollectionAgentsIn(Strict):
+    agents: list[CollectionAgentIn] = Field(max_length=100)
+
+
+class SearchRequest(Strict):
+    collection_id: uuid.UUID
+    query: str
+    top_k: int | None = Field(None, ge=1)
+    agents: list[str] | None = Field(
+        None, max_length=50, description="Run these agents with default configs instead of the collection's."
+    )
+    cot: bool = Field(False, description="Include chain-of-thought steps in the response.")
+
+
+class JobAccepted(BaseModel):
+    job_id: uuid.UUID
+    status: str
+    url: str

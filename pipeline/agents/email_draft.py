@@ -1,0 +1,69 @@
+"""Response: an HTML email draft with a subject, the answer and linked sources.
+
+Every piece of document or query text is HTML-escaped: a document holding ``<script>`` cannot put a script into
+the email.
+
+Usage::
+
+    agent = EmailDraft({"greeting": "Hello team,"})
+    artifact = agent.run(ResponseAgentInput(answer=..., sources=..., query=...), ctx)
+    artifact.metadata["subject"]
+"""
+
+from __future__ import annotations
+
+from html import escape
+from urllib.parse import urlparse
+
+from pydantic import Field
+
+from pipeline.agents.base import AgentArtifact, AgentConfig, AgentContext, AgentSkipped, ResponseAgent, ResponseAgentInput
+
+
+def _safe_url(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    return value if urlparse(value).scheme in ("http", "https") else None
+
+
+class EmailDraft(ResponseAgent):
+    agent_id = "email_draft"
+    version = "1"
+    description = "An HTML email with subject, answer and linked sources; all text escaped."
+    default_timeout_s = 10.0
+
+    class Config(AgentConfig):
+        subject_prefix: str = Field("Search summary", max_length=200)
+        greeting: str = Field("Hello,", max_length=500)
+        signature: str = Field("Sent by agentsearch", max_length=500)
+        filename: str = Field("email_draft.html", pattern=r"^[\w.-]+\.html?$")
+
+    def run(self, inp: ResponseAgentInput, ctx: AgentContext) -> AgentArtifact:
+        if not inp.answer.strip():
+            raise AgentSkipped("no answer to send")
+        subject = f"{self.config.subject_prefix}: {inp.query}"[:250]
+        by_id = {d.id: d for d in inp.documents}
+        items = []
+        for i, source in enumerate(inp.sources, start=1):
+            doc = by_id.get(source.document_id)
+            url = _safe_url(doc.metadata.get("url")) if doc else None
+            title = escape(source.title)
+            label = f'<a href="{escape(url, quote=True)}">{title}</a>' if url else title
+            items.append(f"<li>[{i}] {label} <small>(score {source.score:.3f})</small></li>")
+        html = (
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+            f"<title>{escape(subject)}</title></head>\n<body>\n"
+            f"<p>{escape(self.config.greeting)}</p>\n"
+            f"<p>Question: <strong>{escape(inp.query)}</strong></p>\n"
+            f"<p>{escape(inp.answer)}</p>\n"
+            f"<h3>Sources</h3>\n<ol style=\"list-style:none;padding-left:0\">\n" + "\n".join(items) + "\n</ol>\n"
+            f"<p>{escape(self.config.signature)}</p>\n</body></html>\n"
+        )
+        return AgentArtifact(
+            agent_id=self.agent_id,
+            type="html",
+            data=html.encode("utf-8"),
+            filename=self.config.filename,
+            content_type="text/html; charset=utf-8",
+            metadata={"subject": subject, "sources": len(items)},
+        )

@@ -1,0 +1,41 @@
+"""Pre-search: detect the query's language (langdetect) and put its ISO code and confidence into metadata.
+
+Usage::
+
+    agent = LanguageDetector({"min_confidence": 0.5})
+    out = agent.run(PreSearchInput(query="¿Cuáles son los ingresos del cuarto trimestre?"), ctx)
+    out.metadata   # {"language": "es", "language_confidence": 0.99}
+"""
+
+from __future__ import annotations
+
+from langdetect import DetectorFactory, LangDetectException, detect_langs
+from pydantic import Field
+
+from pipeline.agents.base import AgentConfig, AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput
+
+# langdetect is randomised; a fixed seed makes one query always detect the same way (and cache cleanly).
+DetectorFactory.seed = 0
+
+
+class LanguageDetector(PreSearchAgent):
+    agent_id = "language_detector"
+    version = "1"
+    description = "Detects the query's language; ISO 639-1 code and confidence go into metadata."
+    default_timeout_s = 5.0
+
+    class Config(AgentConfig):
+        min_confidence: float = Field(0.5, ge=0.0, le=1.0, description="Below this, report the fallback language.")
+        fallback_language: str = Field("en", min_length=2, max_length=8)
+
+    def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
+        try:
+            best = detect_langs(inp.query)[0]
+            language, confidence = best.lang, float(best.prob)
+        except LangDetectException:  # no letters at all, e.g. "2025 Q4 %"
+            language, confidence = self.config.fallback_language, 0.0
+        if confidence < self.config.min_confidence:
+            language = self.config.fallback_language
+        return PreSearchOutput(
+            query=inp.query, metadata={"language": language, "language_confidence": round(confidence, 4)}
+        )

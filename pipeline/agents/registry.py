@@ -1,0 +1,78 @@
+"""Finds agents: the ``agentsearch.agents`` entry-point group, plus modules named in settings.
+
+Built-in and third-party agents are found the same way: a distribution declares
+``[project.entry-points."agentsearch.agents"] my_agent = "my_pkg.my_agent:MyAgent"``.
+
+Usage::
+
+    registry = AgentRegistry.discover()
+    agent_cls = registry.get("language_detector")
+    agent = registry.build("language_detector", {"min_confidence": 0.5})   # config validated here
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Iterable
+from importlib.metadata import entry_points
+from typing import Any
+
+from pipeline.agents.base import Agent, PostSearchAgent, PreSearchAgent, ResponseAgent
+
+ENTRY_POINT_GROUP = "agentsearch.agents"
+_BASES = (Agent, PreSearchAgent, PostSearchAgent, ResponseAgent)
+
+
+class UnknownAgent(KeyError):
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(agent_id)
+        self.agent_id = agent_id
+
+    def __str__(self) -> str:
+        return f"unknown agent id {self.agent_id!r}"
+
+
+class AgentRegistry:
+    def __init__(self, agents: Iterable[type[Agent]] = ()) -> None:
+        self._agents: dict[str, type[Agent]] = {}
+        for cls in agents:
+            self.register(cls)
+
+    @classmethod
+    def discover(cls, extra_modules: Iterable[str] = ()) -> "AgentRegistry":
+        registry = cls()
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            registry.register(ep.load())
+        for module_name in extra_modules:
+            module = importlib.import_module(module_name)
+            for _, obj in inspect.getmembers(module, inspect.isclass):
+                if issubclass(obj, Agent) and obj not in _BASES and obj.__module__ == module.__name__:
+                    registry.register(obj)
+        return registry
+
+    def register(self, cls: type[Agent]) -> None:
+        if not (inspect.isclass(cls) and issubclass(cls, Agent)) or not getattr(cls, "agent_id", None):
+            raise TypeError(f"{cls!r} is not an Agent class with an agent_id")
+        existing = self._agents.get(cls.agent_id)
+        if existing is not None and existing is not cls:
+            raise ValueError(f"agent id {cls.agent_id!r} is claimed by {existing!r} and {cls!r}")
+        self._agents[cls.agent_id] = cls
+
+    def get(self, agent_id: str) -> type[Agent]:
+        try:
+            return self._agents[agent_id]
+        except KeyError:
+            raise UnknownAgent(agent_id) from None
+
+    def build(self, agent_id: str, config: dict[str, Any] | None = None) -> Agent:
+        return self.get(agent_id)(config)
+
+    def __contains__(self, agent_id: object) -> bool:
+        return agent_id in self._agents
+
+    def __iter__(self):
+        return iter(sorted(self._agents.values(), key=lambda c: (c.stage, c.agent_id)))
+
+    def __len__(self) -> int:
+        return len(self._agents)

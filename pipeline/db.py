@@ -1,0 +1,187 @@
+"""Persistence: SQLAlchemy 2 models for PostgreSQL (JSONB) and SQLite, and the session factory.
+
+The schema changes only through Alembic (``migrations/``). The ``jobs`` table is the truth about a job.
+
+Usage::
+
+    db = Database(settings.database_url)
+    with db.session() as s:
+        s.add(Collection(name="docs", user_id=DEFAULT_USER_ID, ...))
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    create_engine,
+    event,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+# The user every request acts as until API keys arrive; created by the first migration.
+DEFAULT_USER_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class User(Base):
+    __tablename__ = "users"
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Collection(Base):
+    __tablename__ = "collections"
+    __table_args__ = (UniqueConstraint("user_id", "name", name="uq_collections_user_name"),)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str | None] = mapped_column(Text)
+    embedding_model: Mapped[str] = mapped_column(String(255))
+    # Bumped by every change to the indexed content: part of every retrieval cache key.
+    index_epoch: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    @property
+    def milvus_name(self) -> str:
+        return f"c_{self.id.hex}"
+
+
+class DocumentRow(Base):
+    __tablename__ = "documents"
+    __table_args__ = (UniqueConstraint("collection_id", "external_id", name="uq_documents_collection_external"),)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    collection_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"), index=True)
+    external_id: Mapped[str] = mapped_column(String(512))
+    title: Mapped[str] = mapped_column(Text, default="")
+    text: Mapped[str] = mapped_column(Text)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONType, default=dict)
+    status: Mapped[str] = mapped_column(String(20), default="pending")  # pending | indexed | failed
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class AgentConfigRow(Base):
+    __tablename__ = "agent_configs"
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    agent_id: Mapped[str] = mapped_column(String(100))
+    name: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str | None] = mapped_column(Text)
+    config: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True, index=True)
+    trigger_stage: Mapped[str] = mapped_column(String(50), index=True)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    timeout_s: Mapped[float | None] = mapped_column(Float)
+    cache_ttl_s: Mapped[int | None] = mapped_column(Integer)
+    breaker_fail_max: Mapped[int | None] = mapped_column(Integer)
+    breaker_reset_timeout_s: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class CollectionAgent(Base):
+    __tablename__ = "collection_agents"
+    collection_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("collections.id", ondelete="CASCADE"), primary_key=True
+    )
+    agent_config_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("agent_configs.id", ondelete="CASCADE"), primary_key=True
+    )
+    # Per-collection overrides of the config's own priority and enabled flag (NULL: use the config's).
+    priority: Mapped[int | None] = mapped_column(Integer)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_user_status", "user_id", "status"),)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    collection_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"), index=True)
+    query: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20), default="queued")  # queued|running|succeeded|failed
+    stage: Mapped[str | None] = mapped_column(String(50))
+    request: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    config_snapshot: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    state: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    agent_runs: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    timings_ms: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    response: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    error: Mapped[str | None] = mapped_column(Text)
+    deadline_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class ArtifactRow(Base):
+    __tablename__ = "artifacts"
+    # One artifact per (job, agent): a task that runs twice overwrites instead of adding a second copy.
+    __table_args__ = (UniqueConstraint("job_id", "agent_id", name="uq_artifacts_job_agent"),)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    agent_id: Mapped[str] = mapped_column(String(100))
+    type: Mapped[str] = mapped_column(String(20))
+    filename: Mapped[str] = mapped_column(String(255))
+    content_type: Mapped[str] = mapped_column(String(100))
+    size: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Database:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        if url.startswith("sqlite"):
+            # Embedded mode: API thread and worker threads share one file; WAL lets readers run beside a writer.
+            self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+            @event.listens_for(self.engine, "connect")
+            def _sqlite_pragmas(dbapi_conn, _record) -> None:
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA foreign_keys=ON")
+                cur.close()
+        else:
+            self.engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A transaction: committed when the block ends, rolled back (nothing half-written) when it raises."""
+        with self._sessions() as s, s.begin():
+            yield s
+
+    def dispose(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,67 @@
+"""Job rows: the truth about a job. Workers record progress here; the API reads it.
+
+Usage::
+
+    jobs = JobStore(db)
+    jobs.progress(job_id, "core_search", state)
+    jobs.succeed(job_id, response, runs)
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import select
+
+from pipeline.db import Database, Job, utcnow
+from pipeline.state import AgentRun, JobState
+
+TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+
+
+class JobStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def _job(self, s, job_id: str) -> Job | None:
+        return s.scalar(select(Job).where(Job.id == uuid.UUID(job_id)))
+
+    def progress(self, job_id: str, stage: str, state: JobState | None = None, keep_state: bool = False) -> None:
+        with self.db.session() as s:
+            job = self._job(s, job_id)
+            if job is None or job.status in TERMINAL:
+                return
+            if job.status == "queued":
+                job.status, job.started_at = "running", utcnow()
+            job.stage = stage
+            if state is not None:
+                job.agent_runs = [r.model_dump(mode="json") for r in state.agent_runs]
+                job.timings_ms = dict(state.timings_ms)
+                if keep_state:
+                    job.state = state.dump()
+
+    def load_state(self, job_id: str) -> JobState:
+        with self.db.session() as s:
+            job = self._job(s, job_id)
+            if job is None or job.state is None:
+                raise LookupError(f"job {job_id} has no saved state")
+            return JobState.load(job.state)
+
+    def succeed(self, job_id: str, response: dict[str, Any], runs: list[AgentRun], timings: dict[str, float]) -> None:
+        with self.db.session() as s:
+            job = self._job(s, job_id)
+            if job is None or job.status in ("failed", "cancelled"):
+                return
+            job.status, job.stage = "succeeded", "done"
+            job.response = response
+            job.agent_runs = [r.model_dump(mode="json") for r in runs]
+            job.timings_ms = timings
+            job.finished_at = job.finished_at or utcnow()
+
+    def fail(self, job_id: str, error: str) -> None:
+        with self.db.session() as s:
+            job = self._job(s, job_id)
+            if job is None or job.status in TERMINAL:
+                return
+            job.status, job.error, job.finished_at = "failed", error[:4000], utcnow()

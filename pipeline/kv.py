@@ -1,0 +1,40 @@
+"""The Redis connection used for agent caches and circuit breakers.
+
+With ``AGENTSEARCH_REDIS_URL`` set it is a real Redis shared by every process; unset, it is an in-process
+Redis-API store (fakeredis), which is enough when the whole service runs in one process.
+
+Usage::
+
+    redis = connect_redis(settings.redis_url)
+    redis.set("k", b"v")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from typing import Any
+
+import fakeredis
+import redis
+
+_local_server: fakeredis.FakeServer | None = None
+_local_lock = threading.Lock()
+
+
+def connect_redis(url: str | None) -> redis.Redis:
+    # No decode_responses: pybreaker's CircuitRedisStorage expects bytes.
+    if url:
+        return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, health_check_interval=30)
+    global _local_server
+    with _local_lock:
+        if _local_server is None:
+            _local_server = fakeredis.FakeServer()
+    return fakeredis.FakeRedis(server=_local_server)
+
+
+def canonical_hash(value: Any) -> str:
+    """A stable digest of JSON-able data: key order and whitespace do not change it."""
+    encoded = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(encoded.encode()).hexdigest()[:24]

@@ -1,0 +1,1 @@
+"""Retrieval: local embeddings and the Milvus vector store."""

@@ -1,0 +1,149 @@
+"""The one place where agents are called: deadline, failure isolation, shared circuit breaker, result cache.
+
+An agent never fails the job. Whatever happens (an exception, a deadline passed, an open circuit, a bad config)
+comes back as an ``AgentRun`` with a status (ok / error / timeout / circuit_open / skipped) and the caller keeps
+its state unchanged for anything but ``ok``.
+
+Usage::
+
+    runner = AgentRunner(registry, redis, settings)
+    run, output = runner.run(spec, PreSearchInput(query="..."), AgentContext(pipeline_stage=Stage.PRE_SEARCH))
+    if run.status == "ok":
+        state.query = output.query
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import redis
+from pydantic import BaseModel, ValidationError
+
+from pipeline.agents.base import Agent, AgentArtifact, AgentContext, AgentSkipped
+from pipeline.agents.registry import AgentRegistry, UnknownAgent
+from pipeline.breakers import BreakerBoard
+from pipeline.cache import ResultCache
+from pipeline.kv import canonical_hash
+from pipeline.settings import Settings
+from pipeline.state import AgentRun, AgentSpec
+
+T = TypeVar("T")
+
+
+class AgentTimeout(Exception):
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__(f"agent exceeded its {timeout_s:g} s deadline")
+
+
+def call_with_deadline(fn: Callable[[], T], timeout_s: float, name: str = "agent") -> T:
+    """Run ``fn`` in a daemon thread and stop waiting after ``timeout_s``.
+
+    Python cannot kill a thread, so a hung agent keeps its thread until it returns; the job does not wait for it.
+    In prefork workers Celery's hard time limit is the backstop that recycles such a process.
+    """
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller as is
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name=f"agentsearch-{name}", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise AgentTimeout(timeout_s)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class AgentRunner:
+    def __init__(self, registry: AgentRegistry, redis_client: redis.Redis, settings: Settings) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.cache = ResultCache(redis_client)
+        self.breakers = BreakerBoard(redis_client)
+
+    def run(self, spec: AgentSpec, inp: BaseModel, ctx: AgentContext) -> tuple[AgentRun, BaseModel | None]:
+        started = time.perf_counter()
+
+        def finish(status: str, output: BaseModel | None = None, error: str | None = None, hit: bool = False):
+            run = AgentRun(
+                agent_id=spec.agent_id,
+                config_id=spec.config_id,
+                stage=spec.stage,
+                success=status == "ok",
+                status=status,
+                errors=[error] if error else None,
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                cache_hit=hit,
+                worker=worker_name(),
+            )
+            return run, output
+
+        try:
+            agent = self.registry.build(spec.agent_id, spec.config)
+        except (UnknownAgent, ValidationError) as exc:
+            return finish("error", error=f"{type(exc).__name__}: {exc}")
+
+        config_hash = canonical_hash(agent.config.model_dump(mode="json"))
+        breaker = self.breakers.get(
+            f"{spec.agent_id}:{config_hash}",
+            spec.breaker_fail_max or self.settings.breaker_fail_max,
+            spec.breaker_reset_timeout_s or self.settings.breaker_reset_timeout_s,
+        )
+        if not breaker.admits():
+            return finish("circuit_open", error=f"circuit open after repeated failures of {spec.agent_id}")
+
+        timeout_s = spec.timeout_s or agent.default_timeout_s or self.settings.default_agent_timeout_s
+        ttl_s = spec.cache_ttl_s if spec.cache_ttl_s is not None else agent.cache_ttl_s
+
+        def invoke() -> BaseModel:
+            return call_with_deadline(lambda: agent.run(inp, ctx), timeout_s, spec.agent_id)
+
+        try:
+            if agent.cacheable and ttl_s > 0:
+                key = self._cache_key(agent, config_hash, inp, ctx)
+                raw, hit = self.cache.get_or_compute(key, ttl_s, timeout_s, lambda: self._checked(agent, invoke()).model_dump_json())
+                output = type(agent).Output.model_validate_json(raw)
+            else:
+                output, hit = self._checked(agent, invoke()), False
+        except AgentSkipped as exc:
+            return finish("skipped", error=str(exc) or "skipped")
+        except AgentTimeout as exc:
+            breaker.record(exc)
+            return finish("timeout", error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - isolation is the point: any agent error is recorded, not raised
+            breaker.record(exc)
+            return finish("error", error=f"{type(exc).__name__}: {exc}")
+        if not hit:
+            breaker.record(None)
+        run, output = finish("ok", output=output, hit=hit)
+        return run, output
+
+    @staticmethod
+    def _checked(agent: Agent, output: Any) -> BaseModel:
+        expected = type(agent).Output
+        if not isinstance(output, expected):
+            raise TypeError(f"{agent.agent_id} returned {type(output).__name__}, expected {expected.__name__}")
+        if isinstance(output, AgentArtifact) and not output.data:
+            raise ValueError(f"{agent.agent_id} returned an empty artifact")
+        return output
+
+    def _cache_key(self, agent: Agent, config_hash: str, inp: BaseModel, ctx: AgentContext) -> str:
+        # What an agent may read: its input, and what earlier agents of the stage decided (not their timings).
+        earlier = [(r.agent_id, r.status, r.data, r.metadata) for r in ctx.previous_agent_results]
+        input_hash = canonical_hash({"input": inp.model_dump(mode="json"), "earlier": earlier})
+        return self.cache.key("agent", agent.agent_id, agent.version, config_hash, input_hash)

@@ -1,0 +1,96 @@
+"""The per-process set of clients a job step needs, created lazily.
+
+Connections are made on first use, never at import time, because worker processes fork and gRPC (Milvus) and
+database connections are not fork-safe. A forked child calls ``reset_services()`` before its first task.
+
+Usage::
+
+    services = get_services()
+    services.runner.run(spec, inp, ctx)
+    services.vector_store.search(name, vector, top_k=5)
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+
+import redis
+
+from pipeline.agents.registry import AgentRegistry
+from pipeline.artifacts import ArtifactStore
+from pipeline.db import Database
+from pipeline.kv import connect_redis
+from pipeline.retrieval.embedder import Embedder
+from pipeline.retrieval.vector_store import VectorStore
+from pipeline.runner import AgentRunner
+from pipeline.settings import Settings, get_settings
+
+
+class Services:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+
+    @cached_property
+    def db(self) -> Database:
+        self.settings.ensure_data_dir()
+        return Database(self.settings.database_url)
+
+    @cached_property
+    def redis(self) -> redis.Redis:
+        return connect_redis(self.settings.redis_url)
+
+    @cached_property
+    def registry(self) -> AgentRegistry:
+        return AgentRegistry.discover(self.settings.agent_modules)
+
+    @cached_property
+    def runner(self) -> AgentRunner:
+        return AgentRunner(self.registry, self.redis, self.settings)
+
+    @cached_property
+    def artifacts(self) -> ArtifactStore:
+        return ArtifactStore(self.db, self.settings.artifact_max_bytes)
+
+    @property
+    def embedder(self) -> Embedder:
+        # Loading the model takes seconds; two threads asking at once must not load it twice.
+        with self._lock:
+            if "_embedder" not in self.__dict__:
+                self.__dict__["_embedder"] = Embedder(self.settings.embedding_model)
+            return self.__dict__["_embedder"]
+
+    @property
+    def vector_store(self) -> VectorStore:
+        with self._lock:
+            if "_vector_store" not in self.__dict__:
+                self.settings.ensure_data_dir()
+                self.__dict__["_vector_store"] = VectorStore(self.settings.milvus_uri, self.settings.milvus_token)
+            return self.__dict__["_vector_store"]
+
+    def close(self) -> None:
+        if "db" in self.__dict__:
+            self.db.dispose()
+        if "_vector_store" in self.__dict__:
+            self.__dict__["_vector_store"].close()
+
+
+_services: Services | None = None
+_services_lock = threading.Lock()
+
+
+def get_services() -> Services:
+    global _services
+    with _services_lock:
+        if _services is None:
+            _services = Services(get_settings())
+        return _services
+
+
+def reset_services(settings: Settings | None = None) -> Services:
+    """Drop this process's clients (after a fork, or in tests with other settings) and start afresh."""
+    global _services
+    with _services_lock:
+        _services = Services(settings or get_settings())
+        return _services

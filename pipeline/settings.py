@@ -1,0 +1,83 @@
+"""Configuration, read from ``AGENTSEARCH_*`` environment variables.
+
+Every server URL is optional. Left unset, agentsearch runs *embedded*: SQLite and Milvus Lite files in the data
+directory, Celery on an in-process ``memory://`` broker with worker threads, and an in-process Redis-API store
+for caches and circuit breakers. Setting the URLs switches to the *distributed* mode (PostgreSQL, a Redis broker,
+``milvus-lite server`` or Milvus standalone, prefork worker processes); the code paths are the same.
+
+Usage::
+
+    settings = Settings()                       # from the environment
+    settings = Settings(data_dir="/tmp/demo")   # or explicit values, validated here
+    settings.database_url                        # always resolved to a concrete URL
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AGENTSEARCH_", extra="ignore")
+
+    data_dir: Path = Field(Path(".agentsearch"), description="Where embedded SQLite, Milvus Lite and demo files live.")
+    database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite in the data dir.")
+    broker_url: str | None = Field(None, description="Celery broker; default in-process memory://.")
+    result_backend: str | None = Field(None, description="Celery result backend; default follows the broker.")
+    redis_url: str | None = Field(None, description="Redis for agent caches and circuit breakers; default in-process.")
+    milvus_uri: str | None = Field(None, description="Milvus URI (http://host:19530); default Milvus Lite file.")
+    milvus_token: str | None = Field(None, description="Milvus token (user:password) for secured servers.")
+    embedding_model: str = Field("all-MiniLM-L6-v2", description="Packaged model name or a local model directory.")
+    openai_base_url: str | None = Field(None, description="OpenAI-compatible endpoint for LLM answers.")
+    openai_api_key: str | None = Field(None, description="API key for that endpoint.")
+    openai_model: str | None = Field(None, description="Model name at that endpoint.")
+
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(8000, ge=0, le=65535)
+    api_url: str | None = Field(None, description="Where the CLI finds a running API; unset: it starts one in-process.")
+    worker_concurrency: int = Field(2, ge=1, le=64)
+    agent_modules: list[str] = Field(
+        default_factory=list, description="Extra modules whose Agent classes are registered (besides entry points)."
+    )
+
+    max_query_chars: int = Field(2000, ge=1)
+    default_top_k: int = Field(5, ge=1)
+    max_top_k: int = Field(50, ge=1)
+    default_agent_timeout_s: float = Field(30.0, gt=0)
+    breaker_fail_max: int = Field(5, ge=1)
+    breaker_reset_timeout_s: float = Field(60.0, gt=0)
+    job_deadline_s: float = Field(600.0, gt=0)
+    artifact_max_bytes: int = Field(20 * 1024 * 1024, ge=1)
+
+    @model_validator(mode="after")
+    def _resolve_defaults(self) -> "Settings":
+        self.data_dir = self.data_dir.expanduser()
+        if self.database_url is None:
+            self.database_url = f"sqlite:///{(self.data_dir / 'agentsearch.db').resolve()}"
+        if self.milvus_uri is None:
+            self.milvus_uri = str((self.data_dir / "milvus.db").resolve())
+        if self.broker_url is None:
+            self.broker_url = "memory://"
+        if self.result_backend is None:
+            self.result_backend = "cache+memory://" if self.embedded else self.broker_url
+        if self.max_top_k < self.default_top_k:
+            raise ValueError("max_top_k must be at least default_top_k")
+        return self
+
+    @property
+    def embedded(self) -> bool:
+        """True when Celery runs inside this process (memory broker): the worker is a thread pool here."""
+        return self.broker_url == "memory://"
+
+    def ensure_data_dir(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return self.data_dir
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,81 @@
+"""The state that travels between a job's tasks: small, versioned and JSON-serialisable.
+
+It holds the query, metadata, documents, answer and the record of every agent call; never ORM objects, clients or
+artifact bytes (artifacts travel as ``ArtifactRef`` claim checks).
+
+Usage::
+
+    state = JobState(job_id="j1", collection_id="c1", query="solar output 2025")
+    payload = state.dump()                   # plain dict, what Celery carries
+    state = JobState.load(payload)           # refuses an unknown schema version
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from pipeline.agents.base import AgentResult, CotStep, Document, Source, Stage
+
+STATE_VERSION = 1
+
+
+class AgentSpec(BaseModel):
+    """One agent as a job runs it: which agent, with which config, and its runtime limits."""
+
+    agent_id: str
+    stage: Stage
+    config: dict[str, Any] = Field(default_factory=dict)
+    config_id: str | None = None
+    priority: int = 0
+    timeout_s: float | None = None
+    cache_ttl_s: int | None = None
+    breaker_fail_max: int | None = None
+    breaker_reset_timeout_s: float | None = None
+
+
+class ArtifactRef(BaseModel):
+    id: str
+    agent_id: str
+    type: str
+    filename: str
+    content_type: str
+    size: int
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentRun(AgentResult):
+    """An ``AgentResult`` as the job records it, with the worker that ran it and the artifact it stored."""
+
+    worker: str | None = None
+    artifact: ArtifactRef | None = None
+
+
+class JobState(BaseModel):
+    schema_version: Literal[1] = STATE_VERSION
+    job_id: str
+    collection_id: str
+    user_id: str | None = None
+    query: str
+    original_query: str | None = None
+    top_k: int = 5
+    cot: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    skip_search: bool = False
+    documents: list[Document] = Field(default_factory=list)
+    answer: str | None = None
+    sources: list[Source] = Field(default_factory=list)
+    cot_steps: list[CotStep] = Field(default_factory=list)
+    agent_runs: list[AgentRun] = Field(default_factory=list)
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def load(cls, payload: dict[str, Any]) -> "JobState":
+        return cls.model_validate(payload)
+
+    def runs_in(self, stage: Stage) -> list[AgentRun]:
+        return [r for r in self.agent_runs if r.stage == stage]

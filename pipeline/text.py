@@ -1,0 +1,29 @@
+"""Small text helpers shared by answer generation and agents."""
+
+from __future__ import annotations
+
+import re
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9ÄÖÜÁÉÍÓÚÑ])")
+_WORD = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*", re.UNICODE)
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below between
+    both but by can could did do does doing down during each few for from further had has have having he her here
+    hers him his how i if in into is it its itself just me more most my no nor not now of off on once only or other
+    our ours out over own same she should so some such than that the their them then there these they this those
+    through to too under until up very was we were what when where which while who whom why will with would you
+    your""".split()
+)
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+
+
+def words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def content_terms(text: str) -> set[str]:
+    return {w for w in words(text) if w not in STOPWORDS and (len(w) > 2 or w.isdigit() or any(c.isdigit() for c in w))}

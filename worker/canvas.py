@@ -1,0 +1,63 @@
+"""The job graph as plain data: a pure function from a job's agent specs to a Celery canvas.
+
+    chain(pre_search agents by priority -> core_search -> post_search agents by priority -> generate_answer
+          -> chord(group(response agents), assemble))
+
+Each agent invocation is its own task. With no response agents the chord is replaced by ``assemble`` alone: an
+empty chord header would leave nothing to trigger the body.
+
+Usage::
+
+    sig = build_job_canvas(job_id, specs)
+    sig.apply_async((state.dump(),))      # the first task receives the initial state
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from celery import chain, chord, group, signature
+from celery.canvas import Signature
+
+from pipeline.agents.base import Stage
+from pipeline.state import AgentSpec
+
+# Celery's own limits are a backstop behind the runner's deadline: the soft limit lands a little later,
+# the hard limit kills a worker process whose agent thread will not come back.
+SOFT_LIMIT_MARGIN_S = 5.0
+HARD_LIMIT_MARGIN_S = 15.0
+STEP_LIMIT_S = 120.0
+
+
+def _limits(timeout_s: float) -> dict[str, float]:
+    return {"soft_time_limit": timeout_s + SOFT_LIMIT_MARGIN_S, "time_limit": timeout_s + HARD_LIMIT_MARGIN_S}
+
+
+def ordered(specs: Iterable[AgentSpec], stage: Stage) -> list[AgentSpec]:
+    return sorted((s for s in specs if s.stage == stage), key=lambda s: (s.priority, s.agent_id))
+
+
+def _agent_step(task: str, spec: AgentSpec, default_timeout_s: float) -> Signature:
+    return signature(task, kwargs={"spec": spec.model_dump(mode="json")}).set(
+        **_limits(spec.timeout_s or default_timeout_s)
+    )
+
+
+def build_job_canvas(job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0) -> Signature:
+    steps: list[Signature] = []
+    steps += [_agent_step("agentsearch.pre_search_agent", s, default_timeout_s) for s in ordered(specs, Stage.PRE_SEARCH)]
+    steps.append(signature("agentsearch.core_search").set(**_limits(STEP_LIMIT_S)))
+    steps += [_agent_step("agentsearch.post_search_agent", s, default_timeout_s) for s in ordered(specs, Stage.POST_SEARCH)]
+    steps.append(signature("agentsearch.generate_answer").set(**_limits(STEP_LIMIT_S)))
+
+    assemble = signature("agentsearch.assemble", kwargs={"job_id": job_id}).set(**_limits(STEP_LIMIT_S))
+    responders = ordered(specs, Stage.RESPONSE)
+    if responders:
+        header = group(_agent_step("agentsearch.response_agent", s, default_timeout_s) for s in responders)
+        steps.append(chord(header, assemble))
+    else:
+        steps.append(assemble.clone(args=([],)).set(immutable=True))
+
+    canvas = chain(*steps)
+    canvas.on_error(signature("agentsearch.job_failed", kwargs={"job_id": job_id}, immutable=False))
+    return canvas
