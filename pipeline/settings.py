@@ -40,6 +40,7 @@ class Settings(BaseSettings):
     api_port: int = Field(8000, ge=0, le=65535)
     api_url: str | None = Field(None, description="Where the CLI finds a running API; unset: it starts one in-process.")
     worker_concurrency: int = Field(2, ge=1, le=64)
+    worker_preload_embedder: bool = Field(True, description="Worker processes load the embedding model at start.")
     agent_modules: list[str] = Field(
         default_factory=list, description="Extra modules whose Agent classes are registered (besides entry points)."
     )

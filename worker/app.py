@@ -54,7 +54,11 @@ app.set_default()
 @worker_process_init.connect
 def _fresh_clients_after_fork(**_kwargs) -> None:
     # Database pools, Redis sockets and gRPC channels must not be shared with the parent process.
-    reset_services()
+    services = reset_services()
+    if services.settings.worker_preload_embedder:
+        # Load the model while the process waits for work, so the first search does not pay for it.
+        # In a thread: Celery gives a child only a few seconds to report ready.
+        threading.Thread(target=lambda: services.embedder, name="agentsearch-preload", daemon=True).start()
 
 
 _heartbeat_stop = threading.Event()

@@ -1,0 +1,35 @@
+# agentsearch: `make demo` runs the main job from a fresh clone; `make test` installs and runs the whole suite.
+VENV    := .venv
+PYTHON  := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+SYSTEM_PYTHON ?= python3
+
+.PHONY: install services demo test unit integration clean
+
+$(STAMP): pyproject.toml
+	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv $(VENV)
+	$(PYTHON) -m pip install -q --upgrade pip
+	# The CPU build of torch, pinned first: an unpinned torch would pull a multi-GB CUDA build.
+	$(PYTHON) -m pip install -q torch==2.13.0
+	$(PYTHON) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+services:
+	scripts/ensure-services.sh
+
+demo: install
+	$(VENV)/bin/agentsearch demo
+
+test: install services
+	$(PYTHON) -m pytest -q
+
+unit: install
+	$(PYTHON) -m pytest -q tests/unit
+
+integration: install services
+	$(PYTHON) -m pytest -q tests/integration
+
+clean:
+	rm -rf .agentsearch demo-out .pytest_cache

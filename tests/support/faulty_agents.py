@@ -1,0 +1,90 @@
+"""Agents that misbehave on purpose, for the integration tests (registered through AGENTSEARCH_AGENT_MODULES).
+
+Each records its calls in a file of ``log_dir`` (one line per call: the pid of the worker process), so a test can
+tell whether an agent was really invoked and by which process.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from pydantic import Field
+
+from pipeline.agents.base import (
+    AgentArtifact,
+    AgentConfig,
+    AgentContext,
+    PreSearchAgent,
+    PreSearchInput,
+    PreSearchOutput,
+    ResponseAgent,
+    ResponseAgentInput,
+)
+
+
+def record_call(log_dir: str | None, name: str) -> None:
+    if log_dir:
+        with open(Path(log_dir) / f"{name}.calls", "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+
+
+class LoggedConfig(AgentConfig):
+    log_dir: str | None = None
+    tag: str = "default"
+
+
+class ExplodingAgent(PreSearchAgent):
+    agent_id = "test_exploding"
+    description = "Always raises."
+
+    def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
+        raise RuntimeError("boom: the exploding agent exploded")
+
+
+class SleepyAgent(PreSearchAgent):
+    agent_id = "test_sleepy"
+    description = "Sleeps for sleep_s, then passes the query through."
+
+    class Config(AgentConfig):
+        sleep_s: float = Field(60.0, ge=0)
+
+    def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
+        time.sleep(self.config.sleep_s)
+        return PreSearchOutput(query=inp.query, metadata={"slept_s": self.config.sleep_s})
+
+
+class FlakyAgent(PreSearchAgent):
+    agent_id = "test_flaky"
+    description = "Fails while `fail` is set; logs every call."
+
+    class Config(LoggedConfig):
+        fail: bool = True
+
+    def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
+        record_call(self.config.log_dir, f"flaky-{self.config.tag}")
+        if self.config.fail:
+            raise ConnectionError("flaky upstream is down")
+        return PreSearchOutput(query=inp.query)
+
+
+class CountingAgent(PreSearchAgent):
+    agent_id = "test_counting"
+    description = "Passes the query through; logs every call that is not a cache hit."
+    cache_ttl_s = 600
+
+    class Config(LoggedConfig):
+        pass
+
+    def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
+        record_call(self.config.log_dir, f"counting-{self.config.tag}")
+        return PreSearchOutput(query=inp.query, metadata={"counted_by": self.config.tag})
+
+
+class ExplodingResponder(ResponseAgent):
+    agent_id = "test_exploding_responder"
+    description = "A response agent that always raises."
+
+    def run(self, inp: ResponseAgentInput, ctx: AgentContext) -> AgentArtifact:
+        raise ValueError("renderer crashed")
