@@ -16,10 +16,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Redis and PostgreSQL for the integration tests; espeak-ng for audio; poppler-utils to read PDFs back in tests.
 services:
-	scripts/ensure-services.sh
+	scripts/ensure-services.sh espeak-ng:espeak-ng pdftotext:poppler-utils
 
 demo: install
+	scripts/ensure-services.sh --no-services espeak-ng:espeak-ng
 	$(VENV)/bin/agentsearch demo
 
 test: install services

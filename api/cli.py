@@ -31,6 +31,10 @@ DEMO_AGENTS = [
     {"agent_id": "deduplicator", "priority": 0, "config": {"threshold": 0.5}},
     {"agent_id": "executive_summary", "priority": 0, "config": {"max_words": 120}},
     {"agent_id": "email_draft", "priority": 10},
+    {"agent_id": "pptx_generator", "priority": 20},
+    {"agent_id": "pdf_report", "priority": 30},
+    {"agent_id": "chart_generator", "priority": 40},
+    {"agent_id": "audio_summary", "priority": 50},
 ]
 
 
@@ -215,6 +219,55 @@ def demo(out: Path, query: str) -> None:
     print_job(job, write_artifacts(job, out))
     if job["status"] != "succeeded":
         sys.exit(1)
+
+
+@main.group()
+def eval() -> None:  # noqa: A001 - the command is called "eval"
+    """Measure retrieval and answers on benchmark data."""
+
+
+@eval.command("retrieval")
+@click.option("--corpus", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--queries", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--strategy", type=click.Choice(["semantic", "keyword", "hybrid", "adaptive"]), default=None,
+              help="Default: the service's default strategy.")
+@click.option("--fusion", type=click.Choice(["rrf", "weighted"]), default=None)
+@click.option("--limit", type=int, default=None, help="Only the first N queries.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | None, fusion: str | None,
+                   limit: int | None, json_out: Path | None) -> None:
+    """nDCG@10, Recall@100, MRR@10 and latency of a BEIR data set, through the retrieval path jobs use."""
+    from pipeline.evaluation import (ensure_corpus_indexed, load_beir_corpus, load_beir_queries, load_qrels,
+                                     run_retrieval_eval, score_run)
+    from pipeline.retrieval.config import SearchConfig
+    from pipeline.services import get_services
+
+    try:
+        judged = load_qrels(qrels)
+        asked = {q: t for q, t in load_beir_queries(queries).items() if q in judged}
+        n_docs = len(load_beir_corpus(corpus))
+    except (ValueError, KeyError) as exc:
+        fail(str(exc))
+    if limit:
+        asked = dict(list(asked.items())[:limit])
+    settings = get_settings()
+    overrides = {k: v for k, v in {"strategy": strategy, "fusion": fusion}.items() if v}
+    config = SearchConfig(**{**settings.search_defaults(), **overrides, "top_k": 100, "candidates": 100})
+    services = get_services()
+    with click.progressbar(length=n_docs, label="indexing corpus ") as bar:
+        collection, chunks, reused = ensure_corpus_indexed(services, corpus, progress=bar.update)
+    click.echo(f"collection {collection}: {chunks} chunks ({'reused' if reused else 'indexed now'})")
+    with click.progressbar(length=len(asked), label="running queries") as bar:
+        run, extra = run_retrieval_eval(services, collection, asked, config, progress=bar.update)
+    report = {**score_run(run, judged, extra["latencies_ms"]), "strategy": config.strategy, "fusion": config.fusion}
+    click.echo(
+        f"strategy {config.strategy} ({config.fusion}): nDCG@10 {report['ndcg@10']:.4f}  Recall@100 "
+        f"{report['recall@100']:.4f}  MRR@10 {report['mrr@10']:.4f}  latency p50 {report['latency_ms']['p50']:.1f} ms "
+        f"p95 {report['latency_ms']['p95']:.1f} ms  ({report['queries']} queries)"
+    )
+    if json_out:
+        json_out.write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

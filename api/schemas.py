@@ -52,7 +52,7 @@ class AgentConfigCreate(Strict):
     timeout_s: float | None = Field(None, gt=0, le=3600)
     cache_ttl_s: int | None = Field(None, ge=0, le=30 * 86400)
     breaker_fail_max: int | None = Field(None, ge=1, le=1000)
-    breaker_reset_timeout_s: float | None = Field(None, gt=0, le=86400)
+    breaker_reset_timeout_s: float | None = Field(None, ge=1, le=86400, description="Whole seconds count.")
 
 
 class AgentConfigOut(BaseModel):
@@ -88,6 +88,10 @@ class SearchRequest(Strict):
         None, max_length=50, description="Run these agents with default configs instead of the collection's."
     )
     cot: bool = Field(False, description="Include chain-of-thought steps in the response.")
+    search: dict[str, Any] | None = Field(
+        None, description="Retrieval overrides for this job (strategy, fusion, weights, min_score, ...), "
+        "validated as pipeline.retrieval.config.SearchConfig."
+    )
 
 
 class JobAccepted(BaseModel):

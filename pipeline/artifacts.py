@@ -35,6 +35,7 @@ class ArtifactStore:
                 f"artifact {artifact.filename!r} is {size} bytes, over the limit of {self.max_bytes} bytes"
             )
         values = dict(
+            agent_id=artifact.agent_id,
             type=artifact.type,
             filename=artifact.filename,
             content_type=artifact.content_type,
@@ -48,10 +49,10 @@ class ArtifactStore:
             try:
                 with self.db.session() as s:
                     row = s.scalar(
-                        select(ArtifactRow).where(ArtifactRow.job_id == job_uuid, ArtifactRow.agent_id == artifact.agent_id)
+                        select(ArtifactRow).where(ArtifactRow.job_id == job_uuid, ArtifactRow.filename == artifact.filename)
                     )
                     if row is None:
-                        row = ArtifactRow(job_id=job_uuid, agent_id=artifact.agent_id, **values)
+                        row = ArtifactRow(job_id=job_uuid, **values)
                         s.add(row)
                     else:
                         for key, value in values.items():

@@ -49,10 +49,11 @@ class ResultCache:
         except RedisError:
             acquired = False
         try:
-            if acquired:
-                cached = self.get(key)
-                if cached is not None:
-                    return cached, True
+            # Re-read either way: with the lock, a twin may have finished first; without it (timed out waiting),
+            # the holder may have stored the value meanwhile.
+            cached = self.get(key)
+            if cached is not None:
+                return cached, True
             value = compute()
             self.set(key, value, ttl_s)
             return value, False

@@ -146,8 +146,9 @@ class Job(Base):
 
 class ArtifactRow(Base):
     __tablename__ = "artifacts"
-    # One artifact per (job, agent): a task that runs twice overwrites instead of adding a second copy.
-    __table_args__ = (UniqueConstraint("job_id", "agent_id", name="uq_artifacts_job_agent"),)
+    # One artifact per (job, filename): a task that runs twice overwrites instead of adding a second copy,
+    # and the download URL names exactly one artifact.
+    __table_args__ = (UniqueConstraint("job_id", "filename", name="uq_artifacts_job_filename"),)
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     agent_id: Mapped[str] = mapped_column(String(100))

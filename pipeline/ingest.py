@@ -2,18 +2,23 @@
 
 Usage::
 
-    docs = parse_jsonl(path.read_text())                  # DocumentIn list; a bad line raises with its number
-    chunks = chunk_text("long text ...", max_chars=1200)
-    count = index_documents(services, collection, rows)    # replaces earlier vectors of the same documents
+    docs = read_documents(Path("corpus.jsonl"))            # .jsonl, .txt or .md; a bad line raises with its number
+    pieces = chunk_text("long text ...", max_chars=1000, overlap_chars=200)
+    chunks = index_documents([(doc.id, doc.title, doc.text, doc.metadata)], embedder.embed, KeywordAnalyzer())
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.vector_store import IndexedChunk
 from pipeline.text import split_sentences
 
@@ -45,7 +50,9 @@ class IngestError(ValueError):
 
 def parse_jsonl(text: str) -> list[DocumentIn]:
     docs: list[DocumentIn] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # split("\n"), not splitlines(): JSON strings may hold U+2028 and friends, which splitlines() breaks on.
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.rstrip("\r")
         if not line.strip():
             continue
         try:
@@ -61,28 +68,98 @@ def parse_jsonl(text: str) -> list[DocumentIn]:
     return docs
 
 
-def chunk_text(text: str, max_chars: int = 1200) -> list[str]:
-    """Pack whole sentences into chunks of at most ``max_chars`` (a longer sentence becomes its own chunk)."""
+def chunk_text(text: str, max_chars: int = 1000, overlap_chars: int = 200) -> list[str]:
+    """Pack whole sentences into chunks of at most ``max_chars``; each chunk repeats up to ``overlap_chars`` of the
+    previous chunk's last sentences, so a fact spanning a boundary is whole in one of them. A sentence longer than
+    ``max_chars`` becomes its own chunk."""
+    sentences = split_sentences(text) or [text.strip()]
     chunks: list[str] = []
-    current = ""
-    for sentence in split_sentences(text) or [text]:
-        if current and len(current) + 1 + len(sentence) > max_chars:
-            chunks.append(current)
-            current = sentence
-        else:
-            current = f"{current} {sentence}".strip()
+    current: list[str] = []
+    for sentence in sentences:
+        if current and len(" ".join(current)) + 1 + len(sentence) > max_chars:
+            chunks.append(" ".join(current))
+            carry: list[str] = []
+            for previous in reversed(current):
+                if len(" ".join([previous, *carry])) > overlap_chars:
+                    break
+                carry.insert(0, previous)
+            current = carry if len(" ".join([*carry, sentence])) <= max_chars else []
+        current.append(sentence)
     if current:
-        chunks.append(current)
+        chunks.append(" ".join(current))
     return chunks
 
 
-def build_chunks(document_id: str, title: str, text: str, metadata: dict[str, Any], vectors_for) -> list[IndexedChunk]:
-    pieces = chunk_text(text)
-    # The title is embedded with each piece: it often carries the words a query uses.
-    vectors = vectors_for([f"{title}. {p}" if title else p for p in pieces])
-    return [
-        IndexedChunk(
-            id=f"{document_id}#{i}", document_id=document_id, title=title, text=p, vector=v, metadata=metadata
-        )
-        for i, (p, v) in enumerate(zip(pieces, vectors, strict=True))
-    ]
+def read_documents(path: Path) -> list[DocumentIn]:
+    """JSON Lines (one document per line), or one plain-text / Markdown file as one document."""
+    text = path.read_text(encoding="utf-8")
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return parse_jsonl(text)
+    if suffix in (".txt", ".md", ".markdown"):
+        if not text.strip():
+            raise IngestError(f"{path.name}: the file is empty")
+        title = path.stem
+        if suffix != ".txt":
+            heading = next((line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")), None)
+            title = heading or title
+            text = _markdown_to_text(text)
+        return [DocumentIn(id=path.stem, title=title, text=text, metadata={"source": path.name})]
+    raise IngestError(f"{path.name}: unsupported file type {suffix or '(none)'}; use .jsonl, .txt or .md")
+
+
+def _markdown_to_text(markdown: str) -> str:
+    """Markup out, sentences kept: headings end a sentence, links keep their text, code fences keep their code."""
+    lines = []
+    for line in markdown.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            continue
+        if stripped.startswith("#"):
+            stripped = stripped.lstrip("#").strip()
+            if stripped and stripped[-1] not in ".!?:":
+                stripped += "."
+        stripped = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", stripped)
+        stripped = re.sub(r"[*_`]{1,3}([^*_`]+)[*_`]{1,3}", r"\1", stripped)
+        stripped = re.sub(r"^([-*+]|\d+\.)\s+", "", stripped)
+        lines.append(stripped)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+@dataclass
+class ChunkingConfig:
+    max_chars: int = 1000
+    overlap_chars: int = 200
+    # Large groups: the model sorts a call's texts by length, so bigger calls waste less on padding.
+    embed_batch: int = 512
+
+
+def index_documents(
+    docs: list[tuple[str, str, str, dict[str, Any]]],
+    embed: Callable[[list[str]], list[list[float]]],
+    analyzer: KeywordAnalyzer,
+    chunking: ChunkingConfig = ChunkingConfig(),
+) -> list[IndexedChunk]:
+    """Chunk ``(document_id, title, text, metadata)`` tuples and embed every chunk, in batches across documents."""
+    pending: list[tuple[str, str, str, dict[str, Any], int]] = []
+    for document_id, title, text, metadata in docs:
+        for i, piece in enumerate(chunk_text(text, chunking.max_chars, chunking.overlap_chars)):
+            pending.append((document_id, title, piece, metadata, i))
+    chunks: list[IndexedChunk] = []
+    for start in range(0, len(pending), chunking.embed_batch):
+        batch = pending[start : start + chunking.embed_batch]
+        # The title travels with each piece: it often carries the words a query uses.
+        vectors = embed([f"{title}. {piece}" if title else piece for _, title, piece, _, _ in batch])
+        for (document_id, title, piece, metadata, i), vector in zip(batch, vectors, strict=True):
+            chunks.append(
+                IndexedChunk(
+                    id=f"{document_id}#{i}",
+                    document_id=document_id,
+                    title=title,
+                    text=piece,
+                    keywords=analyzer.analyze(f"{title} {piece}"),
+                    vector=vector,
+                    metadata=metadata,
+                )
+            )
+    return chunks

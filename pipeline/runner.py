@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import redis
 from pydantic import BaseModel, ValidationError
+from redis.exceptions import RedisError
 
 from pipeline.agents.base import Agent, AgentArtifact, AgentContext, AgentSkipped
 from pipeline.agents.registry import AgentRegistry, UnknownAgent
@@ -65,6 +66,19 @@ def call_with_deadline(fn: Callable[[], T], timeout_s: float, name: str = "agent
     return box["value"]
 
 
+class _OpenGate:
+    """Stands in for a breaker that could not be reached: admits every call, records nothing."""
+
+    def admits(self) -> bool:
+        return True
+
+    def record(self, error: BaseException | None) -> None:
+        pass
+
+
+OPEN_GATE = _OpenGate()
+
+
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -99,11 +113,15 @@ class AgentRunner:
             return finish("error", error=f"{type(exc).__name__}: {exc}")
 
         config_hash = canonical_hash(agent.config.model_dump(mode="json"))
-        breaker = self.breakers.get(
-            f"{spec.agent_id}:{config_hash}",
-            spec.breaker_fail_max or self.settings.breaker_fail_max,
-            spec.breaker_reset_timeout_s or self.settings.breaker_reset_timeout_s,
-        )
+        try:
+            breaker = self.breakers.get(
+                f"{spec.agent_id}:{config_hash}",
+                spec.breaker_fail_max or self.settings.breaker_fail_max,
+                spec.breaker_reset_timeout_s or self.settings.breaker_reset_timeout_s,
+            )
+        except RedisError:
+            # Like pybreaker's own Redis storage: with Redis down the circuit fails open (calls go through).
+            breaker = OPEN_GATE
         if not breaker.admits():
             return finish("circuit_open", error=f"circuit open after repeated failures of {spec.agent_id}")
 

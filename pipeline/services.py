@@ -21,7 +21,10 @@ from pipeline.agents.registry import AgentRegistry
 from pipeline.artifacts import ArtifactStore
 from pipeline.db import Database
 from pipeline.kv import connect_redis
+from pipeline.cache import ResultCache
+from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.embedder import Embedder
+from pipeline.retrieval.retriever import Retriever
 from pipeline.retrieval.vector_store import VectorStore
 from pipeline.runner import AgentRunner
 from pipeline.settings import Settings, get_settings
@@ -61,13 +64,33 @@ class Services:
                 self.__dict__["_embedder"] = Embedder(self.settings.embedding_model)
             return self.__dict__["_embedder"]
 
+    @cached_property
+    def analyzer(self) -> KeywordAnalyzer:
+        return KeywordAnalyzer(self.settings.keyword_language)
+
+    @property
+    def retriever(self) -> Retriever:
+        with self._lock:
+            if "_retriever" not in self.__dict__:
+                # The model loads on first embed, so a keyword-only search never waits for it.
+                self.__dict__["_retriever"] = Retriever(
+                    embed=lambda texts: self.embedder.embed(texts),
+                    store=self._vector_store_locked(),
+                    analyzer=self.analyzer,
+                    cache=ResultCache(self.redis),
+                )
+            return self.__dict__["_retriever"]
+
+    def _vector_store_locked(self) -> VectorStore:
+        if "_vector_store" not in self.__dict__:
+            self.settings.ensure_data_dir()
+            self.__dict__["_vector_store"] = VectorStore(self.settings.milvus_uri, self.settings.milvus_token)
+        return self.__dict__["_vector_store"]
+
     @property
     def vector_store(self) -> VectorStore:
         with self._lock:
-            if "_vector_store" not in self.__dict__:
-                self.settings.ensure_data_dir()
-                self.__dict__["_vector_store"] = VectorStore(self.settings.milvus_uri, self.settings.milvus_token)
-            return self.__dict__["_vector_store"]
+            return self._vector_store_locked()
 
     def close(self) -> None:
         if "db" in self.__dict__:

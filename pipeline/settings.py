@@ -32,6 +32,11 @@ class Settings(BaseSettings):
     milvus_uri: str | None = Field(None, description="Milvus URI (http://host:19530); default Milvus Lite file.")
     milvus_token: str | None = Field(None, description="Milvus token (user:password) for secured servers.")
     embedding_model: str = Field("all-MiniLM-L6-v2", description="Packaged model name or a local model directory.")
+    keyword_language: str = Field("english", description="Snowball stemmer for BM25 keyword search.")
+    chunk_chars: int = Field(1000, ge=100, le=20000, description="Largest chunk, in characters (whole sentences).")
+    chunk_overlap_chars: int = Field(200, ge=0, le=5000, description="Text repeated from the previous chunk.")
+    search_strategy: str = Field("hybrid", description="Default strategy: semantic, keyword, hybrid or adaptive.")
+    search_fusion: str = Field("rrf", description="Default fusion for hybrid search: rrf or weighted.")
     openai_base_url: str | None = Field(None, description="OpenAI-compatible endpoint for LLM answers.")
     openai_api_key: str | None = Field(None, description="API key for that endpoint.")
     openai_model: str | None = Field(None, description="Model name at that endpoint.")
@@ -50,7 +55,8 @@ class Settings(BaseSettings):
     max_top_k: int = Field(50, ge=1)
     default_agent_timeout_s: float = Field(30.0, gt=0)
     breaker_fail_max: int = Field(5, ge=1)
-    breaker_reset_timeout_s: float = Field(60.0, gt=0)
+    # pybreaker keeps the opening time in whole seconds; shorter resets would not be honoured.
+    breaker_reset_timeout_s: float = Field(60.0, ge=1.0)
     job_deadline_s: float = Field(600.0, gt=0)
     artifact_max_bytes: int = Field(20 * 1024 * 1024, ge=1)
 
@@ -68,6 +74,9 @@ class Settings(BaseSettings):
         if self.max_top_k < self.default_top_k:
             raise ValueError("max_top_k must be at least default_top_k")
         return self
+
+    def search_defaults(self) -> dict:
+        return {"strategy": self.search_strategy, "fusion": self.search_fusion}
 
     @property
     def embedded(self) -> bool:

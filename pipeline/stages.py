@@ -15,12 +15,10 @@ Usage::
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from pipeline.agents.base import (
     AgentContext,
-    Document,
     PostSearchInput,
     PreSearchInput,
     ResponseAgentInput,
@@ -28,6 +26,7 @@ from pipeline.agents.base import (
 )
 from pipeline.answer import extractive_answer
 from pipeline.artifacts import ArtifactStore
+from pipeline.retrieval.config import SearchConfig
 from pipeline.runner import AgentRunner
 from pipeline.state import AgentRun, AgentSpec, JobState
 
@@ -64,32 +63,29 @@ def pre_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner) -> Jo
     return state
 
 
+def search_config(state: JobState, defaults: dict) -> SearchConfig:
+    return SearchConfig(**{**defaults, **state.search, "top_k": state.top_k})
+
+
 def core_search_step(state: JobState, services) -> JobState:
-    """Embed the query and search the collection's Milvus collection; best chunk per document, top-k."""
+    """Search the collection (strategy from the job's search config) and keep the top-k documents."""
     state = state.model_copy(deep=True)
     if state.skip_search:
         state.documents = []
         state.metadata["search"] = {"skipped": True, "reason": "a pre-search agent asked to skip search"}
         return state
-    started = time.perf_counter()
-    vector = services.embedder.embed([state.query])[0]
-    embedded = time.perf_counter()
-    # More candidates than top_k: several chunks of one document collapse into one result.
-    hits = services.vector_store.search(milvus_collection_name(state.collection_id), vector, top_k=state.top_k * 4)
-    searched = time.perf_counter()
-    best: dict[str, Document] = {}
-    for hit in hits:
-        if hit.document_id not in best or hit.score > best[hit.document_id].score:
-            best[hit.document_id] = Document(
-                id=hit.document_id, title=hit.title, text=hit.text, score=hit.score, metadata=hit.metadata
-            )
-    state.documents = sorted(best.values(), key=lambda d: d.score, reverse=True)[: state.top_k]
+    result = services.retriever.search(
+        milvus_collection_name(state.collection_id),
+        state.query,
+        search_config(state, services.settings.search_defaults()),
+        epoch=state.collection_epoch,
+        model=services.settings.embedding_model,
+    )
+    state.documents = result.documents
     state.metadata["search"] = {
-        "strategy": "semantic",
-        "candidates": len(hits),
-        "returned": len(state.documents),
-        "embedding_ms": round((embedded - started) * 1000, 3),
-        "search_ms": round((searched - embedded) * 1000, 3),
+        **result.metrics,
+        **({"warnings": result.warnings} if result.warnings else {}),
+        **({"suggestions": result.suggestions} if result.suggestions else {}),
     }
     return state
 

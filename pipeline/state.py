@@ -61,6 +61,8 @@ class JobState(BaseModel):
     original_query: str | None = None
     top_k: int = 5
     cot: bool = False
+    search: dict[str, Any] = Field(default_factory=dict, description="SearchConfig overrides for this job.")
+    collection_epoch: int = 0
     metadata: dict[str, Any] = Field(default_factory=dict)
     skip_search: bool = False
     documents: list[Document] = Field(default_factory=list)

@@ -53,6 +53,12 @@ wait_for() {
 }
 
 # ---------------------------------------------------------------- extra packages
+# --no-services: only install the named packages (make demo needs espeak-ng, not the servers).
+want_services=1
+if [ "${1:-}" = "--no-services" ]; then
+    want_services=0
+    shift
+fi
 missing_pkgs=()
 for spec in "$@"; do
     case "$spec" in
@@ -66,14 +72,14 @@ for spec in "$@"; do
 done
 
 # ---------------------------------------------------------------- installs
-if ! have redis-server || ! have redis-cli; then
+if [ "$want_services" = 1 ] && { ! have redis-server || ! have redis-cli; }; then
     missing_pkgs+=(redis-server)
 fi
 
 pg_installed() {
     have pg_ctlcluster && [ -d /etc/postgresql ] && [ -n "$(ls -A /etc/postgresql 2>/dev/null)" ]
 }
-if ! pg_installed; then
+if [ "$want_services" = 1 ] && ! pg_installed; then
     missing_pkgs+=(postgresql)
 fi
 
@@ -84,6 +90,7 @@ for spec in "$@"; do
     cmd="${spec%%:*}"
     have "$cmd" || die "command '$cmd' still missing after installing '${spec#*:}'"
 done
+[ "$want_services" = 1 ] || exit 0
 
 # ---------------------------------------------------------------- redis
 redis_ping() {

@@ -12,12 +12,13 @@ import uuid
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from pipeline import stages
 from pipeline.agents.base import Stage
 from pipeline.db import Collection, DocumentRow
-from pipeline.ingest import build_chunks
+from pipeline.ingest import ChunkingConfig, index_documents
+from pipeline.retrieval.vector_store import SchemaMismatch
 from pipeline.jobs import JobStore
 from pipeline.runner import worker_name
 from pipeline.services import get_services
@@ -123,32 +124,56 @@ def job_failed(request, exc, traceback, job_id: str) -> None:
 
 @app.task(name="agentsearch.ingest_documents", bind=True, max_retries=3)
 def ingest_documents(self, collection_id: str, document_ids: list[str]) -> dict[str, int]:
-    """Embed and index the given document rows; re-indexing a document replaces its earlier chunks."""
+    """Chunk, embed and index the given document rows; re-indexing a document replaces its earlier chunks."""
     services = get_services()
+    settings = services.settings
     ids = [uuid.UUID(d) for d in document_ids]
     with services.db.session() as s:
         collection = s.get(Collection, uuid.UUID(collection_id))
         if collection is None:
-            return {"indexed": 0, "failed": len(ids)}
-        rows = s.scalars(select(DocumentRow).where(DocumentRow.id.in_(ids))).all()
-        docs = [(r.id, r.external_id, r.title, r.text, dict(r.metadata_ or {})) for r in rows]
+            return {"indexed": 0, "failed": len(ids), "chunks": 0}
+        rows = s.scalars(select(DocumentRow).where(DocumentRow.id.in_(ids), DocumentRow.status == "pending")).all()
+        docs = [(r.external_id, r.title, r.text, dict(r.metadata_ or {})) for r in rows]
         milvus_name = collection.milvus_name
+    if not docs:
+        return {"indexed": 0, "failed": 0, "chunks": 0}  # a redelivered task whose work is already done
     embedder, store = services.embedder, services.vector_store
-    store.ensure_collection(milvus_name, embedder.dimension)
-    chunks, failed = [], {}
-    for row_id, external_id, title, text, metadata in docs:
-        try:
-            chunks.extend(build_chunks(external_id, title, text, metadata, embedder.embed))
-        except Exception as exc:  # noqa: BLE001 - one bad document must not sink the batch
-            failed[row_id] = f"{type(exc).__name__}: {exc}"
     try:
-        store.delete_documents(milvus_name, [d[1] for d in docs])
+        store.ensure_collection(milvus_name, embedder.dimension)
+    except SchemaMismatch as exc:
+        _mark_documents(services, ids, "failed", str(exc))
+        return {"indexed": 0, "failed": len(docs), "chunks": 0}
+    chunking = ChunkingConfig(settings.chunk_chars, settings.chunk_overlap_chars)
+    chunks = index_documents(docs, embedder.embed, services.analyzer, chunking)
+    try:
+        store.delete_documents(milvus_name, [d[0] for d in docs])
         store.upsert(milvus_name, chunks)
     except Exception as exc:
+        if self.request.retries >= self.max_retries:
+            _mark_documents(services, ids, "failed", f"indexing failed: {type(exc).__name__}: {exc}")
+            raise
         raise self.retry(exc=exc, countdown=2 ** self.request.retries)
+    _mark_documents(services, ids, "indexed", None, bump_epoch=uuid.UUID(collection_id))
+    return {"indexed": len(docs), "failed": 0, "chunks": len(chunks)}
+
+
+@app.task(name="agentsearch.delete_documents", bind=True, max_retries=3)
+def delete_documents(self, collection_id: str, external_ids: list[str]) -> dict[str, int]:
+    services = get_services()
+    try:
+        services.vector_store.delete_documents(stages.milvus_collection_name(collection_id), external_ids)
+    except Exception as exc:
+        raise self.retry(exc=exc, countdown=2 ** self.request.retries)
+    return {"deleted": len(external_ids)}
+
+
+def _mark_documents(services, ids: list[uuid.UUID], status: str, error: str | None,
+                    bump_epoch: uuid.UUID | None = None) -> None:
     with services.db.session() as s:
         for row in s.scalars(select(DocumentRow).where(DocumentRow.id.in_(ids))).all():
-            row.status, row.error = ("failed", failed[row.id]) if row.id in failed else ("indexed", None)
-        collection = s.get(Collection, uuid.UUID(collection_id))
-        collection.index_epoch += 1
-    return {"indexed": len(docs) - len(failed), "failed": len(failed), "chunks": len(chunks)}
+            row.status, row.error = status, error
+        if bump_epoch is not None:
+            # Every change to the indexed content invalidates cached searches of the collection.
+            s.execute(
+                update(Collection).where(Collection.id == bump_epoch).values(index_epoch=Collection.index_epoch + 1)
+            )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from fastapi import APIRouter, Request
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from api.errors import not_found, unprocessable
@@ -102,3 +102,20 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, request: Request)
         "agentsearch.ingest_documents", args=(str(collection_id), row_ids)
     )
     return DocumentsAccepted(collection_id=collection_id, accepted=len(row_ids), task_id=result.id)
+
+
+@router.delete("/{collection_id}/documents/{document_id}", status_code=202)
+def delete_document(collection_id: uuid.UUID, document_id: str, request: Request) -> dict:
+    """Remove a document: its row now, its vectors by a worker task; the collection's epoch moves on."""
+    services = request.app.state.services
+    with services.db.session() as s:
+        get_collection(s, collection_id)
+        row = s.scalar(
+            select(DocumentRow).where(DocumentRow.collection_id == collection_id, DocumentRow.external_id == document_id)
+        )
+        if row is None:
+            raise not_found("document", document_id)
+        s.delete(row)
+        s.execute(update(Collection).where(Collection.id == collection_id).values(index_epoch=Collection.index_epoch + 1))
+    result = request.app.state.celery.send_task("agentsearch.delete_documents", args=(str(collection_id), [document_id]))
+    return {"collection_id": str(collection_id), "document_id": document_id, "task_id": result.id}

@@ -10,10 +10,13 @@ from datetime import timedelta
 from fastapi import APIRouter, HTTPException, Request, Response
 from sqlalchemy import select
 
-from api.errors import not_found, unprocessable
+from pydantic import ValidationError
+
+from api.errors import from_validation_error, not_found, unprocessable
 from api.routes.collections import get_collection
 from api.schemas import JobAccepted, SearchRequest
 from pipeline.db import DEFAULT_USER_ID, AgentConfigRow, CollectionAgent, Job, utcnow
+from pipeline.retrieval.config import SearchConfig
 from pipeline.state import AgentSpec, JobState
 from worker.canvas import build_job_canvas
 
@@ -21,7 +24,7 @@ router = APIRouter(tags=["jobs"])
 log = logging.getLogger("agentsearch.api")
 
 
-def collection_specs(s, collection_id: uuid.UUID) -> list[AgentSpec]:
+def collection_specs(s, collection_id: uuid.UUID, registry) -> list[AgentSpec]:
     rows = s.execute(
         select(AgentConfigRow, CollectionAgent)
         .join(CollectionAgent, CollectionAgent.agent_config_id == AgentConfigRow.id)
@@ -34,7 +37,8 @@ def collection_specs(s, collection_id: uuid.UUID) -> list[AgentSpec]:
             config=cfg.config,
             config_id=str(cfg.id),
             priority=link.priority if link.priority is not None else cfg.priority,
-            timeout_s=cfg.timeout_s,
+            # Resolved now, so the snapshot says what ran and Celery's backstop limits follow the agent's deadline.
+            timeout_s=cfg.timeout_s or registry.get(cfg.agent_id).default_timeout_s,
             cache_ttl_s=cfg.cache_ttl_s,
             breaker_fail_max=cfg.breaker_fail_max,
             breaker_reset_timeout_s=cfg.breaker_reset_timeout_s,
@@ -62,17 +66,37 @@ def submit_search(body: SearchRequest, request: Request, response: Response) -> 
         if len(set(body.agents)) != len(body.agents):
             raise unprocessable(("body", "agents"), "an agent is listed twice")
 
+    search = dict(body.search or {})
+    if "top_k" in search:
+        raise unprocessable(("body", "search", "top_k"), "set top_k at the top level of the request")
+    try:
+        SearchConfig(**{**settings.search_defaults(), **search, "top_k": top_k})
+    except ValidationError as exc:
+        raise from_validation_error(("body", "search"), exc) from None
+
     job_id = uuid.uuid4()
     with services.db.session() as s:
-        get_collection(s, body.collection_id)
+        collection = get_collection(s, body.collection_id)
+        if collection.embedding_model != settings.embedding_model:
+            raise HTTPException(
+                status_code=409,
+                detail=f"collection {collection.name!r} was indexed with {collection.embedding_model!r} but the "
+                f"service embeds queries with {settings.embedding_model!r}; re-ingest it or configure that model",
+            )
+        epoch = collection.index_epoch
         if body.agents is not None:
             # Ad-hoc agents run with their default configs, in the order given.
             specs = [
-                AgentSpec(agent_id=a, stage=services.registry.get(a).stage, priority=i * 10)
+                AgentSpec(
+                    agent_id=a,
+                    stage=services.registry.get(a).stage,
+                    priority=i * 10,
+                    timeout_s=services.registry.get(a).default_timeout_s,
+                )
                 for i, a in enumerate(body.agents)
             ]
         else:
-            specs = collection_specs(s, body.collection_id)
+            specs = collection_specs(s, body.collection_id, services.registry)
         s.add(
             Job(
                 id=job_id,
@@ -93,6 +117,8 @@ def submit_search(body: SearchRequest, request: Request, response: Response) -> 
         original_query=query,
         top_k=top_k,
         cot=body.cot,
+        search=search,
+        collection_epoch=epoch,
     )
     canvas = build_job_canvas(str(job_id), specs, settings.default_agent_timeout_s)
     try:

@@ -136,7 +136,7 @@ def upgrade() -> None:
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['job_id'], ['jobs.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id'),
-    sa.UniqueConstraint('job_id', 'agent_id', name='uq_artifacts_job_agent')
+    sa.UniqueConstraint('job_id', 'filename', name='uq_artifacts_job_filename')
     )
     with op.batch_alter_table('artifacts', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_artifacts_job_id'), ['job_id'], unique=False)

@@ -41,7 +41,9 @@ class AcronymResolver(PreSearchAgent):
             raise AgentSkipped("no acronyms configured")
         flags = 0 if self.config.case_sensitive else re.IGNORECASE
         lookup = {(k if self.config.case_sensitive else k.lower()): v for k, v in self.config.acronyms.items()}
-        pattern = re.compile(r"\b(" + "|".join(re.escape(k) for k in self.config.acronyms) + r")\b", flags)
+        # Longest first, so "EU ETS" is not hidden by "EU".
+        names = sorted(self.config.acronyms, key=len, reverse=True)
+        pattern = re.compile(r"\b(" + "|".join(re.escape(k) for k in names) + r")\b", flags)
         resolved: dict[str, str] = {}
 
         def expand(match: re.Match[str]) -> str:

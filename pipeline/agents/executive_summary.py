@@ -46,7 +46,8 @@ class ExecutiveSummary(ResponseAgent):
             point = "- " + sentence
             if len(point.split()) > budget:
                 if budget > 3:
-                    lines.append(_fit(point, budget))
+                    lines.append(_fit(point, budget - 1))  # the ellipsis is a word too
+                budget = 0
                 break
             lines.append(point)
             budget -= len(point.split())

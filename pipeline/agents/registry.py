@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from pipeline.agents.base import Agent, PostSearchAgent, PreSearchAgent, ResponseAgent
 
 ENTRY_POINT_GROUP = "agentsearch.agents"
+log = logging.getLogger("agentsearch.registry")
 _BASES = (Agent, PreSearchAgent, PostSearchAgent, ResponseAgent)
 
 
@@ -43,11 +45,18 @@ class AgentRegistry:
     def discover(cls, extra_modules: Iterable[str] = ()) -> "AgentRegistry":
         registry = cls()
         for ep in entry_points(group=ENTRY_POINT_GROUP):
-            registry.register(ep.load())
+            try:
+                agent_cls = ep.load()
+            except Exception:  # noqa: BLE001 - one broken plugin must not hide every other agent
+                log.exception("could not load agent entry point %s = %s", ep.name, ep.value)
+                continue
+            registry.register(agent_cls)
         for module_name in extra_modules:
             module = importlib.import_module(module_name)
             for _, obj in inspect.getmembers(module, inspect.isclass):
-                if issubclass(obj, Agent) and obj not in _BASES and obj.__module__ == module.__name__:
+                # Helper base classes without an agent_id are not agents.
+                if (issubclass(obj, Agent) and obj not in _BASES and obj.__module__ == module.__name__
+                        and getattr(obj, "agent_id", None)):
                     registry.register(obj)
         return registry
 

@@ -1,0 +1,150 @@
+"""Retrieval evaluation on BEIR-format data: nDCG@10, Recall@100, MRR@10 and query latency.
+
+Usage::
+
+    corpus = load_beir_corpus(Path("scifact/corpus.jsonl"))
+    queries = load_beir_queries(Path("scifact/queries_train.jsonl"))
+    qrels = load_qrels(Path("scifact/qrels/train.tsv"))
+    report = score_run(run, qrels)     # run: {query_id: [doc ids, best first]}
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+
+def load_beir_corpus(path: Path) -> list[dict]:
+    docs = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                row = json.loads(line)
+                docs.append({"id": str(row["_id"]), "title": row.get("title") or "", "text": row.get("text") or ""})
+            except (json.JSONDecodeError, KeyError) as exc:
+                raise ValueError(f"{path}: line {number}: {exc}") from None
+    return docs
+
+
+def load_beir_queries(path: Path) -> dict[str, str]:
+    queries = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            queries[str(row["_id"])] = row["text"]
+    return queries
+
+
+def load_qrels(path: Path) -> dict[str, dict[str, int]]:
+    qrels: dict[str, dict[str, int]] = {}
+    with path.open(encoding="utf-8") as fh:
+        reader = csv.reader(fh, delimiter="\t")
+        header = next(reader, None)
+        if header is None or header[0] != "query-id":
+            raise ValueError(f"{path}: expected a header row 'query-id corpus-id score'")
+        for row in reader:
+            if len(row) >= 3 and int(row[2]) > 0:
+                qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+    return qrels
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:
+    dcg = sum((2 ** relevant.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall_at(ranked: list[str], relevant: dict[str, int], k: int = 100) -> float:
+    return len(set(ranked[:k]) & set(relevant)) / len(relevant) if relevant else 0.0
+
+
+def mrr_at(ranked: list[str], relevant: dict[str, int], k: int = 10) -> float:
+    return next((1.0 / (i + 1) for i, d in enumerate(ranked[:k]) if d in relevant), 0.0)
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def score_run(run: dict[str, list[str]], qrels: dict[str, dict[str, int]], latencies_ms: list[float] | None = None) -> dict:
+    judged = [q for q in run if q in qrels]
+    if not judged:
+        raise ValueError("no query of the run has relevance judgements")
+    return {
+        "ndcg@10": round(sum(ndcg_at(run[q], qrels[q]) for q in judged) / len(judged), 4),
+        "recall@100": round(sum(recall_at(run[q], qrels[q]) for q in judged) / len(judged), 4),
+        "mrr@10": round(sum(mrr_at(run[q], qrels[q]) for q in judged) / len(judged), 4),
+        "latency_ms": {
+            "p50": round(percentile(latencies_ms or [], 0.5), 2),
+            "p95": round(percentile(latencies_ms or [], 0.95), 2),
+        },
+        "queries": len(judged),
+    }
+
+
+def corpus_collection_name(corpus_path: Path, settings) -> str:
+    """One Milvus collection per (corpus file version, model, chunking): reused while none of them changes."""
+    from pipeline.kv import canonical_hash
+
+    stat = corpus_path.stat()
+    key = canonical_hash(
+        [str(corpus_path.resolve()), stat.st_size, int(stat.st_mtime), settings.embedding_model,
+         settings.chunk_chars, settings.chunk_overlap_chars, settings.keyword_language, "schema-2"]
+    )
+    return f"eval_{key[:16]}"
+
+
+def ensure_corpus_indexed(services, corpus_path: Path, progress=None, batch_docs: int = 256) -> tuple[str, int, bool]:
+    """Index a BEIR corpus through the same ingestion code jobs use. Returns (collection, chunks, reused)."""
+    from pipeline.ingest import ChunkingConfig, index_documents
+
+    settings = services.settings
+    name = corpus_collection_name(corpus_path, settings)
+    store, embedder = services.vector_store, services.embedder
+    docs = load_beir_corpus(corpus_path)
+    marker = settings.ensure_data_dir() / "eval" / f"{name}.done"
+    if marker.exists() and store._client.has_collection(name):
+        return name, int(marker.read_text() or 0), True
+    store.drop_collection(name)
+    store.ensure_collection(name, embedder.dimension)
+    chunking = ChunkingConfig(settings.chunk_chars, settings.chunk_overlap_chars)
+    total = 0
+    for start in range(0, len(docs), batch_docs):
+        batch = docs[start : start + batch_docs]
+        chunks = index_documents([(d["id"], d["title"], d["text"], {}) for d in batch], embedder.embed,
+                                 services.analyzer, chunking)
+        store.upsert(name, chunks, flush=False)
+        total += len(chunks)
+        if progress:
+            progress(len(batch))
+    store.flush(name)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(str(total))
+    return name, total, False
+
+
+def run_retrieval_eval(services, collection: str, queries: dict[str, str], config, progress=None) -> tuple[dict, dict]:
+    """Every query through ``Retriever.search``, the path jobs use (caching off, so latency is real work)."""
+    import time
+
+    from pipeline.retrieval.retriever import Retriever
+
+    retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
+    run: dict[str, list[str]] = {}
+    latencies: list[float] = []
+    for query_id, text in queries.items():
+        started = time.perf_counter()
+        result = retriever.search(collection, text, config, model=services.settings.embedding_model)
+        latencies.append((time.perf_counter() - started) * 1000)
+        run[query_id] = [d.id for d in result.documents]
+        if progress:
+            progress(1)
+    return run, {"latencies_ms": latencies}

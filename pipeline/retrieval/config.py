@@ -1,0 +1,51 @@
+"""How a search is run: strategy, fusion, candidate pool, scoring weights, thresholds and dedup.
+
+Validated when built, so a bad setting is refused when a job is submitted, not in the middle of it.
+
+Usage::
+
+    config = SearchConfig(strategy="hybrid", fusion="weighted", semantic_weight=0.7, keyword_weight=0.3)
+    config = SearchConfig(strategy="adaptive", min_score=0.2, recency_weight=0.1)
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Strategy = Literal["semantic", "keyword", "hybrid", "adaptive"]
+
+
+class SearchConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strategy: Strategy = "hybrid"
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    semantic_weight: float = Field(1.0, ge=0.0, le=10.0)
+    keyword_weight: float = Field(1.0, ge=0.0, le=10.0)
+    rrf_k: int = Field(60, ge=1, le=1000)
+    candidates: int = Field(100, ge=1, le=2000, description="Pool per retriever; does not shrink with top_k.")
+    top_k: int = Field(10, ge=1, le=1000)
+    min_score: float | None = Field(None, description="Applied after fusion and score adjustments.")
+    recency_weight: float = Field(0.0, ge=0.0, le=1.0, description="Share of the score given to recency.")
+    recency_half_life_days: float = Field(365.0, gt=0)
+    authority_weight: float = Field(0.0, ge=0.0, le=1.0, description="Share of the score given to source authority.")
+    authority: dict[str, float] = Field(default_factory=dict, description="metadata.source -> weight in [0, 1].")
+    near_duplicate_threshold: float | None = Field(0.85, gt=0.0, le=1.0, description="Cosine; None disables.")
+    timeout_s: float = Field(20.0, gt=0, le=600, description="Stage deadline: slower retrievers give partial results.")
+
+    @model_validator(mode="after")
+    def _weights(self) -> "SearchConfig":
+        if self.strategy in ("hybrid", "adaptive") and self.semantic_weight + self.keyword_weight == 0:
+            raise ValueError("semantic_weight and keyword_weight cannot both be 0 for hybrid search")
+        if self.recency_weight + self.authority_weight > 1:
+            raise ValueError("recency_weight + authority_weight must not exceed 1")
+        for source, weight in self.authority.items():
+            if not 0 <= weight <= 1:
+                raise ValueError(f"authority[{source!r}] must be between 0 and 1")
+        return self
+
+    def cache_view(self) -> dict:
+        """What changes results (everything but the deadline)."""
+        return self.model_dump(mode="json", exclude={"timeout_s"})

@@ -1,0 +1,44 @@
+"""Rank fusion of several result lists: reciprocal rank fusion (RRF) and weighted score fusion.
+
+Pure functions over ``{id: score}`` maps, each map one retriever's results (higher is better).
+
+Usage::
+
+    fused = rrf_fuse([dense, keyword], weights=[1.0, 1.0], k=60)
+    fused = weighted_fuse([dense, keyword], weights=[0.6, 0.4])   # scores min-max normalised per list first
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def _ranked(scores: dict[str, float]) -> list[str]:
+    return sorted(scores, key=lambda i: scores[i], reverse=True)
+
+
+def rrf_fuse(lists: Sequence[dict[str, float]], weights: Sequence[float] | None = None, k: int = 60) -> dict[str, float]:
+    weights = weights or [1.0] * len(lists)
+    fused: dict[str, float] = {}
+    for scores, weight in zip(lists, weights, strict=True):
+        for rank, item in enumerate(_ranked(scores), start=1):
+            fused[item] = fused.get(item, 0.0) + weight / (k + rank)
+    return fused
+
+
+def normalise(scores: dict[str, float]) -> dict[str, float]:
+    if not scores:
+        return {}
+    low, high = min(scores.values()), max(scores.values())
+    if high == low:
+        return {i: 1.0 for i in scores}
+    return {i: (s - low) / (high - low) for i, s in scores.items()}
+
+
+def weighted_fuse(lists: Sequence[dict[str, float]], weights: Sequence[float]) -> dict[str, float]:
+    """Scores are normalised per list, so BM25's unbounded scale and cosine's [-1, 1] can be mixed."""
+    fused: dict[str, float] = {}
+    for scores, weight in zip(lists, weights, strict=True):
+        for item, score in normalise(scores).items():
+            fused[item] = fused.get(item, 0.0) + weight * score
+    return fused

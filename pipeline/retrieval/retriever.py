@@ -1,0 +1,338 @@
+"""Core search: embed, search Milvus (dense, BM25 keyword, hybrid, adaptive), fuse, score, dedupe, top-k.
+
+Fallbacks are part of the result, never exceptions: an embedding failure searches by keyword only; a Milvus error
+is retried with exponential backoff and then leaves a partial (or empty) result; a retriever slower than the stage
+deadline is left behind with a warning; no results relax the threshold once and suggest other queries.
+
+Usage::
+
+    retriever = Retriever(embed=embedder.embed, store=store, analyzer=KeywordAnalyzer(), cache=cache)
+    result = retriever.search("c_ab12", "solar output 2025", SearchConfig(strategy="hybrid", top_k=5),
+                              epoch=3, model="all-MiniLM-L6-v2")
+    result.documents, result.metrics
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+from pipeline.agents.base import Document
+from pipeline.cache import ResultCache
+from pipeline.kv import canonical_hash
+from pipeline.retrieval.analyzer import KeywordAnalyzer
+from pipeline.retrieval.config import SearchConfig
+from pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse
+from pipeline.retrieval.vector_store import Hit, VectorStore
+from pipeline.text import content_terms
+
+SEARCH_CACHE_TTL_S = 300
+EMBEDDING_CACHE_TTL_S = 24 * 3600
+_IDENTIFIER = re.compile(r"\b(?:[A-Z]{2,}[\w-]*|\w*\d\w*)\b")
+
+
+@dataclass
+class RetrievalResult:
+    documents: list[Document]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    suggestions: list[str] = field(default_factory=list)
+
+
+def with_retries(fn: Callable[[], Any], attempts: int = 3, base_delay_s: float = 0.2) -> Any:
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(base_delay_s * 2**attempt)
+
+
+def choose_strategy(query: str) -> tuple[str, float, float]:
+    """Adaptive choice by query shape: (strategy, semantic weight, keyword weight).
+
+    Short queries and ones carrying codes, numbers or acronyms lean on exact terms; longer natural-language
+    questions lean on meaning. Both retrievers still run: fusion is robust to either being weak.
+    """
+    terms = content_terms(query)
+    if len(terms) <= 2 or len(_IDENTIFIER.findall(query)) >= max(1, len(terms) // 3):
+        return "hybrid", 0.6, 1.4
+    if len(terms) >= 8:
+        return "hybrid", 1.3, 0.7
+    return "hybrid", 1.0, 1.0
+
+
+def _recency(metadata: dict[str, Any], half_life_days: float, today: date) -> float:
+    raw = metadata.get("published") or metadata.get("published_date") or metadata.get("date")
+    if not raw:
+        return 0.0
+    try:
+        published = date.fromisoformat(str(raw)[:10])
+    except ValueError:
+        return 0.0
+    age_days = max(0, (today - published).days)
+    return math.pow(0.5, age_days / half_life_days)
+
+
+class Retriever:
+    def __init__(
+        self,
+        embed: Callable[[list[str]], list[list[float]]],
+        store: VectorStore,
+        analyzer: KeywordAnalyzer,
+        cache: ResultCache | None = None,
+    ) -> None:
+        self._embed = embed
+        self.store = store
+        self.analyzer = analyzer
+        self.cache = cache
+
+    # -- query embedding, cached: the same question embeds once per model --------------------------------
+    def embed_query(self, query: str, model: str) -> tuple[list[float], bool]:
+        key = self.cache.key("embedding", model, hashlib.sha256(query.encode()).hexdigest()) if self.cache else None
+        if key and (cached := self.cache.get(key)) is not None:
+            return json.loads(cached), True
+        vector = self._embed([query])[0]
+        if key:
+            self.cache.set(key, json.dumps(vector), EMBEDDING_CACHE_TTL_S)
+        return vector, False
+
+    def search(self, collection: str, query: str, config: SearchConfig, epoch: int = 0, model: str = "") -> RetrievalResult:
+        started = time.perf_counter()
+        key = None
+        if self.cache:
+            key = self.cache.key("search", collection, str(epoch), model, canonical_hash([query, config.cache_view()]))
+            if (cached := self.cache.get(key)) is not None:
+                payload = json.loads(cached)
+                result = RetrievalResult(
+                    documents=[Document.model_validate(d) for d in payload["documents"]],
+                    metrics={**payload["metrics"], "cache_hit": True,
+                             "processing_ms": round((time.perf_counter() - started) * 1000, 3)},
+                    warnings=payload["warnings"],
+                    suggestions=payload["suggestions"],
+                )
+                return result
+        result = self._search_uncached(collection, query, config, model)
+        result.metrics["processing_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        result.metrics["cache_hit"] = False
+        # Partial or failed searches are not cached: the next job should try again.
+        if key and not result.metrics.get("errors"):
+            payload = {
+                "documents": [d.model_dump(mode="json") for d in result.documents],
+                "metrics": result.metrics,
+                "warnings": result.warnings,
+                "suggestions": result.suggestions,
+            }
+            self.cache.set(key, json.dumps(payload), SEARCH_CACHE_TTL_S)
+        return result
+
+    def _search_uncached(self, collection: str, query: str, config: SearchConfig, model: str) -> RetrievalResult:
+        strategy, w_sem, w_kw = config.strategy, config.semantic_weight, config.keyword_weight
+        if strategy == "adaptive":
+            strategy, w_sem, w_kw = choose_strategy(query)
+        result = self._run(collection, query, config, strategy, w_sem, w_kw, model)
+        result.metrics["strategy"] = config.strategy
+        result.metrics["strategy_used"] = strategy
+        if config.strategy == "adaptive" and len(result.documents) < config.top_k:
+            # Not enough: expand the query with terms from what was found (pseudo-relevance feedback), search again.
+            expanded = self.expand_query(query, result.documents)
+            if expanded != query:
+                second = self._run(collection, expanded, config, strategy, w_sem, w_kw, model)
+                if len(second.documents) > len(result.documents):
+                    second.metrics.update(strategy=config.strategy, strategy_used=strategy, expanded_query=expanded)
+                    result = second
+        if not result.documents and config.min_score is not None:
+            relaxed = self._run(collection, query, config.model_copy(update={"min_score": None}), strategy, w_sem,
+                                w_kw, model)
+            relaxed.metrics.update(strategy=config.strategy, strategy_used=strategy, relaxed_threshold=True)
+            relaxed.warnings.append(f"no result reached min_score {config.min_score}; threshold relaxed once")
+            result = relaxed
+        if not result.documents:
+            result.suggestions = self.suggest(query)
+        return result
+
+    def expand_query(self, query: str, documents: list[Document], terms: int = 5) -> str:
+        have = set(self.analyzer.terms(query))
+        counts: dict[str, int] = {}
+        for doc in documents[:3]:
+            for word in content_terms(f"{doc.title} {doc.text}"):
+                stem = self.analyzer.terms(word)
+                if stem and stem[0] not in have and not word.isdigit():
+                    counts[word] = counts.get(word, 0) + 1
+        extra = [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:terms]]
+        return f"{query} {' '.join(extra)}".strip()
+
+    def suggest(self, query: str) -> list[str]:
+        """Shorter variants of the query (each content term dropped once), for a user who found nothing."""
+        terms = [w for w in query.split() if content_terms(w)]
+        if len(terms) <= 1:
+            return []
+        return [" ".join(t for j, t in enumerate(terms) if j != i) for i in range(len(terms))][:3]
+
+    def _run(self, collection: str, query: str, config: SearchConfig, strategy: str, w_sem: float, w_kw: float,
+             model: str) -> RetrievalResult:
+        metrics: dict[str, Any] = {"errors": [], "embedding_ms": 0.0, "search_ms": 0.0}
+        warnings: list[str] = []
+        use_dense = strategy in ("semantic", "hybrid") and w_sem > 0
+        use_keyword = strategy in ("keyword", "hybrid") and w_kw > 0
+        pool = max(config.candidates, config.top_k)
+
+        vector = None
+        if use_dense:
+            t0 = time.perf_counter()
+            try:
+                vector, metrics["embedding_cache_hit"] = self.embed_query(query, model)
+            except Exception as exc:  # noqa: BLE001 - fall back to keywords, and say so
+                metrics["errors"].append(f"embedding failed: {type(exc).__name__}: {exc}")
+                warnings.append("embedding failed; searched by keyword only")
+                metrics["fallback"] = "keyword_only"
+                use_dense, use_keyword = False, True
+            metrics["embedding_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+
+        jobs: dict[str, Callable[[], list[Hit]]] = {}
+        if use_dense:
+            jobs["semantic"] = lambda: with_retries(lambda: self.store.dense_search(collection, vector, pool))
+        if use_keyword:
+            analyzed = self.analyzer.analyze(query)
+            jobs["keyword"] = lambda: with_retries(lambda: self.store.keyword_search(collection, analyzed, pool))
+        t0 = time.perf_counter()
+        hits = self._parallel(jobs, config.timeout_s, metrics, warnings)
+        metrics["search_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+
+        # Best chunk per document, per retriever.
+        per_doc: dict[str, dict[str, float]] = {}
+        best_hit: dict[str, Hit] = {}
+        for name, found in hits.items():
+            scores: dict[str, float] = {}
+            for hit in found:
+                if hit.score > scores.get(hit.document_id, float("-inf")):
+                    scores[hit.document_id] = hit.score
+                    if hit.document_id not in best_hit or name == "semantic":
+                        best_hit[hit.document_id] = hit
+            per_doc[name] = scores
+        lists = [per_doc[n] for n in ("semantic", "keyword") if n in per_doc]
+        weights = [w for n, w in (("semantic", w_sem), ("keyword", w_kw)) if n in per_doc]
+        if len(lists) == 1:
+            fused = normalise(lists[0]) if strategy == "keyword" else dict(lists[0])
+        elif config.fusion == "rrf":
+            fused = normalise(rrf_fuse(lists, weights, config.rrf_k))
+        else:
+            fused = weighted_fuse(lists, weights)
+
+        scored = self._adjust(fused, best_hit, config)
+        ranked = sorted(scored.items(), key=lambda kv: kv[1], reverse=True)
+        if config.min_score is not None:
+            ranked = [(d, s) for d, s in ranked if s >= config.min_score]
+        documents, removed_exact, removed_near = self._dedupe(collection, ranked, best_hit, config)
+        metrics.update(
+            sources_found=len(fused),
+            returned=len(documents),
+            dedup_removed=removed_exact + removed_near,
+            dedup_exact=removed_exact,
+            dedup_near=removed_near,
+            average_relevance=round(sum(d.score for d in documents) / len(documents), 6) if documents else 0.0,
+            weights={"semantic": w_sem if use_dense else 0.0, "keyword": w_kw if use_keyword else 0.0},
+        )
+        if not metrics["errors"]:
+            del metrics["errors"]
+        return RetrievalResult(documents, metrics, warnings)
+
+    def _parallel(self, jobs: dict[str, Callable[[], list[Hit]]], timeout_s: float, metrics: dict,
+                  warnings: list[str]) -> dict[str, list[Hit]]:
+        """Run the retrievers side by side; keep what is done by the deadline."""
+        results: dict[str, list[Hit]] = {}
+        done = threading.Event()
+        lock = threading.Lock()
+        pending = set(jobs)
+
+        def run(name: str, job: Callable[[], list[Hit]]) -> None:
+            try:
+                found = job()
+                with lock:
+                    results[name] = found
+            except Exception as exc:  # noqa: BLE001 - recorded; the other retriever may still answer
+                with lock:
+                    metrics["errors"].append(f"{name} search failed: {type(exc).__name__}: {exc}")
+            finally:
+                with lock:
+                    pending.discard(name)
+                    if not pending:
+                        done.set()
+
+        if not jobs:
+            return results
+        for name, job in jobs.items():
+            threading.Thread(target=run, args=(name, job), daemon=True, name=f"search-{name}").start()
+        if not done.wait(timeout_s):
+            with lock:
+                late = sorted(pending)
+            warnings.append(f"stage deadline of {timeout_s:g} s passed; partial results without {', '.join(late)}")
+            metrics["timed_out"] = late
+        with lock:
+            return dict(results)
+
+    def _adjust(self, fused: dict[str, float], best_hit: dict[str, Hit], config: SearchConfig) -> dict[str, float]:
+        if not (config.recency_weight or config.authority_weight):
+            return fused
+        today = datetime.now(UTC).date()
+        base = 1.0 - config.recency_weight - config.authority_weight
+        adjusted = {}
+        for doc_id, score in fused.items():
+            meta = best_hit[doc_id].metadata
+            authority = config.authority.get(str(meta.get("source", "")), 0.5 if config.authority else 0.0)
+            adjusted[doc_id] = (
+                base * score
+                + config.recency_weight * _recency(meta, config.recency_half_life_days, today)
+                + config.authority_weight * authority
+            )
+        return adjusted
+
+    def _dedupe(self, collection: str, ranked: list[tuple[str, float]], best_hit: dict[str, Hit],
+                config: SearchConfig) -> tuple[list[Document], int, int]:
+        seen_hashes: set[str] = set()
+        kept: list[Document] = []
+        kept_chunks: list[str] = []
+        removed_exact = removed_near = 0
+        # Look a little past top_k so duplicates removed do not leave the answer short.
+        window = ranked[: config.top_k * 3]
+        vectors: dict[str, list[float]] = {}
+        if config.near_duplicate_threshold is not None and len(window) > 1:
+            try:
+                vectors = self.store.vectors(collection, [best_hit[d].id for d, _ in window])
+            except Exception:  # noqa: BLE001 - without vectors only exact duplicates are removed
+                vectors = {}
+        for doc_id, score in window:
+            hit = best_hit[doc_id]
+            digest = hashlib.sha256(" ".join(hit.text.split()).lower().encode()).hexdigest()
+            if digest in seen_hashes:
+                removed_exact += 1
+                continue
+            vec = vectors.get(hit.id)
+            if vec is not None and any(
+                _cosine(vec, vectors[c]) >= config.near_duplicate_threshold for c in kept_chunks if c in vectors
+            ):
+                removed_near += 1
+                continue
+            seen_hashes.add(digest)
+            kept_chunks.append(hit.id)
+            kept.append(Document(id=doc_id, title=hit.title, text=hit.text, score=round(score, 6),
+                                 metadata={**hit.metadata, "chunk_id": hit.id}))
+            if len(kept) == config.top_k:
+                break
+        return kept, removed_exact, removed_near
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0

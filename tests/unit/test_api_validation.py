@@ -1,0 +1,261 @@
+"""The HTTP API refuses bad requests with FastAPI's 422 shape, and a refused request writes nothing.
+
+One embedded app (SQLite in a temporary directory, in-process Celery worker threads) serves the whole module:
+starting and stopping the worker costs about two seconds. No test here writes an agent config or a job, so each
+test can check that those tables are still empty; collections get unique names per test.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+from sqlalchemy import func, select
+
+COLLECTION_MISSING = "6b0f9a52-1d4e-4c8a-9a55-0e1c2f3d4b5a"
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        for name in list(os.environ):
+            if name.upper().startswith("AGENTSEARCH_"):
+                mp.delenv(name)
+        mp.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path_factory.mktemp("agentsearch-api")))
+
+        import pipeline.services as services_module
+        from pipeline.settings import get_settings
+
+        # Whatever services another test left behind come back afterwards; this module gets its own.
+        mp.setattr(services_module, "_services", None)
+        get_settings.cache_clear()
+        services_module.reset_services()
+
+        from api.app import create_app  # imported late: worker.app reads the settings at import time
+
+        application = create_app()
+        assert application.state.services.settings.embedded
+        try:
+            yield application
+        finally:
+            application.state.services.close()
+            get_settings.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def client(app):
+    from fastapi.testclient import TestClient
+
+    with TestClient(app) as c:  # runs the lifespan: migrations and the embedded worker
+        yield c
+
+
+@pytest.fixture
+def collection_id(client) -> str:
+    response = client.post("/v1/collections", json={"name": f"annual reports {uuid.uuid4().hex[:8]}"})
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def locs(response) -> list[list]:
+    return [err["loc"] for err in response.json()["detail"]]
+
+
+def job_count(app) -> int:
+    from pipeline.db import Job
+
+    with app.state.services.db.session() as s:
+        return s.scalar(select(func.count()).select_from(Job))
+
+
+def assert_nothing_written(client, app) -> None:
+    response = client.get("/v1/agent-configs")
+    assert response.status_code == 200
+    assert response.json() == []
+    assert job_count(app) == 0
+
+
+# --- health ---------------------------------------------------------------------------------------------------
+
+
+def test_healthz(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_readyz_in_embedded_mode(client):
+    response = client.get("/readyz")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["status"] == "ready"
+    assert body["checks"] == {"database": "ok", "redis": "ok", "broker": "ok"}
+
+
+# --- search ---------------------------------------------------------------------------------------------------
+
+
+def test_search_in_an_unknown_collection_is_404(client, app):
+    response = client.post("/v1/search", json={"collection_id": COLLECTION_MISSING, "query": "Q4 revenue"})
+    assert response.status_code == 404
+    assert COLLECTION_MISSING in response.json()["detail"]
+    assert_nothing_written(client, app)
+
+
+@pytest.mark.parametrize("query", ["", "   \n\t "])
+def test_empty_query_is_422_on_query(client, app, collection_id, query):
+    response = client.post("/v1/search", json={"collection_id": collection_id, "query": query})
+    assert response.status_code == 422
+    assert locs(response) == [["body", "query"]]
+    assert_nothing_written(client, app)
+
+
+def test_query_over_the_limit_is_422_on_query(client, app, collection_id):
+    query = ("What was the revenue of the solar segment in the fourth quarter? " * 40)[:2001]
+    assert len(query.strip()) == 2001
+    response = client.post("/v1/search", json={"collection_id": collection_id, "query": query})
+    assert response.status_code == 422
+    assert locs(response) == [["body", "query"]]
+    assert "2000" in response.json()["detail"][0]["msg"]
+    assert_nothing_written(client, app)
+
+
+def test_missing_query_is_422_on_query(client, app, collection_id):
+    response = client.post("/v1/search", json={"collection_id": collection_id})
+    assert response.status_code == 422
+    assert ["body", "query"] in locs(response)
+    assert_nothing_written(client, app)
+
+
+@pytest.mark.parametrize(
+    ("agents", "loc"),
+    [
+        (["sentiment_analyzer"], ["body", "agents", 0]),
+        (["language_detector", "sentimnet_analyzer"], ["body", "agents", 1]),
+    ],
+)
+def test_unknown_agent_id_is_422_naming_its_position(client, app, collection_id, agents, loc):
+    response = client.post("/v1/search", json={"collection_id": collection_id, "query": "Q4 revenue", "agents": agents})
+    assert response.status_code == 422
+    assert locs(response) == [loc]
+    assert agents[loc[-1]] in response.json()["detail"][0]["msg"]
+    assert_nothing_written(client, app)
+
+
+def test_an_agent_listed_twice_is_422(client, app, collection_id):
+    body = {"collection_id": collection_id, "query": "Q4 revenue", "agents": ["deduplicator", "deduplicator"]}
+    response = client.post("/v1/search", json=body)
+    assert response.status_code == 422
+    assert locs(response) == [["body", "agents"]]
+    assert_nothing_written(client, app)
+
+
+def test_unknown_request_field_is_422(client, app, collection_id):
+    response = client.post("/v1/search", json={"collection_id": collection_id, "query": "Q4 revenue", "topk": 3})
+    assert response.status_code == 422
+    assert ["body", "topk"] in locs(response)
+    assert_nothing_written(client, app)
+
+
+@pytest.mark.parametrize("top_k", [0, 10_000])
+def test_top_k_out_of_range_is_422_on_top_k(client, app, collection_id, top_k):
+    response = client.post("/v1/search", json={"collection_id": collection_id, "query": "Q4 revenue", "top_k": top_k})
+    assert response.status_code == 422
+    assert locs(response) == [["body", "top_k"]]
+    assert_nothing_written(client, app)
+
+
+# --- agent configs --------------------------------------------------------------------------------------------
+
+
+def test_agent_config_for_an_unknown_agent_is_422_on_agent_id(client, app):
+    response = client.post("/v1/agent-configs", json={"agent_id": "sentiment_analyzer", "config": {}})
+    assert response.status_code == 422
+    assert locs(response) == [["body", "agent_id"]]
+    assert "sentiment_analyzer" in response.json()["detail"][0]["msg"]
+    assert_nothing_written(client, app)
+
+
+def test_agent_config_with_an_invalid_value_is_422_on_that_config_field(client, app):
+    response = client.post("/v1/agent-configs", json={"agent_id": "deduplicator", "config": {"threshold": 5}})
+    assert response.status_code == 422
+    assert locs(response) == [["body", "config", "threshold"]]
+    assert_nothing_written(client, app)
+
+
+def test_agent_config_with_an_unknown_key_is_422_on_that_key(client, app):
+    body = {"agent_id": "deduplicator", "config": {"threshold": 0.7, "treshold": 0.7}}
+    response = client.post("/v1/agent-configs", json=body)
+    assert response.status_code == 422
+    assert locs(response) == [["body", "config", "treshold"]]
+    assert_nothing_written(client, app)
+
+
+def test_agent_config_nested_errors_keep_their_path(client, app):
+    body = {"agent_id": "acronym_resolver", "config": {"acronyms": {"PPA": ""}}}
+    response = client.post("/v1/agent-configs", json=body)
+    assert response.status_code == 422
+    assert locs(response)[0][:3] == ["body", "config", "acronyms"]
+    assert_nothing_written(client, app)
+
+
+def test_agent_config_for_the_wrong_stage_is_422_on_trigger_stage(client, app):
+    body = {"agent_id": "deduplicator", "config": {}, "trigger_stage": "pre_search"}
+    response = client.post("/v1/agent-configs", json=body)
+    assert response.status_code == 422
+    assert locs(response) == [["body", "trigger_stage"]]
+    assert_nothing_written(client, app)
+
+
+def test_agent_config_with_an_invalid_runtime_limit_is_422(client, app):
+    response = client.post("/v1/agent-configs", json={"agent_id": "deduplicator", "timeout_s": 0})
+    assert response.status_code == 422
+    assert locs(response) == [["body", "timeout_s"]]
+    assert_nothing_written(client, app)
+
+
+def test_a_valid_agent_config_is_saved_normalised_and_listed(client, app):
+    """The control for the checks above: a config that passes validation does show up in the listing."""
+    from pipeline.db import AgentConfigRow
+
+    response = client.post("/v1/agent-configs", json={"agent_id": "deduplicator", "config": {"threshold": 0.7}})
+    try:
+        assert response.status_code == 201, response.text
+        saved = response.json()
+        assert saved["config"] == {"threshold": 0.7, "shingle_size": 3}  # defaults filled in when saved
+        assert saved["trigger_stage"] == "post_search"  # taken from the agent
+        assert saved["name"] == "deduplicator"
+        assert [c["id"] for c in client.get("/v1/agent-configs").json()] == [saved["id"]]
+    finally:
+        with app.state.services.db.session() as s:
+            for row in s.scalars(select(AgentConfigRow)).all():
+                s.delete(row)
+    assert_nothing_written(client, app)
+
+
+# --- collections ----------------------------------------------------------------------------------------------
+
+
+def test_a_duplicate_collection_name_is_422_on_name(client):
+    name = f"quarterly filings {uuid.uuid4().hex[:8]}"
+    first = client.post("/v1/collections", json={"name": name, "description": "10-Q and 10-K filings"})
+    assert first.status_code == 201, first.text
+    assert first.json()["name"] == name
+    second = client.post("/v1/collections", json={"name": name})
+    assert second.status_code == 422
+    assert locs(second) == [["body", "name"]]
+    listed = client.get("/v1/collections", params={"name": name}).json()
+    assert [c["id"] for c in listed] == [first.json()["id"]]
+
+
+@pytest.mark.parametrize("name", ["", "reports/2025", "<script>"])
+def test_a_collection_name_outside_the_allowed_characters_is_422(client, name):
+    response = client.post("/v1/collections", json={"name": name})
+    assert response.status_code == 422
+    assert ["body", "name"] in locs(response)
+    assert client.get("/v1/collections", params={"name": name}).json() == []
+
+
+def test_unknown_collection_is_404_on_read(client):
+    assert client.get(f"/v1/collections/{COLLECTION_MISSING}").status_code == 404
