@@ -81,7 +81,10 @@ class CollectionAgentsIn(Strict):
 
 
 class SearchRequest(Strict):
-    collection_id: uuid.UUID
+    collection_id: uuid.UUID = Field(description="The collection searched; its agent configs run.")
+    also_search: list[uuid.UUID] | None = Field(
+        None, max_length=20, description="More collections searched in parallel; results merged by document id."
+    )
     query: str
     top_k: int | None = Field(None, ge=1)
     agents: list[str] | None = Field(

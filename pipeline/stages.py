@@ -19,6 +19,7 @@ import uuid
 
 from pipeline.agents.base import (
     AgentContext,
+    Document,
     PostSearchInput,
     PreSearchInput,
     ResponseAgentInput,
@@ -67,27 +68,56 @@ def search_config(state: JobState, defaults: dict) -> SearchConfig:
     return SearchConfig(**{**defaults, **state.search, "top_k": state.top_k})
 
 
-def core_search_step(state: JobState, services) -> JobState:
-    """Search the collection (strategy from the job's search config) and keep the top-k documents."""
+def core_search_step(state: JobState, services, collection_id: str | None = None) -> JobState:
+    """Search one collection (the job's own by default) and keep the top-k documents."""
     state = state.model_copy(deep=True)
     if state.skip_search:
         state.documents = []
         state.metadata["search"] = {"skipped": True, "reason": "a pre-search agent asked to skip search"}
         return state
+    collection_id = collection_id or state.collection_id
     result = services.retriever.search(
-        milvus_collection_name(state.collection_id),
+        milvus_collection_name(collection_id),
         state.query,
         search_config(state, services.settings.search_defaults()),
-        epoch=state.collection_epoch,
+        epoch=state.collections.get(collection_id, 0),
         model=services.settings.embedding_model,
     )
-    state.documents = result.documents
+    state.documents = [
+        d.model_copy(update={"metadata": {**d.metadata, "collection_id": collection_id}}) for d in result.documents
+    ]
     state.metadata["search"] = {
         **result.metrics,
         **({"warnings": result.warnings} if result.warnings else {}),
         **({"suggestions": result.suggestions} if result.suggestions else {}),
     }
     return state
+
+
+def merge_search_step(states: list[JobState]) -> JobState:
+    """Join the searches of several collections: dedupe by document id (best score wins), sort, cut to top-k."""
+    merged = states[0].model_copy(deep=True)
+    best: dict[str, Document] = {}
+    for state in states:
+        for doc in state.documents:
+            if doc.id not in best or doc.score > best[doc.id].score:
+                best[doc.id] = doc
+    merged.documents = sorted(best.values(), key=lambda d: d.score, reverse=True)[: merged.top_k]
+    per_collection = {
+        s.documents[0].metadata["collection_id"] if s.documents else f"#{i}": s.metadata.get("search", {})
+        for i, s in enumerate(states)
+    }
+    found = sum(m.get("sources_found", 0) for m in per_collection.values())
+    merged.metadata["search"] = {
+        "collections": per_collection,
+        "sources_found": found,
+        "returned": len(merged.documents),
+        "duplicates_across_collections": sum(len(s.documents) for s in states) - len(best),
+        "cache_hit": all(m.get("cache_hit") for m in per_collection.values()),
+        "average_relevance": round(sum(d.score for d in merged.documents) / len(merged.documents), 6)
+        if merged.documents else 0.0,
+    }
+    return merged
 
 
 def post_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner) -> JobState:

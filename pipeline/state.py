@@ -62,7 +62,9 @@ class JobState(BaseModel):
     top_k: int = 5
     cot: bool = False
     search: dict[str, Any] = Field(default_factory=dict, description="SearchConfig overrides for this job.")
-    collection_epoch: int = 0
+    collections: dict[str, int] = Field(
+        default_factory=dict, description="Every collection the job searches, with its index epoch at submission."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
     skip_search: bool = False
     documents: list[Document] = Field(default_factory=list)

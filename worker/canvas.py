@@ -3,6 +3,8 @@
     chain(pre_search agents by priority -> core_search -> post_search agents by priority -> generate_answer
           -> chord(group(response agents), assemble))
 
+With several collections, core_search becomes chord(group(core_search per collection), merge_search).
+
 Each agent invocation is its own task. With no response agents the chord is replaced by ``assemble`` alone: an
 empty chord header would leave nothing to trigger the body.
 
@@ -43,10 +45,23 @@ def _agent_step(task: str, spec: AgentSpec, default_timeout_s: float) -> Signatu
     )
 
 
-def build_job_canvas(job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0) -> Signature:
+def search_step(collection_ids: list[str] | None) -> Signature:
+    """One collection: one task. Several: searched in parallel (a group), then merged."""
+    if not collection_ids or len(collection_ids) == 1:
+        return signature("agentsearch.core_search").set(**_limits(STEP_LIMIT_S))
+    header = group(
+        signature("agentsearch.core_search", kwargs={"collection_id": c}).set(**_limits(STEP_LIMIT_S))
+        for c in collection_ids
+    )
+    return chord(header, signature("agentsearch.merge_search").set(**_limits(STEP_LIMIT_S)))
+
+
+def build_job_canvas(
+    job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0, collection_ids: list[str] | None = None
+) -> Signature:
     steps: list[Signature] = []
     steps += [_agent_step("agentsearch.pre_search_agent", s, default_timeout_s) for s in ordered(specs, Stage.PRE_SEARCH)]
-    steps.append(signature("agentsearch.core_search").set(**_limits(STEP_LIMIT_S)))
+    steps.append(search_step(collection_ids))
     steps += [_agent_step("agentsearch.post_search_agent", s, default_timeout_s) for s in ordered(specs, Stage.POST_SEARCH)]
     steps.append(signature("agentsearch.generate_answer").set(**_limits(STEP_LIMIT_S)))
 

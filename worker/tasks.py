@@ -55,17 +55,26 @@ def post_search_agent(state: dict[str, Any], spec: dict[str, Any]) -> dict[str, 
     return _agent_task(stages.post_search_step, Stage.POST_SEARCH, state, spec)
 
 
-@app.task(name="agentsearch.core_search", autoretry_for=(ConnectionError,), retry_backoff=True, max_retries=3)
-def core_search(state: dict[str, Any]) -> dict[str, Any]:
+@app.task(name="agentsearch.core_search")
+def core_search(state: dict[str, Any], collection_id: str | None = None) -> dict[str, Any]:
     services = get_services()
     started = time.perf_counter()
     current = JobState.load(state)
     jobs = JobStore(services.db)
     jobs.progress(current.job_id, "core_search")
-    current = stages.core_search_step(current, services)
+    current = stages.core_search_step(current, services, collection_id)
     _timed(current, "core_search", started)
     jobs.progress(current.job_id, "core_search", current)
     return current.dump()
+
+
+@app.task(name="agentsearch.merge_search")
+def merge_search(states: list[dict[str, Any]]) -> dict[str, Any]:
+    """Callback of the per-collection search group."""
+    merged = stages.merge_search_step([JobState.load(s) for s in states])
+    merged.timings_ms["core_search"] = max(JobState.load(s).timings_ms.get("core_search", 0.0) for s in states)
+    JobStore(get_services().db).progress(merged.job_id, "core_search", merged)
+    return merged.dump()
 
 
 @app.task(name="agentsearch.generate_answer")

@@ -74,16 +74,24 @@ def submit_search(body: SearchRequest, request: Request, response: Response) -> 
     except ValidationError as exc:
         raise from_validation_error(("body", "search"), exc) from None
 
+    collection_ids = list(dict.fromkeys([body.collection_id, *(body.also_search or [])]))
     job_id = uuid.uuid4()
     with services.db.session() as s:
-        collection = get_collection(s, body.collection_id)
-        if collection.embedding_model != settings.embedding_model:
-            raise HTTPException(
-                status_code=409,
-                detail=f"collection {collection.name!r} was indexed with {collection.embedding_model!r} but the "
-                f"service embeds queries with {settings.embedding_model!r}; re-ingest it or configure that model",
-            )
-        epoch = collection.index_epoch
+        epochs = {}
+        for i, collection_id in enumerate(collection_ids):
+            try:
+                collection = get_collection(s, collection_id)
+            except HTTPException:
+                if i == 0:
+                    raise
+                raise unprocessable(("body", "also_search", i - 1), f"collection {collection_id} not found") from None
+            if collection.embedding_model != settings.embedding_model:
+                raise HTTPException(
+                    status_code=409,
+                    detail=f"collection {collection.name!r} was indexed with {collection.embedding_model!r} but the "
+                    f"service embeds queries with {settings.embedding_model!r}; re-ingest it or configure that model",
+                )
+            epochs[str(collection_id)] = collection.index_epoch
         if body.agents is not None:
             # Ad-hoc agents run with their default configs, in the order given.
             specs = [
@@ -118,9 +126,9 @@ def submit_search(body: SearchRequest, request: Request, response: Response) -> 
         top_k=top_k,
         cot=body.cot,
         search=search,
-        collection_epoch=epoch,
+        collections=epochs,
     )
-    canvas = build_job_canvas(str(job_id), specs, settings.default_agent_timeout_s)
+    canvas = build_job_canvas(str(job_id), specs, settings.default_agent_timeout_s, list(epochs))
     try:
         canvas.apply_async((state.dump(),))
     except Exception as exc:  # noqa: BLE001 - the broker is down: take the job back, tell the client

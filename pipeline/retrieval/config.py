@@ -21,7 +21,7 @@ class SearchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     strategy: Strategy = "hybrid"
-    fusion: Literal["rrf", "weighted"] = "rrf"
+    fusion: Literal["rrf", "weighted"] = "weighted"
     semantic_weight: float = Field(1.0, ge=0.0, le=10.0)
     keyword_weight: float = Field(1.0, ge=0.0, le=10.0)
     rrf_k: int = Field(60, ge=1, le=1000)

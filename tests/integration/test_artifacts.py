@@ -10,7 +10,6 @@ import base64
 import io
 import re
 import subprocess
-from html.parser import HTMLParser
 from pathlib import Path
 
 from mutagen.mp3 import MP3
@@ -18,6 +17,7 @@ from PIL import Image
 from pptx import Presentation
 
 from tests.integration.conftest import BIN, REPO, runs_by_agent, search
+from tests.support.readers import HtmlReader
 
 QUERY = "What was Northwind Energy's revenue in Q4 2025?"
 AGENTS = ["pptx_generator", "pdf_report", "chart_generator", "audio_summary", "email_draft", "executive_summary"]
@@ -30,19 +30,6 @@ FILES = {
     "email_draft": ("email_draft.html", "text/html; charset=utf-8"),
     "executive_summary": ("executive_summary.txt", "text/plain; charset=utf-8"),
 }
-
-
-class _Html(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[str] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag, attrs) -> None:
-        self.tags.append(tag)
-
-    def handle_data(self, data) -> None:
-        self.text.append(data)
 
 
 def read_back(filename: str, data: bytes, tmp: Path) -> tuple[str, dict]:
@@ -69,7 +56,7 @@ def read_back(filename: str, data: bytes, tmp: Path) -> tuple[str, dict]:
     if suffix == ".mp3":
         return "", {"duration_s": MP3(io.BytesIO(data)).info.length}
     if suffix == ".html":
-        parser = _Html()
+        parser = HtmlReader()
         parser.feed(data.decode("utf-8"))
         assert "script" not in parser.tags and "li" in parser.tags
         return "".join(parser.text), {}

@@ -4,24 +4,11 @@ from __future__ import annotations
 
 import base64
 import re
-from html.parser import HTMLParser
 
 from tests.integration.conftest import runs_by_agent, search, use_agents
+from tests.support.readers import HtmlReader
 
 QUERY = "What was Northwind Energy's revenue in Q4 2025?"
-
-
-class TagCollector(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[str] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag, attrs) -> None:
-        self.tags.append(tag)
-
-    def handle_data(self, data) -> None:
-        self.text.append(data)
 
 
 def test_job_with_agents_in_every_stage(stack, collection):
@@ -64,7 +51,7 @@ def test_job_with_agents_in_every_stage(stack, collection):
         assert set(artifacts) == {"executive_summary", "email_draft"}
         summary = base64.b64decode(artifacts["executive_summary"]["data"]).decode()
         assert QUERY in summary and len(summary.split()) <= 80
-        parser = TagCollector()
+        parser = HtmlReader()
         parser.feed(base64.b64decode(artifacts["email_draft"]["data"]).decode())
         assert "script" not in parser.tags and "li" in parser.tags
         assert "$412 million" in "".join(parser.text)
