@@ -4,7 +4,7 @@ PYTHON  := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 SYSTEM_PYTHON ?= python3
 
-.PHONY: install services demo test unit integration clean
+.PHONY: install services demo test unit integration bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ unit: install
 
 integration: install services
 	$(PYTHON) -m pytest -q tests/integration
+
+# Speed is measured here, not in tests: medians of several rounds, written to bench/results/.
+bench: install
+	$(PYTHON) bench/ingest.py
+	$(PYTHON) bench/artifacts.py
 
 clean:
 	rm -rf .agentsearch demo-out .pytest_cache

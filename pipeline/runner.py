@@ -84,14 +84,17 @@ def worker_name() -> str:
 
 
 class AgentRunner:
-    def __init__(self, registry: AgentRegistry, redis_client: redis.Redis, settings: Settings) -> None:
+    def __init__(self, registry: AgentRegistry, redis_client: redis.Redis, settings: Settings, tools: Any = None) -> None:
         self.registry = registry
         self.settings = settings
+        self.tools = tools  # handed to agents as ctx.tools (pipeline.tools.AgentTools)
         self.cache = ResultCache(redis_client)
         self.breakers = BreakerBoard(redis_client)
 
     def run(self, spec: AgentSpec, inp: BaseModel, ctx: AgentContext) -> tuple[AgentRun, BaseModel | None]:
         started = time.perf_counter()
+        if ctx.tools is None and self.tools is not None:
+            ctx = ctx.model_copy(update={"tools": self.tools})
 
         def finish(status: str, output: BaseModel | None = None, error: str | None = None, hit: bool = False):
             run = AgentRun(
@@ -163,5 +166,7 @@ class AgentRunner:
     def _cache_key(self, agent: Agent, config_hash: str, inp: BaseModel, ctx: AgentContext) -> str:
         # What an agent may read: its input, and what earlier agents of the stage decided (not their timings).
         earlier = [(r.agent_id, r.status, r.data, r.metadata) for r in ctx.previous_agent_results]
-        input_hash = canonical_hash({"input": inp.model_dump(mode="json"), "earlier": earlier})
+        input_hash = canonical_hash(
+            {"input": inp.model_dump(mode="json"), "earlier": earlier, "epoch": ctx.collection_epoch}
+        )
         return self.cache.key("agent", agent.agent_id, agent.version, config_hash, input_hash)

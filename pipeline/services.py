@@ -50,7 +50,9 @@ class Services:
 
     @cached_property
     def runner(self) -> AgentRunner:
-        return AgentRunner(self.registry, self.redis, self.settings)
+        from pipeline.tools import AgentTools
+
+        return AgentRunner(self.registry, self.redis, self.settings, tools=AgentTools(self))
 
     @cached_property
     def artifacts(self) -> ArtifactStore:

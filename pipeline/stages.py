@@ -45,6 +45,7 @@ def _context(state: JobState, stage: Stage) -> AgentContext:
         search_metadata=state.metadata,
         pipeline_stage=stage,
         previous_agent_results=state.runs_in(stage),
+        collection_epoch=state.collections.get(state.collection_id, 0),
     )
 
 

@@ -129,6 +129,10 @@ class AgentContext(BaseModel):
     search_metadata: dict[str, Any] | None = None
     pipeline_stage: Stage
     previous_agent_results: list[AgentResult] = Field(default_factory=list)
+    collection_epoch: int = Field(0, description="The collection's index epoch: part of every agent cache key.")
+    # What an agent may use beyond its input: search, embeddings, the collection's lexicon, the LLM.
+    # A live object, never serialised; None in contexts built without services (plain unit tests).
+    tools: Any = Field(None, exclude=True)
 
 
 class AgentConfig(BaseModel):
