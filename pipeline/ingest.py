@@ -91,9 +91,11 @@ def chunk_text(text: str, max_chars: int = 1000, overlap_chars: int = 200) -> li
 
 
 def read_documents(path: Path) -> list[DocumentIn]:
-    """JSON Lines (one document per line), or one plain-text / Markdown file as one document."""
-    text = path.read_text(encoding="utf-8")
+    """JSON Lines (one document per line), or one plain-text / Markdown / PDF file as one document."""
     suffix = path.suffix.lower()
+    if suffix == ".pdf":
+        return [_read_pdf(path)]
+    text = path.read_text(encoding="utf-8")
     if suffix in (".jsonl", ".ndjson"):
         return parse_jsonl(text)
     if suffix in (".txt", ".md", ".markdown"):
@@ -106,6 +108,22 @@ def read_documents(path: Path) -> list[DocumentIn]:
             text = _markdown_to_text(text)
         return [DocumentIn(id=path.stem, title=title, text=text, metadata={"source": path.name})]
     raise IngestError(f"{path.name}: unsupported file type {suffix or '(none)'}; use .jsonl, .txt or .md")
+
+
+def _read_pdf(path: Path) -> DocumentIn:
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(path)
+        pages = [page.extract_text() or "" for page in reader.pages]
+    except (PdfReadError, OSError) as exc:
+        raise IngestError(f"{path.name}: not a readable PDF ({exc})") from None
+    text = "\n\n".join(p.strip() for p in pages if p.strip())
+    if not text:
+        raise IngestError(f"{path.name}: the PDF has no extractable text (scanned pages need OCR first)")
+    title = (reader.metadata.title if reader.metadata and reader.metadata.title else None) or path.stem
+    return DocumentIn(id=path.stem, title=title, text=text, metadata={"source": path.name, "pages": len(pages)})
 
 
 def _markdown_to_text(markdown: str) -> str:

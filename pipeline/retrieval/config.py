@@ -33,6 +33,9 @@ class SearchConfig(BaseModel):
     authority_weight: float = Field(0.0, ge=0.0, le=1.0, description="Share of the score given to source authority.")
     authority: dict[str, float] = Field(default_factory=dict, description="metadata.source -> weight in [0, 1].")
     near_duplicate_threshold: float | None = Field(0.85, gt=0.0, le=1.0, description="Cosine; None disables.")
+    adaptive_min_results: int = Field(
+        3, ge=1, le=1000, description="Adaptive search expands the query and retries below this many results."
+    )
     timeout_s: float = Field(20.0, gt=0, le=600, description="Stage deadline: slower retrievers give partial results.")
 
     @model_validator(mode="after")

@@ -142,7 +142,7 @@ class Retriever:
         result = self._run(collection, query, config, strategy, w_sem, w_kw, model)
         result.metrics["strategy"] = config.strategy
         result.metrics["strategy_used"] = strategy
-        if config.strategy == "adaptive" and len(result.documents) < config.top_k:
+        if config.strategy == "adaptive" and len(result.documents) < min(config.top_k, config.adaptive_min_results):
             # Not enough: expand the query with terms from what was found (pseudo-relevance feedback), search again.
             expanded = self.expand_query(query, result.documents)
             if expanded != query:
