@@ -36,9 +36,11 @@ def normalise(scores: dict[str, float]) -> dict[str, float]:
 
 
 def weighted_fuse(lists: Sequence[dict[str, float]], weights: Sequence[float]) -> dict[str, float]:
-    """Scores are normalised per list, so BM25's unbounded scale and cosine's [-1, 1] can be mixed."""
+    """Scores are normalised per list, so BM25's unbounded scale and cosine's [-1, 1] can be mixed; the result is a
+    weighted mean, in [0, 1]."""
+    total = sum(weights) or 1.0
     fused: dict[str, float] = {}
     for scores, weight in zip(lists, weights, strict=True):
         for item, score in normalise(scores).items():
-            fused[item] = fused.get(item, 0.0) + weight * score
+            fused[item] = fused.get(item, 0.0) + weight * score / total
     return fused

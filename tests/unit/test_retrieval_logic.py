@@ -31,7 +31,7 @@ def test_weighted_fusion_normalises_each_list_so_scales_do_not_matter():
     dense = {"a": 0.80, "b": 0.70}
     keyword = {"a": 1.0, "b": 40.0}  # BM25's scale would swamp cosine without normalisation
     fused = weighted_fuse([dense, keyword], [1.0, 1.0])
-    assert fused == {"a": 1.0, "b": 1.0}
+    assert fused == {"a": 0.5, "b": 0.5}
     fused = weighted_fuse([dense, keyword], [2.0, 1.0])
     assert fused["a"] > fused["b"]
     assert normalise({"x": 3.0, "y": 3.0}) == {"x": 1.0, "y": 1.0}
