@@ -7,14 +7,40 @@ Usage::
 
 from __future__ import annotations
 
+import logging
+import threading
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
 from api.routes import agents, collections, health, jobs
 from migrations import upgrade
+from pipeline.jobs import JobStore
 from pipeline.services import get_services
 from worker.app import app as celery_app
+
+log = logging.getLogger("agentsearch.api")
+
+
+class Reaper:
+    """Embedded mode's stand-in for Celery beat: fails overdue jobs every ``interval_s``."""
+
+    def __init__(self, jobs: JobStore, interval_s: float) -> None:
+        self.jobs, self.interval_s = jobs, interval_s
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, name="agentsearch-reaper", daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.jobs.reap()
+            except Exception:  # noqa: BLE001 - a failed sweep is retried at the next tick
+                log.exception("reaper sweep failed")
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 def create_app() -> FastAPI:
@@ -32,8 +58,11 @@ def create_app() -> FastAPI:
 
             embedded_worker = EmbeddedWorker(celery_app, concurrency=max(4, settings.worker_concurrency))
             embedded_worker.start()
+            reaper = Reaper(JobStore(services.db), settings.reaper_interval_s)
+            reaper.start()
         yield
         if embedded_worker is not None:
+            reaper.stop()
             embedded_worker.stop()
 
     app = FastAPI(title="agentsearch", version="0.1.0", lifespan=lifespan)

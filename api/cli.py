@@ -4,6 +4,8 @@
     agentsearch api | worker | migrate                 run the services
     agentsearch ingest FILE --collection NAME          JSON Lines documents (id, title, text, metadata)
     agentsearch search "QUERY" --collection NAME [--agents a,b] [--wait] [--out DIR]
+    agentsearch eval retrieval|answers ...             benchmark retrieval (BEIR) or answers (gold spans)
+    agentsearch agents list [--json]                   the registered agents
 
 ``ingest`` and ``search`` talk to the API at AGENTSEARCH_API_URL; unset, they start one in this process.
 """
@@ -74,7 +76,8 @@ def api(host: str | None, port: int | None) -> None:
 @click.option("--queues", default="celery,artifacts", show_default=True, help="Queues to consume.")
 @click.option("--concurrency", type=int, default=None, help="Worker processes (default AGENTSEARCH_WORKER_CONCURRENCY).")
 @click.option("--loglevel", default="INFO", show_default=True)
-def worker(queues: str, concurrency: int | None, loglevel: str) -> None:
+@click.option("--beat", is_flag=True, help="Also run the periodic scheduler (the job reaper); in one worker only.")
+def worker(queues: str, concurrency: int | None, loglevel: str, beat: bool) -> None:
     """Run a prefork Celery worker (distributed mode)."""
     settings = get_settings()
     if settings.embedded:
@@ -84,17 +87,18 @@ def worker(queues: str, concurrency: int | None, loglevel: str) -> None:
 
     celery_app.worker_main(
         ["worker", "--pool=prefork", f"--concurrency={concurrency or settings.worker_concurrency}",
-         f"--queues={queues}", f"--loglevel={loglevel}", "--task-events"]
+         f"--queues={queues}", f"--loglevel={loglevel}", "--task-events",
+         *([f"--beat", f"--schedule={settings.ensure_data_dir() / 'celerybeat-schedule'}"] if beat else [])]
     )
 
 
 def _read_documents(path: Path) -> list[dict]:
-    from pipeline.ingest import IngestError, parse_jsonl
+    from pipeline.ingest import IngestError, read_documents
 
     if not path.is_file():
         fail(f"{path}: no such file")
     try:
-        return [d.model_dump() for d in parse_jsonl(path.read_text(encoding="utf-8"))]
+        return [d.model_dump() for d in read_documents(path)]
     except (IngestError, UnicodeDecodeError) as exc:
         fail(f"{path}: {exc}")
 
@@ -103,7 +107,7 @@ def _read_documents(path: Path) -> list[dict]:
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--collection", "collection_name", required=True, help="Collection name (created when missing).")
 def ingest(file: Path, collection_name: str) -> None:
-    """Ingest a JSON Lines file of documents (id, title, text, optional metadata)."""
+    """Ingest documents: JSON Lines (id, title, text, optional metadata per line), or one .txt / .md / .pdf file."""
     from api.client import ApiError, api_session
 
     documents = _read_documents(file)
@@ -268,6 +272,73 @@ def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | Non
     )
     if json_out:
         json_out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+@eval.command("answers")
+@click.option("--corpus", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--queries", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--answers", "answers_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              required=True, help='JSON Lines of {"_id", "answers": [gold spans]}.')
+@click.option("--limit", type=int, default=None, help="Only the first N questions.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--details", "details_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write each question's answer and hit as JSON Lines here.")
+def eval_answers(corpus: Path, queries: Path, answers_path: Path, limit: int | None, json_out: Path | None,
+                 details_out: Path | None) -> None:
+    """Gold-span rate and latency of answers, through the search-and-answer path jobs use."""
+    from pipeline.answer_eval import load_gold_answers, run_answer_eval
+    from pipeline.evaluation import ensure_corpus_indexed, load_beir_corpus, load_beir_queries
+    from pipeline.llm import LLMClient
+    from pipeline.services import get_services
+
+    try:
+        gold = load_gold_answers(answers_path)
+        asked = {q: t for q, t in load_beir_queries(queries).items() if gold.get(q)}
+        n_docs = len(load_beir_corpus(corpus))
+    except (ValueError, KeyError) as exc:
+        fail(str(exc))
+    if not asked:
+        fail(f"no question of {queries} has gold answers in {answers_path}")
+    if limit:
+        asked = dict(list(asked.items())[:limit])
+    services = get_services()
+    llm = LLMClient.from_settings(services.settings)
+    with click.progressbar(length=n_docs, label="indexing corpus   ") as bar:
+        collection, chunks, reused = ensure_corpus_indexed(services, corpus, progress=bar.update)
+    click.echo(f"collection {collection}: {chunks} chunks ({'reused' if reused else 'indexed now'})")
+    details: list[dict] = []
+    with click.progressbar(length=len(asked), label="answering questions") as bar:
+        report = run_answer_eval(services, collection, asked, gold, llm=llm, progress=bar.update, details=details)
+    click.echo(
+        f"answers ({'LLM ' + llm.model if llm else 'extractive'}): gold-span rate {report['gold_span_rate']:.4f}  "
+        f"(gold span in the retrieved documents {report['gold_span_in_documents_rate']:.4f})  latency p50 "
+        f"{report['latency_ms']['p50']:.1f} ms p95 {report['latency_ms']['p95']:.1f} ms  ({report['questions']} "
+        "questions)"
+    )
+    if json_out:
+        json_out.write_text(json.dumps(report, indent=2) + "\n")
+    if details_out:
+        details_out.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details))
+
+
+@main.group()
+def agents() -> None:
+    """The agent registry."""
+
+
+@agents.command("list")
+@click.option("--json", "as_json", is_flag=True, help='Print [{"id", "stage", "version", "config_schema", ...}].')
+def agents_list(as_json: bool) -> None:
+    """Every registered agent (entry points and AGENTSEARCH_AGENT_MODULES), as GET /v1/agents shows them."""
+    from api.routes.agents import describe_registry
+    from pipeline.agents.registry import AgentRegistry
+
+    described = describe_registry(AgentRegistry.discover(get_settings().agent_modules))
+    if as_json:
+        click.echo(json.dumps(described, indent=2))
+        return
+    for entry in described:
+        click.echo(f"{entry['id']:<20} {entry['stage']:<12} v{entry['version']:<4} {entry['description']}")
 
 
 if __name__ == "__main__":

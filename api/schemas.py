@@ -91,13 +91,8 @@ class SearchRequest(Strict):
         None, max_length=50, description="Run these agents with default configs instead of the collection's."
     )
     cot: bool = Field(False, description="Include chain-of-thought steps in the response.")
+    use_cache: bool = Field(True, description="Answer from an identical earlier job's stored response when there is one.")
     search: dict[str, Any] | None = Field(
         None, description="Retrieval overrides for this job (strategy, fusion, weights, min_score, ...), "
         "validated as pipeline.retrieval.config.SearchConfig."
     )
-
-
-class JobAccepted(BaseModel):
-    job_id: uuid.UUID
-    status: str
-    url: str

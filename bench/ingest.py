@@ -33,7 +33,7 @@ CORPUS = REPO.parent / "shared" / "eval" / "scifact" / "corpus.jsonl"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=CORPUS)
-    parser.add_argument("--docs", type=int, default=1000)
+    parser.add_argument("--docs", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 

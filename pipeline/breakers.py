@@ -26,11 +26,14 @@ import redis
 
 
 class AgentBreaker:
-    def __init__(self, name: str, redis_client: redis.Redis, fail_max: int, reset_timeout_s: float) -> None:
+    def __init__(self, name: str, redis_client: redis.Redis | None, fail_max: int, reset_timeout_s: float) -> None:
+        """With ``redis_client`` None the state stays in this process (for a toolbox-less agent run)."""
         self.name = name
         self.reset_timeout_s = reset_timeout_s
-        self._storage = pybreaker.CircuitRedisStorage(
-            pybreaker.STATE_CLOSED, redis_client, namespace=f"agentsearch:breaker:{name}"
+        self._storage = (
+            pybreaker.CircuitRedisStorage(pybreaker.STATE_CLOSED, redis_client, namespace=f"agentsearch:breaker:{name}")
+            if redis_client is not None
+            else pybreaker.CircuitMemoryStorage(pybreaker.STATE_CLOSED)
         )
         self._breaker = pybreaker.CircuitBreaker(
             fail_max=fail_max, reset_timeout=reset_timeout_s, state_storage=self._storage, name=name
@@ -49,7 +52,11 @@ class AgentBreaker:
         if self._storage.state != pybreaker.STATE_OPEN:
             return True
         opened_at = self._storage.opened_at
-        return opened_at is None or datetime.now(UTC) >= opened_at + timedelta(seconds=self.reset_timeout_s)
+        if opened_at is None:
+            return True
+        # The memory storage keeps a naive timestamp, the Redis storage an aware one.
+        now = datetime.now(UTC) if opened_at.tzinfo else datetime.now(UTC).replace(tzinfo=None)
+        return now >= opened_at + timedelta(seconds=self.reset_timeout_s)
 
     def record(self, error: BaseException | None) -> None:
         """Feed one finished call's outcome to the breaker: ``None`` for success, the exception for a failure."""

@@ -123,13 +123,20 @@ class CollectionAgent(Base):
 
 class Job(Base):
     __tablename__ = "jobs"
-    __table_args__ = (Index("ix_jobs_user_status", "user_id", "status"),)
+    __table_args__ = (
+        Index("ix_jobs_user_status", "user_id", "status"),
+        Index("ix_jobs_cache_key", "cache_key"),
+        Index("ix_jobs_status_deadline", "status", "deadline_at"),
+        UniqueConstraint("user_id", "idempotency_key", name="uq_jobs_user_idempotency_key"),
+    )
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     collection_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"), index=True)
     query: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(20), default="queued")  # queued|running|succeeded|failed
     stage: Mapped[str | None] = mapped_column(String(50))
+    # Every stage the job entered, in order, with when: what the event stream replays.
+    stage_log: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
     request: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     config_snapshot: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
     state: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
@@ -138,6 +145,11 @@ class Job(Base):
     response: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
     error: Mapped[str | None] = mapped_column(Text)
     deadline_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    # Digest of everything that decides the response (query, options, agent configs, collection epochs).
+    cache_key: Mapped[str | None] = mapped_column(String(64))
+    cached_from: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    attempts: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -34,6 +34,8 @@ class JobStore:
                 return
             if job.status == "queued":
                 job.status, job.started_at = "running", utcnow()
+            if job.stage != stage:
+                job.stage_log = [*(job.stage_log or []), {"stage": stage, "at": utcnow().isoformat()}]
             job.stage = stage
             if state is not None:
                 job.agent_runs = [r.model_dump(mode="json") for r in state.agent_runs]
@@ -54,6 +56,7 @@ class JobStore:
             if job is None or job.status in ("failed", "cancelled"):
                 return
             job.status, job.stage = "succeeded", "done"
+            job.stage_log = [*(job.stage_log or []), {"stage": "done", "at": utcnow().isoformat()}]
             job.response = response
             job.agent_runs = [r.model_dump(mode="json") for r in runs]
             job.timings_ms = timings
@@ -65,3 +68,34 @@ class JobStore:
             if job is None or job.status in TERMINAL:
                 return
             job.status, job.error, job.finished_at = "failed", error[:4000], utcnow()
+
+    def is_cancelled(self, job_id: str) -> bool:
+        with self.db.session() as s:
+            job = self._job(s, job_id)
+            return job is not None and job.status == "cancelled"
+
+    def cancel(self, job_id: str) -> bool:
+        """Mark a job cancelled; its remaining steps see it at their next boundary and do no work."""
+        with self.db.session() as s:
+            job = self._job(s, job_id)
+            if job is None or job.status in TERMINAL:
+                return False
+            job.status, job.error, job.finished_at = "cancelled", "cancelled by the user", utcnow()
+            return True
+
+    def reap(self, now=None) -> list[str]:
+        """Fail every queued or running job past its deadline, with the stage it was stuck in."""
+        now = now or utcnow()
+        reaped = []
+        with self.db.session() as s:
+            overdue = s.scalars(
+                select(Job).where(Job.status.in_(("queued", "running")), Job.deadline_at < now).with_for_update(
+                    skip_locked=True
+                )
+            ).all()
+            for job in overdue:
+                where = f"in stage {job.stage}" if job.stage else "waiting in the queue"
+                job.status, job.finished_at = "failed", now
+                job.error = f"deadline passed {where}; no worker finished it (reaped)"
+                reaped.append(str(job.id))
+        return reaped

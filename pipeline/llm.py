@@ -1,8 +1,13 @@
 """The LLM provider: one OpenAI-compatible chat client for every LLM variant (agents and answers).
 
 Configured by ``AGENTSEARCH_OPENAI_BASE_URL`` / ``_API_KEY`` / ``_MODEL``; when unset, ``LLMClient.from_settings``
-returns ``None`` and callers use their offline path. The client's own timeout stays below the caller's deadline,
-and transient errors (connection, timeout, 429, 5xx) are retried with exponential backoff by the ``openai`` client.
+returns ``None`` and callers use their offline path.
+
+``timeout_s`` is the budget of the whole call, retries included: a caller with a deadline passes a budget below
+it and gets an answer or an ``LLMError`` in time. Transient errors (connection errors, 408, 409, 429 and 5xx) are
+retried up to ``max_retries`` times with exponential backoff and jitter (a server's ``Retry-After`` is honoured
+when it fits the budget); anything else (400, 401, 404, a reply without content) fails at once. The ``openai``
+client's own retries are off, so the budget is really the bound.
 
 Usage::
 
@@ -15,7 +20,9 @@ Usage::
 from __future__ import annotations
 
 import json
+import random
 import re
+import time
 from typing import Any
 
 import openai
@@ -23,16 +30,52 @@ import openai
 from pipeline.settings import Settings
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
+TRANSIENT_STATUS = frozenset({408, 409, 429})
 
 
 class LLMError(RuntimeError):
-    pass
+    """An LLM call that gave no usable reply. ``transient`` tells whether a retry could have helped."""
+
+    def __init__(self, message: str, *, status: int | None = None, transient: bool = False, attempts: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+        self.transient = transient
+        self.attempts = attempts
+
+
+def _is_transient(exc: openai.OpenAIError) -> tuple[bool, int | None]:
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        return status in TRANSIENT_STATUS or status >= 500, status
+    if isinstance(exc, openai.APIConnectionError):  # APITimeoutError included
+        return True, None
+    return False, None
+
+
+def _retry_after_s(exc: openai.OpenAIError) -> float | None:
+    response = getattr(exc, "response", None)
+    if response is None:
+        return None
+    for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        raw = response.headers.get(header)
+        if raw:
+            try:
+                return max(0.0, float(raw) / divisor)
+            except ValueError:
+                continue
+    return None
 
 
 class LLMClient:
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, max_retries: int = 2) -> None:
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, max_retries: int = 2,
+                 backoff_s: float = 0.5, max_backoff_s: float = 8.0) -> None:
         self.model = model
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", max_retries=max_retries)
+        self.base_url = base_url
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        # Retries are ours (bounded by the call's budget), not the openai client's.
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", max_retries=0)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "LLMClient | None":
@@ -40,21 +83,41 @@ class LLMClient:
             return None
         return cls(settings.openai_base_url, settings.openai_model, settings.openai_api_key)
 
+    def __repr__(self) -> str:
+        return f"LLMClient({self.base_url!r}, model={self.model!r})"
+
     def complete(self, messages: list[dict[str, str]], timeout_s: float = 20.0, temperature: float = 0.0,
                  max_tokens: int | None = None) -> str:
-        try:
-            reply = self._client.chat.completions.create(
-                model=self.model,
-                messages=messages,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                timeout=timeout_s,
-            )
-        except openai.OpenAIError as exc:
-            raise LLMError(f"LLM call failed: {type(exc).__name__}: {exc}") from exc
-        if not reply.choices or reply.choices[0].message.content is None:
-            raise LLMError("LLM reply had no content")
-        return reply.choices[0].message.content
+        """The assistant's reply text. Raises ``LLMError`` within ``timeout_s`` (plus a few ms) when there is none."""
+        deadline = time.monotonic() + timeout_s
+        attempt = 0
+        while True:
+            attempt += 1
+            remaining = deadline - time.monotonic()
+            try:
+                kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature,
+                                          "timeout": max(0.05, remaining)}
+                if max_tokens is not None:
+                    kwargs["max_tokens"] = max_tokens
+                reply = self._client.chat.completions.create(**kwargs)
+            except openai.OpenAIError as exc:
+                transient, status = _is_transient(exc)
+                what = f"LLM call failed (attempt {attempt}): {type(exc).__name__}: {exc}"
+                if isinstance(exc, openai.APITimeoutError):
+                    what = f"LLM call timed out after {timeout_s:g} s budget (attempt {attempt})"
+                if not transient or attempt > self.max_retries:
+                    raise LLMError(what, status=status, transient=transient, attempts=attempt) from exc
+                delay = _retry_after_s(exc)
+                if delay is None:
+                    delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * (1 - 0.25 * random.random())
+                if time.monotonic() + delay >= deadline:
+                    raise LLMError(f"{what}; no time left in the {timeout_s:g} s budget to retry", status=status,
+                                   transient=True, attempts=attempt) from exc
+                time.sleep(delay)
+                continue
+            if not reply.choices or reply.choices[0].message.content is None:
+                raise LLMError("LLM reply had no content", attempts=attempt)
+            return reply.choices[0].message.content
 
     def complete_json(self, messages: list[dict[str, str]], timeout_s: float = 20.0, **kwargs: Any) -> Any:
         """A completion parsed as JSON; code fences and text around the first JSON value are tolerated."""

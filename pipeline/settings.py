@@ -59,6 +59,7 @@ class Settings(BaseSettings):
     # pybreaker keeps the opening time in whole seconds; shorter resets would not be honoured.
     breaker_reset_timeout_s: float = Field(60.0, ge=1.0)
     job_deadline_s: float = Field(600.0, gt=0)
+    reaper_interval_s: float = Field(30.0, gt=0, description="How often overdue jobs are looked for.")
     artifact_max_bytes: int = Field(20 * 1024 * 1024, ge=1)
 
     @model_validator(mode="after")

@@ -8,7 +8,7 @@ Usage::
     state = pre_search_step(state, spec, services.runner)
     state = core_search_step(state, services)
     state = post_search_step(state, spec, services.runner)
-    state = answer_step(state)
+    state = answer_step(state, LLMClient.from_settings(services.settings), services.embedder.embed)
     run = response_step(state, spec, services.runner, services.artifacts)
     response = assemble_response(state, [run])
 """
@@ -25,7 +25,7 @@ from pipeline.agents.base import (
     ResponseAgentInput,
     Stage,
 )
-from pipeline.answer import extractive_answer
+from pipeline.answer import generate_answer
 from pipeline.artifacts import ArtifactStore
 from pipeline.retrieval.config import SearchConfig
 from pipeline.runner import AgentRunner
@@ -140,13 +140,19 @@ def post_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner) -> J
     return state
 
 
-def answer_step(state: JobState) -> JobState:
+def answer_step(state: JobState, llm=None, embed=None, language: str = "english") -> JobState:
+    """The answer with citations: the LLM's when ``llm`` is given (an ``LLMClient``), else, or when it fails,
+    the extractive one (sentences scored with ``embed`` when given). ``metadata.answer`` records which and why."""
     state = state.model_copy(deep=True)
-    answer = extractive_answer(state.query, state.documents, with_cot=state.cot)
+    # The user's question is what is answered; the search query (maybe translated or expanded) is what matched.
+    question = state.original_query or state.query
+    query = question if state.query == question else f"{question}\n(searched as: {state.query})"
+    answer = generate_answer(query if llm is not None else state.query, state.documents, with_cot=state.cot,
+                             llm=llm, embed=embed, language=language)
     state.answer = answer.text
     state.sources = answer.sources
     state.cot_steps = answer.cot_steps
-    state.metadata["answer"] = {"method": "extractive"}
+    state.metadata["answer"] = answer.metadata()
     return state
 
 
@@ -178,8 +184,10 @@ def response_step(state: JobState, spec: AgentSpec, runner: AgentRunner, artifac
 def assemble_response(state: JobState, response_runs: list[AgentRun]) -> dict:
     """The final response in the seed's shape, with artifacts by reference (the API inlines their bytes)."""
     runs = [*state.agent_runs, *response_runs]
+    search_errors = (state.metadata.get("search") or {}).get("errors")
     return {
         "job_id": state.job_id,
+        "complete": not search_errors and all(r.status in ("ok", "skipped") for r in runs),
         "query": state.original_query or state.query,
         "search_query": state.query,
         "answer": state.answer,

@@ -39,6 +39,17 @@ class AgentTools:
     def llm(self) -> LLMClient | None:
         return LLMClient.from_settings(self._services.settings)
 
+    def breaker(self, name: str, fail_max: int, reset_timeout_s: float):
+        """A circuit breaker shared by every worker through Redis, for an agent's own dependency (an endpoint)."""
+        from redis.exceptions import RedisError
+
+        from pipeline.runner import OPEN_GATE
+
+        try:
+            return self._services.runner.breakers.get(f"tool:{name}", fail_max, reset_timeout_s)
+        except RedisError:
+            return OPEN_GATE
+
     def embed(self, texts: list[str]) -> list[list[float]]:
         return self._services.embedder.embed(texts)
 

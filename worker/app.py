@@ -42,6 +42,9 @@ def create_app() -> Celery:
         task_send_sent_event=True,
         task_track_started=True,
         worker_hijack_root_logger=False,
+        beat_schedule={
+            "reap-overdue-jobs": {"task": "agentsearch.reap_jobs", "schedule": settings.reaper_interval_s},
+        },
     )
     return app
 

@@ -20,6 +20,7 @@ from pipeline.db import Collection, DocumentRow
 from pipeline.ingest import ChunkingConfig, index_documents
 from pipeline.retrieval.vector_store import SchemaMismatch
 from pipeline.jobs import JobStore
+from pipeline.llm import LLMClient
 from pipeline.runner import worker_name
 from pipeline.services import get_services
 from pipeline.state import AgentRun, AgentSpec, JobState
@@ -38,6 +39,8 @@ def _agent_task(step, stage: Stage, state: dict[str, Any], spec: dict[str, Any])
     current = JobState.load(state)
     jobs = JobStore(services.db)
     agent_spec = AgentSpec.model_validate(spec)
+    if jobs.is_cancelled(current.job_id):
+        return state  # cancelled: the rest of the chain passes through without work
     jobs.progress(current.job_id, f"{stage.value}:{agent_spec.agent_id}")
     current = step(current, agent_spec, services.runner)
     _timed(current, stage.value, started)
@@ -61,6 +64,8 @@ def core_search(state: dict[str, Any], collection_id: str | None = None) -> dict
     started = time.perf_counter()
     current = JobState.load(state)
     jobs = JobStore(services.db)
+    if jobs.is_cancelled(current.job_id):
+        return state
     jobs.progress(current.job_id, "core_search")
     current = stages.core_search_step(current, services, collection_id)
     _timed(current, "core_search", started)
@@ -80,8 +85,14 @@ def merge_search(states: list[dict[str, Any]]) -> dict[str, Any]:
 @app.task(name="agentsearch.generate_answer")
 def generate_answer(state: dict[str, Any]) -> dict[str, Any]:
     services = get_services()
+    if JobStore(services.db).is_cancelled(state["job_id"]):
+        return state
     started = time.perf_counter()
-    current = stages.answer_step(JobState.load(state))
+    settings = services.settings
+    current = stages.answer_step(JobState.load(state), llm=LLMClient.from_settings(settings),
+                                 # Lazy: a model that fails to load costs the answer its embedding score only.
+                                 embed=lambda texts: services.embedder.embed(texts),
+                                 language=settings.keyword_language)
     _timed(current, "answer", started)
     # Saved for the chord's callback, which receives only the response agents' records.
     JobStore(services.db).progress(current.job_id, "response", current, keep_state=True)
@@ -93,6 +104,9 @@ def response_agent(state: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any
     agent_spec = AgentSpec.model_validate(spec)
     try:
         services = get_services()
+        if JobStore(services.db).is_cancelled(state["job_id"]):
+            return AgentRun(agent_id=agent_spec.agent_id, config_id=agent_spec.config_id, stage=Stage.RESPONSE,
+                            success=False, status="skipped", errors=["job cancelled"]).model_dump(mode="json")
         run = stages.response_step(JobState.load(state), agent_spec, services.runner, services.artifacts)
     except BaseException as exc:  # noqa: BLE001 - never raise into the chord (SoftTimeLimitExceeded included)
         log.exception("response agent %s failed outside the runner", agent_spec.agent_id)
@@ -113,6 +127,8 @@ def response_agent(state: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any
 def assemble(records: list[dict[str, Any]], job_id: str) -> dict[str, Any]:
     services = get_services()
     jobs = JobStore(services.db)
+    if jobs.is_cancelled(job_id):
+        return {"job_id": job_id, "status": "cancelled"}
     started = time.perf_counter()
     state = jobs.load_state(job_id)
     runs = [AgentRun.model_validate(r) for r in records if r]
@@ -123,6 +139,15 @@ def assemble(records: list[dict[str, Any]], job_id: str) -> dict[str, Any]:
     response["timings_ms"] = state.timings_ms
     jobs.succeed(job_id, response, [*state.agent_runs, *runs], state.timings_ms)
     return {"job_id": job_id, "status": "succeeded"}
+
+
+@app.task(name="agentsearch.reap_jobs")
+def reap_jobs() -> list[str]:
+    """Periodic: no job stays queued or running past its deadline (a worker killed mid-job, a lost message)."""
+    reaped = JobStore(get_services().db).reap()
+    if reaped:
+        log.warning("reaped %d overdue jobs: %s", len(reaped), ", ".join(reaped))
+    return reaped
 
 
 @app.task(name="agentsearch.job_failed")
@@ -173,6 +198,8 @@ def delete_documents(self, collection_id: str, external_ids: list[str]) -> dict[
         services.vector_store.delete_documents(stages.milvus_collection_name(collection_id), external_ids)
     except Exception as exc:
         raise self.retry(exc=exc, countdown=2 ** self.request.retries)
+    # Again now that the vectors are gone: results cached in between may still hold the document.
+    _mark_documents(services, [], "indexed", None, bump_epoch=uuid.UUID(collection_id))
     return {"deleted": len(external_ids)}
 
 

@@ -16,21 +16,28 @@ from pipeline.db import DEFAULT_USER_ID, AgentConfigRow, CollectionAgent
 router = APIRouter(tags=["agents"])
 
 
+def describe_agent(cls) -> dict:
+    """One registry entry as ``GET /v1/agents`` and ``agentsearch agents list --json`` show it."""
+    return {
+        "id": cls.agent_id,
+        "agent_id": cls.agent_id,
+        "stage": cls.stage.value,
+        "version": cls.version,
+        "description": cls.description,
+        "default_timeout_s": cls.default_timeout_s,
+        "cacheable": cls.cacheable,
+        "cache_ttl_s": cls.cache_ttl_s,
+        "config_schema": cls.Config.model_json_schema(),
+    }
+
+
+def describe_registry(registry) -> list[dict]:
+    return [describe_agent(cls) for cls in registry]
+
+
 @router.get("/v1/agents")
 def list_agents(request: Request) -> list[dict]:
-    return [
-        {
-            "agent_id": cls.agent_id,
-            "stage": cls.stage.value,
-            "version": cls.version,
-            "description": cls.description,
-            "default_timeout_s": cls.default_timeout_s,
-            "cacheable": cls.cacheable,
-            "cache_ttl_s": cls.cache_ttl_s,
-            "config_schema": cls.Config.model_json_schema(),
-        }
-        for cls in request.app.state.services.registry
-    ]
+    return describe_registry(request.app.state.services.registry)
 
 
 def _out(row: AgentConfigRow) -> AgentConfigOut:

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import json
 import logging
+import time
 import uuid
 from datetime import timedelta
 
-from fastapi import APIRouter, HTTPException, Request, Response
-from sqlalchemy import select
+from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse, StreamingResponse
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 
 from pydantic import ValidationError
 
 from api.errors import from_validation_error, not_found, unprocessable
 from api.routes.collections import get_collection
-from api.schemas import JobAccepted, SearchRequest
+from api.schemas import SearchRequest
 from pipeline.db import DEFAULT_USER_ID, AgentConfigRow, CollectionAgent, Job, utcnow
+from pipeline.jobs import TERMINAL, JobStore
+from pipeline.kv import canonical_hash
 from pipeline.retrieval.config import SearchConfig
 from pipeline.state import AgentSpec, JobState
 from worker.canvas import build_job_canvas
@@ -47,8 +55,15 @@ def collection_specs(s, collection_id: uuid.UUID, registry) -> list[AgentSpec]:
     ]
 
 
-@router.post("/v1/search", status_code=202, response_model=JobAccepted)
-def submit_search(body: SearchRequest, request: Request, response: Response) -> JobAccepted:
+@router.post("/v1/search", status_code=202, responses={200: {"description": "an existing or cached job"}})
+def submit_search(
+    body: SearchRequest,
+    request: Request,
+    wait: float = Query(0, ge=0, le=60, description="Seconds to wait for the result before answering 202."),
+    idempotency_key: str | None = Header(None, max_length=255),
+) -> JSONResponse:
+    """Submit a search job. The same ``Idempotency-Key`` returns the same job; an identical earlier job (same
+    query, options, agent configs and collection epochs) answers at once from its stored response."""
     services = request.app.state.services
     settings = services.settings
     query = body.query.strip()
@@ -75,8 +90,13 @@ def submit_search(body: SearchRequest, request: Request, response: Response) -> 
         raise from_validation_error(("body", "search"), exc) from None
 
     collection_ids = list(dict.fromkeys([body.collection_id, *(body.also_search or [])]))
-    job_id = uuid.uuid4()
     with services.db.session() as s:
+        if idempotency_key:
+            earlier = s.scalar(
+                select(Job).where(Job.user_id == DEFAULT_USER_ID, Job.idempotency_key == idempotency_key)
+            )
+            if earlier is not None:
+                return _accepted(earlier, status_code=200)
         epochs = {}
         for i, collection_id in enumerate(collection_ids):
             try:
@@ -105,18 +125,49 @@ def submit_search(body: SearchRequest, request: Request, response: Response) -> 
             ]
         else:
             specs = collection_specs(s, body.collection_id, services.registry)
-        s.add(
-            Job(
-                id=job_id,
-                user_id=DEFAULT_USER_ID,
-                collection_id=body.collection_id,
-                query=query,
-                status="queued",
-                request=body.model_dump(mode="json"),
-                config_snapshot=[spec.model_dump(mode="json") for spec in specs],
-                deadline_at=utcnow() + timedelta(seconds=settings.job_deadline_s),
-            )
+        snapshot = [spec.model_dump(mode="json") for spec in specs]
+        cache_key = canonical_hash(
+            [query, top_k, body.cot, search, snapshot, epochs, settings.embedding_model, settings.openai_model]
         )
+        job = Job(
+            user_id=DEFAULT_USER_ID,
+            collection_id=body.collection_id,
+            query=query,
+            status="queued",
+            request=body.model_dump(mode="json"),
+            config_snapshot=snapshot,
+            deadline_at=utcnow() + timedelta(seconds=settings.job_deadline_s),
+            idempotency_key=idempotency_key,
+            cache_key=cache_key,
+        )
+        hit = None
+        if body.use_cache:
+            candidates = s.scalars(
+                select(Job)
+                .where(Job.user_id == DEFAULT_USER_ID, Job.cache_key == cache_key, Job.status == "succeeded",
+                       Job.cached_from.is_(None))
+                .order_by(Job.finished_at.desc())
+                .limit(5)
+            ).all()
+            # Only a complete answer is reused: one with a failed agent or search error deserves a new try.
+            hit = next((c for c in candidates if c.response and c.response.get("complete")), None)
+        if hit is not None:
+            # The whole job is answered from the stored response: no Celery, no agents.
+            now = utcnow()
+            job.status, job.stage, job.cached_from = "succeeded", "done", hit.id
+            job.stage_log = [{"stage": "done", "at": now.isoformat(), "cached": True}]
+            job.response = {**hit.response, "job_id": None, "cached": True, "cached_from": str(hit.id)}
+            job.agent_runs, job.timings_ms = hit.agent_runs, {}
+            job.started_at = job.finished_at = now
+        s.add(job)
+        try:
+            s.flush()
+        except IntegrityError:
+            raise HTTPException(status_code=409, detail="a job with this Idempotency-Key is being created") from None
+        job_id = job.id
+        if job.response is not None:
+            job.response = {**job.response, "job_id": str(job_id)}
+            return _accepted(job, status_code=200)
     state = JobState(
         job_id=str(job_id),
         collection_id=str(body.collection_id),
@@ -138,8 +189,26 @@ def submit_search(body: SearchRequest, request: Request, response: Response) -> 
             if job is not None:
                 s.delete(job)
         raise HTTPException(status_code=503, detail=f"the job queue is unavailable: {type(exc).__name__}") from None
-    response.headers["Location"] = f"/v1/jobs/{job_id}"
-    return JobAccepted(job_id=job_id, status="queued", url=f"/v1/jobs/{job_id}")
+    if wait:
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            with services.db.session() as s:
+                job = s.get(Job, job_id)
+                if job.status in TERMINAL:
+                    return JSONResponse(jsonable_encoder(job_view(services, job)), status_code=200)
+            time.sleep(0.05)
+    with services.db.session() as s:
+        return _accepted(s.get(Job, job_id), status_code=202)
+
+
+def _accepted(job: Job, status_code: int) -> JSONResponse:
+    body = {
+        "job_id": str(job.id),
+        "status": job.status,
+        "cached": job.cached_from is not None,
+        "url": f"/v1/jobs/{job.id}",
+    }
+    return JSONResponse(body, status_code=status_code, headers={"Location": body["url"]})
 
 
 def _job(s, job_id: uuid.UUID) -> Job:
@@ -149,57 +218,141 @@ def _job(s, job_id: uuid.UUID) -> Job:
     return job
 
 
+def job_view(services, job: Job) -> dict:
+    """A job as the API shows it; artifacts inlined as base64 (stored once, in the job that made them)."""
+    view = {
+        "job_id": str(job.id),
+        "collection_id": str(job.collection_id),
+        "query": job.query,
+        "status": job.status,
+        "stage": job.stage,
+        "error": job.error,
+        "cached": job.cached_from is not None,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "config_snapshot": job.config_snapshot,
+        "agents": job.agent_runs,
+        "timings_ms": job.timings_ms,
+        "response": None,
+    }
+    if not job.response:
+        return view
+    response = dict(job.response)
+    rows = services.artifacts.for_job(str(job.cached_from or job.id))
+    inlined = []
+    for ref in response.get("agent_artifacts", []):
+        row = rows.get(ref["id"])
+        if row is None:
+            continue
+        inlined.append(
+            {
+                "agent_id": ref["agent_id"],
+                "type": ref["type"],
+                "data": base64.b64encode(row.data).decode("ascii"),
+                "filename": ref["filename"],
+                "content_type": ref["content_type"],
+                "size": ref["size"],
+                "metadata": ref["metadata"],
+                "url": f"/v1/jobs/{job.id}/artifacts/{ref['filename']}",
+            }
+        )
+    response["agent_artifacts"] = inlined
+    view["response"] = response
+    return view
+
+
+@router.get("/v1/jobs")
+def list_jobs(
+    request: Request,
+    status: str | None = Query(None, pattern="^(queued|running|succeeded|failed|cancelled)$"),
+    limit: int = Query(20, ge=1, le=200),
+    offset: int = Query(0, ge=0),
+) -> dict:
+    """Newest first; without responses (read one job for that)."""
+    with request.app.state.services.db.session() as s:
+        query = select(Job).where(Job.user_id == DEFAULT_USER_ID)
+        if status:
+            query = query.where(Job.status == status)
+        total = s.scalar(select(func.count()).select_from(query.subquery()))
+        jobs = s.scalars(query.order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset)).all()
+        items = [
+            {"job_id": str(j.id), "collection_id": str(j.collection_id), "query": j.query, "status": j.status,
+             "stage": j.stage, "cached": j.cached_from is not None, "created_at": j.created_at,
+             "finished_at": j.finished_at}
+            for j in jobs
+        ]
+    return {"items": items, "total": total, "limit": limit, "offset": offset}
+
+
 @router.get("/v1/jobs/{job_id}")
 def read_job(job_id: uuid.UUID, request: Request) -> dict:
     services = request.app.state.services
     with services.db.session() as s:
+        return job_view(services, _job(s, job_id))
+
+
+@router.delete("/v1/jobs/{job_id}", status_code=202)
+def cancel_job(job_id: uuid.UUID, request: Request) -> dict:
+    """Cancel a job: its remaining steps do no work (running agents stop at their next boundary)."""
+    services = request.app.state.services
+    with services.db.session() as s:
         job = _job(s, job_id)
-        view = {
-            "job_id": str(job.id),
-            "collection_id": str(job.collection_id),
-            "query": job.query,
-            "status": job.status,
-            "stage": job.stage,
-            "error": job.error,
-            "created_at": job.created_at,
-            "started_at": job.started_at,
-            "finished_at": job.finished_at,
-            "config_snapshot": job.config_snapshot,
-            "agents": job.agent_runs,
-            "timings_ms": job.timings_ms,
-            "response": None,
-        }
-        response = dict(job.response) if job.response else None
-    if response is not None:
-        rows = services.artifacts.for_job(str(job_id))
-        inlined = []
-        for ref in response.get("agent_artifacts", []):
-            row = rows.get(ref["id"])
-            if row is None:
-                continue
-            inlined.append(
-                {
-                    "agent_id": ref["agent_id"],
-                    "type": ref["type"],
-                    "data": base64.b64encode(row.data).decode("ascii"),
-                    "filename": ref["filename"],
-                    "content_type": ref["content_type"],
-                    "size": ref["size"],
-                    "metadata": ref["metadata"],
-                    "url": f"/v1/jobs/{job_id}/artifacts/{ref['filename']}",
-                }
-            )
-        response["agent_artifacts"] = inlined
-        view["response"] = response
-    return view
+        if job.status in TERMINAL:
+            raise HTTPException(status_code=409, detail=f"job {job_id} already {job.status}")
+    JobStore(services.db).cancel(str(job_id))
+    return {"job_id": str(job_id), "status": "cancelled"}
+
+
+@router.get("/v1/jobs/{job_id}/events")
+async def job_events(job_id: uuid.UUID, request: Request) -> StreamingResponse:
+    """Server-sent events: one per stage and per agent as they happen, then the final status."""
+    services = request.app.state.services
+    with services.db.session() as s:
+        _job(s, job_id)
+
+    def snapshot() -> tuple[str, list[dict], list[dict], str | None]:
+        with services.db.session() as s:
+            job = s.get(Job, job_id)
+            return job.status, list(job.stage_log or []), list(job.agent_runs or []), job.error
+
+    async def stream():
+        seen_stages, seen_runs, seen_status = 0, 0, None
+        deadline = time.monotonic() + services.settings.job_deadline_s + 60
+        while time.monotonic() < deadline:
+            status, stages, runs, error = await asyncio.to_thread(snapshot)
+            if status != seen_status:
+                seen_status = status
+                yield _sse("status", {"status": status})
+            # Replayed from the job's stage log, so a stage shorter than the polling interval is not missed.
+            for entry in stages[seen_stages:]:
+                yield _sse("stage", entry)
+            seen_stages = max(seen_stages, len(stages))
+            for run in runs[seen_runs:]:
+                yield _sse("agent", {k: run.get(k) for k in ("agent_id", "stage", "status", "duration_ms",
+                                                              "cache_hit", "errors")})
+            seen_runs = max(seen_runs, len(runs))
+            if status in TERMINAL:
+                yield _sse("done", {"status": status, "error": error})
+                return
+            if await request.is_disconnected():
+                return
+            await asyncio.sleep(0.2)
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def _sse(event: str, data: dict) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
 
 
 @router.get("/v1/jobs/{job_id}/artifacts/{filename}")
 def download_artifact(job_id: uuid.UUID, filename: str, request: Request) -> Response:
     services = request.app.state.services
     with services.db.session() as s:
-        _job(s, job_id)
-    row = services.artifacts.get(str(job_id), filename)
+        job = _job(s, job_id)
+        owner = job.cached_from or job.id
+    row = services.artifacts.get(str(owner), filename)
     if row is None:
         raise not_found("artifact", filename)
     return Response(

@@ -103,6 +103,7 @@ def upgrade() -> None:
     sa.Column('query', sa.Text(), nullable=False),
     sa.Column('status', sa.String(length=20), nullable=False),
     sa.Column('stage', sa.String(length=50), nullable=True),
+    sa.Column('stage_log', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
     sa.Column('request', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
     sa.Column('config_snapshot', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
     sa.Column('state', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=True),
@@ -111,16 +112,23 @@ def upgrade() -> None:
     sa.Column('response', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=True),
     sa.Column('error', sa.Text(), nullable=True),
     sa.Column('deadline_at', sa.DateTime(timezone=True), nullable=True),
+    sa.Column('idempotency_key', sa.String(length=255), nullable=True),
+    sa.Column('cache_key', sa.String(length=64), nullable=True),
+    sa.Column('cached_from', sa.Uuid(), nullable=True),
+    sa.Column('attempts', sa.Integer(), nullable=False, server_default='1'),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('started_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('updated_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['collection_id'], ['collections.id'], ondelete='CASCADE'),
     sa.ForeignKeyConstraint(['user_id'], ['users.id'], ondelete='CASCADE'),
-    sa.PrimaryKeyConstraint('id')
+    sa.PrimaryKeyConstraint('id'),
+    sa.UniqueConstraint('user_id', 'idempotency_key', name='uq_jobs_user_idempotency_key')
     )
     with op.batch_alter_table('jobs', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_jobs_collection_id'), ['collection_id'], unique=False)
+        batch_op.create_index('ix_jobs_cache_key', ['cache_key'], unique=False)
+        batch_op.create_index('ix_jobs_status_deadline', ['status', 'deadline_at'], unique=False)
         batch_op.create_index('ix_jobs_user_status', ['user_id', 'status'], unique=False)
 
     op.create_table('artifacts',

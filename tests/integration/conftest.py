@@ -26,9 +26,7 @@ import redis
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PG_ADMIN = os.environ.get("AGENTSEARCH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
-REDIS_BASE = os.environ.get("AGENTSEARCH_TEST_REDIS", "redis://127.0.0.1:6379")
-# Dedicated Redis databases so the suite never touches anyone's data in db 0.
-BROKER_DB, RESULTS_DB, CACHE_DB = 10, 11, 12
+BROKER_DB, RESULTS_DB, CACHE_DB = 0, 1, 2
 SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
 
 pytestmark = pytest.mark.integration
@@ -104,10 +102,10 @@ def stack(tmp_path_factory) -> Stack:
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{db_name}"')
     database_url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{db_name}"
-    for db in (BROKER_DB, RESULTS_DB, CACHE_DB):
-        redis.Redis.from_url(f"{REDIS_BASE}/{db}").flushdb()
-
-    milvus_port, api_port = free_port(), free_port()
+    milvus_port, api_port, redis_port = free_port(), free_port(), free_port()
+    # A Redis server of the suite's own: two runs on one machine must not share a broker (their workers would
+    # take each other's tasks). The machine's Redis package provides the binary.
+    REDIS_BASE = f"redis://127.0.0.1:{redis_port}"
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO),
@@ -120,9 +118,17 @@ def stack(tmp_path_factory) -> Stack:
         "AGENTSEARCH_AGENT_MODULES": json.dumps(["tests.support.faulty_agents"]),
         "AGENTSEARCH_API_URL": f"http://127.0.0.1:{api_port}",
     }
-    logs = {name: tmp / f"{name}.log" for name in ("milvus", "worker", "api")}
+    logs = {name: tmp / f"{name}.log" for name in ("redis", "milvus", "worker", "api")}
     procs: list[subprocess.Popen] = []
     try:
+        redis_server = _start(
+            ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--maxmemory-policy", "noeviction"],
+            env,
+            logs["redis"],
+        )
+        procs.append(redis_server)
+        wait_for(lambda: redis.Redis.from_url(REDIS_BASE).ping(), 20, "redis", redis_server, logs["redis"])
         milvus = _start(
             [str(BIN / "milvus-lite"), "server", "--data-dir", str(tmp / "milvus"), "--host", "127.0.0.1",
              "--port", str(milvus_port)],
@@ -172,7 +178,8 @@ def collection(stack: Stack) -> str:
             time.sleep(0.3)
         assert counts == {"pending": 0, "indexed": len(documents), "failed": 0}
         # Warm both worker processes (model preload) so timing assertions measure the pipeline, not start-up.
-        jobs = [http.post("/v1/search", json={"collection_id": collection_id, "query": "solar", "agents": []}).json()["job_id"]
+        jobs = [http.post("/v1/search", json={"collection_id": collection_id, "query": "solar", "agents": [],
+                                              "use_cache": False}).json()["job_id"]
                 for _ in range(4)]
         for job_id in jobs:
             wait_job(http, job_id)

@@ -49,14 +49,15 @@ def test_identical_job_hits_the_agent_cache_and_a_changed_config_misses(stack, c
     query = f"battery storage capacity {tag}"
     with stack.http() as http:
         use_agents(http, collection, {"agent_id": "test_counting", "config": {"log_dir": str(stack.call_logs), "tag": tag}})
-        first = runs_by_agent(search(http, collection, query))["test_counting"]
-        second = runs_by_agent(search(http, collection, query))["test_counting"]
+        # use_cache off: the whole-job cache would answer the repeat without running any agent.
+        first = runs_by_agent(search(http, collection, query, use_cache=False))["test_counting"]
+        second = runs_by_agent(search(http, collection, query, use_cache=False))["test_counting"]
         use_agents(
             http,
             collection,
             {"agent_id": "test_counting", "config": {"log_dir": str(stack.call_logs), "tag": tag + "-changed"}},
         )
-        changed = runs_by_agent(search(http, collection, query))["test_counting"]
+        changed = runs_by_agent(search(http, collection, query, use_cache=False))["test_counting"]
 
     assert (first["status"], first["cache_hit"]) == ("ok", False)
     assert (second["status"], second["cache_hit"]) == ("ok", True)

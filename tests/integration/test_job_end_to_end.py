@@ -72,6 +72,7 @@ def test_job_with_agents_in_every_stage(stack, collection):
     assert {s["agent_id"]: s["config"] for s in snapshot}["acronym_resolver"] == {
         "acronyms": {"Q4": "fourth quarter"},
         "case_sensitive": True,
+        "use_mined": True,
     }
     assert len(agent_runs) == 5 and all(r["duration_ms"] > 0 and r["worker"] for r in agent_runs)
     assert {"pre_search", "core_search", "post_search", "answer"} <= set(timings)

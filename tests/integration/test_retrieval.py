@@ -46,8 +46,8 @@ def test_every_strategy_answers_and_reports_its_metrics(stack, collection, strat
 def test_repeated_search_hits_the_search_cache(stack, collection):
     query = f"battery storage hours {uuid.uuid4().hex[:6]}"
     with stack.http() as http:
-        first = search(http, collection, query, agents=[])["response"]["metadata"]["search"]
-        second = search(http, collection, query, agents=[])["response"]["metadata"]["search"]
+        first = search(http, collection, query, agents=[], use_cache=False)["response"]["metadata"]["search"]
+        second = search(http, collection, query, agents=[], use_cache=False)["response"]["metadata"]["search"]
     assert (first["cache_hit"], second["cache_hit"]) == (False, True)
 
 
@@ -85,7 +85,7 @@ def test_reingest_replaces_and_delete_removes(stack):
         assert http.delete(f"/v1/collections/{cid}/documents/policy").status_code == 404
         deadline = time.monotonic() + 20
         while True:
-            job = search(http, cid, "How are flights booked?", agents=[])
+            job = search(http, cid, "How are flights booked?", agents=[], use_cache=False)
             if not job["response"]["sources"] or time.monotonic() > deadline:
                 break
             time.sleep(0.3)

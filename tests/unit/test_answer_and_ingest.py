@@ -235,3 +235,74 @@ def test_a_sentence_longer_than_the_limit_becomes_its_own_chunk():
 
 def test_text_without_sentence_breaks_is_one_chunk():
     assert chunk_text("revenue table 2025 q4 412 million", max_chars=1200) == ["revenue table 2025 q4 412 million"]
+
+
+# --- what the extractive answer prefers ----------------------------------------------------------------------------
+
+
+def test_a_sentence_holding_what_the_question_asks_for_wins_a_tie():
+    doc = Document(id="season", title="Panthers 2015", score=0.9, text=(
+        "The Panthers defense intercepted passes all season long. "
+        "The Panthers defense made 24 interceptions in the season."
+    ))
+    answer = extractive_answer("How many interceptions did the Panthers defense make?", [doc], max_sentences=1)
+    assert answer.text == "The Panthers defense made 24 interceptions in the season [1]."
+    assert answer.info["question_kind"] == "number"
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("How many tackles did Luke Kuechly register?", "number"),
+        ("When was the treaty signed?", "time"),
+        ("In what year did the war end?", "time"),
+        ("Who led the Panthers in sacks?", "name"),
+        ("Wie viele Sacks erzielte Jared Allen?", "number"),
+        ("¿Quién ganó el Super Bowl XLIX?", "name"),
+        ("Why is the second timeline needed?", None),
+    ],
+)
+def test_question_kind(question, kind):
+    from pipeline.answer import question_kind
+
+    assert question_kind(question) == kind
+
+
+def test_an_initial_does_not_end_a_sentence():
+    doc = Document(id="hymn", title="Hymn", score=0.9, text=(
+        "Luther wrote the hymn in 1523. It is known in English by John C. Messenger's translation. It is sung widely."
+    ))
+    answer = extractive_answer("Who translated the hymn into English?", [doc], max_sentences=1)
+    assert answer.text == "It is known in English by John C. Messenger's translation [1]."
+
+
+def test_embedding_similarity_decides_between_sentences_that_cover_the_query_alike():
+    doc = Document(id="parl", title="Parliament", score=0.9,
+                   text="The parliament meets in Bern. The parliament meets in spring.")
+
+    def embed(texts):
+        # The query and the "spring" sentence point the same way; the "Bern" one does not.
+        return [[1.0, 0.0] if ("details" in t or "spring" in t) else [0.0, 1.0] for t in texts]
+
+    query = "parliament meeting details"
+    assert extractive_answer(query, [doc], max_sentences=1).text == "The parliament meets in Bern [1]."
+    with_embed = extractive_answer(query, [doc], max_sentences=1, embed=embed)
+    assert with_embed.text == "The parliament meets in spring [1]."
+    assert with_embed.info["scoring"] == "embedding+lexical"
+
+
+def test_a_failing_embedding_falls_back_to_lexical_scoring_and_says_so():
+    def broken(texts):
+        raise RuntimeError("model not loaded")
+
+    answer = extractive_answer("When must parking permits be renewed?", DOCS, max_sentences=1, embed=broken)
+    assert answer.text == "Parking permits must be renewed in January [3]."
+    assert answer.info["scoring"] == "lexical"
+    assert "model not loaded" in answer.info["embedding_error"]
+
+
+def test_a_sentence_found_in_two_documents_is_cited_once_from_the_better_one():
+    same = "Parking permits must be renewed in January."
+    docs = [Document(id="a", title="A", score=0.9, text=same), Document(id="b", title="B", score=0.8, text=same)]
+    answer = extractive_answer("parking permits renewed", docs, max_sentences=3)
+    assert answer.text == "Parking permits must be renewed in January [1]."

@@ -1,0 +1,146 @@
+"""Pre-search: a configurable LLM call: a prompt template filled from pipeline fields, the reply mapped into the job.
+
+The template uses ``str.format`` placeholders: ``{query}``, ``{metadata}`` (the job metadata as JSON) or one key of
+it (``{metadata[language]}``; a missing key is empty), ``{collection_id}``, ``{user_id}``, and ``{documents}`` /
+``{answer}`` (numbered documents and the answer, empty at this stage: the agent runs before search, so that its
+output can steer it). A template naming anything else is refused when the config is saved. The reply goes into:
+
+- ``output: "metadata"`` (default): ``metadata[metadata_key]``: the reply text, or its JSON value with
+  ``parse_json: true``;
+- ``output: "query"``: the reply replaces the query (the previous one is kept in
+  ``metadata["<metadata_key>_previous_query"]``); an empty reply is an error, never an empty query;
+- ``output: "both"``: both.
+
+Without an LLM endpoint (``AGENTSEARCH_OPENAI_BASE_URL`` / ``_MODEL``) the agent reports ``skipped`` with that
+reason.
+
+Usage::
+
+    agent = LlmPrompt({
+        "template": "Rewrite this question as a short keyword search query: {query}",
+        "output": "query",
+    })
+    out = agent.run(PreSearchInput(query="what did the board decide about buybacks last quarter?"), ctx)
+    out.query      # "board decision share buyback Q4"
+
+    LlmPrompt({"template": "Which department does this concern? One word. {query}", "metadata_key": "department"})
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from pipeline.agents.base import AgentConfig, AgentContext, AgentSkipped, PreSearchAgent, PreSearchInput, PreSearchOutput
+from pipeline.llm import LLMError, parse_json_reply
+
+PLACEHOLDERS = ("query", "metadata", "collection_id", "user_id", "documents", "answer")
+_FENCED = re.compile(r"^```\w*\s*|\s*```$")
+
+
+class _Missing(dict):
+    """Metadata for ``{metadata[key]}``: a key the job does not have is an empty string, not a crash."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+    def __format__(self, spec: str) -> str:
+        return json.dumps(dict(self), ensure_ascii=False, default=str)
+
+    def __str__(self) -> str:
+        return json.dumps(dict(self), ensure_ascii=False, default=str)
+
+
+def template_fields(template: str) -> list[str]:
+    """The root names a template refers to (``{metadata[language]}`` -> ``metadata``)."""
+    roots = []
+    for _, name, _, _ in string.Formatter().parse(template):
+        if name is None:
+            continue
+        root = re.split(r"[.\[]", name, maxsplit=1)[0]
+        roots.append(root)
+    return roots
+
+
+class LlmPrompt(PreSearchAgent):
+    agent_id = "llm_prompt"
+    version = "1"
+    description = (
+        "A prompt template filled from pipeline fields ({query}, {metadata[key]}, ...) sent to the configured LLM; "
+        "the reply goes into the query and/or metadata (skipped without an LLM)."
+    )
+    default_timeout_s = 30.0
+    cache_ttl_s = 3600
+
+    class Config(AgentConfig):
+        template: str = Field(..., min_length=1, description="str.format template; placeholders: "
+                              + ", ".join("{" + p + "}" for p in PLACEHOLDERS) + ", {metadata[<key>]}.")
+        system: str | None = Field(None, description="Optional system message.")
+        output: Literal["metadata", "query", "both"] = Field("metadata", description="Where the reply goes.")
+        metadata_key: str = Field("llm_prompt", min_length=1, max_length=100, pattern=r"^[A-Za-z_][\w.-]*$")
+        parse_json: bool = Field(False, description="Store the reply's JSON value (code fences tolerated).")
+        temperature: float = Field(0.0, ge=0.0, le=2.0)
+        max_tokens: int | None = Field(None, ge=1, le=32000)
+        llm_timeout_s: float = Field(20.0, gt=0, le=300, description="Budget of the LLM call, retries included.")
+
+        @field_validator("template")
+        @classmethod
+        def _known_placeholders(cls, value: str) -> str:
+            try:
+                roots = template_fields(value)
+            except ValueError as exc:  # unbalanced braces
+                raise ValueError(f"template is not a valid format string: {exc}") from None
+            unknown = sorted({r for r in roots if r not in PLACEHOLDERS})
+            if "" in unknown:
+                raise ValueError("template placeholders must be named, e.g. {query}; write {{ and }} for braces")
+            if unknown:
+                raise ValueError(f"unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}; "
+                                 f"known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+            return value
+
+        @model_validator(mode="after")
+        def _json_for_metadata(self) -> "LlmPrompt.Config":
+            if self.parse_json and self.output == "query":
+                raise ValueError("parse_json applies to the metadata output; the query is always text")
+            return self
+
+    def fill(self, inp: PreSearchInput, ctx: AgentContext) -> str:
+        documents = ctx.retrieved_documents or []
+        values: dict[str, Any] = {
+            "query": inp.query,
+            "metadata": _Missing(inp.metadata),
+            "collection_id": inp.collection_id or ctx.collection_id or "",
+            "user_id": inp.user_id or ctx.user_id or "",
+            "documents": "\n\n".join(f"[{n}] {d.title}\n{d.text}".strip() for n, d in enumerate(documents, 1)),
+            "answer": "",
+        }
+        return self.config.template.format(**values)
+
+    def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
+        llm = getattr(ctx.tools, "llm", None) if ctx.tools is not None else None
+        if llm is None:
+            raise AgentSkipped(
+                "no LLM endpoint configured (set AGENTSEARCH_OPENAI_BASE_URL and AGENTSEARCH_OPENAI_MODEL); "
+                "llm_prompt needs one"
+            )
+        messages = ([{"role": "system", "content": self.config.system}] if self.config.system else []) + [
+            {"role": "user", "content": self.fill(inp, ctx)}
+        ]
+        reply = llm.complete(messages, timeout_s=self.config.llm_timeout_s, temperature=self.config.temperature,
+                             max_tokens=self.config.max_tokens)
+        key = self.config.metadata_key
+        metadata: dict[str, Any] = {}
+        query = inp.query
+        if self.config.output in ("query", "both"):
+            text = _FENCED.sub("", reply.strip()).strip().strip('"').strip()
+            if not text:
+                raise LLMError("the LLM's reply was empty; the query is left as it was")
+            query = text
+            metadata[f"{key}_previous_query"] = inp.query
+        if self.config.output in ("metadata", "both"):
+            metadata[key] = parse_json_reply(reply) if self.config.parse_json else reply.strip()
+        return PreSearchOutput(query=query, metadata=metadata)

@@ -1,0 +1,91 @@
+"""Answer evaluation on question-answering data in BEIR layout (XQuAD): how often the answer holds a gold span.
+
+Every question goes through the path a job takes: ``Retriever.search`` with the service's default search config
+(the job's ``search_config`` with the default top-k), then ``stages.answer_step`` (the LLM when one is configured,
+else the extractive answer, with the service's embedder). A hit is a gold span found in the answer text,
+case-insensitive.
+
+Usage::
+
+    gold = load_gold_answers(Path("xquad/en/answers.jsonl"))        # {question id: ["span", ...]}
+    report = run_answer_eval(services, collection, queries, gold)
+    report["gold_span_rate"], report["latency_ms"]["p50"]
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from pipeline.evaluation import percentile
+
+
+def load_gold_answers(path: Path) -> dict[str, list[str]]:
+    gold: dict[str, list[str]] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            spans = [str(a) for a in row["answers"] if str(a).strip()]
+            gold[str(row["_id"])] = spans
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: line {number}: {exc}") from None
+    return gold
+
+
+def holds_gold_span(answer: str, spans: list[str]) -> bool:
+    text = answer.casefold()
+    return any(span.casefold() in text for span in spans)
+
+
+def run_answer_eval(services, collection: str, queries: dict[str, str], gold: dict[str, list[str]],
+                    llm=None, progress=None, details: list | None = None) -> dict:
+    """Each question with gold spans: search, answer, check. ``details`` (a list) receives one record per question."""
+    from pipeline import stages
+    from pipeline.retrieval.retriever import Retriever
+    from pipeline.state import JobState
+
+    settings = services.settings
+    # Caching off, so latency is real work (as in the retrieval evaluation).
+    retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
+    asked = [(q, text) for q, text in queries.items() if gold.get(q)]
+    if not asked:
+        raise ValueError("no question has gold answers")
+    hits = 0
+    in_documents = 0
+    latencies: list[float] = []
+    methods: dict[str, int] = {}
+    for question_id, text in asked:
+        started = time.perf_counter()
+        state = JobState(job_id=f"eval-{question_id}", collection_id=collection, query=text, original_query=text,
+                         top_k=settings.default_top_k)
+        config = stages.search_config(state, settings.search_defaults())
+        result = retriever.search(collection, text, config, model=settings.embedding_model)
+        state.documents = result.documents
+        state = stages.answer_step(state, llm=llm, embed=services.embedder.embed, language=settings.keyword_language)
+        latencies.append((time.perf_counter() - started) * 1000)
+        hit = holds_gold_span(state.answer or "", gold[question_id])
+        found = holds_gold_span(" ".join(d.text for d in state.documents), gold[question_id])
+        hits += hit
+        in_documents += found
+        method = state.metadata.get("answer", {}).get("method", "?")
+        methods[method] = methods.get(method, 0) + 1
+        if details is not None:
+            details.append({"_id": question_id, "question": text, "answers": gold[question_id], "hit": hit,
+                            "in_documents": found, "answer": state.answer,
+                            "documents": [d.id for d in state.documents]})
+        if progress:
+            progress(1)
+    return {
+        "gold_span_rate": round(hits / len(asked), 4),
+        "questions": len(asked),
+        "latency_ms": {"p50": round(percentile(latencies, 0.5), 2), "p95": round(percentile(latencies, 0.95), 2)},
+        # Diagnostics: how often a retrieved document held a gold span at all (the ceiling for any answer), and
+        # how the answers were made.
+        "gold_span_in_documents_rate": round(in_documents / len(asked), 4),
+        "methods": methods,
+        "top_k": settings.default_top_k,
+        "strategy": settings.search_strategy,
+    }

@@ -1,0 +1,131 @@
+"""Job lifecycle through the API: whole-job cache, idempotency, wait, list, events, cancel, reaper."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from tests.integration.conftest import search, use_agents, wait_job
+
+QUERY = "How much battery storage does Northwind operate?"
+
+
+def test_identical_job_is_answered_from_the_stored_response(stack, collection):
+    query = f"{QUERY} {uuid.uuid4().hex[:6]}"
+    with stack.http() as http:
+        first = search(http, collection, query, agents=["language_detector", "executive_summary"])
+        started = time.perf_counter()
+        again = http.post("/v1/search", json={"collection_id": collection, "query": query,
+                                              "agents": ["language_detector", "executive_summary"]})
+        elapsed = time.perf_counter() - started
+        assert again.status_code == 200 and again.json()["cached"] is True and again.json()["status"] == "succeeded"
+        cached = http.get(f"/v1/jobs/{again.json()['job_id']}").json()
+        other_options = http.post("/v1/search", json={"collection_id": collection, "query": query, "top_k": 3,
+                                                      "agents": ["language_detector", "executive_summary"]})
+        artifact = http.get(cached["response"]["agent_artifacts"][0]["url"])
+    assert elapsed < 1.0
+    assert cached["response"]["answer"] == first["response"]["answer"]
+    assert cached["response"]["cached_from"] == first["job_id"] and cached["job_id"] != first["job_id"]
+    assert artifact.status_code == 200 and artifact.content
+    assert other_options.status_code == 202 and other_options.json()["cached"] is False
+    # Nothing ran for the cached job: no Celery task touched its row.
+    (started_at, finished_at), = stack.sql("SELECT started_at, finished_at FROM jobs WHERE id = %s", cached["job_id"])
+    assert started_at == finished_at
+
+
+def test_a_job_with_a_failed_agent_is_not_reused(stack, collection):
+    query = f"{QUERY} {uuid.uuid4().hex[:6]}"
+    with stack.http() as http:
+        search(http, collection, query, agents=["test_exploding"])
+        again = http.post("/v1/search", json={"collection_id": collection, "query": query, "agents": ["test_exploding"]})
+    assert again.status_code == 202 and again.json()["cached"] is False
+
+
+def test_idempotency_key_returns_the_same_job(stack, collection):
+    key = f"client-retry-{uuid.uuid4()}"
+    body = {"collection_id": collection, "query": QUERY, "agents": [], "use_cache": False}
+    with stack.http() as http:
+        first = http.post("/v1/search", json=body, headers={"Idempotency-Key": key})
+        second = http.post("/v1/search", json=body, headers={"Idempotency-Key": key})
+    assert first.status_code == 202 and second.status_code == 200
+    assert first.json()["job_id"] == second.json()["job_id"]
+    assert stack.sql("SELECT count(*) FROM jobs WHERE idempotency_key = %s", key) == [(1,)]
+
+
+def test_wait_returns_the_finished_job(stack, collection):
+    with stack.http() as http:
+        response = http.post("/v1/search", params={"wait": 30},
+                             json={"collection_id": collection, "query": QUERY, "agents": [], "use_cache": False})
+    assert response.status_code == 200
+    assert response.json()["status"] == "succeeded" and response.json()["response"]["answer"]
+
+
+def test_jobs_are_listed_newest_first_and_filtered_by_status(stack, collection):
+    with stack.http() as http:
+        job = search(http, collection, QUERY, agents=[], use_cache=False)
+        page = http.get("/v1/jobs", params={"limit": 5}).json()
+        failed = http.get("/v1/jobs", params={"status": "failed", "limit": 200}).json()
+        bad = http.get("/v1/jobs", params={"status": "exploded"})
+    assert page["items"][0]["job_id"] == job["job_id"] and len(page["items"]) == 5 and page["total"] >= 5
+    assert all(item["status"] == "failed" for item in failed["items"])
+    assert bad.status_code == 422
+
+
+def test_events_stream_stages_agents_and_the_final_status(stack, collection):
+    with stack.http() as http:
+        job_id = http.post("/v1/search", json={"collection_id": collection, "query": QUERY, "use_cache": False,
+                                               "agents": ["language_detector", "deduplicator", "executive_summary"]}
+                           ).json()["job_id"]
+        events = []
+        with http.stream("GET", f"/v1/jobs/{job_id}/events", timeout=60) as stream:
+            name = None
+            for line in stream.iter_lines():
+                if line.startswith("event: "):
+                    name = line[7:]
+                elif line.startswith("data: "):
+                    events.append((name, json.loads(line[6:])))
+    kinds = [e[0] for e in events]
+    assert kinds[-1] == "done" and events[-1][1]["status"] == "succeeded"
+    agents = [e[1]["agent_id"] for e in events if e[0] == "agent"]
+    assert agents == ["language_detector", "deduplicator", "executive_summary"]
+    assert {"core_search", "done"} <= {e[1]["stage"] for e in events if e[0] == "stage"}
+
+
+def test_cancel_stops_the_job_at_its_next_boundary(stack, collection):
+    with stack.http() as http:
+        use_agents(http, collection, {"agent_id": "test_sleepy", "config": {"sleep_s": 2}, "timeout_s": 10},
+                   {"agent_id": "executive_summary"})
+        job_id = http.post("/v1/search", json={"collection_id": collection, "query": QUERY, "use_cache": False}
+                           ).json()["job_id"]
+        time.sleep(0.5)
+        assert http.delete(f"/v1/jobs/{job_id}").status_code == 202
+        assert http.delete(f"/v1/jobs/{job_id}").status_code == 409
+        time.sleep(3)  # the sleeping agent finishes; nothing after it may run
+        job = wait_job(http, job_id)
+    assert job["status"] == "cancelled" and job["response"] is None
+    assert stack.sql("SELECT count(*) FROM artifacts WHERE job_id = %s", job_id) == [(0,)]
+
+
+def test_reaper_fails_a_job_past_its_deadline(stack, collection):
+    from pipeline.db import Database
+    from pipeline.jobs import JobStore
+
+    with stack.http() as http:
+        job_id = http.post("/v1/search", json={"collection_id": collection, "query": QUERY, "agents": [],
+                                               "use_cache": False}).json()["job_id"]
+        wait_job(http, job_id)
+        # A job whose worker vanished: left running, its deadline in the past.
+        stuck = http.post("/v1/search", json={"collection_id": collection, "query": QUERY + " stuck", "agents": [],
+                                              "use_cache": False}).json()["job_id"]
+        wait_job(http, stuck)
+    stack.sql("UPDATE jobs SET status = 'running', stage = 'core_search', finished_at = NULL, "
+              "deadline_at = now() - interval '1 minute' WHERE id = %s RETURNING id", stuck)
+    db = Database(stack.database_url)
+    try:
+        reaped = JobStore(db).reap()
+    finally:
+        db.dispose()
+    assert stuck in reaped and job_id not in reaped
+    (status, error), = stack.sql("SELECT status, error FROM jobs WHERE id = %s", stuck)
+    assert status == "failed" and "core_search" in error and "reaped" in error

@@ -1,0 +1,292 @@
+"""The LLM provider and LLM answers, against a local OpenAI-compatible server (tests/support/fake_llm.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+
+from pipeline.agents.base import Document
+from pipeline.answer import ANSWER_LLM_TIMEOUT_S, NO_RESULTS, clean_citations, generate_answer, llm_answer
+from pipeline.llm import LLMClient, LLMError, parse_json_reply
+from pipeline.settings import Settings
+from pipeline.stages import answer_step
+from pipeline.state import JobState
+from tests.support.fake_llm import FakeLLM
+from worker.canvas import STEP_LIMIT_S
+
+DOCS = [
+    Document(id="sb50", title="Super Bowl 50", score=0.91,
+             text="The Denver Broncos defeated the Carolina Panthers 24–10 to earn their third Super Bowl title."),
+    Document(id="sb49", title="Super Bowl XLIX", score=0.80,
+             text="The New England Patriots won Super Bowl XLIX. The game was played in Glendale, Arizona."),
+]
+QUESTION = "Who won Super Bowl XLIX?"
+
+
+@pytest.fixture
+def fake():
+    with FakeLLM(model="fake-model") as server:
+        yield server
+
+
+@pytest.fixture
+def llm(fake):
+    return LLMClient(fake.base_url, model="fake-model", api_key="sk-test", backoff_s=0.01, max_backoff_s=0.05)
+
+
+def reply(answer: str, steps: list | None = None) -> str:
+    return json.dumps({"answer": answer, **({"steps": steps} if steps is not None else {})})
+
+
+# --- the request the project sends --------------------------------------------------------------------------------
+
+
+def test_the_answer_request_carries_model_numbered_sources_question_and_temperature(fake, llm):
+    fake.script(reply("The New England Patriots won it [2]."))
+    llm_answer(llm, QUESTION, DOCS, with_cot=False, timeout_s=5)
+    assert len(fake.requests) == 1 and fake.paths == ["/v1/chat/completions"]
+    body = fake.requests[0]
+    assert body["model"] == "fake-model"
+    assert body["temperature"] == 0.0
+    assert fake.headers[0]["authorization"] == "Bearer sk-test"
+    system, user = body["messages"]
+    assert system["role"] == "system" and user["role"] == "user"
+    assert "[1]" in system["content"] and '"answer"' in system["content"]
+    assert '"steps"' not in system["content"]  # reasoning steps only when asked
+    assert "[1] Super Bowl 50\nThe Denver Broncos defeated" in user["content"]
+    assert "[2] Super Bowl XLIX\nThe New England Patriots won Super Bowl XLIX." in user["content"]
+    assert user["content"].rstrip().endswith(f"Question: {QUESTION}")
+    assert user["content"].index("[1] Super Bowl 50") < user["content"].index("[2] Super Bowl XLIX")
+
+
+def test_with_cot_the_prompt_asks_for_steps_and_they_become_cot_steps_with_evidence(fake, llm):
+    fake.script(reply("The New England Patriots [2].",
+                      ["Source [2] names the winner of Super Bowl XLIX.", "Source [1] is about Super Bowl 50 [1]."]))
+    answer = llm_answer(llm, QUESTION, DOCS, with_cot=True, timeout_s=5)
+    assert '"steps"' in fake.requests[0]["messages"][0]["content"]
+    assert answer.method == "llm"
+    assert answer.text == "The New England Patriots [2]."
+    assert [s.step for s in answer.cot_steps] == [1, 2]
+    assert answer.cot_steps[0].evidence == ["sb49"]
+    assert answer.cot_steps[1].evidence == ["sb50"]
+    assert [s.document_id for s in answer.sources] == ["sb50", "sb49"]
+    assert answer.info["format"] == "json" and answer.info["citations"] == [2]
+
+
+# --- how the reply is handled --------------------------------------------------------------------------------------
+
+
+def test_a_json_reply_in_a_code_fence_is_parsed(fake, llm):
+    fake.script("Here you go:\n```json\n" + reply("Patriots [2].") + "\n```")
+    answer = llm_answer(llm, QUESTION, DOCS, timeout_s=5)
+    assert answer.text == "Patriots [2]."
+    assert answer.info["format"] == "json"
+
+
+def test_a_prose_reply_is_used_as_plain_text(fake, llm):
+    fake.script("The New England Patriots won Super Bowl XLIX [2].")
+    answer = llm_answer(llm, QUESTION, DOCS, with_cot=True, timeout_s=5)
+    assert answer.text == "The New England Patriots won Super Bowl XLIX [2]."
+    assert answer.info["format"] == "text"
+    assert answer.cot_steps == [] and answer.info["steps_missing"] is True
+
+
+def test_a_json_reply_cut_short_still_gives_its_answer(fake, llm):
+    fake.script('{"answer": "The Patriots won [2].", "steps": ["Source [2] says')
+    answer = llm_answer(llm, QUESTION, DOCS, timeout_s=5)
+    assert answer.text == "The Patriots won [2]."
+    assert answer.info["format"] == "json_salvaged"
+
+
+@pytest.mark.parametrize("bad", ['{"response": "Patriots"}', '["Patriots"]', '{"answer": ""}', "   "])
+def test_a_reply_without_a_usable_answer_raises(fake, llm, bad):
+    fake.script(bad)
+    with pytest.raises(LLMError):
+        llm_answer(llm, QUESTION, DOCS, timeout_s=5)
+
+
+def test_citations_of_sources_that_do_not_exist_are_dropped(fake, llm):
+    fake.script(reply("Patriots [2][7]. Played in Arizona [9]. Broncos won the next one [1, 8]."))
+    answer = llm_answer(llm, QUESTION, DOCS, timeout_s=5)
+    assert answer.text == "Patriots [2]. Played in Arizona. Broncos won the next one [1]."
+    assert answer.info["citations"] == [1, 2]
+    assert answer.info["dropped_citations"] == [7, 9, 8]
+
+
+def test_clean_citations_keeps_valid_lists_and_ranges():
+    assert clean_citations("A [1, 2]. B [1-2]. C [0].", 2) == ("A [1, 2]. B [1-2]. C.", [1, 2], [0])
+    assert clean_citations("No citations at all.", 3) == ("No citations at all.", [], [])
+
+
+def test_parse_json_reply_tolerates_fences_and_surrounding_text():
+    assert parse_json_reply('```json\n{"a": 1}\n```') == {"a": 1}
+    assert parse_json_reply('Sure! {"a": [1, 2]} Hope that helps.') == {"a": [1, 2]}
+    with pytest.raises(LLMError):
+        parse_json_reply("not json at all")
+
+
+# --- errors, retries and timeouts ----------------------------------------------------------------------------------
+
+
+def test_a_500_then_success_is_retried(fake, llm):
+    fake.script(FakeLLM.error(500, "upstream hiccup"), "hello")
+    assert llm.complete([{"role": "user", "content": "hi"}], timeout_s=5) == "hello"
+    assert len(fake.requests) == 2
+
+
+def test_a_429_is_retried_after_the_servers_retry_after(fake, llm):
+    fake.script(FakeLLM.error(429, "slow down", headers={"retry-after-ms": "200"}), "hello")
+    started = time.monotonic()
+    assert llm.complete([{"role": "user", "content": "hi"}], timeout_s=5) == "hello"
+    assert time.monotonic() - started >= 0.2
+    assert len(fake.requests) == 2
+
+
+def test_a_400_is_not_retried(fake, llm):
+    fake.script(FakeLLM.error(400, "bad request: unknown model"), "never sent")
+    with pytest.raises(LLMError) as info:
+        llm.complete([{"role": "user", "content": "hi"}], timeout_s=5)
+    assert info.value.status == 400 and not info.value.transient and info.value.attempts == 1
+    assert "unknown model" in str(info.value)
+    assert len(fake.requests) == 1 and fake.pending == 1
+
+
+def test_retries_stop_after_max_retries(fake, llm):
+    fake.script(*[FakeLLM.error(503)] * 5)
+    with pytest.raises(LLMError) as info:
+        llm.complete([{"role": "user", "content": "hi"}], timeout_s=5)
+    assert info.value.attempts == 3 and info.value.transient  # max_retries=2: three attempts
+    assert len(fake.requests) == 3
+
+
+def test_a_reply_slower_than_the_budget_raises_within_it(fake, llm):
+    fake.script(FakeLLM.delay(10, "too late"), "would be the retry")
+    started = time.monotonic()
+    with pytest.raises(LLMError, match="timed out"):
+        llm.complete([{"role": "user", "content": "hi"}], timeout_s=0.5)
+    elapsed = time.monotonic() - started
+    assert 0.4 <= elapsed < 1.5
+    assert len(fake.requests) == 1  # the budget was spent: no retry past it
+
+
+def test_the_budget_bounds_the_retries_too(fake):
+    slow_backoff = LLMClient(fake.base_url, model="fake-model", max_retries=5, backoff_s=2.0)
+    fake.script(*[FakeLLM.error(500)] * 6)
+    started = time.monotonic()
+    with pytest.raises(LLMError, match="no time left"):
+        slow_backoff.complete([{"role": "user", "content": "hi"}], timeout_s=1.0)
+    assert time.monotonic() - started < 1.5
+
+
+def test_the_answer_budget_stays_below_the_answer_steps_celery_limit():
+    assert ANSWER_LLM_TIMEOUT_S < STEP_LIMIT_S
+
+
+def test_from_settings_needs_url_and_model():
+    assert LLMClient.from_settings(Settings(openai_base_url=None, openai_model=None)) is None
+    assert LLMClient.from_settings(Settings(openai_base_url="http://x/v1", openai_model=None)) is None
+    client = LLMClient.from_settings(Settings(openai_base_url="http://x/v1", openai_model="m", openai_api_key="k"))
+    assert client is not None and client.model == "m"
+
+
+# --- the answer step -----------------------------------------------------------------------------------------------
+
+
+def state(**kwargs) -> JobState:
+    return JobState(job_id=str(uuid.uuid4()), collection_id="c1", query=QUESTION, original_query=QUESTION,
+                    documents=DOCS, **kwargs)
+
+
+def test_answer_step_uses_the_llm_and_records_it(fake, llm):
+    fake.script(reply("The New England Patriots [2].", ["Source [2] names the winner."]))
+    out = answer_step(state(cot=True), llm=llm)
+    assert out.answer == "The New England Patriots [2]."
+    assert out.metadata["answer"]["method"] == "llm"
+    assert out.metadata["answer"]["fallback_reason"] is None
+    assert out.metadata["answer"]["model"] == "fake-model"
+    assert [s.evidence for s in out.cot_steps] == [["sb49"]]
+
+
+def test_answer_step_falls_back_to_the_extractive_answer_when_the_llm_fails(fake, llm):
+    fake.script(*[FakeLLM.error(500, "model overloaded")] * 3)
+    out = answer_step(state(cot=True), llm=llm)
+    assert out.metadata["answer"]["method"] == "extractive"
+    reason = out.metadata["answer"]["fallback_reason"]
+    assert "LLMError" in reason and "500" in reason and "model overloaded" in reason
+    assert "The New England Patriots won Super Bowl XLIX [2]." in out.answer
+    assert len(out.cot_steps) == 2  # the extractive answer's own steps
+    assert len(fake.requests) == 3
+
+
+def test_answer_step_falls_back_when_the_reply_holds_no_answer(fake, llm):
+    fake.script('{"unexpected": true}')
+    out = answer_step(state(), llm=llm)
+    assert out.metadata["answer"]["method"] == "extractive"
+    assert "no answer" in out.metadata["answer"]["fallback_reason"]
+    assert "[2]" in out.answer
+
+
+def test_answer_step_without_an_llm_is_extractive_without_a_fallback_reason():
+    out = answer_step(state())
+    assert out.metadata["answer"]["method"] == "extractive"
+    assert out.metadata["answer"]["fallback_reason"] is None
+    assert "Patriots won Super Bowl XLIX [2]" in out.answer
+
+
+def test_no_documents_never_asks_the_llm(fake, llm):
+    answer = generate_answer(QUESTION, [], llm=llm)
+    assert answer.text == NO_RESULTS and answer.fallback_reason == "no documents to answer from"
+    assert fake.requests == []
+
+
+def test_the_llm_is_told_the_users_question_and_what_was_searched(fake, llm):
+    fake.script(reply("Patriots [2]."))
+    translated = state().model_copy(update={"original_query": "¿Quién ganó el Super Bowl XLIX?"})
+    answer_step(translated, llm=llm)
+    user = fake.requests[0]["messages"][1]["content"]
+    assert "Question: ¿Quién ganó el Super Bowl XLIX?" in user
+    assert f"(searched as: {QUESTION})" in user
+
+
+# --- the Celery task, called in-process, takes the LLM from the settings -------------------------------------------
+
+
+@pytest.fixture
+def services_with_llm(tmp_path, monkeypatch, fake):
+    import pipeline.services as services_module
+
+    settings = Settings(data_dir=tmp_path, openai_base_url=fake.base_url, openai_model="fake-model",
+                        openai_api_key="sk-task")
+    from migrations import upgrade
+
+    upgrade(settings.database_url)  # the task records its progress in the jobs table (no row: nothing written)
+    services = services_module.Services(settings)
+    monkeypatch.setattr(services_module, "_services", services)
+    yield services
+    services.close()
+
+
+def test_the_generate_answer_task_answers_with_the_configured_llm(services_with_llm, fake):
+    from worker.tasks import generate_answer
+
+    fake.script(reply("The New England Patriots [2]."))
+    out = JobState.load(generate_answer(state().dump()))  # no job row: progress is a no-op
+    assert out.answer == "The New England Patriots [2]."
+    assert out.metadata["answer"]["method"] == "llm"
+    assert fake.requests[0]["model"] == "fake-model" and fake.headers[0]["authorization"] == "Bearer sk-task"
+    assert "answer" in out.timings_ms
+
+
+def test_the_generate_answer_task_falls_back_with_embeddings_when_the_llm_refuses(services_with_llm, fake):
+    from worker.tasks import generate_answer
+
+    fake.script(FakeLLM.error(401, "invalid api key"))
+    out = JobState.load(generate_answer(state().dump()))
+    assert out.metadata["answer"]["method"] == "extractive"
+    assert "invalid api key" in out.metadata["answer"]["fallback_reason"]
+    assert out.metadata["answer"]["scoring"] == "embedding+lexical"
+    assert "Patriots won Super Bowl XLIX [2]" in out.answer
+    assert len(fake.requests) == 1
