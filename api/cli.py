@@ -88,7 +88,7 @@ def worker(queues: str, concurrency: int | None, loglevel: str, beat: bool) -> N
     celery_app.worker_main(
         ["worker", "--pool=prefork", f"--concurrency={concurrency or settings.worker_concurrency}",
          f"--queues={queues}", f"--loglevel={loglevel}", "--task-events",
-         *([f"--beat", f"--schedule={settings.ensure_data_dir() / 'celerybeat-schedule'}"] if beat else [])]
+         *(["--beat", f"--schedule={settings.ensure_data_dir() / 'celerybeat-schedule'}"] if beat else [])]
     )
 
 

@@ -18,9 +18,9 @@ from pipeline import stages
 from pipeline.agents.base import Stage
 from pipeline.db import Collection, DocumentRow
 from pipeline.ingest import ChunkingConfig, index_documents
-from pipeline.retrieval.vector_store import SchemaMismatch
 from pipeline.jobs import JobStore
 from pipeline.llm import LLMClient
+from pipeline.retrieval.vector_store import SchemaMismatch
 from pipeline.runner import worker_name
 from pipeline.services import get_services
 from pipeline.state import AgentRun, AgentSpec, JobState

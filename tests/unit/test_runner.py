@@ -26,7 +26,6 @@ from pipeline.agents.base import (
     Stage,
 )
 from pipeline.agents.registry import AgentRegistry
-from pipeline.breakers import AgentBreaker
 from pipeline.cache import ResultCache
 from pipeline.runner import AgentRunner
 from pipeline.settings import Settings
