@@ -238,12 +238,17 @@ def eval() -> None:  # noqa: A001 - the command is called "eval"
               help="Default: the service's default strategy.")
 @click.option("--fusion", type=click.Choice(["rrf", "weighted"]), default=None)
 @click.option("--limit", type=int, default=None, help="Only the first N queries.")
+@click.option("--agents", "agent_list", default=None,
+              help="Pre- and post-search agents (default configs) around the search, e.g. query_expander,reranker.")
+@click.option("--rerank-depth", type=int, default=20, show_default=True,
+              help="With --agents: how many top results the post-search agents see.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | None, fusion: str | None,
+                   agent_list: str | None, rerank_depth: int,
                    limit: int | None, json_out: Path | None) -> None:
     """nDCG@10, Recall@100, MRR@10 and latency of a BEIR data set, through the retrieval path jobs use."""
     from pipeline.evaluation import (ensure_corpus_indexed, load_beir_corpus, load_beir_queries, load_qrels,
-                                     run_retrieval_eval, score_run)
+                                     run_agents_eval, run_retrieval_eval, score_run)
     from pipeline.retrieval.config import SearchConfig
     from pipeline.services import get_services
 
@@ -262,11 +267,20 @@ def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | Non
     with click.progressbar(length=n_docs, label="indexing corpus ") as bar:
         collection, chunks, reused = ensure_corpus_indexed(services, corpus, progress=bar.update)
     click.echo(f"collection {collection}: {chunks} chunks ({'reused' if reused else 'indexed now'})")
+    agent_ids = [a.strip() for a in agent_list.split(",") if a.strip()] if agent_list else []
+    for agent_id in agent_ids:
+        if agent_id not in services.registry or services.registry.get(agent_id).stage == "response":
+            fail(f"--agents: {agent_id!r} is not a pre- or post-search agent")
     with click.progressbar(length=len(asked), label="running queries") as bar:
-        run, extra = run_retrieval_eval(services, collection, asked, config, progress=bar.update)
-    report = {**score_run(run, judged, extra["latencies_ms"]), "strategy": config.strategy, "fusion": config.fusion}
+        if agent_ids:
+            run, extra = run_agents_eval(services, collection, load_beir_corpus(corpus), asked, config, agent_ids,
+                                         rerank_depth, progress=bar.update)
+        else:
+            run, extra = run_retrieval_eval(services, collection, asked, config, progress=bar.update)
+    report = {**score_run(run, judged, extra["latencies_ms"]), "strategy": config.strategy, "fusion": config.fusion,
+              "agents": agent_ids}
     click.echo(
-        f"strategy {config.strategy} ({config.fusion}): nDCG@10 {report['ndcg@10']:.4f}  Recall@100 "
+        f"strategy {config.strategy} ({config.fusion}){' + ' + ','.join(agent_ids) if agent_ids else ''}: nDCG@10 {report['ndcg@10']:.4f}  Recall@100 "
         f"{report['recall@100']:.4f}  MRR@10 {report['mrr@10']:.4f}  latency p50 {report['latency_ms']['p50']:.1f} ms "
         f"p95 {report['latency_ms']['p95']:.1f} ms  ({report['queries']} queries)"
     )

@@ -148,3 +148,77 @@ def run_retrieval_eval(services, collection: str, queries: dict[str, str], confi
         if progress:
             progress(1)
     return run, {"latencies_ms": latencies}
+
+
+class CorpusTools:
+    """The agent toolbox over an evaluation collection that lives only in Milvus (no document rows)."""
+
+    def __init__(self, services, collection: str, docs: list[dict]) -> None:
+        from pipeline.retrieval.retriever import Retriever
+
+        self._retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
+        self._services, self._collection, self._docs = services, collection, docs
+        self._vocabulary: dict[str, int] | None = None
+        self.llm = None
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return self._services.embedder.embed(texts)
+
+    def search(self, collection_id: str, query: str, top_k: int = 10, strategy: str = "hybrid"):
+        from pipeline.retrieval.config import SearchConfig
+
+        config = SearchConfig(strategy=strategy, top_k=top_k, fusion=self._services.settings.search_fusion)
+        return self._retriever.search(self._collection, query, config).documents
+
+    def vocabulary(self, collection_id: str) -> dict[str, int]:
+        if self._vocabulary is None:
+            from collections import Counter
+
+            from pipeline.text import words
+
+            self._vocabulary = dict(Counter(w for d in self._docs for w in words(f"{d['title']}. {d['text']}")))
+        return self._vocabulary
+
+    def acronyms(self, collection_id: str) -> dict[str, str]:
+        from pipeline.acronyms import mine_acronyms
+
+        return mine_acronyms([f"{d['title']}. {d['text']}" for d in self._docs])
+
+    def breaker(self, name: str, fail_max: int, reset_timeout_s: float):
+        from pipeline.runner import OPEN_GATE
+
+        return OPEN_GATE
+
+
+def run_agents_eval(services, collection: str, docs: list[dict], queries: dict[str, str], config, agent_ids: list[str],
+                    rerank_depth: int = 20, progress=None) -> tuple[dict, dict]:
+    """Queries through pre-search agents, the search, and post-search agents (on the top ``rerank_depth``), with
+    each agent's default config: the before/after of an agent on a benchmark."""
+    import time
+
+    from pipeline.agents.base import AgentContext, PostSearchInput, PreSearchInput, Stage
+    from pipeline.retrieval.retriever import Retriever
+
+    tools = CorpusTools(services, collection, docs)
+    agents = [services.registry.build(a) for a in agent_ids]
+    retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
+    run: dict[str, list[str]] = {}
+    latencies: list[float] = []
+    for query_id, text in queries.items():
+        started = time.perf_counter()
+        query, metadata = text, {}
+        for agent in (a for a in agents if a.stage == Stage.PRE_SEARCH):
+            out = agent.run(PreSearchInput(query=query, collection_id=collection, metadata=metadata),
+                            AgentContext(pipeline_stage=Stage.PRE_SEARCH, collection_id=collection, tools=tools))
+            query, metadata = out.query, {**metadata, **out.metadata}
+        documents = retriever.search(collection, query, config).documents
+        head, tail = documents[:rerank_depth], documents[rerank_depth:]
+        for agent in (a for a in agents if a.stage == Stage.POST_SEARCH):
+            head = agent.run(PostSearchInput(documents=head, query=query, collection_id=collection, metadata=metadata),
+                             AgentContext(pipeline_stage=Stage.POST_SEARCH, collection_id=collection, tools=tools)
+                             ).documents
+        latencies.append((time.perf_counter() - started) * 1000)
+        run[query_id] = [d.id for d in head + tail]
+        if progress:
+            progress(1)
+    return run, {"latencies_ms": latencies}
