@@ -196,7 +196,7 @@ def run_agents_eval(services, collection: str, docs: list[dict], queries: dict[s
     each agent's default config: the before/after of an agent on a benchmark."""
     import time
 
-    from pipeline.agents.base import AgentContext, PostSearchInput, PreSearchInput, Stage
+    from pipeline.agents.base import AgentContext, AgentSkipped, PostSearchInput, PreSearchInput, Stage
     from pipeline.retrieval.retriever import Retriever
 
     tools = CorpusTools(services, collection, docs)
@@ -208,15 +208,22 @@ def run_agents_eval(services, collection: str, docs: list[dict], queries: dict[s
         started = time.perf_counter()
         query, metadata = text, {}
         for agent in (a for a in agents if a.stage == Stage.PRE_SEARCH):
-            out = agent.run(PreSearchInput(query=query, collection_id=collection, metadata=metadata),
-                            AgentContext(pipeline_stage=Stage.PRE_SEARCH, collection_id=collection, tools=tools))
+            try:
+                out = agent.run(PreSearchInput(query=query, collection_id=collection, metadata=metadata),
+                                AgentContext(pipeline_stage=Stage.PRE_SEARCH, collection_id=collection, tools=tools))
+            except AgentSkipped:
+                continue  # as in a job: a skipping agent leaves the query as it was
             query, metadata = out.query, {**metadata, **out.metadata}
         documents = retriever.search(collection, query, config).documents
         head, tail = documents[:rerank_depth], documents[rerank_depth:]
         for agent in (a for a in agents if a.stage == Stage.POST_SEARCH):
-            head = agent.run(PostSearchInput(documents=head, query=query, collection_id=collection, metadata=metadata),
-                             AgentContext(pipeline_stage=Stage.POST_SEARCH, collection_id=collection, tools=tools)
-                             ).documents
+            try:
+                head = agent.run(
+                    PostSearchInput(documents=head, query=query, collection_id=collection, metadata=metadata),
+                    AgentContext(pipeline_stage=Stage.POST_SEARCH, collection_id=collection, tools=tools),
+                ).documents
+            except AgentSkipped:
+                continue
         latencies.append((time.perf_counter() - started) * 1000)
         run[query_id] = [d.id for d in head + tail]
         if progress:

@@ -1,0 +1,65 @@
+"""Evaluation metrics and the agents-around-search evaluation, on small hand-checked cases."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from pipeline.agents.registry import AgentRegistry
+from pipeline.evaluation import mrr_at, ndcg_at, recall_at, run_agents_eval, score_run
+from pipeline.retrieval.analyzer import KeywordAnalyzer
+from pipeline.retrieval.config import SearchConfig
+from pipeline.retrieval.vector_store import Hit
+from pipeline.settings import Settings
+
+
+def test_metrics_match_hand_computed_values():
+    relevant = {"d2": 1, "d5": 1}
+    ranked = ["d1", "d2", "d3", "d4", "d5"]
+    ideal = 1 + 1 / math.log2(3)
+    assert ndcg_at(ranked, relevant) == pytest.approx((1 / math.log2(3) + 1 / math.log2(6)) / ideal)
+    assert mrr_at(ranked, relevant) == 0.5
+    assert recall_at(ranked, relevant, k=3) == 0.5
+    report = score_run({"q1": ranked, "q2": ["d9"]}, {"q1": relevant, "q2": {"d9": 1}}, [10.0, 30.0])
+    assert report["mrr@10"] == 0.75 and report["queries"] == 2 and report["latency_ms"]["p50"] == 20.0
+
+
+class ListStore:
+    """Both retrievers answer from a fixed ranking, so only the agents can change the order."""
+
+    def __init__(self, docs):
+        self.docs = docs
+
+    def dense_search(self, name, vector, limit):
+        return [Hit(d["id"] + "#0", d["id"], d["title"], d["text"], 1.0 - i / 10, {}) for i, d in enumerate(self.docs)]
+
+    def keyword_search(self, name, analyzed_query, limit):
+        return self.dense_search(name, None, limit)
+
+    def vectors(self, name, chunk_ids):
+        return {}
+
+
+def test_agents_run_around_the_search_and_a_skipping_agent_changes_nothing(tmp_path):
+    docs = [
+        {"id": "a", "title": "Press release", "text": "Northwind opened the Harrow Ridge wind farm in 2025 with 40 turbines."},
+        # Not byte-identical (the search's exact dedup would drop it), but the same words.
+        {"id": "b", "title": "Press release", "text": "Northwind opened the Harrow Ridge wind farm, in 2025, with 40 turbines!"},
+        {"id": "c", "title": "Safety", "text": "No lost-time incidents were recorded at the solar sites."},
+    ]
+    services = SimpleNamespace(
+        embedder=SimpleNamespace(embed=lambda texts: [[1.0, 0.0]] * len(texts)),
+        vector_store=ListStore(docs),
+        analyzer=KeywordAnalyzer(),
+        registry=AgentRegistry.discover(),
+        settings=Settings(data_dir=tmp_path),
+    )
+    config = SearchConfig(strategy="hybrid", top_k=10, near_duplicate_threshold=None)
+    plain, _ = run_agents_eval(services, "eval", docs, {"q": "wind farm"}, config, [])
+    # acronym_resolver finds nothing to expand here and skips; the deduplicator drops the copy of "a".
+    with_agents, extra = run_agents_eval(services, "eval", docs, {"q": "wind farm"}, config,
+                                         ["acronym_resolver", "deduplicator"])
+    assert plain["q"] == ["a", "b", "c"]
+    assert with_agents["q"] == ["a", "c"] and len(extra["latencies_ms"]) == 1
