@@ -27,11 +27,15 @@ class JobStore:
     def _job(self, s, job_id: str) -> Job | None:
         return s.scalar(select(Job).where(Job.id == uuid.UUID(job_id)))
 
-    def progress(self, job_id: str, stage: str, state: JobState | None = None, keep_state: bool = False) -> None:
+    def progress(self, job_id: str, stage: str, state: JobState | None = None, keep_state: bool = False) -> bool:
+        """Record the stage (and state); False when the job has already ended (cancelled, reaped), so the caller
+        can skip its work: one round trip serves as both progress report and cancellation check."""
         with self.db.session() as s:
             job = self._job(s, job_id)
-            if job is None or job.status in TERMINAL:
-                return
+            if job is None:
+                return True  # no row to report to (a step run on its own)
+            if job.status in TERMINAL:
+                return False
             if job.status == "queued":
                 job.status, job.started_at = "running", utcnow()
             if job.stage != stage:
@@ -42,6 +46,7 @@ class JobStore:
                 job.timings_ms = dict(state.timings_ms)
                 if keep_state:
                     job.state = state.dump()
+            return True
 
     def load_state(self, job_id: str) -> JobState:
         with self.db.session() as s:

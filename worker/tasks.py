@@ -39,9 +39,8 @@ def _agent_task(step, stage: Stage, state: dict[str, Any], spec: dict[str, Any])
     current = JobState.load(state)
     jobs = JobStore(services.db)
     agent_spec = AgentSpec.model_validate(spec)
-    if jobs.is_cancelled(current.job_id):
-        return state  # cancelled: the rest of the chain passes through without work
-    jobs.progress(current.job_id, f"{stage.value}:{agent_spec.agent_id}")
+    if not jobs.progress(current.job_id, f"{stage.value}:{agent_spec.agent_id}"):
+        return state  # cancelled or ended: the rest of the chain passes through without work
     current = step(current, agent_spec, services.runner)
     _timed(current, stage.value, started)
     jobs.progress(current.job_id, f"{stage.value}:{agent_spec.agent_id}", current)
@@ -64,9 +63,8 @@ def core_search(state: dict[str, Any], collection_id: str | None = None) -> dict
     started = time.perf_counter()
     current = JobState.load(state)
     jobs = JobStore(services.db)
-    if jobs.is_cancelled(current.job_id):
+    if not jobs.progress(current.job_id, "core_search"):
         return state
-    jobs.progress(current.job_id, "core_search")
     current = stages.core_search_step(current, services, collection_id)
     _timed(current, "core_search", started)
     jobs.progress(current.job_id, "core_search", current)
@@ -85,7 +83,7 @@ def merge_search(states: list[dict[str, Any]]) -> dict[str, Any]:
 @app.task(name="agentsearch.generate_answer")
 def generate_answer(state: dict[str, Any]) -> dict[str, Any]:
     services = get_services()
-    if JobStore(services.db).is_cancelled(state["job_id"]):
+    if not JobStore(services.db).progress(state["job_id"], "answer"):
         return state
     started = time.perf_counter()
     settings = services.settings

@@ -89,7 +89,11 @@ def submit_search(
     except ValidationError as exc:
         raise from_validation_error(("body", "search"), exc) from None
 
-    collection_ids = list(dict.fromkeys([body.collection_id, *(body.also_search or [])]))
+    # Where each collection was named, for an error that points at the right list entry.
+    named_at: dict[uuid.UUID, tuple] = {body.collection_id: ("body", "collection_id")}
+    for i, extra in enumerate(body.also_search or []):
+        named_at.setdefault(extra, ("body", "also_search", i))
+    collection_ids = list(named_at)
     with services.db.session() as s:
         if idempotency_key:
             earlier = s.scalar(
@@ -104,7 +108,7 @@ def submit_search(
             except HTTPException:
                 if i == 0:
                     raise
-                raise unprocessable(("body", "also_search", i - 1), f"collection {collection_id} not found") from None
+                raise unprocessable(named_at[collection_id], f"collection {collection_id} not found") from None
             if collection.embedding_model != settings.embedding_model:
                 raise HTTPException(
                     status_code=409,

@@ -160,7 +160,8 @@ class ExternalEnricher(PostSearchAgent):
         )
         max_documents: int = Field(10, ge=1, le=100)
         fail_max: int = Field(5, ge=1, le=1000, description="Endpoint failures that open its circuit.")
-        reset_timeout_s: float = Field(60.0, gt=0.0, le=3600.0)
+        # Whole seconds: the breaker keeps its opening time at one-second resolution.
+        reset_timeout_s: float = Field(60.0, ge=1.0, le=3600.0)
         max_response_bytes: int = Field(1_000_000, ge=1024, le=50_000_000)
 
         @field_validator("url_template")
