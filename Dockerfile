@@ -1,11 +1,12 @@
 # syntax=docker/dockerfile:1
-# agentsearch image: API, Celery workers and migrations share this image.
-#   docker build -t agentsearch .
-#   docker run --rm -p 8000:8000 agentsearch            # API
-#   docker run --rm agentsearch agentsearch worker --queues celery --concurrency 2
+# One image for every role; the command picks it:
+#   docker build -t agentsearch:0.1.0 .
+#   docker run --rm -p 8000:8000 agentsearch:0.1.0                          # API (the default command)
+#   docker run --rm agentsearch:0.1.0 agentsearch worker --queues celery      # worker (also: beat, flower, migrate)
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 ############################ builder ############################
-FROM python:3.11-slim AS builder
+FROM ${PYTHON_IMAGE} AS builder
 
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -14,39 +15,54 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/venv
 ENV PATH="/opt/venv/bin:$PATH"
 
-RUN pip install --upgrade pip setuptools wheel
-# torch first (own layer, rarely changes); this exact spec gives the CPU build.
-RUN pip install torch==2.13.0
+# torch alone first: its own layer (large, rarely changes), from the CPU index. PyPI's torch is a CUDA build of
+# several GB that a CPU-only service never uses.
+ARG TORCH_VERSION=2.13.0
+RUN pip install --upgrade pip setuptools wheel \
+    && pip install --index-url https://download.pytorch.org/whl/cpu "torch==${TORCH_VERSION}" \
+    && echo "torch==${TORCH_VERSION}" > /opt/torch-constraint.txt
 
 WORKDIR /src
-COPY . /src
-# flower: the Celery monitoring UI run by the `flower` service from this image.
-RUN pip install . "flower>=2.0" \
+COPY pyproject.toml README.md ./
+COPY api/ api/
+COPY pipeline/ pipeline/
+COPY worker/ worker/
+COPY migrations/ migrations/
+# The constraint keeps a dependency from swapping the CPU torch for PyPI's CUDA one.
+RUN pip install --constraint /opt/torch-constraint.txt . \
     && find /opt/venv -name '__pycache__' -type d -prune -exec rm -rf {} +
 
 ############################ runtime ############################
-FROM python:3.11-slim AS runtime
+FROM ${PYTHON_IMAGE} AS runtime
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PATH="/opt/venv/bin:$PATH" \
-    AGENTSEARCH_DATA_DIR=/data
+    AGENTSEARCH_DATA_DIR=/data \
+    HOME=/tmp \
+    MPLCONFIGDIR=/tmp/matplotlib
 
+# espeak-ng: the audio_summary agent's voice. tini: PID 1 that forwards SIGTERM (Celery's warm shutdown) and reaps
+# orphans, such as the espeak-ng of a prefork child killed at its hard time limit.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends espeak-ng \
+    && apt-get install -y --no-install-recommends espeak-ng tini \
     && rm -rf /var/lib/apt/lists/*
 
 RUN groupadd --system --gid 10001 agentsearch \
-    && useradd --system --uid 10001 --gid 10001 --home-dir /app --shell /usr/sbin/nologin agentsearch \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin agentsearch \
     && mkdir -p /app /data \
-    && chown agentsearch:agentsearch /app /data
+    && chown agentsearch:agentsearch /data
 
 COPY --from=builder /opt/venv /opt/venv
-COPY --chown=agentsearch:agentsearch examples/ /app/examples/
 
 WORKDIR /app
 USER 10001:10001
-VOLUME ["/data"]
-EXPOSE 8000
+EXPOSE 8000 5555
 
+# Fits the default command (the API). Compose and Kubernetes give each role its own check: workers and beat the
+# heartbeat file's age, Flower /healthcheck, and the one-shot migrate none.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=3)"]
+
+ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["agentsearch", "api", "--host", "0.0.0.0", "--port", "8000"]

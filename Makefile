@@ -4,7 +4,7 @@ PYTHON  := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 SYSTEM_PYTHON ?= python3
 
-.PHONY: install services demo test unit integration bench clean
+.PHONY: install services demo test unit integration deploy-check bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ unit: install
 
 integration: install services
 	$(PYTHON) -m pytest -q tests/integration
+
+# docker-compose.yml, k8s/ and the Dockerfile through the real tools, pinned in the test extra; no services needed.
+deploy-check: install
+	$(PYTHON) -m pytest -q tests/deploy
 
 # Speed is measured here, not in tests: medians of several rounds, written to bench/results/.
 bench: install

@@ -11,11 +11,14 @@ import logging
 import threading
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import exc as sql_errors
 
-from api.routes import agents, collections, health, jobs
+from api.routes import agents, collections, health, jobs, metrics, profiles
 from migrations import upgrade
 from pipeline.jobs import JobStore
+from pipeline.observability.tracing import configure_tracing
 from pipeline.services import get_services
 from worker.app import app as celery_app
 
@@ -43,9 +46,18 @@ class Reaper:
         self._stop.set()
 
 
+def _database_unavailable(_request: Request, exc: Exception) -> JSONResponse:
+    # A request that needs the database while it is down (restarting, failing over, out of connections) is told
+    # to come back, not given a 500: its transaction was rolled back, so nothing of it was written.
+    log.warning("database unavailable: %s", type(exc).__name__)
+    return JSONResponse({"detail": "the database is unavailable; try again shortly"}, status_code=503,
+                        headers={"Retry-After": "5"})
+
+
 def create_app() -> FastAPI:
     services = get_services()
     settings = services.settings
+    configure_tracing(settings.otel_exporter, "agentsearch-api")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -60,14 +72,20 @@ def create_app() -> FastAPI:
             embedded_worker.start()
             reaper = Reaper(JobStore(services.db), settings.reaper_interval_s)
             reaper.start()
+            schedules = profiles.ScheduleTicker(lambda: celery_app.send_task("agentsearch.run_due_profile_sets"),
+                                                settings.profile_schedule_interval_s)
+            schedules.start()
         yield
         if embedded_worker is not None:
+            schedules.stop()
             reaper.stop()
             embedded_worker.stop()
 
     app = FastAPI(title="agentsearch", version="0.1.0", lifespan=lifespan)
     app.state.services = services
     app.state.celery = celery_app
-    for module in (health, collections, agents, jobs):
+    for error in (sql_errors.OperationalError, sql_errors.InterfaceError, sql_errors.TimeoutError):
+        app.add_exception_handler(error, _database_unavailable)
+    for module in (health, collections, agents, jobs, metrics, profiles):
         app.include_router(module.router)
     return app

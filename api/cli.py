@@ -1,18 +1,22 @@
 """The ``agentsearch`` command line.
 
     agentsearch demo                                   ingest a sample corpus and run one search job end to end
-    agentsearch api | worker | migrate                 run the services
+    agentsearch api | worker | beat | flower | migrate run the services
     agentsearch ingest FILE --collection NAME          JSON Lines documents (id, title, text, metadata)
     agentsearch search "QUERY" --collection NAME [--agents a,b] [--wait] [--out DIR]
     agentsearch eval retrieval|answers ...             benchmark retrieval (BEIR) or answers (gold spans)
+    agentsearch eval iterative ...                     iterative mode vs single-shot search (BEIR)
     agentsearch agents list [--json]                   the registered agents
+    agentsearch users create NAME | list | new-key NAME | revoke PREFIX    API users and their keys
 
-``ingest`` and ``search`` talk to the API at AGENTSEARCH_API_URL; unset, they start one in this process.
+``ingest`` and ``search`` talk to the API at AGENTSEARCH_API_URL with AGENTSEARCH_API_KEY; unset, they start one in
+this process and act as the local user.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -68,8 +72,13 @@ def api(host: str | None, port: int | None) -> None:
     """Serve the HTTP API. In embedded mode the Celery worker threads run inside it."""
     import uvicorn
 
+    from pipeline.observability.logs import configure_logging
+
     settings = get_settings()
-    uvicorn.run("api.app:create_app", factory=True, host=host or settings.api_host, port=port or settings.api_port)
+    configure_logging(settings.log_format, settings.log_level)
+    # log_config=None: uvicorn installs no handlers of its own, so its lines take the format configured above.
+    uvicorn.run("api.app:create_app", factory=True, host=host or settings.api_host, port=port or settings.api_port,
+                log_config=None)
 
 
 @main.command()
@@ -77,7 +86,8 @@ def api(host: str | None, port: int | None) -> None:
 @click.option("--concurrency", type=int, default=None, help="Worker processes (default AGENTSEARCH_WORKER_CONCURRENCY).")
 @click.option("--loglevel", default="INFO", show_default=True)
 @click.option("--beat", is_flag=True, help="Also run the periodic scheduler (the job reaper); in one worker only.")
-def worker(queues: str, concurrency: int | None, loglevel: str, beat: bool) -> None:
+@click.option("--hostname", default=None, help="Node name (Celery's -n), e.g. w1@%h for several workers on one host.")
+def worker(queues: str, concurrency: int | None, loglevel: str, beat: bool, hostname: str | None) -> None:
     """Run a prefork Celery worker (distributed mode)."""
     settings = get_settings()
     if settings.embedded:
@@ -88,8 +98,46 @@ def worker(queues: str, concurrency: int | None, loglevel: str, beat: bool) -> N
     celery_app.worker_main(
         ["worker", "--pool=prefork", f"--concurrency={concurrency or settings.worker_concurrency}",
          f"--queues={queues}", f"--loglevel={loglevel}", "--task-events",
+         *([f"--hostname={hostname}"] if hostname else []),
          *(["--beat", f"--schedule={settings.ensure_data_dir() / 'celerybeat-schedule'}"] if beat else [])]
     )
+
+
+@main.command()
+@click.option("--loglevel", default="INFO", show_default=True)
+def beat(loglevel: str) -> None:
+    """Run the periodic scheduler (the job reaper) on its own: exactly one per deployment."""
+    settings = get_settings()
+    if settings.embedded:
+        fail("beat schedules onto a shared broker: set AGENTSEARCH_BROKER_URL (e.g. redis://127.0.0.1:6379/0); "
+             "in embedded mode `agentsearch api` runs the reaper itself")
+    from worker.app import app as celery_app
+
+    celery_app.start(["beat", f"--schedule={settings.ensure_data_dir() / 'celerybeat-schedule'}",
+                      f"--loglevel={loglevel}"])
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (0.0.0.0 in a container).")
+@click.option("--port", type=int, default=5555, show_default=True)
+@click.option("--max-tasks", type=int, default=10000, show_default=True, help="Tasks Flower keeps in memory.")
+def flower(host: str, port: int, max_tasks: int) -> None:
+    """Run Flower (Celery monitoring) on the broker, behind HTTP basic auth (AGENTSEARCH_FLOWER_BASIC_AUTH)."""
+    settings = get_settings()
+    if settings.embedded:
+        fail("Flower watches a shared broker: set AGENTSEARCH_BROKER_URL (e.g. redis://127.0.0.1:6379/0)")
+    try:
+        credentials = settings.flower_credentials()
+    except ValueError as exc:
+        # Flower shows task arguments (queries) and can revoke tasks and shut workers down.
+        fail(f"{exc}; Flower does not start without basic auth, e.g. AGENTSEARCH_FLOWER_BASIC_AUTH=admin:SECRET")
+    # Handed over in the environment, not on the command line, which any local user can read.
+    os.environ["FLOWER_BASIC_AUTH"] = ",".join(credentials)
+    from worker.app import app as celery_app
+
+    celery_app.start(["flower", f"--address={host}", f"--port={port}", f"--max_tasks={max_tasks}",
+                      # Autoscaled workers come and go; forget the ones gone for 10 minutes.
+                      "--purge_offline_workers=600"])
 
 
 def _read_documents(path: Path) -> list[dict]:
@@ -200,29 +248,37 @@ def search(query: str, collection_name: str, agents: str | None, top_k: int | No
 @click.option("--query", default=DEMO_QUERY, show_default=True)
 def demo(out: Path, query: str) -> None:
     """Ingest the sample corpus, configure agents, run one search job through the API and Celery."""
-    from api.client import api_session, write_artifacts
+    from api.client import ApiError, api_session, write_artifacts
 
     settings = get_settings()
     documents = _read_documents(SAMPLE_CORPUS)
     mode = "distributed" if not settings.embedded else "embedded (SQLite, Milvus Lite, in-process Celery)"
     click.echo(f"mode: {mode}; data dir: {settings.data_dir.resolve()}")
-    with api_session(settings) as client:
-        collection = client.ensure_collection("demo")
-        client.add_documents(collection["id"], documents)
-        counts = client.wait_indexed(collection["id"])["documents"]
-        click.echo(f"ingested {counts['indexed']} documents into collection 'demo' ({collection['id']})")
-        links = []
-        for spec in DEMO_AGENTS:
-            config = client.create_agent_config(name=f"demo {spec['agent_id']}", **spec)
-            links.append({"agent_config_id": config["id"]})
-        client.set_collection_agents(collection["id"], links)
-        click.echo(f"agents: {', '.join(a['agent_id'] for a in DEMO_AGENTS)}")
-        job_id = client.submit(collection["id"], query, cot=True)
-        click.echo(f"submitted job {job_id}; waiting...")
-        job = client.wait_job(job_id)
+    try:
+        with api_session(settings) as client:
+            job = _run_demo(client, documents, query)
+    except ApiError as exc:
+        fail(str(exc))
     print_job(job, write_artifacts(job, out))
     if job["status"] != "succeeded":
         sys.exit(1)
+
+
+def _run_demo(client, documents: list[dict], query: str) -> dict:
+    """Ingest, configure the demo agents, submit, wait: the job as the API returns it."""
+    collection = client.ensure_collection("demo")
+    client.add_documents(collection["id"], documents)
+    counts = client.wait_indexed(collection["id"])["documents"]
+    click.echo(f"ingested {counts['indexed']} documents into collection 'demo' ({collection['id']})")
+    links = []
+    for spec in DEMO_AGENTS:
+        config = client.create_agent_config(name=f"demo {spec['agent_id']}", **spec)
+        links.append({"agent_config_id": config["id"]})
+    client.set_collection_agents(collection["id"], links)
+    click.echo(f"agents: {', '.join(a['agent_id'] for a in DEMO_AGENTS)}")
+    job_id = client.submit(collection["id"], query, cot=True)
+    click.echo(f"submitted job {job_id}; waiting...")
+    return client.wait_job(job_id)
 
 
 @main.group()
@@ -283,6 +339,70 @@ def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | Non
         f"strategy {config.strategy} ({config.fusion}){' + ' + ','.join(agent_ids) if agent_ids else ''}: nDCG@10 {report['ndcg@10']:.4f}  Recall@100 "
         f"{report['recall@100']:.4f}  MRR@10 {report['mrr@10']:.4f}  latency p50 {report['latency_ms']['p50']:.1f} ms "
         f"p95 {report['latency_ms']['p95']:.1f} ms  ({report['queries']} queries)"
+    )
+    if json_out:
+        json_out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+@eval.command("iterative")
+@click.option("--corpus", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--queries", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--target", type=int, default=5, show_default=True, help="Results the iterative mode aims to keep.")
+@click.option("--max-iterations", type=int, default=None, help="Budget; default: chosen by query complexity (1-3).")
+@click.option("--per-iteration", type=int, default=5, show_default=True, help="New results evaluated per iteration.")
+@click.option("--first-threshold", type=float, default=4.0, show_default=True)
+@click.option("--later-threshold", type=float, default=3.8, show_default=True)
+@click.option("--adaptive-threshold", is_flag=True, help="Move thresholds with each batch's score distribution.")
+@click.option("--sufficiency/--no-sufficiency", default=True, show_default=True,
+              help="Stop early when the kept results cover the query.")
+@click.option("--llm/--no-llm", "use_llm", default=False, show_default=True,
+              help="Evaluate and refine with the configured LLM (AGENTSEARCH_OPENAI_*) instead of offline signals.")
+@click.option("--limit", type=int, default=None, help="Only the first N queries.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def eval_iterative(corpus: Path, queries: Path, qrels: Path, target: int, max_iterations: int | None,
+                   per_iteration: int, first_threshold: float, later_threshold: float, adaptive_threshold: bool,
+                   sufficiency: bool, use_llm: bool, limit: int | None, json_out: Path | None) -> None:
+    """Iterative mode vs single-shot search: share of queries with a relevant document in the kept set."""
+    from pydantic import ValidationError
+
+    from pipeline.agentic.benchmark import run_iterative_eval
+    from pipeline.agentic.config import IterativeConfig, Thresholds
+    from pipeline.evaluation import ensure_corpus_indexed, load_beir_corpus, load_beir_queries, load_qrels
+    from pipeline.llm import LLMClient
+    from pipeline.services import get_services
+
+    try:
+        config = IterativeConfig(target=target, max_iterations=max_iterations, per_iteration=per_iteration,
+                                 sufficiency=sufficiency, llm="auto" if use_llm else "off",
+                                 thresholds=Thresholds(first=first_threshold, later=later_threshold,
+                                                       adaptive=adaptive_threshold))
+        judged = load_qrels(qrels)
+        asked = {q: t for q, t in load_beir_queries(queries).items() if q in judged}
+        n_docs = len(load_beir_corpus(corpus))
+    except (ValidationError, ValueError, KeyError) as exc:
+        fail(str(exc))
+    if limit:
+        asked = dict(list(asked.items())[:limit])
+    services = get_services()
+    llm = LLMClient.from_settings(services.settings) if use_llm else None
+    if use_llm and llm is None:
+        fail("--llm needs AGENTSEARCH_OPENAI_BASE_URL and AGENTSEARCH_OPENAI_MODEL")
+    with click.progressbar(length=n_docs, label="indexing corpus ") as bar:
+        collection, chunks, reused = ensure_corpus_indexed(services, corpus, progress=bar.update)
+    click.echo(f"collection {collection}: {chunks} chunks ({'reused' if reused else 'indexed now'})")
+    defaults = {**services.settings.search_defaults(), "candidates": 100}
+    with click.progressbar(length=len(asked), label="running queries") as bar:
+        report = run_iterative_eval(services, collection, asked, judged, config, defaults, llm=llm,
+                                    progress=bar.update)
+    it, single = report["iterative"], report["single_shot"]
+    click.echo(
+        f"iterative ({'LLM' if llm else 'offline'}): relevant in kept set {it['hit_rate']:.4f}, mean kept "
+        f"{it['mean_kept']:.2f} (empty {it['empty_share']:.1%}), examined {it['mean_examined']:.2f}, iterations "
+        f"{it['mean_iterations']:.2f}, stops {it['stop_reasons']}, p50 {it['latency_ms']['p50']:.0f} ms\n"
+        f"single shot: top-{single['top_target']['k']} {single['top_target']['hit_rate']:.4f}, same size as kept "
+        f"{single['matched_size']['hit_rate']:.4f}, same size as examined {single['examined_size']['hit_rate']:.4f}"
+        f"  ({report['queries']} queries)"
     )
     if json_out:
         json_out.write_text(json.dumps(report, indent=2) + "\n")
@@ -357,3 +477,75 @@ def agents_list(as_json: bool) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+@main.group()
+def users() -> None:
+    """API users and their keys (keys are stored hashed and shown once)."""
+
+
+def _user_store():
+    from migrations import upgrade
+    from pipeline.db import Database
+    from pipeline.users import UserStore
+
+    settings = get_settings()
+    if settings.embedded:
+        settings.ensure_data_dir()
+        upgrade(settings.database_url)
+    return UserStore(Database(settings.database_url))
+
+
+@users.command("create")
+@click.argument("name")
+def users_create(name: str) -> None:
+    """Create a user and print its first API key, alone on the last line (it is not shown again)."""
+    from pipeline.users import UserError
+
+    try:
+        user_id, key = _user_store().create(name)
+    except UserError as exc:
+        fail(str(exc))
+    click.echo(f"created user {name} ({user_id}); its API key follows and will not be shown again:")
+    click.echo(key)
+
+
+@users.command("new-key")
+@click.argument("name")
+@click.option("--label", default="", help="What the key is for.")
+def users_new_key(name: str, label: str) -> None:
+    """Issue another key for a user (rotate: issue, switch clients, revoke the old one)."""
+    from pipeline.users import UserError
+
+    try:
+        key = _user_store().issue_key(name, label)
+    except UserError as exc:
+        fail(str(exc))
+    click.echo(f"new API key for {name}; it will not be shown again:")
+    click.echo(key)
+
+
+@users.command("revoke")
+@click.argument("prefix")
+def users_revoke(prefix: str) -> None:
+    """Revoke a key by its prefix, as `users list` shows it."""
+    from pipeline.users import UserError
+
+    try:
+        count = _user_store().revoke(prefix)
+    except UserError as exc:
+        fail(str(exc))
+    if not count:
+        fail(f"no live key starts with {prefix!r}")
+    click.echo(f"revoked {count} key(s)")
+
+
+@users.command("list")
+def users_list() -> None:
+    """Users with their keys' prefixes (never the keys)."""
+    for user in _user_store().list():
+        live = [k for k in user.keys if k.revoked_at is None]
+        click.echo(f"{user.name:<24} {user.id}  {len(live)} live key(s)")
+        for k in user.keys:
+            state = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "live"
+            click.echo(f"    {k.prefix}...  {state:<24} {k.label}")

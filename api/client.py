@@ -2,7 +2,7 @@
 
 Usage::
 
-    with api_session(settings) as client:           # AGENTSEARCH_API_URL, or a server started here
+    with api_session(settings) as client:           # AGENTSEARCH_API_URL + AGENTSEARCH_API_KEY, or a server started here
         collection = client.ensure_collection("docs")
         job = client.search(collection["id"], "solar output", wait_s=120)
 """
@@ -26,25 +26,29 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 
 
 class ApiError(RuntimeError):
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+    @classmethod
+    def from_response(cls, response: httpx.Response) -> "ApiError":
         try:
             detail = response.json().get("detail")
         except ValueError:
             detail = response.text
         if isinstance(detail, list):
             detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" for d in detail)
-        super().__init__(f"HTTP {response.status_code}: {detail}")
-        self.status_code = response.status_code
+        return cls(f"HTTP {response.status_code}: {detail}", response.status_code)
 
 
 class ApiClient:
-    def __init__(self, base_url: str, timeout_s: float = 30.0) -> None:
-        self.http = httpx.Client(base_url=base_url, timeout=timeout_s)
+    def __init__(self, base_url: str, api_key: str, timeout_s: float = 30.0) -> None:
+        self.http = httpx.Client(base_url=base_url, timeout=timeout_s, headers={"Authorization": f"Bearer {api_key}"})
 
     def _call(self, method: str, path: str, **kwargs) -> Any:
         response = self.http.request(method, path, **kwargs)
         if response.status_code >= 400:
-            raise ApiError(response)
+            raise ApiError.from_response(response)
         return response.json()
 
     def ensure_collection(self, name: str) -> dict:
@@ -119,14 +123,20 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 @contextmanager
-def local_server(host: str = "127.0.0.1", port: int | None = None) -> Iterator[str]:
-    """Serve the API from a thread of this process (embedded mode: the Celery worker threads come with it)."""
+def local_server(host: str = "127.0.0.1", port: int | None = None) -> Iterator[tuple[str, str]]:
+    """Serve the API from a thread of this process (embedded mode: the Celery worker threads come with it).
+
+    Yields the URL and a key of the local user that lives only as long as the server.
+    """
     import uvicorn
 
     from api.app import create_app
+    from pipeline.db import DEFAULT_USER_ID
+    from pipeline.users import UserStore
 
     port = port or free_port(host)
-    server = uvicorn.Server(uvicorn.Config(create_app(), host=host, port=port, log_level="warning", lifespan="on"))
+    app = create_app()
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, name="agentsearch-api", daemon=True)
     thread.start()
     deadline = time.monotonic() + 120
@@ -134,9 +144,12 @@ def local_server(host: str = "127.0.0.1", port: int | None = None) -> Iterator[s
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("the in-process API did not start")
         time.sleep(0.05)
+    users = UserStore(app.state.services.db)
+    key = users.issue_key_for(DEFAULT_USER_ID, label="local session")
     try:
-        yield f"http://{host}:{port}"
+        yield f"http://{host}:{port}", key
     finally:
+        users.delete_key(key)
         server.should_exit = True
         thread.join(15)
 
@@ -144,14 +157,16 @@ def local_server(host: str = "127.0.0.1", port: int | None = None) -> Iterator[s
 @contextmanager
 def api_session(settings: Settings) -> Iterator[ApiClient]:
     if settings.api_url:
-        client = ApiClient(settings.api_url)
+        if not settings.api_key:
+            raise ApiError("AGENTSEARCH_API_URL is set but AGENTSEARCH_API_KEY is not: create a key with `agentsearch users create NAME`")
+        client = ApiClient(settings.api_url, settings.api_key)
         try:
             yield client
         finally:
             client.close()
         return
-    with local_server() as url:
-        client = ApiClient(url)
+    with local_server() as (url, key):
+        client = ApiClient(url, key)
         try:
             yield client
         finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -96,3 +96,30 @@ class SearchRequest(Strict):
         None, description="Retrieval overrides for this job (strategy, fusion, weights, min_score, ...), "
         "validated as pipeline.retrieval.config.SearchConfig."
     )
+    mode: Literal["single", "iterative"] = Field(
+        "single", description="single: one search; iterative: search, evaluate, refine until a target or a budget."
+    )
+    iterative: dict[str, Any] | None = Field(
+        None, description="Iterative settings (target, max_iterations, per_iteration, thresholds, ...), validated "
+        "as pipeline.agentic.config.IterativeConfig; mode iterative only."
+    )
+    profiles: list[dict[str, Any]] | None = Field(
+        None, max_length=10, description="Specialist profiles run in parallel and merged by category "
+        "(pipeline.agentic.profiles.Profile); mode iterative only."
+    )
+    seen: dict[str, Any] | None = Field(
+        None, description="Skip what this user was shown recently (enabled, window_days, near_duplicate, scope); "
+        "on by default with profiles."
+    )
+
+
+class ProfileSetCreate(Strict):
+    name: str = Field(min_length=1, max_length=255)
+    collection_id: uuid.UUID = Field(description="Searched by profiles that name no collections of their own.")
+    query: str = Field("", max_length=2000, description="Fills {query} in the profiles' templates.")
+    profiles: list[dict[str, Any]] = Field(min_length=1, max_length=10,
+                                           description="Validated as pipeline.agentic.profiles.Profile.")
+    iterative: dict[str, Any] | None = Field(None, description="IterativeConfig overrides for every profile.")
+    seen: dict[str, Any] | None = Field(None, description="Seen-content policy (on by default).")
+    schedule_s: float | None = Field(None, ge=60, le=30 * 86400, description="Run every this many seconds.")
+    enabled: bool = True

@@ -10,44 +10,41 @@ are noisy. Results go to bench/results/ingest.md.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import SCIFACT, machine  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from pipeline.evaluation import load_beir_corpus  # noqa: E402
-from pipeline.ingest import ChunkingConfig, chunk_text, index_documents  # noqa: E402
-from pipeline.retrieval.analyzer import KeywordAnalyzer  # noqa: E402
-from pipeline.retrieval.embedder import Embedder  # noqa: E402
-from pipeline.retrieval.vector_store import VectorStore  # noqa: E402
-
-CORPUS = REPO.parent / "shared" / "eval" / "scifact" / "corpus.jsonl"
+CORPUS = SCIFACT / "corpus.jsonl"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=CORPUS)
-    parser.add_argument("--docs", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+def measure(corpus: Path = CORPUS, docs: int = 300, rounds: int = 3) -> dict:
+    """Chunks/s of the embedding model alone and of the whole ingestion path, per round, in this process."""
+    from pipeline.evaluation import load_beir_corpus
+    from pipeline.ingest import ChunkingConfig, chunk_text, index_documents
+    from pipeline.retrieval.analyzer import KeywordAnalyzer
+    from pipeline.retrieval.embedder import Embedder
+    from pipeline.retrieval.vector_store import VectorStore
 
-    docs = load_beir_corpus(args.corpus)[: args.docs]
+    documents = load_beir_corpus(corpus)[:docs]
     chunking = ChunkingConfig()
     embedder, analyzer = Embedder("all-MiniLM-L6-v2"), KeywordAnalyzer()
-    rows = [(d["id"], d["title"], d["text"], {}) for d in docs]
-    texts = [f"{d['title']}. {p}" for d in docs for p in chunk_text(d["text"], chunking.max_chars, chunking.overlap_chars)]
+    rows = [(d["id"], d["title"], d["text"], {}) for d in documents]
+    texts = [f"{d['title']}. {p}" for d in documents
+             for p in chunk_text(d["text"], chunking.max_chars, chunking.overlap_chars)]
     embedder.embed(texts[:64])  # warm-up: first call pays for lazy initialisation
 
     model_rates, ingest_rates = [], []
     with tempfile.TemporaryDirectory() as tmp:
         store = VectorStore(str(Path(tmp) / "bench.db"))
-        for round_ in range(args.rounds):
+        for round_ in range(rounds):
             started = time.perf_counter()
             for start in range(0, len(texts), chunking.embed_batch):
                 embedder.embed(texts[start : start + chunking.embed_batch])
@@ -65,17 +62,31 @@ def main() -> None:
             print(f"round {round_ + 1}: model {model_rates[-1]:.1f} chunks/s, ingestion {ingest_rates[-1]:.1f} chunks/s")
 
     model, ingest = statistics.median(model_rates), statistics.median(ingest_rates)
+    return {"docs": len(documents), "chunks": len(texts), "chunk_chars": chunking.max_chars,
+            "overlap_chars": chunking.overlap_chars, "rounds": rounds, "model_chunks_per_s": model,
+            "ingest_chunks_per_s": ingest, "ratio": ingest / model, "model_rounds": model_rates,
+            "ingest_rounds": ingest_rates}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--docs", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    r = measure(args.corpus, args.docs, args.rounds)
+    about = machine()
     report = f"""# Ingestion speed
 
 Command: `.venv/bin/python bench/ingest.py --docs {args.docs} --rounds {args.rounds}`
-Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, torch threads default.
-Data: first {len(docs)} SciFact abstracts -> {len(texts)} chunks ({chunking.max_chars} chars, {chunking.overlap_chars} overlap).
+Machine: {about['nproc']} CPUs ({about['CPU model']}), Python {about['Python']}, torch threads default.
+Data: first {r['docs']} SciFact abstracts -> {r['chunks']} chunks ({r['chunk_chars']} chars, {r['overlap_chars']} overlap).
 
 | | median chunks/s | rounds |
 |---|---:|---|
-| embedding model alone | {model:.1f} | {', '.join(f'{r:.1f}' for r in model_rates)} |
-| ingestion (chunk + embed + BM25 text + Milvus upsert + flush) | {ingest:.1f} | {', '.join(f'{r:.1f}' for r in ingest_rates)} |
-| ratio | {ingest / model:.2f} | |
+| embedding model alone | {r['model_chunks_per_s']:.1f} | {', '.join(f'{x:.1f}' for x in r['model_rounds'])} |
+| ingestion (chunk + embed + BM25 text + Milvus upsert + flush) | {r['ingest_chunks_per_s']:.1f} | {', '.join(f'{x:.1f}' for x in r['ingest_rounds'])} |
+| ratio | {r['ratio']:.2f} | |
 """
     out = REPO / "bench" / "results" / "ingest.md"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,8 @@ from datetime import UTC, datetime, timedelta
 import pybreaker
 import redis
 
+NAMESPACE = "agentsearch:breaker"
+
 
 class AgentBreaker:
     def __init__(self, name: str, redis_client: redis.Redis | None, fail_max: int, reset_timeout_s: float) -> None:
@@ -31,7 +33,7 @@ class AgentBreaker:
         self.name = name
         self.reset_timeout_s = reset_timeout_s
         self._storage = (
-            pybreaker.CircuitRedisStorage(pybreaker.STATE_CLOSED, redis_client, namespace=f"agentsearch:breaker:{name}")
+            pybreaker.CircuitRedisStorage(pybreaker.STATE_CLOSED, redis_client, namespace=f"{NAMESPACE}:{name}")
             if redis_client is not None
             else pybreaker.CircuitMemoryStorage(pybreaker.STATE_CLOSED)
         )
@@ -89,3 +91,23 @@ class BreakerBoard:
             if breaker is None:
                 breaker = self._breakers[key] = AgentBreaker(name, self._redis, fail_max, reset_timeout_s)
             return breaker
+
+
+def shared_states(redis_client: redis.Redis) -> dict[str, str]:
+    """Every breaker kept in Redis, by name, with its stored state (closed, open or half-open).
+
+    An open circuit stays "open" here after its reset timeout until the next call moves it to half-open.
+    """
+    suffix = f":{pybreaker.CircuitRedisStorage.BASE_NAMESPACE}:state"
+    # SCAN, not KEYS: the cache Redis also holds every cached result and must not block for a scrape.
+    keys = sorted(set(redis_client.scan_iter(match=f"{NAMESPACE}:*{suffix}", count=500)))
+    if not keys:
+        return {}
+    values = redis_client.mget(keys)
+    states = {}
+    for key, value in zip(keys, values):
+        if value is None:
+            continue
+        name = (key.decode() if isinstance(key, bytes) else key)[len(NAMESPACE) + 1 : -len(suffix)]
+        states[name] = value.decode() if isinstance(value, bytes) else str(value)
+    return states

@@ -36,7 +36,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-# The user every request acts as until API keys arrive; created by the first migration.
+# The local user: owns what the CLI does through its in-process server in embedded mode. Created by the first
+# migration; it has no API key of its own until one is issued.
 DEFAULT_USER_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")
 
 JSONType = JSON().with_variant(JSONB(), "postgresql")
@@ -55,6 +56,23 @@ class User(Base):
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     name: Mapped[str] = mapped_column(String(255), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ApiKey(Base):
+    """An API key, stored as its SHA-256 digest: the key itself is shown once, when it is issued.
+
+    Keys are 256-bit random tokens, so a fast digest is enough (no password-style stretching needed); the prefix
+    is kept in clear to tell keys apart in listings and revoke one.
+    """
+
+    __tablename__ = "api_keys"
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    prefix: Mapped[str] = mapped_column(String(16), index=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    label: Mapped[str] = mapped_column(String(255), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Collection(Base):
@@ -150,6 +168,11 @@ class Job(Base):
     cache_key: Mapped[str | None] = mapped_column(String(64))
     cached_from: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     attempts: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    # The Celery node that last reported progress: the reaper retries the job when that node stops heartbeating.
+    worker: Mapped[str | None] = mapped_column(String(255))
+    # What the job was enqueued with, so the reaper can enqueue it again; and its task ids, so cancel can revoke.
+    initial_state: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    task_ids: Mapped[list[str] | None] = mapped_column(JSONType)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
@@ -198,3 +221,67 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+class SeenContent(Base):
+    """What an agentic run returned to a user: later runs skip it for a while (``pipeline.agentic.seen``)."""
+
+    __tablename__ = "seen_content"
+    __table_args__ = (Index("ix_seen_content_user_seen_at", "user_id", "seen_at"),)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    profile: Mapped[str] = mapped_column(String(64), default="")
+    # Plain values, no foreign keys: what was shown stays shown after its collection or job is deleted.
+    collection_id: Mapped[str] = mapped_column(String(64), default="")
+    item_id: Mapped[str] = mapped_column(String(512))
+    url: Mapped[str | None] = mapped_column(Text)
+    title: Mapped[str] = mapped_column(Text, default="")
+    embedding: Mapped[list[float] | None] = mapped_column(JSONType)
+    source: Mapped[str] = mapped_column(String(255))
+    job_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ProfileSetRow(Base):
+    """A user's specialist profiles with the query and collection they run on, optionally on a schedule."""
+
+    __tablename__ = "profile_sets"
+    __table_args__ = (UniqueConstraint("user_id", "name", name="uq_profile_sets_user_name"),)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    collection_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"))
+    query: Mapped[str] = mapped_column(Text, default="")
+    profiles: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    options: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    schedule_s: Mapped[float | None] = mapped_column(Float)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    next_run_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    last_run_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class ProfileRun(Base):
+    """One run of a profile set: the job that ran it, and whether a person or the schedule started it."""
+
+    __tablename__ = "profile_runs"
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    profile_set_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("profile_sets.id", ondelete="CASCADE"), index=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), unique=True)
+    trigger: Mapped[str] = mapped_column(String(20), default="manual")  # manual | schedule
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class AgenticLoop(Base):
+    """One iterative loop of a job (one per profile): its latest state, so the last loop to end can merge them all."""
+
+    __tablename__ = "agentic_loops"
+    __table_args__ = (UniqueConstraint("job_id", "profile", name="uq_agentic_loops_job_profile"),)
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    profile: Mapped[str] = mapped_column(String(64), default="")
+    status: Mapped[str] = mapped_column(String(20), default="running")  # running | done
+    iteration: Mapped[int] = mapped_column(Integer, default=0)
+    state: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)

@@ -9,15 +9,50 @@ Usage::
 
 from __future__ import annotations
 
+import json
+import logging
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+import redis
+
+from sqlalchemy import or_, select, text
 
 from pipeline.db import Database, Job, utcnow
 from pipeline.state import AgentRun, JobState
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+log = logging.getLogger("agentsearch.jobs")
+# A node's heartbeat may be this late before its running jobs count as orphaned (heartbeats come every 10 s).
+ORPHAN_GRACE_S = 45.0
+
+_node: str | None = None
+
+
+def set_worker_node(name: str | None) -> None:
+    """Name this process's Celery node; progress reports record it, so the reaper knows whose heartbeat to check."""
+    global _node
+    _node = name
+
+
+@dataclass(frozen=True)
+class ReapResult:
+    failed: list[str]
+    retried: list[str]
+
+
+@dataclass(frozen=True)
+class JobTimeline:
+    """What the job's trace span needs once the job has ended."""
+
+    status: str
+    created_at: datetime
+    finished_at: datetime | None
+    error: str | None
+    traceparent: str | None
 
 
 class JobStore:
@@ -31,13 +66,20 @@ class JobStore:
         """Record the stage (and state); False when the job has already ended (cancelled, reaped), so the caller
         can skip its work: one round trip serves as both progress report and cancellation check."""
         with self.db.session() as s:
+            if not keep_state and s.get_bind().dialect.name == "postgresql":
+                # A progress report need not wait for the disk: the state travels with the task, and the job's
+                # end (and the state kept for assemble) is committed durably. A server crash may lose the last
+                # reports, never corrupt them; waiting for the WAL flush cost every step two disk syncs.
+                s.execute(text("SET LOCAL synchronous_commit TO OFF"))
             job = self._job(s, job_id)
             if job is None:
                 return True  # no row to report to (a step run on its own)
             if job.status in TERMINAL:
                 return False
             if job.status == "queued":
-                job.status, job.started_at = "running", utcnow()
+                job.status, job.started_at = "running", job.started_at or utcnow()
+            if _node is not None and job.worker != _node:
+                job.worker = _node
             if job.stage != stage:
                 job.stage_log = [*(job.stage_log or []), {"stage": stage, "at": utcnow().isoformat()}]
             job.stage = stage
@@ -55,17 +97,20 @@ class JobStore:
                 raise LookupError(f"job {job_id} has no saved state")
             return JobState.load(job.state)
 
-    def succeed(self, job_id: str, response: dict[str, Any], runs: list[AgentRun], timings: dict[str, float]) -> None:
+    def succeed(self, job_id: str, response: dict[str, Any], runs: list[AgentRun], timings: dict[str, float]) -> bool:
+        """Record the job's response; False (nothing written) when the job had already ended: a second run of the
+        last step must not log a second "done" nor replace the response a client may already have read."""
         with self.db.session() as s:
             job = self._job(s, job_id)
-            if job is None or job.status in ("failed", "cancelled"):
-                return
+            if job is None or job.status in TERMINAL:
+                return False
             job.status, job.stage = "succeeded", "done"
             job.stage_log = [*(job.stage_log or []), {"stage": "done", "at": utcnow().isoformat()}]
             job.response = response
             job.agent_runs = [r.model_dump(mode="json") for r in runs]
             job.timings_ms = timings
             job.finished_at = job.finished_at or utcnow()
+            return True
 
     def fail(self, job_id: str, error: str) -> None:
         with self.db.session() as s:
@@ -73,6 +118,28 @@ class JobStore:
             if job is None or job.status in TERMINAL:
                 return
             job.status, job.error, job.finished_at = "failed", error[:4000], utcnow()
+
+    def timeline(self, job_id: str) -> JobTimeline | None:
+        with self.db.session() as s:
+            job = self._job(s, job_id)
+            if job is None:
+                return None
+            return JobTimeline(job.status, job.created_at, job.finished_at, job.error,
+                               (job.state or {}).get("traceparent"))
+
+    def status(self, job_id: str) -> str | None:
+        with self.db.session() as s:
+            return s.scalar(select(Job.status).where(Job.id == uuid.UUID(job_id)))
+
+    def for_assembly(self, job_id: str) -> tuple[str | None, JobState | None, list[dict[str, Any]]]:
+        """What the last step needs, in one round trip: the job's status, its saved state and its agents."""
+        with self.db.session() as s:
+            row = s.execute(select(Job.status, Job.state, Job.config_snapshot)
+                            .where(Job.id == uuid.UUID(job_id))).one_or_none()
+        if row is None:
+            return None, None, []
+        status, state, snapshot = row
+        return status, JobState.load(state) if state is not None else None, list(snapshot or [])
 
     def is_cancelled(self, job_id: str) -> bool:
         with self.db.session() as s:
@@ -88,19 +155,160 @@ class JobStore:
             job.status, job.error, job.finished_at = "cancelled", "cancelled by the user", utcnow()
             return True
 
-    def reap(self, now=None) -> list[str]:
-        """Fail every queued or running job past its deadline, with the stage it was stuck in."""
+    def reap(self, now: datetime | None = None, alive_nodes: set[str] | None = None,
+             deadline_s: float = 600.0, max_attempts: int = 2,
+             task_nodes: Callable[[list[str]], set[str]] | None = None) -> ReapResult:
+        """No job stays queued or running forever.
+
+        A job whose node stopped heartbeating (``alive_nodes`` given, its node not in it) lost its worker, not its
+        chance: it is put back to ``queued`` with a fresh deadline, once (``max_attempts``), and the caller enqueues
+        it again from its initial state. A job's node is the one that last reported progress; ``task_nodes`` maps
+        the job's task ids to the nodes they were last seen running on, which catches a step that died before its
+        first report and response agents (they run beside the node that made the answer and report nothing). A job
+        past its deadline has used its whole time budget and is failed with the stage it was stuck in; so is an
+        orphan that was already retried.
+        """
         now = now or utcnow()
-        reaped = []
+        grace = timedelta(seconds=ORPHAN_GRACE_S)
+        # Looked at without locks first: under load many queued jobs are old, and their rows must stay free for the
+        # workers' progress reports while Redis is asked about their tasks. Only the jobs acted on are locked.
         with self.db.session() as s:
-            overdue = s.scalars(
-                select(Job).where(Job.status.in_(("queued", "running")), Job.deadline_at < now).with_for_update(
-                    skip_locked=True
-                )
+            rows = s.execute(
+                select(Job.id, Job.status, Job.worker, Job.deadline_at, Job.task_ids)
+                .where(Job.status.in_(("queued", "running")),
+                       or_(Job.deadline_at < now, Job.updated_at < now - grace))
             ).all()
-            for job in overdue:
+        overdue, orphans = set(), {}
+        for job_id, status, worker, deadline_at, task_ids in rows:
+            if deadline_at is not None and _aware(deadline_at) < now:
+                overdue.add(job_id)
+                continue
+            if alive_nodes is None:
+                continue
+            lost = {worker} if status == "running" and worker is not None and worker not in alive_nodes else set()
+            if task_nodes is not None and task_ids:
+                lost |= {node for node in task_nodes(list(task_ids)) if node not in alive_nodes}
+            if lost:
+                orphans[job_id] = ", ".join(sorted(lost))
+        failed, retried = [], []
+        if not overdue and not orphans:
+            return ReapResult(failed, retried)
+        with self.db.session() as s:
+            jobs = s.scalars(
+                select(Job).where(Job.id.in_([*overdue, *orphans]), Job.status.in_(("queued", "running")))
+                .with_for_update(skip_locked=True)
+            ).all()
+            for job in jobs:
                 where = f"in stage {job.stage}" if job.stage else "waiting in the queue"
-                job.status, job.finished_at = "failed", now
-                job.error = f"deadline passed {where}; no worker finished it (reaped)"
-                reaped.append(str(job.id))
-        return reaped
+                updated = _aware(job.updated_at)
+                if job.deadline_at is not None and _aware(job.deadline_at) < now:
+                    job.status, job.finished_at = "failed", now
+                    job.error = f"deadline passed {where}; no worker finished it (reaped)"
+                    failed.append(str(job.id))
+                elif job.id not in orphans or (updated is not None and updated >= now - grace):
+                    continue  # it moved on since it was looked at: some worker has it
+                elif job.attempts < max_attempts and job.initial_state is not None:
+                    job.status, job.stage, job.worker = "queued", None, None
+                    job.attempts += 1
+                    job.deadline_at = now + timedelta(seconds=deadline_s)
+                    job.stage_log = [*(job.stage_log or []), {"stage": "retry", "at": now.isoformat(),
+                                                              "reason": f"worker {orphans[job.id]} lost {where}"}]
+                    retried.append(str(job.id))
+                else:
+                    job.status, job.finished_at = "failed", now
+                    job.error = f"worker {orphans[job.id]} stopped {where} on attempt {job.attempts} (reaped)"
+                    failed.append(str(job.id))
+        return ReapResult(failed, retried)
+
+    def initial_state(self, job_id: str) -> tuple[JobState, list[dict[str, Any]]]:
+        """What a job was enqueued with: its first state and its agents' snapshot."""
+        with self.db.session() as s:
+            job = self._job(s, job_id)
+            if job is None or job.initial_state is None:
+                raise LookupError(f"job {job_id} has no initial state")
+            return JobState.load(job.initial_state), list(job.config_snapshot or [])
+
+    def record_tasks(self, job_id: str, task_ids: list[str]) -> None:
+        with self.db.session() as s:
+            job = self._job(s, job_id)
+            if job is not None:
+                job.task_ids = task_ids
+
+    def task_ids(self, job_id: str) -> list[str]:
+        with self.db.session() as s:
+            job = self._job(s, job_id)
+            return list(job.task_ids or []) if job is not None else []
+
+
+class StepLedger:
+    """What each step of a job handed on, kept once per (job, step) so that a step run again changes nothing.
+
+    At-least-once delivery runs a step twice when its process dies after the work and before the message is
+    acknowledged, and the reaper enqueues a whole job again when its node dies. A step that finds its output here
+    hands that on instead of calling its agent again; the first output stored wins, so two copies running at once
+    agree on what follows. Kept in Redis for ``ttl_s`` (above the job's deadline); if Redis cannot be asked, the
+    step simply runs (at-least-once, as without the ledger).
+
+    Usage::
+
+        ledger = StepLedger(redis_client, ttl_s=3600)
+        done = ledger.get(job_id, "pre_search:translator:cfg:0")
+        if done is None:
+            done = ledger.put(job_id, "pre_search:translator:cfg:0", run_the_step())
+    """
+
+    PREFIX = "agentsearch:steps:"
+
+    def __init__(self, client: redis.Redis | None, ttl_s: float) -> None:
+        self.client = client
+        self.ttl_s = max(1, int(ttl_s))
+
+    def get(self, job_id: str, step: str) -> dict[str, Any] | None:
+        if self.client is None:
+            return None
+        try:
+            raw = self.client.hget(self.PREFIX + job_id, step)
+        except redis.RedisError:
+            log.warning("step ledger unreadable; step %s of job %s runs again", step, job_id, exc_info=True)
+            return None
+        return json.loads(raw) if raw is not None else None
+
+    def put(self, job_id: str, step: str, output: dict[str, Any]) -> dict[str, Any]:
+        """Store the step's output unless one is stored already; return the stored one (this one, or the first)."""
+        if self.client is None:
+            return output
+        key = self.PREFIX + job_id
+        try:
+            with self.client.pipeline() as pipe:
+                pipe.hsetnx(key, step, json.dumps(output, separators=(",", ":")))
+                pipe.hget(key, step)
+                pipe.expire(key, self.ttl_s)
+                _, stored, _ = pipe.execute()
+        except redis.RedisError:
+            log.warning("step ledger not written; step %s of job %s", step, job_id, exc_info=True)
+            return output
+        return json.loads(stored) if stored is not None else output
+
+    def clear(self, job_id: str) -> None:
+        if self.client is None:
+            return
+        try:
+            self.client.delete(self.PREFIX + job_id)
+        except redis.RedisError:
+            pass  # it expires on its own
+
+    def steps(self, job_id: str) -> dict[str, dict[str, Any]]:
+        if self.client is None:
+            return {}
+        try:
+            raw = self.client.hgetall(self.PREFIX + job_id)
+        except redis.RedisError:
+            return {}
+        return {k.decode() if isinstance(k, bytes) else k: json.loads(v) for k, v in raw.items()}
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    # SQLite hands back naive datetimes for timezone-aware columns; they were written in UTC.
+    if moment is not None and moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment

@@ -14,6 +14,8 @@ Usage::
 
 from __future__ import annotations
 
+import contextvars
+import logging
 import os
 import socket
 import threading
@@ -30,10 +32,15 @@ from pipeline.agents.registry import AgentRegistry, UnknownAgent
 from pipeline.breakers import BreakerBoard
 from pipeline.cache import ResultCache
 from pipeline.kv import canonical_hash
+from pipeline.observability.logs import log_context
+from pipeline.observability.metrics import MetricsRecorder
+from pipeline.observability.tracing import agent_span, finish_agent_span
 from pipeline.settings import Settings
 from pipeline.state import AgentRun, AgentSpec
 
 T = TypeVar("T")
+
+log = logging.getLogger("agentsearch.runner")
 
 
 class AgentTimeout(Exception):
@@ -49,10 +56,13 @@ def call_with_deadline(fn: Callable[[], T], timeout_s: float, name: str = "agent
     """
     box: dict[str, Any] = {}
     done = threading.Event()
+    # A new thread starts with an empty context: copy it, so the agent's log lines keep their ids and its spans
+    # their parent.
+    context = contextvars.copy_context()
 
     def target() -> None:
         try:
-            box["value"] = fn()
+            box["value"] = context.run(fn)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller as is
             box["error"] = exc
         finally:
@@ -84,15 +94,36 @@ def worker_name() -> str:
 
 
 class AgentRunner:
-    def __init__(self, registry: AgentRegistry, redis_client: redis.Redis, settings: Settings, tools: Any = None) -> None:
+    def __init__(
+        self,
+        registry: AgentRegistry,
+        redis_client: redis.Redis,
+        settings: Settings,
+        tools: Any = None,
+        metrics: MetricsRecorder | None = None,
+    ) -> None:
         self.registry = registry
         self.settings = settings
         self.tools = tools  # handed to agents as ctx.tools (pipeline.tools.AgentTools)
         self.cache = ResultCache(redis_client)
         self.breakers = BreakerBoard(redis_client)
+        self.metrics = metrics or MetricsRecorder(redis_client)
 
     def run(self, spec: AgentSpec, inp: BaseModel, ctx: AgentContext) -> tuple[AgentRun, BaseModel | None]:
+        with log_context(agent_id=spec.agent_id), agent_span(spec.agent_id, spec.stage.value) as span:
+            run, output, cache_lookup = self._run(spec, inp, ctx)
+            finish_agent_span(span, run)
+            if run.status != "ok":
+                level = logging.WARNING if run.status in ("error", "timeout") else logging.INFO
+                log.log(level, "agent %s ended %s: %s", spec.agent_id, run.status, (run.errors or [""])[0])
+        artifact_bytes = len(output.data) if isinstance(output, AgentArtifact) else None
+        self.metrics.record_agent_run(run, cache_lookup=cache_lookup, artifact_bytes=artifact_bytes)
+        return run, output
+
+    def _run(self, spec: AgentSpec, inp: BaseModel, ctx: AgentContext) -> tuple[AgentRun, BaseModel | None, bool]:
+        """The call itself; the third value says whether the agent result cache was consulted."""
         started = time.perf_counter()
+        cache_lookup = False
         if ctx.tools is None and self.tools is not None:
             ctx = ctx.model_copy(update={"tools": self.tools})
 
@@ -108,7 +139,7 @@ class AgentRunner:
                 cache_hit=hit,
                 worker=worker_name(),
             )
-            return run, output
+            return run, output, cache_lookup
 
         try:
             agent = self.registry.build(spec.agent_id, spec.config)
@@ -136,6 +167,7 @@ class AgentRunner:
 
         try:
             if agent.cacheable and ttl_s > 0:
+                cache_lookup = True
                 key = self._cache_key(agent, config_hash, inp, ctx)
                 raw, hit = self.cache.get_or_compute(key, ttl_s, timeout_s, lambda: self._checked(agent, invoke()).model_dump_json())
                 output = type(agent).Output.model_validate_json(raw)
@@ -151,8 +183,7 @@ class AgentRunner:
             return finish("error", error=f"{type(exc).__name__}: {exc}")
         if not hit:
             breaker.record(None)
-        run, output = finish("ok", output=output, hit=hit)
-        return run, output
+        return finish("ok", output=output, hit=hit)
 
     @staticmethod
     def _checked(agent: Agent, output: Any) -> BaseModel:

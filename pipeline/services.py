@@ -22,6 +22,7 @@ from pipeline.artifacts import ArtifactStore
 from pipeline.db import Database
 from pipeline.kv import connect_redis
 from pipeline.cache import ResultCache
+from pipeline.observability.metrics import MetricsRecorder
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.embedder import Embedder
 from pipeline.retrieval.retriever import Retriever
@@ -52,7 +53,12 @@ class Services:
     def runner(self) -> AgentRunner:
         from pipeline.tools import AgentTools
 
-        return AgentRunner(self.registry, self.redis, self.settings, tools=AgentTools(self))
+        return AgentRunner(self.registry, self.redis, self.settings, tools=AgentTools(self), metrics=self.metrics)
+
+    @cached_property
+    def metrics(self) -> MetricsRecorder:
+        # In the store shared by every worker host: the API reads it back for /metrics.
+        return MetricsRecorder(self.redis)
 
     @cached_property
     def artifacts(self) -> ArtifactStore:

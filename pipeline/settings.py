@@ -14,10 +14,12 @@ Usage::
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -45,10 +47,30 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(8000, ge=0, le=65535)
     api_url: str | None = Field(None, description="Where the CLI finds a running API; unset: it starts one in-process.")
+    api_key: str | None = Field(None, description="The CLI's key for the API at api_url (`agentsearch users create`).")
     worker_concurrency: int = Field(2, ge=1, le=64)
     worker_preload_embedder: bool = Field(True, description="Worker processes load the embedding model at start.")
+    # Resident memory counts the pages a process shares with its parent (the preloaded model, ~0.5 GB): the limit
+    # must sit above that, or every process would be replaced after each task.
+    worker_max_memory_per_child_mb: int = Field(
+        1536, ge=0, description="A worker process above this resident memory after a task is replaced (0: never)."
+    )
+    # Below the orchestrator's stop grace period (compose, k8s: 180 s), so the hand-back happens before a SIGKILL.
+    worker_soft_shutdown_timeout_s: float = Field(
+        60.0, ge=0, description="On SIGTERM, running tasks get this long to finish; the rest go back to the queue."
+    )
+    # Liveness probes (compose, k8s) read this file's age; keep them in step when changing it.
+    worker_heartbeat_file: Path = Field(
+        Path("/tmp/agentsearch-worker-heartbeat"), description="Touched every 10 s by a live worker or beat."
+    )
+    flower_basic_auth: SecretStr | None = Field(
+        None, description="user:password[,user2:password2] for `agentsearch flower`; required to start it."
+    )
     agent_modules: list[str] = Field(
         default_factory=list, description="Extra modules whose Agent classes are registered (besides entry points)."
+    )
+    worker_imports: list[str] = Field(
+        default_factory=list, description="Extra modules each worker imports at start: Celery tasks of plugins."
     )
 
     max_query_chars: int = Field(2000, ge=1)
@@ -61,6 +83,17 @@ class Settings(BaseSettings):
     job_deadline_s: float = Field(600.0, gt=0)
     reaper_interval_s: float = Field(30.0, gt=0, description="How often overdue jobs are looked for.")
     artifact_max_bytes: int = Field(20 * 1024 * 1024, ge=1)
+    # The seed's TEST_MODE: agentic jobs run with reduced limits (1 iteration, 1 result wanted, 2 per search).
+    test_mode: bool = Field(False, description="Reduced limits for agentic modes (pipeline.agentic.config).")
+    seen_window_days: float = Field(5.0, ge=0, le=365, description="Agentic runs skip what a user saw this recently.")
+    seen_near_duplicate: float = Field(0.9, gt=0, le=1, description="Embedding cosine counting as already seen.")
+    profile_schedule_interval_s: float = Field(60.0, gt=0, description="How often due profile sets are looked for.")
+
+    log_format: Literal["text", "json"] = Field("text", description="text for people, json for log pipelines.")
+    log_level: str = Field("INFO", description="Root log level of the API and worker processes.")
+    otel_exporter: Literal["none", "console", "otlp"] = Field(
+        "none", description="Where traces go; otlp reads the standard OTEL_EXPORTER_OTLP_* variables."
+    )
 
     @model_validator(mode="after")
     def _resolve_defaults(self) -> "Settings":
@@ -73,6 +106,9 @@ class Settings(BaseSettings):
             self.broker_url = "memory://"
         if self.result_backend is None:
             self.result_backend = "cache+memory://" if self.embedded else self.broker_url
+        self.log_level = self.log_level.upper()
+        if not isinstance(logging.getLevelName(self.log_level), int):
+            raise ValueError(f"log_level {self.log_level!r} is not a logging level")
         if self.max_top_k < self.default_top_k:
             raise ValueError("max_top_k must be at least default_top_k")
         return self
@@ -84,6 +120,19 @@ class Settings(BaseSettings):
     def embedded(self) -> bool:
         """True when Celery runs inside this process (memory broker): the worker is a thread pool here."""
         return self.broker_url == "memory://"
+
+    def flower_credentials(self) -> list[str]:
+        """The ``user:password`` pairs Flower accepts; ValueError says what is wrong with the setting."""
+        if self.flower_basic_auth is None or not self.flower_basic_auth.get_secret_value().strip():
+            raise ValueError("AGENTSEARCH_FLOWER_BASIC_AUTH is not set (user:password)")
+        pairs = [p.strip() for p in self.flower_basic_auth.get_secret_value().split(",")]
+        for number, pair in enumerate(pairs, start=1):
+            user, colon, password = pair.partition(":")
+            # Never echo the value: it is a password.
+            if not (user and colon and password):
+                raise ValueError(f"AGENTSEARCH_FLOWER_BASIC_AUTH entry {number} is not user:password "
+                                 "(both non-empty; entries separated by commas)")
+        return pairs
 
     def ensure_data_dir(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)

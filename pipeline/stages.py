@@ -1,7 +1,8 @@
 """What each step of a job does, as plain functions of the job state: the Celery tasks only call these.
 
 Each function takes the state it is given and returns a new one (or a record), so a step that runs twice with the
-same input gives the same output: the canvas can deliver at least once without double counting.
+same input gives the same output: the canvas can deliver at least once without double counting. Each step runs
+in a span of the job's trace (``observability.tracing.traced_stage``), whose context the returned state carries.
 
 Usage::
 
@@ -27,6 +28,7 @@ from pipeline.agents.base import (
 )
 from pipeline.answer import generate_answer
 from pipeline.artifacts import ArtifactStore
+from pipeline.observability.tracing import traced_stage
 from pipeline.retrieval.config import SearchConfig
 from pipeline.runner import AgentRunner
 from pipeline.state import AgentRun, AgentSpec, JobState
@@ -49,6 +51,7 @@ def _context(state: JobState, stage: Stage) -> AgentContext:
     )
 
 
+@traced_stage("pre_search")
 def pre_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner) -> JobState:
     state = state.model_copy(deep=True)
     inp = PreSearchInput(
@@ -69,6 +72,7 @@ def search_config(state: JobState, defaults: dict) -> SearchConfig:
     return SearchConfig(**{**defaults, **state.search, "top_k": state.top_k})
 
 
+@traced_stage("core_search")
 def core_search_step(state: JobState, services, collection_id: str | None = None) -> JobState:
     """Search one collection (the job's own by default) and keep the top-k documents."""
     state = state.model_copy(deep=True)
@@ -121,6 +125,7 @@ def merge_search_step(states: list[JobState]) -> JobState:
     return merged
 
 
+@traced_stage("post_search")
 def post_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner) -> JobState:
     state = state.model_copy(deep=True)
     inp = PostSearchInput(
@@ -140,6 +145,7 @@ def post_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner) -> J
     return state
 
 
+@traced_stage("answer")
 def answer_step(state: JobState, llm=None, embed=None, language: str = "english") -> JobState:
     """The answer with citations: the LLM's when ``llm`` is given (an ``LLMClient``), else, or when it fails,
     the extractive one (sentences scored with ``embed`` when given). ``metadata.answer`` records which and why."""
@@ -156,6 +162,7 @@ def answer_step(state: JobState, llm=None, embed=None, language: str = "english"
     return state
 
 
+@traced_stage("response")
 def response_step(state: JobState, spec: AgentSpec, runner: AgentRunner, artifacts: ArtifactStore) -> AgentRun:
     """Run one response agent and store its artifact. Never raises: the chord's callback must always run."""
     inp = ResponseAgentInput(

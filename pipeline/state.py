@@ -73,6 +73,13 @@ class JobState(BaseModel):
     cot_steps: list[CotStep] = Field(default_factory=list)
     agent_runs: list[AgentRun] = Field(default_factory=list)
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    # Optional with a default, so schema 1 stays: states written before it load, and older workers ignore it.
+    agentic: dict[str, Any] | None = Field(
+        None, description="Iterative mode and profiles (pipeline.agentic.jobs.AgenticSpec); None: the single pass."
+    )
+    traceparent: str | None = Field(
+        None, description="W3C trace context of the job's trace; stage spans are its children (observability.tracing)."
+    )
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -6,44 +6,83 @@ Start a worker with ``agentsearch worker`` (or ``celery -A worker.app worker``).
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
-from pathlib import Path
 
 from celery import Celery
-from celery.signals import worker_process_init, worker_ready, worker_shutdown
+from celery.signals import beat_init, worker_init, worker_process_init, worker_ready, worker_shutdown
 
 from pipeline.services import reset_services
 from pipeline.settings import get_settings
+from worker import observability as _observability  # noqa: F401 - connects the logging and tracing hooks
+from worker import liveness as _liveness  # noqa: F401 - connects the node heartbeat
 
 DEFAULT_QUEUE = "celery"
 ARTIFACTS_QUEUE = "artifacts"
-HEARTBEAT_FILE = Path("/tmp/agentsearch-worker-heartbeat")
+# The longest a task may run: the largest agent timeout a config may set (api.schemas, 3600 s) plus the hard-limit
+# margin of worker.canvas; and the longest a retry waits before it runs again (worker.tasks backoff cap).
+LONGEST_TASK_S = 3600 + 15
+LONGEST_RETRY_DELAY_S = 30
+# Probes allow 60 s of silence: several missed beats, not one slow one.
+HEARTBEAT_INTERVAL_S = 10.0
+
+
+log = logging.getLogger("agentsearch.worker")
 
 
 def create_app() -> Celery:
     settings = get_settings()
-    app = Celery("agentsearch", broker=settings.broker_url, backend=settings.result_backend, include=["worker.tasks"])
+    if not settings.embedded and settings.worker_soft_shutdown_timeout_s > 0:
+        # SIGTERM (docker stop, a Kubernetes scale-down) would start Celery's warm shutdown, which waits for every
+        # running task with no bound; the orchestrator's SIGKILL then strands those messages until the visibility
+        # timeout. Remapped, SIGTERM starts the soft shutdown: running tasks get worker_soft_shutdown_timeout, the
+        # rest are handed back to the queue at once. billiard reads this when first imported, after this module.
+        os.environ.setdefault("REMAP_SIGTERM", "SIGQUIT")
+    app = Celery("agentsearch", broker=settings.broker_url, backend=settings.result_backend, include=["worker.tasks", "worker.agentic_tasks", *settings.worker_imports])
     app.conf.update(
         task_default_queue=DEFAULT_QUEUE,
         task_routes={"agentsearch.response_agent": {"queue": ARTIFACTS_QUEUE}},
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],
-        # At-least-once: a task whose worker dies is handed to another; the steps are idempotent for it.
+        # At-least-once: a task whose worker dies is handed to another; the steps are idempotent for it
+        # (worker.tasks: each step's output is kept once per job, so a second run hands on the first one's).
         task_acks_late=True,
         task_reject_on_worker_lost=True,
+        # One message per process at a time: a long agent step never holds a second one hostage.
         worker_prefetch_multiplier=1,
-        # Redis redelivers an unacked task after this; it must exceed the longest job.
-        broker_transport_options={"visibility_timeout": max(3600, int(settings.job_deadline_s * 2))},
+        # A redelivered message whose task already stored SUCCESS is not run again (its successor was sent
+        # before the result was stored, so nothing is lost by skipping it).
+        worker_deduplicate_successful_tasks=True,
+        # Redis redelivers an unacknowledged message after this: above the longest task plus its retry delay
+        # (or a running task would be handed to a second worker) and above the job deadline.
+        broker_transport_options={"visibility_timeout": int(max(LONGEST_TASK_S + LONGEST_RETRY_DELAY_S,
+                                                                settings.job_deadline_s * 2) + 60)},
+        # The chord's bookkeeping and each step's result live in the result backend: they must outlive the job.
         result_expires=max(86400, int(settings.job_deadline_s * 4)),
         broker_connection_retry_on_startup=True,
+        # A Redis restart takes seconds; publishing the next step and storing a result wait it out instead of
+        # failing the job (kombu's default gives up after ~1 s).
+        task_publish_retry_policy={"max_retries": 20, "interval_start": 0.2, "interval_step": 0.5,
+                                   "interval_max": 3},
+        result_backend_always_retry=True,
+        result_backend_max_retries=20,
+        # A process that grew past this (a leaky agent, a huge document set) is replaced after its task.
+        worker_max_memory_per_child=(settings.worker_max_memory_per_child_mb * 1024) or None,
+        # Soft shutdown (Celery 5.5+): on SIGTERM running tasks get this long, then go back to the queue; also
+        # when idle, so messages held for a later retry (ETA) are handed back too.
+        worker_soft_shutdown_timeout=settings.worker_soft_shutdown_timeout_s,
+        worker_enable_soft_shutdown_on_idle=settings.worker_soft_shutdown_timeout_s > 0,
         worker_send_task_events=True,
         task_send_sent_event=True,
         task_track_started=True,
         worker_hijack_root_logger=False,
+        # The reaper is not on this schedule: beat runs it in its own process (_start_reaper).
         beat_schedule={
-            "reap-overdue-jobs": {"task": "agentsearch.reap_jobs", "schedule": settings.reaper_interval_s},
+            "run-due-profile-sets": {"task": "agentsearch.run_due_profile_sets",
+                                     "schedule": settings.profile_schedule_interval_s},
         },
     )
     return app
@@ -54,33 +93,92 @@ app = create_app()
 app.set_default()
 
 
+# The embedding model, loaded once in a prefork worker's main process and inherited by every pool process.
+_parent_embedder = None
+
+
+@worker_init.connect
+def _load_model_before_fork(**_kwargs) -> None:
+    """A pool process that replaces a dead one is ready at once instead of loading the model again.
+
+    Measured under the kill drill (docs/reliability.md): loading took 12-15 s on a busy 2-core machine, so with a
+    process killed every 5 s no replacement ever finished a search. Only loading happens here: the main process
+    never embeds, and a forward pass before fork would leave torch's thread pool unusable in the children.
+    """
+    global _parent_embedder
+    settings = get_settings()
+    if settings.embedded or not settings.worker_preload_embedder:
+        return
+    try:
+        from pipeline.retrieval.embedder import Embedder
+
+        _parent_embedder = Embedder(settings.embedding_model)
+    except Exception:  # noqa: BLE001 - each process then loads it itself, as without preloading
+        log.exception("embedding model not preloaded in the main process")
+
+
 @worker_process_init.connect
 def _fresh_clients_after_fork(**_kwargs) -> None:
     # Database pools, Redis sockets and gRPC channels must not be shared with the parent process.
     services = reset_services()
-    if services.settings.worker_preload_embedder:
+    if _parent_embedder is not None:
+        # Services keeps its loaded model under this name; the weights are shared copy-on-write.
+        services.__dict__["_embedder"] = _parent_embedder
+    elif services.settings.worker_preload_embedder:
         # Load the model while the process waits for work, so the first search does not pay for it.
         # In a thread: Celery gives a child only a few seconds to report ready.
         threading.Thread(target=lambda: services.embedder, name="agentsearch-preload", daemon=True).start()
 
 
 _heartbeat_stop = threading.Event()
+_heartbeat_started = threading.Lock()
 
 
 @worker_ready.connect
 def _start_heartbeat(**_kwargs) -> None:
     """Touch a file every 10 s: a cheap liveness probe that does not ask the broker anything."""
+    settings = get_settings()
+    if settings.embedded or not _heartbeat_started.acquire(blocking=False):
+        return
+    path = settings.worker_heartbeat_file
 
     def beat() -> None:
         while not _heartbeat_stop.is_set():
             try:
-                HEARTBEAT_FILE.touch()
+                path.touch()
             except OSError:
                 pass
-            _heartbeat_stop.wait(10)
+            _heartbeat_stop.wait(HEARTBEAT_INTERVAL_S)
 
-    if not get_settings().embedded:
-        threading.Thread(target=beat, name="agentsearch-heartbeat", daemon=True).start()
+    threading.Thread(target=beat, name="agentsearch-heartbeat", daemon=True).start()
+
+
+@beat_init.connect
+def _start_beat_heartbeat(**_kwargs) -> None:
+    # A dedicated `agentsearch beat` gets the same probe as a worker; an embedded beat (worker --beat) shares the
+    # worker's file, and touching it twice is harmless.
+    _start_heartbeat()
+    _start_reaper()
+
+
+def _start_reaper() -> None:
+    """Run the reaper every ``reaper_interval_s`` in beat's own process, not as a queued task.
+
+    Measured under the kill drill (docs/reliability.md): sent as a task, the sweep waited behind the whole backlog
+    of job steps, and 104 of 200 jobs ended more than one reaper period after their deadline.
+    """
+    interval_s = get_settings().reaper_interval_s
+
+    def sweep() -> None:
+        from worker.tasks import reap_jobs
+
+        while not _heartbeat_stop.wait(interval_s):
+            try:
+                reap_jobs()  # called, not sent: it runs here and now
+            except Exception:  # noqa: BLE001 - a failed sweep is tried again at the next tick
+                log.exception("reaper sweep failed")
+
+    threading.Thread(target=sweep, name="agentsearch-reaper", daemon=True).start()
 
 
 @worker_shutdown.connect

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 from sqlalchemy import delete, select
 
+from api.auth import CurrentUser, current_user
 from api.errors import from_validation_error, not_found, unprocessable
 from api.routes.collections import get_collection
 from api.schemas import AgentConfigCreate, AgentConfigOut, CollectionAgentsIn
-from pipeline.db import DEFAULT_USER_ID, AgentConfigRow, CollectionAgent
+from pipeline.db import AgentConfigRow, CollectionAgent
 
 router = APIRouter(tags=["agents"])
 
@@ -35,7 +36,7 @@ def describe_registry(registry) -> list[dict]:
     return [describe_agent(cls) for cls in registry]
 
 
-@router.get("/v1/agents")
+@router.get("/v1/agents", dependencies=[Depends(current_user)])
 def list_agents(request: Request) -> list[dict]:
     return describe_registry(request.app.state.services.registry)
 
@@ -45,7 +46,7 @@ def _out(row: AgentConfigRow) -> AgentConfigOut:
 
 
 @router.post("/v1/agent-configs", status_code=201, response_model=AgentConfigOut)
-def create_agent_config(body: AgentConfigCreate, request: Request) -> AgentConfigOut:
+def create_agent_config(body: AgentConfigCreate, user_id: CurrentUser, request: Request) -> AgentConfigOut:
     registry = request.app.state.services.registry
     if body.agent_id not in registry:
         known = ", ".join(a.agent_id for a in registry)
@@ -59,7 +60,7 @@ def create_agent_config(body: AgentConfigCreate, request: Request) -> AgentConfi
         raise from_validation_error(("body", "config"), exc) from None
     with request.app.state.services.db.session() as s:
         row = AgentConfigRow(
-            user_id=DEFAULT_USER_ID,
+            user_id=user_id,
             agent_id=body.agent_id,
             name=body.name or body.agent_id,
             description=body.description,
@@ -78,32 +79,32 @@ def create_agent_config(body: AgentConfigCreate, request: Request) -> AgentConfi
 
 
 @router.get("/v1/agent-configs", response_model=list[AgentConfigOut])
-def list_agent_configs(request: Request) -> list[AgentConfigOut]:
+def list_agent_configs(user_id: CurrentUser, request: Request) -> list[AgentConfigOut]:
     with request.app.state.services.db.session() as s:
         rows = s.scalars(
-            select(AgentConfigRow).where(AgentConfigRow.user_id == DEFAULT_USER_ID).order_by(AgentConfigRow.created_at)
+            select(AgentConfigRow).where(AgentConfigRow.user_id == user_id).order_by(AgentConfigRow.created_at)
         ).all()
         return [_out(r) for r in rows]
 
 
 @router.get("/v1/agent-configs/{config_id}", response_model=AgentConfigOut)
-def read_agent_config(config_id: uuid.UUID, request: Request) -> AgentConfigOut:
+def read_agent_config(config_id: uuid.UUID, user_id: CurrentUser, request: Request) -> AgentConfigOut:
     with request.app.state.services.db.session() as s:
         row = s.get(AgentConfigRow, config_id)
-        if row is None or row.user_id != DEFAULT_USER_ID:
+        if row is None or row.user_id != user_id:
             raise not_found("agent config", config_id)
         return _out(row)
 
 
 @router.put("/v1/collections/{collection_id}/agents")
-def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, request: Request) -> dict:
+def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, user_id: CurrentUser, request: Request) -> dict:
     """Replace the set of agent configs this collection runs (with per-collection priority and enabled)."""
     with request.app.state.services.db.session() as s:
-        get_collection(s, collection_id)
+        get_collection(s, collection_id, user_id)
         wanted = [a.agent_config_id for a in body.agents]
         found = set(
             s.scalars(
-                select(AgentConfigRow.id).where(AgentConfigRow.id.in_(wanted), AgentConfigRow.user_id == DEFAULT_USER_ID)
+                select(AgentConfigRow.id).where(AgentConfigRow.id.in_(wanted), AgentConfigRow.user_id == user_id)
             ).all()
         )
         for i, item in enumerate(body.agents):

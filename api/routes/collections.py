@@ -8,9 +8,10 @@ from fastapi import APIRouter, Request
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
+from api.auth import CurrentUser
 from api.errors import not_found, unprocessable
 from api.schemas import CollectionCreate, CollectionOut, DocumentsAccepted, DocumentsIn
-from pipeline.db import DEFAULT_USER_ID, Collection, DocumentRow
+from pipeline.db import Collection, DocumentRow
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"])
 
@@ -32,20 +33,20 @@ def _out(s, c: Collection) -> CollectionOut:
     )
 
 
-def get_collection(s, collection_id: uuid.UUID) -> Collection:
+def get_collection(s, collection_id: uuid.UUID, user_id: uuid.UUID) -> Collection:
     collection = s.get(Collection, collection_id)
-    if collection is None or collection.user_id != DEFAULT_USER_ID:
+    if collection is None or collection.user_id != user_id:
         raise not_found("collection", collection_id)
     return collection
 
 
 @router.post("", status_code=201, response_model=CollectionOut)
-def create_collection(body: CollectionCreate, request: Request) -> CollectionOut:
+def create_collection(body: CollectionCreate, user_id: CurrentUser, request: Request) -> CollectionOut:
     services = request.app.state.services
     try:
         with services.db.session() as s:
             collection = Collection(
-                user_id=DEFAULT_USER_ID,
+                user_id=user_id,
                 name=body.name,
                 description=body.description,
                 embedding_model=services.settings.embedding_model,
@@ -58,22 +59,22 @@ def create_collection(body: CollectionCreate, request: Request) -> CollectionOut
 
 
 @router.get("", response_model=list[CollectionOut])
-def list_collections(request: Request, name: str | None = None) -> list[CollectionOut]:
+def list_collections(user_id: CurrentUser, request: Request, name: str | None = None) -> list[CollectionOut]:
     with request.app.state.services.db.session() as s:
-        query = select(Collection).where(Collection.user_id == DEFAULT_USER_ID).order_by(Collection.created_at)
+        query = select(Collection).where(Collection.user_id == user_id).order_by(Collection.created_at)
         if name is not None:
             query = query.where(Collection.name == name)
         return [_out(s, c) for c in s.scalars(query).all()]
 
 
 @router.get("/{collection_id}", response_model=CollectionOut)
-def read_collection(collection_id: uuid.UUID, request: Request) -> CollectionOut:
+def read_collection(collection_id: uuid.UUID, user_id: CurrentUser, request: Request) -> CollectionOut:
     with request.app.state.services.db.session() as s:
-        return _out(s, get_collection(s, collection_id))
+        return _out(s, get_collection(s, collection_id, user_id))
 
 
 @router.post("/{collection_id}/documents", status_code=202, response_model=DocumentsAccepted)
-def add_documents(collection_id: uuid.UUID, body: DocumentsIn, request: Request) -> DocumentsAccepted:
+def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentUser, request: Request) -> DocumentsAccepted:
     """Store the documents as ``pending`` and queue their indexing; re-sending an id replaces that document."""
     services = request.app.state.services
     seen: dict[str, int] = {}
@@ -82,7 +83,7 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, request: Request)
             raise unprocessable(("body", "documents", i, "id"), f"duplicate document id {doc.id!r} (also at {seen[doc.id]})")
         seen[doc.id] = i
     with services.db.session() as s:
-        get_collection(s, collection_id)
+        get_collection(s, collection_id, user_id)
         existing = {
             row.external_id: row
             for row in s.scalars(
@@ -105,11 +106,11 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, request: Request)
 
 
 @router.delete("/{collection_id}/documents/{document_id}", status_code=202)
-def delete_document(collection_id: uuid.UUID, document_id: str, request: Request) -> dict:
+def delete_document(collection_id: uuid.UUID, document_id: str, user_id: CurrentUser, request: Request) -> dict:
     """Remove a document: its row now, its vectors by a worker task; the collection's epoch moves on."""
     services = request.app.state.services
     with services.db.session() as s:
-        get_collection(s, collection_id)
+        get_collection(s, collection_id, user_id)
         row = s.scalar(
             select(DocumentRow).where(DocumentRow.collection_id == collection_id, DocumentRow.external_id == document_id)
         )

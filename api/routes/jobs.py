@@ -18,15 +18,17 @@ from sqlalchemy.exc import IntegrityError
 
 from pydantic import ValidationError
 
+from api.auth import CurrentUser
 from api.errors import from_validation_error, not_found, unprocessable
 from api.routes.collections import get_collection
+from api.routes.profiles import agentic_spec
 from api.schemas import SearchRequest
-from pipeline.db import DEFAULT_USER_ID, AgentConfigRow, CollectionAgent, Job, utcnow
+from pipeline.db import AgentConfigRow, CollectionAgent, Job, utcnow
 from pipeline.jobs import TERMINAL, JobStore
 from pipeline.kv import canonical_hash
 from pipeline.retrieval.config import SearchConfig
 from pipeline.state import AgentSpec, JobState
-from worker.canvas import build_job_canvas
+from worker.submit import enqueue_job
 
 router = APIRouter(tags=["jobs"])
 log = logging.getLogger("agentsearch.api")
@@ -58,6 +60,7 @@ def collection_specs(s, collection_id: uuid.UUID, registry) -> list[AgentSpec]:
 @router.post("/v1/search", status_code=202, responses={200: {"description": "an existing or cached job"}})
 def submit_search(
     body: SearchRequest,
+    user_id: CurrentUser,
     request: Request,
     wait: float = Query(0, ge=0, le=60, description="Seconds to wait for the result before answering 202."),
     idempotency_key: str | None = Header(None, max_length=255),
@@ -88,23 +91,27 @@ def submit_search(
         SearchConfig(**{**settings.search_defaults(), **search, "top_k": top_k})
     except ValidationError as exc:
         raise from_validation_error(("body", "search"), exc) from None
+    agentic = agentic_spec(body, settings)
 
     # Where each collection was named, for an error that points at the right list entry.
     named_at: dict[uuid.UUID, tuple] = {body.collection_id: ("body", "collection_id")}
     for i, extra in enumerate(body.also_search or []):
         named_at.setdefault(extra, ("body", "also_search", i))
+    for i, profile in enumerate(agentic.profiles if agentic else []):
+        for j, extra in enumerate(profile.collections):
+            named_at.setdefault(extra, ("body", "profiles", i, "collections", j))
     collection_ids = list(named_at)
     with services.db.session() as s:
         if idempotency_key:
             earlier = s.scalar(
-                select(Job).where(Job.user_id == DEFAULT_USER_ID, Job.idempotency_key == idempotency_key)
+                select(Job).where(Job.user_id == user_id, Job.idempotency_key == idempotency_key)
             )
             if earlier is not None:
                 return _accepted(earlier, status_code=200)
         epochs = {}
         for i, collection_id in enumerate(collection_ids):
             try:
-                collection = get_collection(s, collection_id)
+                collection = get_collection(s, collection_id, user_id)
             except HTTPException:
                 if i == 0:
                     raise
@@ -131,10 +138,13 @@ def submit_search(
             specs = collection_specs(s, body.collection_id, services.registry)
         snapshot = [spec.model_dump(mode="json") for spec in specs]
         cache_key = canonical_hash(
-            [query, top_k, body.cot, search, snapshot, epochs, settings.embedding_model, settings.openai_model]
+            [query, top_k, body.cot, search, snapshot, epochs, settings.embedding_model, settings.openai_model,
+             *([agentic.model_dump(mode="json")] if agentic else [])]
         )
         job = Job(
-            user_id=DEFAULT_USER_ID,
+            # Chosen here, not by the database, so a cached response can name its job in the same INSERT.
+            id=uuid.uuid4(),
+            user_id=user_id,
             collection_id=body.collection_id,
             query=query,
             status="queued",
@@ -145,22 +155,25 @@ def submit_search(
             cache_key=cache_key,
         )
         hit = None
-        if body.use_cache:
+        # Skipping what was seen makes each run's answer depend on the runs before it: never answered from cache.
+        if body.use_cache and not (agentic and agentic.seen.enabled):
             candidates = s.scalars(
                 select(Job)
-                .where(Job.user_id == DEFAULT_USER_ID, Job.cache_key == cache_key, Job.status == "succeeded",
+                .where(Job.user_id == user_id, Job.cache_key == cache_key, Job.status == "succeeded",
                        Job.cached_from.is_(None))
                 .order_by(Job.finished_at.desc())
                 .limit(5)
             ).all()
             # Only a complete answer is reused: one with a failed agent or search error deserves a new try.
             hit = next((c for c in candidates if c.response and c.response.get("complete")), None)
+            services.metrics.record_cache("job", hit is not None)
         if hit is not None:
             # The whole job is answered from the stored response: no Celery, no agents.
             now = utcnow()
             job.status, job.stage, job.cached_from = "succeeded", "done", hit.id
             job.stage_log = [{"stage": "done", "at": now.isoformat(), "cached": True}]
-            job.response = {**hit.response, "job_id": None, "cached": True, "cached_from": str(hit.id)}
+            job.response = {**hit.response, "job_id": str(job.id), "cached": True,
+                            "cached_from": str(hit.id)}
             job.agent_runs, job.timings_ms = hit.agent_runs, {}
             job.started_at = job.finished_at = now
         s.add(job)
@@ -170,22 +183,22 @@ def submit_search(
             raise HTTPException(status_code=409, detail="a job with this Idempotency-Key is being created") from None
         job_id = job.id
         if job.response is not None:
-            job.response = {**job.response, "job_id": str(job_id)}
             return _accepted(job, status_code=200)
-    state = JobState(
-        job_id=str(job_id),
-        collection_id=str(body.collection_id),
-        user_id=str(DEFAULT_USER_ID),
-        query=query,
-        original_query=query,
-        top_k=top_k,
-        cot=body.cot,
-        search=search,
-        collections=epochs,
-    )
-    canvas = build_job_canvas(str(job_id), specs, settings.default_agent_timeout_s, list(epochs))
+        state = JobState(
+            job_id=str(job_id),
+            collection_id=str(body.collection_id),
+            user_id=str(user_id),
+            query=query,
+            original_query=query,
+            top_k=top_k,
+            cot=body.cot,
+            search=search,
+            collections=epochs,
+            agentic=agentic.model_dump(mode="json") if agentic else None,
+        )
+        job.initial_state = state.dump()
     try:
-        canvas.apply_async((state.dump(),))
+        task_ids = enqueue_job(str(job_id), specs, state, settings.default_agent_timeout_s)
     except Exception as exc:  # noqa: BLE001 - the broker is down: take the job back, tell the client
         log.exception("could not enqueue job %s", job_id)
         with services.db.session() as s:
@@ -193,6 +206,7 @@ def submit_search(
             if job is not None:
                 s.delete(job)
         raise HTTPException(status_code=503, detail=f"the job queue is unavailable: {type(exc).__name__}") from None
+    JobStore(services.db).record_tasks(str(job_id), task_ids)
     if wait:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
@@ -215,9 +229,9 @@ def _accepted(job: Job, status_code: int) -> JSONResponse:
     return JSONResponse(body, status_code=status_code, headers={"Location": body["url"]})
 
 
-def _job(s, job_id: uuid.UUID) -> Job:
+def _job(s, job_id: uuid.UUID, user_id: uuid.UUID) -> Job:
     job = s.get(Job, job_id)
-    if job is None or job.user_id != DEFAULT_USER_ID:
+    if job is None or job.user_id != user_id:
         raise not_found("job", job_id)
     return job
 
@@ -268,14 +282,15 @@ def job_view(services, job: Job) -> dict:
 
 @router.get("/v1/jobs")
 def list_jobs(
+    user_id: CurrentUser,
     request: Request,
     status: str | None = Query(None, pattern="^(queued|running|succeeded|failed|cancelled)$"),
     limit: int = Query(20, ge=1, le=200),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> dict:
     """Newest first; without responses (read one job for that)."""
     with request.app.state.services.db.session() as s:
-        query = select(Job).where(Job.user_id == DEFAULT_USER_ID)
+        query = select(Job).where(Job.user_id == user_id)
         if status:
             query = query.where(Job.status == status)
         total = s.scalar(select(func.count()).select_from(query.subquery()))
@@ -290,30 +305,37 @@ def list_jobs(
 
 
 @router.get("/v1/jobs/{job_id}")
-def read_job(job_id: uuid.UUID, request: Request) -> dict:
+def read_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict:
     services = request.app.state.services
     with services.db.session() as s:
-        return job_view(services, _job(s, job_id))
+        return job_view(services, _job(s, job_id, user_id))
 
 
 @router.delete("/v1/jobs/{job_id}", status_code=202)
-def cancel_job(job_id: uuid.UUID, request: Request) -> dict:
+def cancel_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict:
     """Cancel a job: its remaining steps do no work (running agents stop at their next boundary)."""
     services = request.app.state.services
     with services.db.session() as s:
-        job = _job(s, job_id)
+        job = _job(s, job_id, user_id)
         if job.status in TERMINAL:
             raise HTTPException(status_code=409, detail=f"job {job_id} already {job.status}")
-    JobStore(services.db).cancel(str(job_id))
+    jobs = JobStore(services.db)
+    if jobs.cancel(str(job_id)):
+        try:
+            # Queued steps are dropped by the workers; a step already running finds the job cancelled at its
+            # next boundary (the check every step makes), so nothing runs after either way.
+            request.app.state.celery.control.revoke(jobs.task_ids(str(job_id)))
+        except Exception:  # noqa: BLE001 - the broker is unreachable: the boundary checks still stop the job
+            log.warning("could not revoke the tasks of cancelled job %s", job_id, exc_info=True)
     return {"job_id": str(job_id), "status": "cancelled"}
 
 
 @router.get("/v1/jobs/{job_id}/events")
-async def job_events(job_id: uuid.UUID, request: Request) -> StreamingResponse:
+async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> StreamingResponse:
     """Server-sent events: one per stage and per agent as they happen, then the final status."""
     services = request.app.state.services
     with services.db.session() as s:
-        _job(s, job_id)
+        _job(s, job_id, user_id)
 
     def snapshot() -> tuple[str, list[dict], list[dict], str | None]:
         with services.db.session() as s:
@@ -351,10 +373,10 @@ def _sse(event: str, data: dict) -> str:
 
 
 @router.get("/v1/jobs/{job_id}/artifacts/{filename}")
-def download_artifact(job_id: uuid.UUID, filename: str, request: Request) -> Response:
+def download_artifact(job_id: uuid.UUID, filename: str, user_id: CurrentUser, request: Request) -> Response:
     services = request.app.state.services
     with services.db.session() as s:
-        job = _job(s, job_id)
+        job = _job(s, job_id, user_id)
         owner = job.cached_from or job.id
     row = services.artifacts.get(str(owner), filename)
     if row is None:

@@ -105,27 +105,48 @@ def test_cancel_stops_the_job_at_its_next_boundary(stack, collection):
         job = wait_job(http, job_id)
     assert job["status"] == "cancelled" and job["response"] is None
     assert stack.sql("SELECT count(*) FROM artifacts WHERE job_id = %s", job_id) == [(0,)]
+    # The steps still queued were revoked: the worker dropped the next one instead of running it.
+    (task_ids,), = stack.sql("SELECT task_ids FROM jobs WHERE id = %s", job_id)
+    worker_log = stack.logs["worker-0"].read_text()
+    assert len(task_ids) >= 4
+    assert any(f"Discarding revoked task: agentsearch.{name}[{task_id}]" in worker_log
+               for task_id in task_ids for name in ("post_search_agent", "core_search", "generate_answer"))
 
 
-def test_reaper_fails_a_job_past_its_deadline(stack, collection):
-    from pipeline.db import Database
-    from pipeline.jobs import JobStore
+def _finished_job(http, collection: str, query: str) -> str:
+    job_id = http.post("/v1/search", json={"collection_id": collection, "query": query, "agents": [],
+                                           "use_cache": False}).json()["job_id"]
+    assert wait_job(http, job_id)["status"] == "succeeded"
+    return job_id
+
+
+def test_reaper_retries_a_job_whose_worker_died_once_and_fails_overdue_ones(stack, collection):
+    from celery import Celery
 
     with stack.http() as http:
-        job_id = http.post("/v1/search", json={"collection_id": collection, "query": QUERY, "agents": [],
-                                               "use_cache": False}).json()["job_id"]
-        wait_job(http, job_id)
-        # A job whose worker vanished: left running, its deadline in the past.
-        stuck = http.post("/v1/search", json={"collection_id": collection, "query": QUERY + " stuck", "agents": [],
-                                              "use_cache": False}).json()["job_id"]
-        wait_job(http, stuck)
-    stack.sql("UPDATE jobs SET status = 'running', stage = 'core_search', finished_at = NULL, "
-              "deadline_at = now() - interval '1 minute' WHERE id = %s RETURNING id", stuck)
-    db = Database(stack.database_url)
-    try:
-        reaped = JobStore(db).reap()
-    finally:
-        db.dispose()
-    assert stuck in reaped and job_id not in reaped
-    (status, error), = stack.sql("SELECT status, error FROM jobs WHERE id = %s", stuck)
-    assert status == "failed" and "core_search" in error and "reaped" in error
+        healthy = _finished_job(http, collection, QUERY)
+        overdue = _finished_job(http, collection, QUERY + " overdue")
+        orphan = _finished_job(http, collection, QUERY + " orphan")
+        orphan_again = _finished_job(http, collection, QUERY + " orphan again")
+    # Rewind three jobs to "running" as if their workers had vanished mid-job: one past its deadline, two whose
+    # node stopped heartbeating (one of them already retried once).
+    rewind = ("UPDATE jobs SET status = 'running', stage = 'core_search', finished_at = NULL, response = NULL, "
+              "updated_at = now() - interval '5 minutes', worker = 'w-gone@nowhere', attempts = %s, "
+              "deadline_at = now() + %s * interval '1 minute' WHERE id = %s RETURNING id")
+    stack.sql(rewind, 1, -1, overdue)
+    stack.sql(rewind, 1, 10, orphan)
+    stack.sql(rewind, 2, 10, orphan_again)
+    # The periodic task itself, run by the stack's worker as beat would have it.
+    celery = Celery(broker=stack.env["AGENTSEARCH_BROKER_URL"], backend=stack.env["AGENTSEARCH_RESULT_BACKEND"])
+    result = celery.send_task("agentsearch.reap_jobs").get(timeout=60)
+    assert set(result["retried"]) == {orphan}
+    assert set(result["failed"]) == {overdue, orphan_again}
+    with stack.http() as http:
+        retried = wait_job(http, orphan)
+    assert retried["status"] == "succeeded" and retried["response"]["answer"]
+    (attempts, log), = stack.sql("SELECT attempts, stage_log FROM jobs WHERE id = %s", orphan)
+    assert attempts == 2 and any(e["stage"] == "retry" and "worker lost" in e["reason"] for e in log)
+    errors = dict(stack.sql("SELECT id::text, error FROM jobs WHERE id IN (%s, %s)", overdue, orphan_again))
+    assert "deadline passed in stage core_search" in errors[overdue]
+    assert "w-gone@nowhere stopped in stage core_search on attempt 2" in errors[orphan_again]
+    assert stack.sql("SELECT status FROM jobs WHERE id = %s", healthy) == [("succeeded",)]

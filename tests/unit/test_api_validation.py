@@ -47,7 +47,11 @@ def app(tmp_path_factory):
 def client(app):
     from fastapi.testclient import TestClient
 
+    from pipeline.users import UserStore
+
     with TestClient(app) as c:  # runs the lifespan: migrations and the embedded worker
+        _, key = UserStore(app.state.services.db).create(f"validator-{uuid.uuid4().hex[:8]}")
+        c.headers["Authorization"] = f"Bearer {key}"
         yield c
 
 
@@ -259,3 +263,23 @@ def test_a_collection_name_outside_the_allowed_characters_is_422(client, name):
 
 def test_unknown_collection_is_404_on_read(client):
     assert client.get(f"/v1/collections/{COLLECTION_MISSING}").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "method, path",
+    [("GET", "/v1/collections"), ("POST", "/v1/search"), ("GET", "/v1/jobs"), ("GET", "/v1/agents"),
+     ("GET", "/v1/agent-configs"), ("GET", f"/v1/jobs/{COLLECTION_MISSING}/events")],
+)
+def test_every_route_needs_a_key(client, method, path):
+    for headers in ({"Authorization": ""}, {"Authorization": "Bearer as_not-a-real-key"}, {"X-API-Key": "nope"}):
+        response = client.request(method, path, headers=headers)
+        assert response.status_code == 401, (headers, response.text)
+        assert response.headers["www-authenticate"] == "Bearer"
+    assert "API key" in client.request(method, path, headers={"Authorization": ""}).json()["detail"]
+
+
+def test_probes_need_no_key_and_the_key_may_come_in_its_own_header(client):
+    for path in ("/healthz", "/readyz"):
+        assert client.get(path, headers={"Authorization": ""}).status_code == 200
+    key = client.headers["Authorization"].removeprefix("Bearer ")
+    assert client.get("/v1/collections", headers={"Authorization": "", "X-API-Key": key}).status_code == 200

@@ -1,0 +1,122 @@
+"""What the benchmarks share: the stack they run on, the machine they ran on, and small statistics.
+
+Usage::
+
+    with bench_stack(workdir, workers=1, concurrency=2) as stack:
+        target = Target.of(stack)
+        collection_id = ingest(target, "docs", documents)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+
+from api.devstack import DevStack
+from pipeline.evaluation import percentile
+
+REPO = Path(__file__).resolve().parents[1]
+SCIFACT = REPO.parent / "shared" / "eval" / "scifact"
+SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
+
+# Every benchmark stack's workers know the bench agents and the raw no-op task (the API needs the agents too:
+# it refuses a job that names an agent it does not know).
+BENCH_ENV = {
+    "AGENTSEARCH_AGENT_MODULES": json.dumps(["bench.agents"]),
+    "AGENTSEARCH_WORKER_IMPORTS": json.dumps(["bench.noop_tasks"]),
+}
+
+
+def bench_stack(workdir: Path, workers: int = 1, concurrency: int = 2, extra_env: dict[str, str] | None = None,
+                **kwargs) -> DevStack:
+    return DevStack(workdir, workers=workers, concurrency=concurrency, extra_env={**BENCH_ENV, **(extra_env or {})},
+                    **kwargs)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A running stack as a benchmark sees it: the API with a key, and the broker and result backend."""
+
+    api_url: str
+    api_key: str
+    broker_url: str
+    result_backend: str
+
+    @classmethod
+    def of(cls, stack: DevStack) -> "Target":
+        return cls(stack.api_url, stack.api_key, stack.env["AGENTSEARCH_BROKER_URL"],
+                   stack.env["AGENTSEARCH_RESULT_BACKEND"])
+
+    def http(self, timeout_s: float = 120) -> httpx.Client:
+        return httpx.Client(base_url=self.api_url, timeout=timeout_s,
+                            headers={"Authorization": f"Bearer {self.api_key}"})
+
+
+def ingest(target: Target, name: str, documents: list[dict], timeout_s: float = 3600) -> str:
+    """Create a collection, send the documents, wait until the workers indexed them all; the collection id."""
+    with target.http() as http:
+        created = http.post("/v1/collections", json={"name": name})
+        created.raise_for_status()
+        collection_id = created.json()["id"]
+        for start in range(0, len(documents), 256):
+            http.post(f"/v1/collections/{collection_id}/documents",
+                      json={"documents": documents[start:start + 256]}).raise_for_status()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            counts = http.get(f"/v1/collections/{collection_id}").json()["documents"]
+            if counts["pending"] == 0:
+                if counts.get("failed"):
+                    raise RuntimeError(f"indexing failed for some documents: {counts}")
+                return collection_id
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"indexing stuck: {counts}")
+            time.sleep(0.5)
+
+
+def job_wall_ms(job: dict) -> float:
+    """A finished job's time in the system: from the row the API created to the moment ``assemble`` ended it."""
+    created = datetime.fromisoformat(job["created_at"])
+    finished = datetime.fromisoformat(job["finished_at"])
+    return (finished - created).total_seconds() * 1000
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"p50": statistics.median(values), "p95": percentile(values, 0.95), "min": min(values),
+            "max": max(values), "n": len(values)}
+
+
+def load_average() -> tuple[float, float, float]:
+    return os.getloadavg()
+
+
+def machine() -> dict[str, str]:
+    cpu = "unknown"
+    memory = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+                break
+    except OSError:
+        pass
+    nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip() or str(os.cpu_count())
+    return {
+        "nproc": nproc,
+        "memory": memory,
+        "CPU model": cpu,
+        "Python": platform.python_version(),
+        "OS": platform.platform(),
+    }

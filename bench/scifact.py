@@ -1,0 +1,128 @@
+"""Benchmarks 3 and 6: uncached default jobs on SciFact, with and without artifacts, and a worker's peak memory.
+
+The first ``--docs`` SciFact abstracts are ingested through the API (their indexing rate through the stack is
+reported beside benchmark 5). Then, for each of ``--queries`` SciFact training claims whose judged documents are
+all in that subset, two jobs run one after the other, in alternating order: the default job (3 pre-search agents,
+hybrid search, 3 post-search agents, the extractive answer, 4 response agents) and the same job without its
+response agents. Before every job the cache Redis is flushed (agent results, query embeddings, search results) and
+the whole-job cache is bypassed, so each job computes everything. A job's time is ``finished_at - created_at`` of
+its row (from the API creating it to ``assemble`` ending it).
+
+Then the peak resident memory (``VmHWM`` in ``/proc/<pid>/status``) of each prefork process of the worker: they
+loaded the embedding model at start and have run the searches and answers above.
+
+    .venv/bin/python bench/scifact.py [--docs 1000] [--queries 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import SCIFACT, Target, bench_stack, ingest, job_wall_ms, summary  # noqa: E402
+
+PRE_SEARCH = ["language_detector", "acronym_resolver", "spell_checker"]
+POST_SEARCH = ["reranker", "deduplicator", "relevance_filter"]
+RESPONSE = ["executive_summary", "email_draft", "pdf_report", "pptx_generator"]
+
+
+def subset(docs: int, queries: int, corpus: Path = SCIFACT / "corpus.jsonl",
+           queries_path: Path = SCIFACT / "queries_train.jsonl", qrels_path: Path = SCIFACT / "qrels" / "train.tsv"):
+    """The first ``docs`` abstracts, and the first ``queries`` claims all of whose judged documents are among them."""
+    from pipeline.evaluation import load_beir_corpus, load_beir_queries, load_qrels
+
+    documents = load_beir_corpus(corpus)[:docs]
+    ids = {d["id"] for d in documents}
+    qrels = load_qrels(qrels_path)
+    claims = [text for qid, text in load_beir_queries(queries_path).items() if qrels.get(qid) and set(qrels[qid]) <= ids]
+    return documents, claims[:queries]
+
+
+def chunk_count(documents: list[dict]) -> int:
+    from pipeline.ingest import ChunkingConfig, chunk_text
+    from pipeline.settings import Settings
+
+    settings = Settings()
+    config = ChunkingConfig(settings.chunk_chars, settings.chunk_overlap_chars)
+    return sum(len(chunk_text(d["text"], config.max_chars, config.overlap_chars)) for d in documents)
+
+
+def ingest_subset(target: Target, documents: list[dict]) -> tuple[str, dict]:
+    """Index through the API and the worker; chunks/s from the first request to the last document indexed."""
+    started = time.perf_counter()
+    collection_id = ingest(target, "scifact", documents)
+    seconds = time.perf_counter() - started
+    chunks = chunk_count(documents)
+    return collection_id, {"documents": len(documents), "chunks": chunks, "seconds": round(seconds, 2),
+                           "chunks_per_s": chunks / seconds}
+
+
+def _job(http, collection_id: str, query: str, agents: list[str]) -> dict:
+    response = http.post("/v1/search", params={"wait": 60},
+                         json={"collection_id": collection_id, "query": query, "agents": agents, "use_cache": False})
+    job = response.json()
+    if response.status_code != 200 or job.get("status") != "succeeded":
+        raise RuntimeError(f"SciFact job did not succeed in time: {response.status_code} {response.text[:500]}")
+    return job
+
+
+def measure_jobs(target: Target, redis_url: str, collection_id: str, claims: list[str]) -> dict:
+    import redis
+
+    cache = redis.Redis.from_url(redis_url)
+    with_rendering, without = PRE_SEARCH + POST_SEARCH + RESPONSE, PRE_SEARCH + POST_SEARCH
+    walls: dict[str, list[float]] = {"with_artifacts": [], "without_artifacts": []}
+    statuses: dict[str, int] = {}
+    with target.http() as http:
+        _job(http, collection_id, "warm-up: " + claims[0], with_rendering)  # first use: imports, fonts, model
+        for i, claim in enumerate(claims):
+            order = [("with_artifacts", with_rendering), ("without_artifacts", without)]
+            for kind, agents in order if i % 2 == 0 else order[::-1]:
+                cache.flushdb()
+                job = _job(http, collection_id, claim, agents)
+                walls[kind].append(job_wall_ms(job))
+                for run in job["agents"]:
+                    key = f"{run['agent_id']}:{run['status']}"
+                    statuses[key] = statuses.get(key, 0) + 1
+    return {"queries": len(claims), "job_ms": {k: summary(v) for k, v in walls.items()}, "agent_statuses": statuses}
+
+
+def peak_memory(stack) -> list[dict]:
+    """VmHWM and VmRSS (MiB) of every prefork process of the stack's first worker."""
+    rows = []
+    for pid in stack.worker_children(0):
+        fields = {}
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmHWM", "VmRSS"):
+                fields[key] = int(value.split()[0]) / 1024
+        rows.append({"pid": pid, "vm_hwm_mib": round(fields["VmHWM"], 1), "vm_rss_mib": round(fields["VmRSS"], 1)})
+    return rows
+
+
+def measure(stack, docs: int, queries: int) -> dict:
+    target = Target.of(stack)
+    documents, claims = subset(docs, queries)
+    collection_id, ingestion = ingest_subset(target, documents)
+    jobs = measure_jobs(target, stack.redis_url, collection_id, claims)
+    return {"docs": docs, "ingest_through_stack": ingestion, **jobs, "worker_memory": peak_memory(stack)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=int, default=1000)
+    parser.add_argument("--queries", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="agentsearch-bench-") as tmp, bench_stack(Path(tmp)) as stack:
+        print(json.dumps(measure(stack, args.docs, args.queries), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Benchmark 4: jobs per second with one worker process, then two, when agents wait (an LLM's latency, no CPU).
+
+Each job: ``bench_sleep_pre`` (sleeps ``bench.agents.SLEEP_S``), hybrid search over the sample corpus,
+``bench_sleep_post`` (sleeps as long), the extractive answer; no response agents; a query of its own, no cache.
+``--jobs`` such jobs are submitted at once and throughput is jobs / (last ``finished_at`` - first ``created_at``).
+
+The stack starts with one ``agentsearch worker --concurrency 1`` (one process), measures, then adds a second
+``agentsearch worker --concurrency 1`` (two processes, two nodes: how a deployment scales out) and measures again.
+Each measurement follows an unrecorded warm-up batch, so the new process has loaded its model and connections.
+
+    .venv/bin/python bench/throughput.py [--jobs 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.agents import SLEEP_S  # noqa: E402
+from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, job_wall_ms, summary  # noqa: E402
+
+AGENTS = ["bench_sleep_pre", "bench_sleep_post"]
+QUERY = "What was Northwind Energy's revenue in Q4 2025?"
+
+
+def _batch(target: Target, collection_id: str, jobs: int, tag: str, timeout_s: float = 600) -> dict:
+    with target.http() as http:
+        ids = []
+        for i in range(jobs):
+            response = http.post("/v1/search", json={"collection_id": collection_id, "query": f"{QUERY} ({tag} {i})",
+                                                     "agents": AGENTS, "use_cache": False})
+            response.raise_for_status()
+            ids.append(response.json()["job_id"])
+        deadline = time.monotonic() + timeout_s
+        finished: dict[str, dict] = {}
+        while len(finished) < len(ids):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(ids) - len(finished)} of {len(ids)} jobs still running")
+            time.sleep(0.5)
+            for job_id in ids:
+                if job_id not in finished:
+                    job = http.get(f"/v1/jobs/{job_id}").json()
+                    if job["status"] in ("succeeded", "failed", "cancelled"):
+                        if job["status"] != "succeeded":
+                            raise RuntimeError(f"throughput job {job_id} ended {job['status']}: {job.get('error')}")
+                        finished[job_id] = job
+    first = min(datetime.fromisoformat(j["created_at"]) for j in finished.values())
+    last = max(datetime.fromisoformat(j["finished_at"]) for j in finished.values())
+    seconds = (last - first).total_seconds()
+    return {"jobs": jobs, "seconds": round(seconds, 3), "jobs_per_s": jobs / seconds,
+            "job_ms": summary([job_wall_ms(j) for j in finished.values()])}
+
+
+def measure(stack, jobs: int = 12, warmup: int = 2) -> dict:
+    """``stack`` has one worker of concurrency 1; a second one is added half way."""
+    target = Target.of(stack)
+    documents = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines() if line.strip()]
+    collection_id = ingest(target, "throughput", documents)
+    _batch(target, collection_id, warmup, "warm-up 1")
+    one = _batch(target, collection_id, jobs, "one process")
+    index = stack.add_worker(concurrency=1)
+    stack.wait_worker_ready(index)
+    _batch(target, collection_id, warmup * 2, "warm-up 2")
+    two = _batch(target, collection_id, jobs, "two processes")
+    return {"sleep_s_per_agent": SLEEP_S, "agents": AGENTS, "one_process": one, "two_processes": two,
+            "ratio": two["jobs_per_s"] / one["jobs_per_s"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=12)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="agentsearch-bench-") as tmp, \
+            bench_stack(Path(tmp), workers=1, concurrency=1) as stack:
+        print(json.dumps(measure(stack, args.jobs), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Profile sets as jobs: a run (by a person or by the schedule) is a job row with its first state, linked to the
+set by a ``profile_runs`` row; the schedule hands out each due set to exactly one caller.
+
+Usage::
+
+    for set_id in claim_due(db, now):                    # next_run_at moved on in the same transaction
+        job_id, state = create_run(db, settings, set_id, trigger="schedule")
+        enqueue_job(job_id, [], state, settings.default_agent_timeout_s)
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+
+from pipeline.agentic.jobs import AgenticSpec
+from pipeline.db import Collection, Database, Job, ProfileRun, ProfileSetRow, utcnow
+from pipeline.settings import Settings
+from pipeline.state import JobState
+
+
+def claim_due(db: Database, now: datetime | None = None) -> list[uuid.UUID]:
+    """The enabled, scheduled sets whose time has come; their next run is moved on before anyone else looks."""
+    now = now or utcnow()
+    with db.session() as s:
+        rows = s.scalars(
+            select(ProfileSetRow)
+            .where(ProfileSetRow.enabled, ProfileSetRow.schedule_s.is_not(None), ProfileSetRow.next_run_at <= now)
+            .with_for_update(skip_locked=True)
+        ).all()
+        for row in rows:
+            row.next_run_at = now + timedelta(seconds=row.schedule_s)
+        return [row.id for row in rows]
+
+
+def spec_for(row: ProfileSetRow, settings: Settings) -> AgenticSpec:
+    options = row.options or {}
+    return AgenticSpec.for_request(options.get("iterative"), row.profiles, options.get("seen"), settings.test_mode,
+                                   settings.seen_window_days, settings.seen_near_duplicate,
+                                   source=f"profile_set:{row.id}")
+
+
+def create_run(db: Database, settings: Settings, set_id: uuid.UUID, trigger: str = "manual",
+               user_id: uuid.UUID | None = None) -> tuple[str, JobState] | None:
+    """A queued job for one run of the set (None when the set is gone or, with ``user_id``, not that user's)."""
+    with db.session() as s:
+        row = s.get(ProfileSetRow, set_id)
+        if row is None or (user_id is not None and row.user_id != user_id):
+            return None
+        spec = spec_for(row, settings)
+        wanted = [row.collection_id, *(c for p in spec.profiles for c in p.collections)]
+        epochs: dict[str, int] = {}
+        for collection_id in dict.fromkeys(wanted):
+            collection = s.get(Collection, collection_id)
+            if collection is not None and collection.user_id == row.user_id:
+                epochs[str(collection_id)] = collection.index_epoch
+        query = row.query or row.name
+        job = Job(user_id=row.user_id, collection_id=row.collection_id, query=query, status="queued",
+                  request={"profile_set_id": str(row.id), "mode": "iterative", "trigger": trigger},
+                  config_snapshot=[], deadline_at=utcnow() + timedelta(seconds=settings.job_deadline_s))
+        s.add(job)
+        s.flush()
+        state = JobState(job_id=str(job.id), collection_id=str(row.collection_id), user_id=str(row.user_id),
+                         query=query, original_query=query, top_k=settings.max_top_k, collections=epochs,
+                         agentic=spec.model_dump(mode="json"))
+        job.initial_state = state.dump()
+        s.add(ProfileRun(profile_set_id=row.id, job_id=job.id, trigger=trigger))
+        row.last_run_at = utcnow()
+        return str(job.id), state

@@ -1,0 +1,131 @@
+"""Users and their API keys.
+
+A key is ``as_`` + 43 URL-safe characters (256 random bits). Only its SHA-256 digest is stored, so a key can be
+shown once, when it is issued, and never again; a lost key is revoked and replaced.
+
+Usage::
+
+    users = UserStore(db)
+    user, key = users.create("alice")          # print ``key`` for its owner, once
+    users.authenticate(key)                     # -> user id, or None for an unknown or revoked key
+    users.revoke(key[:11])                      # by the prefix listings show
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+
+from pipeline.db import ApiKey, Database, User, utcnow
+
+KEY_PREFIX = "as_"
+# Enough of the key to tell keys apart in a listing; far too little to guess the rest.
+SHOWN_CHARS = 11
+USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
+
+
+class UserError(ValueError):
+    """A request about users that cannot be done, with a message for whoever asked."""
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def new_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    prefix: str
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    id: uuid.UUID
+    name: str
+    created_at: datetime
+    keys: list[KeyInfo]
+
+
+class UserStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def create(self, name: str, label: str = "initial") -> tuple[uuid.UUID, str]:
+        """A new user and its first key. Raises ``UserError`` for a malformed or taken name."""
+        if not USER_NAME.match(name):
+            raise UserError(
+                f"invalid user name {name!r}: 1-100 characters, letters, digits and . _ @ -, starting with a letter or digit"
+            )
+        user_id = uuid.uuid4()
+        key = new_key()
+        try:
+            with self.db.session() as s:
+                s.add(User(id=user_id, name=name))
+                s.flush()
+                s.add(ApiKey(user_id=user_id, prefix=key[:SHOWN_CHARS], digest=digest(key), label=label))
+        except IntegrityError:
+            raise UserError(f"a user named {name!r} already exists") from None
+        return user_id, key
+
+    def issue_key(self, name: str, label: str = "") -> str:
+        """Another key for an existing user (to rotate: issue, switch clients over, revoke the old one)."""
+        with self.db.session() as s:
+            user_id = s.scalar(select(User.id).where(User.name == name))
+            if user_id is None:
+                raise UserError(f"no user named {name!r}")
+            key = new_key()
+            s.add(ApiKey(user_id=user_id, prefix=key[:SHOWN_CHARS], digest=digest(key), label=label))
+        return key
+
+    def issue_key_for(self, user_id: uuid.UUID, label: str) -> str:
+        key = new_key()
+        with self.db.session() as s:
+            s.add(ApiKey(user_id=user_id, prefix=key[:SHOWN_CHARS], digest=digest(key), label=label))
+        return key
+
+    def authenticate(self, key: str) -> uuid.UUID | None:
+        if not key.startswith(KEY_PREFIX):
+            return None
+        with self.db.session() as s:
+            return s.scalar(select(ApiKey.user_id).where(ApiKey.digest == digest(key), ApiKey.revoked_at.is_(None)))
+
+    def revoke(self, prefix: str) -> int:
+        """Revoke every live key starting with ``prefix`` (at least the shown part); returns how many."""
+        if len(prefix) < SHOWN_CHARS:
+            raise UserError(f"give at least the first {SHOWN_CHARS} characters of the key, as listings show them")
+        with self.db.session() as s:
+            result = s.execute(
+                update(ApiKey)
+                .where(ApiKey.prefix == prefix[:SHOWN_CHARS], ApiKey.revoked_at.is_(None))
+                .values(revoked_at=utcnow())
+            )
+            return result.rowcount or 0
+
+    def delete_key(self, key: str) -> None:
+        """Forget a key entirely (the in-process server's session key, which nobody else ever saw)."""
+        with self.db.session() as s:
+            row = s.scalar(select(ApiKey).where(ApiKey.digest == digest(key)))
+            if row is not None:
+                s.delete(row)
+
+    def list(self) -> list[UserInfo]:
+        with self.db.session() as s:
+            users = s.scalars(select(User).order_by(User.created_at)).all()
+            keys = s.scalars(select(ApiKey).order_by(ApiKey.created_at)).all()
+            by_user: dict[uuid.UUID, list[KeyInfo]] = {}
+            for k in keys:
+                by_user.setdefault(k.user_id, []).append(KeyInfo(k.prefix, k.label, k.created_at, k.revoked_at))
+            return [UserInfo(u.id, u.name, u.created_at, by_user.get(u.id, [])) for u in users]

@@ -1,0 +1,159 @@
+"""What the fault drills share: a stack with the drill agents, job submission and bookkeeping, and the figures.
+
+The stack is the real deployment on this machine (``api.devstack.DevStack``) with a PostgreSQL server of its own,
+so a drill can stop it without touching the machine's shared server, and ``agentsearch beat`` running the reaper.
+Every figure a drill measures is written to ``.agentsearch/chaos/results.json`` (or ``$CHAOS_RESULTS``) and printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+from api.devstack import REPO, DevStack
+
+SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
+RESULTS = Path(os.environ.get("CHAOS_RESULTS", REPO / ".agentsearch" / "chaos" / "results.json"))
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+# Short enough that a drill sees the reaper act within minutes, long enough for 500 jobs to drain on two cores.
+JOB_DEADLINE_S = 300
+REAPER_INTERVAL_S = 5
+SOFT_SHUTDOWN_S = 3
+
+
+class ChaosStack(DevStack):
+    def __init__(self, workdir: Path, workers: int = 2, concurrency: int = 1) -> None:
+        self.call_logs = Path(workdir) / "calls"
+        self.call_logs.mkdir(parents=True, exist_ok=True)
+        super().__init__(
+            workdir, workers=workers, concurrency=concurrency, user="chaos", own_postgres=True, beat=True,
+            extra_env={
+                "AGENTSEARCH_AGENT_MODULES": json.dumps(["tests.chaos.agents"]),
+                "AGENTSEARCH_JOB_DEADLINE_S": str(JOB_DEADLINE_S),
+                "AGENTSEARCH_REAPER_INTERVAL_S": str(REAPER_INTERVAL_S),
+                "AGENTSEARCH_WORKER_SOFT_SHUTDOWN_TIMEOUT_S": str(SOFT_SHUTDOWN_S),
+            },
+        )
+        self.collection_id = ""
+
+    def start(self) -> None:
+        super().start()
+        documents = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines() if line.strip()]
+        self.collection_id = self.ingest("chaos-corpus", documents)
+
+    def wait_workers_ready(self) -> None:
+        for index in self.alive_workers():
+            self.wait_worker_ready(index)
+
+    def events(self, name: str) -> list[dict]:
+        path = self.call_logs / f"{name}.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
+
+    def jobs(self, job_ids: list[str]) -> dict[str, dict]:
+        rows = self.sql(
+            "SELECT id::text, status, error, query, attempts, created_at, finished_at, deadline_at, stage_log, "
+            "agent_runs, task_ids FROM jobs WHERE id = ANY(%s::uuid[])", job_ids)
+        keys = ("id", "status", "error", "query", "attempts", "created_at", "finished_at", "deadline_at",
+                "stage_log", "agent_runs", "task_ids")
+        return {row[0]: dict(zip(keys, row)) for row in rows}
+
+    def wait_terminal(self, job_ids: list[str], timeout_s: float) -> dict[str, dict]:
+        """Poll the database (not the API) until every job has ended or the time is up."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            rows = dict(self.sql("SELECT id::text, status FROM jobs WHERE id = ANY(%s::uuid[])", job_ids))
+            if all(rows.get(j) in TERMINAL for j in job_ids) or time.monotonic() > deadline:
+                return self.jobs(job_ids)
+            time.sleep(1.0)
+
+
+def search_body(stack: ChaosStack, query: str, **extra) -> dict:
+    return {"collection_id": stack.collection_id, "query": query, "use_cache": False, **extra}
+
+
+def submit(http: httpx.Client, body: dict, key: str | None = None, retry_until: float = 0.0) -> tuple[str | None, list[int]]:
+    """POST /v1/search; a 503 (or a refused connection) is retried with the same Idempotency-Key, as a client
+    should, until ``retry_until`` (monotonic). Returns the job id (None if never accepted) and every status seen."""
+    codes: list[int] = []
+    headers = {"Idempotency-Key": key} if key else {}
+    while True:
+        try:
+            response = http.post("/v1/search", json=body, headers=headers)
+            codes.append(response.status_code)
+            if response.status_code in (200, 202):
+                return response.json()["job_id"], codes
+        except httpx.TransportError:
+            codes.append(0)
+        if time.monotonic() > retry_until:
+            return None, codes
+        time.sleep(0.5)
+
+
+def submit_paced(stack: ChaosStack, bodies: list[dict], per_second: float, retry_s: float = 60.0,
+                 threads: int = 8) -> tuple[list[str | None], Counter]:
+    """Submit at a steady rate (as traffic arrives), each through ``submit`` with its own Idempotency-Key."""
+    codes: Counter = Counter()
+    lock = threading.Lock()
+    started = time.monotonic()
+
+    def one(i: int) -> str | None:
+        time.sleep(max(0.0, started + i / per_second - time.monotonic()))
+        with stack.http(timeout_s=60) as http:
+            job_id, seen = submit(http, bodies[i], key=f"chaos-{os.getpid()}-{i}-{time.time_ns()}",
+                                  retry_until=time.monotonic() + retry_s)
+        with lock:
+            codes.update(seen)
+        return job_id
+
+    with ThreadPoolExecutor(threads) as pool:
+        ids = list(pool.map(one, range(len(bodies))))
+    return ids, codes
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))], 3)
+
+
+def latencies(rows: dict[str, dict]) -> list[float]:
+    return [(r["finished_at"] - r["created_at"]).total_seconds() for r in rows.values() if r["finished_at"]]
+
+
+def latency_figures(rows: dict[str, dict]) -> dict:
+    values = latencies(rows)
+    return {"p50_s": percentile(values, 0.5), "p95_s": percentile(values, 0.95),
+            "max_s": round(max(values), 3) if values else None,
+            "mean_s": round(statistics.fmean(values), 3) if values else None}
+
+
+def side_effects(stack: ChaosStack, name: str, queries: set[str]) -> dict:
+    """Calls of a drill agent for these jobs: re-executions (a call started again) and duplicates (completed twice)."""
+    events = [e for e in stack.events(name) if e["query"] in queries]
+    starts = Counter(e["query"] for e in events if e["event"] == "start")
+    done = Counter(e["query"] for e in events if e["event"] == "done")
+    return {
+        "calls_started": sum(starts.values()),
+        "calls_completed": sum(done.values()),
+        "jobs_with_a_call_started_again": sum(1 for n in starts.values() if n > 1),
+        "duplicated_side_effects": sum(n - 1 for n in done.values() if n > 1),
+        "jobs_with_a_duplicated_side_effect": sum(1 for n in done.values() if n > 1),
+    }
+
+
+def record(scenario: str, figures: dict) -> None:
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results[scenario] = {**figures, "recorded_at": time.strftime("%Y-%m-%d %H:%M:%S")}
+    RESULTS.write_text(json.dumps(results, indent=2, default=str))
+    print(f"\n[chaos] {scenario}: {json.dumps(figures, default=str)}")

@@ -1,0 +1,327 @@
+"""k8s/: each kustomization as `kubectl kustomize` renders it, validated against the Kubernetes and KEDA schemas.
+
+Kubernetes objects: kubernetes-validate's strict JSON schemas (unknown fields rejected, as `kubectl apply`'s
+strict field validation does), for the oldest and the newest Kubernetes release these manifests target.
+ScaledObjects: the schema of KEDA 2.16's CRD, as the cloudcoil-models-keda models carry it, made strict the same way.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import time
+from functools import lru_cache
+from urllib.parse import urlparse
+
+import jsonschema
+import kubernetes_validate
+import pytest
+
+from tests.deploy.conftest import (
+    KUSTOMIZATIONS,
+    assert_window_spans_several_heartbeats,
+    longest_hard_time_limit_s,
+    run_probe,
+    settings_from,
+)
+from worker.app import ARTIFACTS_QUEUE, DEFAULT_QUEUE
+
+# autoscaling/v2 HPAs need 1.23; 1.30 is the oldest release still commonly run. 1.37: the newest the validator knows.
+KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
+POD_OWNERS = ("Deployment", "Job")
+BUILDS = tuple(KUSTOMIZATIONS)
+
+
+def by_kind(objects: list[dict], kind: str) -> dict[str, dict]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+def pod_spec(obj: dict) -> dict:
+    return obj["spec"]["template"]["spec"]
+
+
+def component(obj: dict) -> str:
+    return obj["metadata"]["labels"]["app.kubernetes.io/component"]
+
+
+def workloads(objects: list[dict], *components: str) -> list[dict]:
+    return [o for o in objects if o["kind"] in POD_OWNERS and (not components or component(o) in components)]
+
+
+def configmap_data(objects: list[dict]) -> dict[str, str]:
+    (configmap,) = by_kind(objects, "ConfigMap").values()
+    return configmap["data"]
+
+
+def container_env(objects: list[dict], container: dict) -> dict[str, str]:
+    """What a container's environment holds: its envFrom ConfigMaps and Secrets, then its env."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        if "configMapRef" in source:
+            env.update(by_kind(objects, "ConfigMap")[source["configMapRef"]["name"]]["data"])
+        if "secretRef" in source:
+            secret = by_kind(objects, "Secret")[source["secretRef"]["name"]]
+            env.update({k: base64.b64decode(v).decode() for k, v in secret.get("data", {}).items()})
+            env.update(secret.get("stringData", {}))
+    env.update({e["name"]: e["value"] for e in container.get("env", []) if "value" in e})
+    return env
+
+
+def flag_value(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+@lru_cache(maxsize=1)
+def scaled_object_schema() -> dict:
+    from cloudcoil.models.keda.v1alpha1 import ScaledObject
+
+    schema = ScaledObject.model_json_schema(by_alias=True)
+
+    def strict(node):
+        # A field the CRD does not define is dropped by the API server or refused by strict field validation:
+        # either way a typo, so refuse it here.
+        if isinstance(node, dict):
+            if "properties" in node and "additionalProperties" not in node:
+                node["additionalProperties"] = False
+            for value in node.values():
+                strict(value)
+        elif isinstance(node, list):
+            for value in node:
+                strict(value)
+
+    strict(schema)
+    return schema
+
+
+def test_both_kustomizations_render_the_whole_service(builds):
+    for name, objects in builds.items():
+        kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
+        expected = {
+            ("Deployment", "agentsearch-api"), ("Service", "agentsearch-api"),
+            ("HorizontalPodAutoscaler", "agentsearch-api"),
+            ("Deployment", "agentsearch-worker"), ("ScaledObject", "agentsearch-worker"),
+            ("Deployment", "agentsearch-worker-artifacts"), ("ScaledObject", "agentsearch-worker-artifacts"),
+            ("Deployment", "agentsearch-beat"),
+            ("Deployment", "agentsearch-flower"), ("Service", "agentsearch-flower"),
+            ("Job", "agentsearch-migrate"),
+        }
+        assert expected <= kinds, (name, expected - kinds)
+        namespaces = {o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"}
+        assert {o["metadata"].get("namespace") for o in objects if o["kind"] != "Namespace"} == namespaces, name
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("build", BUILDS)
+def test_every_kubernetes_object_matches_its_schema(builds, build, version):
+    checked = 0
+    for obj in builds[build]:
+        if obj["apiVersion"].startswith("keda.sh/"):
+            continue
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            pytest.fail(f"{build}: {obj['kind']}/{obj['metadata']['name']} at {list(exc.path)}: {exc.message}")
+        checked += 1
+    assert checked >= 10
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_scaled_objects_match_the_keda_crd_schema(builds, build):
+    scaled = by_kind(builds[build], "ScaledObject")
+    assert scaled
+    for name, obj in scaled.items():
+        assert obj["apiVersion"] == "keda.sh/v1alpha1"
+        try:
+            jsonschema.validate(obj, scaled_object_schema())
+        except jsonschema.ValidationError as exc:
+            pytest.fail(f"{build}: ScaledObject/{name} at {list(exc.path)}: {exc.message}")
+
+
+def test_the_keda_schema_catches_mistakes(builds):
+    good = next(iter(by_kind(builds["base"], "ScaledObject").values()))
+    typo = copy.deepcopy(good)
+    typo["spec"]["maxReplicaCounts"] = typo["spec"].pop("maxReplicaCount")
+    numeric = copy.deepcopy(good)
+    numeric["spec"]["triggers"][0]["metadata"]["listLength"] = 4  # the CRD wants strings
+    no_target = copy.deepcopy(good)
+    del no_target["spec"]["scaleTargetRef"]
+    for bad in (typo, numeric, no_target):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, scaled_object_schema())
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_keda_watches_the_queue_each_worker_consumes_on_the_broker(builds, build):
+    objects = builds[build]
+    deployments = by_kind(objects, "Deployment")
+    broker = urlparse(configmap_data(objects)["AGENTSEARCH_BROKER_URL"])
+    watched = set()
+    for name, scaled in by_kind(objects, "ScaledObject").items():
+        target = deployments[scaled["spec"]["scaleTargetRef"]["name"]]
+        namespace = target["metadata"]["namespace"]
+        (container,) = pod_spec(target)["containers"]
+        (trigger,) = scaled["spec"]["triggers"]
+        meta = trigger["metadata"]
+        assert trigger["type"] == "redis", name
+        assert meta["listName"] == flag_value(container["args"], "--queues"), name
+        assert int(meta["listLength"]) >= 1
+        assert meta["databaseIndex"] == broker.path.lstrip("/"), name
+        # KEDA's operator reads the address from the target's environment and connects from its own namespace.
+        address = container_env(objects, container)[meta["addressFromEnv"]]
+        host, _, port = address.rpartition(":")
+        assert host in (f"{broker.hostname}.{namespace}.svc.cluster.local", f"{broker.hostname}.{namespace}.svc",
+                        f"{broker.hostname}.{namespace}"), (name, address)
+        assert int(port) == (broker.port or 6379), name
+        watched.add(meta["listName"])
+    assert watched == {DEFAULT_QUEUE, ARTIFACTS_QUEUE}
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_one_autoscaler_per_deployment(builds, build):
+    objects = builds[build]
+    deployments = by_kind(objects, "Deployment")
+    hpa_targets = [h["spec"]["scaleTargetRef"]["name"] for h in by_kind(objects, "HorizontalPodAutoscaler").values()]
+    keda_targets = [s["spec"]["scaleTargetRef"]["name"] for s in by_kind(objects, "ScaledObject").values()]
+    assert hpa_targets == ["agentsearch-api"]
+    targets = hpa_targets + keda_targets
+    # KEDA makes an HPA of its own: two for one Deployment would fight over the replica count.
+    assert len(targets) == len(set(targets))
+    for target in targets:
+        # A fixed count in the Deployment would be reset by every apply.
+        assert "replicas" not in deployments[target]["spec"], target
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_workers_outlast_their_longest_task_on_shutdown(builds, build):
+    objects = builds[build]
+    for obj in workloads(objects, "worker", "worker-artifacts"):
+        (container,) = pod_spec(obj)["containers"]
+        limit = longest_hard_time_limit_s(settings_from(container_env(objects, container)))
+        assert pod_spec(obj)["terminationGracePeriodSeconds"] > limit, obj["metadata"]["name"]
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_worker_and_beat_liveness_is_the_heartbeat_file_age(builds, build, tmp_path):
+    objects = builds[build]
+    checked = 0
+    for obj in workloads(objects, "worker", "worker-artifacts", "beat"):
+        (container,) = pod_spec(obj)["containers"]
+        heartbeat_file = str(settings_from(container_env(objects, container)).worker_heartbeat_file)
+        for probe_name in ("livenessProbe", "startupProbe"):
+            argv = container[probe_name]["exec"]["command"]
+            assert "celery" not in argv and not any("inspect" in a for a in argv), obj["metadata"]["name"]
+            assert argv[:2] == ["sh", "-c"]
+            command = argv[2]
+            assert_window_spans_several_heartbeats(command)
+            beat_file = tmp_path / f"{obj['metadata']['name']}-{probe_name}"
+            assert run_probe(command, heartbeat_file, beat_file) != 0, "alive without a heartbeat file"
+            beat_file.touch()
+            assert run_probe(command, heartbeat_file, beat_file) == 0, "a fresh heartbeat fails the probe"
+            os.utime(beat_file, (time.time() - 120, time.time() - 120))
+            assert run_probe(command, heartbeat_file, beat_file) != 0, "a two-minute-old heartbeat passes"
+            checked += 1
+        # The probe allows at least a minute of silence before a restart: several missed 10 s beats.
+        live = container["livenessProbe"]
+        assert live["periodSeconds"] * live["failureThreshold"] >= 60
+    assert checked == 6
+
+
+def test_api_probes_use_the_health_routes(builds):
+    from api.routes.health import router
+
+    routes = {route.path for route in router.routes}
+    for objects in builds.values():
+        (container,) = pod_spec(by_kind(objects, "Deployment")["agentsearch-api"])["containers"]
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert {"/readyz", "/healthz"} <= routes
+        port = container["readinessProbe"]["httpGet"]["port"]
+        assert port in {p.get("name") for p in container["ports"]} | {p["containerPort"] for p in container["ports"]}
+        assert flag_value(container["args"], "--port") == str(container["ports"][0]["containerPort"])
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_every_container_runs_as_non_root_with_bounded_resources(builds, build):
+    for obj in workloads(builds[build]):
+        name = obj["metadata"]["name"]
+        spec = pod_spec(obj)
+        pod_security = spec.get("securityContext", {})
+        assert pod_security.get("runAsNonRoot") is True, name
+        assert pod_security.get("runAsUser", 0) != 0, name
+        assert spec.get("automountServiceAccountToken") is False, name
+        for container in spec.get("initContainers", []) + spec["containers"]:
+            security = container.get("securityContext", {})
+            assert security.get("runAsUser", pod_security["runAsUser"]) != 0, name
+            assert security.get("allowPrivilegeEscalation") is False, name
+            assert security.get("readOnlyRootFilesystem") is True, name
+            assert security.get("capabilities", {}).get("drop") == ["ALL"], name
+            resources = container.get("resources", {})
+            for bound in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(resources.get(bound, {})), (name, bound)
+            # The image's ENTRYPOINT (tini) stays PID 1 only when the manifest sets args, not command.
+            assert "command" not in container and container["args"][0] == "agentsearch", name
+            # A read-only root needs writable scratch space where the code writes.
+            mounts = {m["mountPath"] for m in container.get("volumeMounts", [])}
+            assert "/tmp" in mounts, name
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_exactly_one_beat_and_never_two_at_once(builds, build):
+    objects = builds[build]
+    beat = by_kind(objects, "Deployment")["agentsearch-beat"]
+    assert beat["spec"]["replicas"] == 1
+    assert beat["spec"]["strategy"]["type"] == "Recreate"
+    for obj in workloads(objects):
+        for container in pod_spec(obj)["containers"]:
+            runs_beat = container["args"][:2] == ["agentsearch", "beat"] or "--beat" in container["args"]
+            assert runs_beat == (obj is beat), obj["metadata"]["name"]
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_flower_gets_basic_auth_and_nothing_else_does(builds, build):
+    objects = builds[build]
+    for obj in workloads(objects):
+        (container,) = pod_spec(obj)["containers"]
+        env = container_env(objects, container)
+        if component(obj) == "flower":
+            assert container["args"][:2] == ["agentsearch", "flower"]
+            assert settings_from(env).flower_credentials()
+            for probe in ("readinessProbe", "livenessProbe"):
+                assert container[probe]["httpGet"]["path"] == "/healthcheck"
+        else:
+            assert "AGENTSEARCH_FLOWER_BASIC_AUTH" not in env, obj["metadata"]["name"]
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_the_settings_every_process_gets_are_valid(builds, build):
+    objects = builds[build]
+    for obj in workloads(objects):
+        (container,) = pod_spec(obj)["containers"]
+        settings = settings_from(container_env(objects, container))
+        assert not settings.embedded, obj["metadata"]["name"]
+        if component(obj) not in ("beat", "flower"):  # neither touches the database
+            assert settings.database_url.startswith("postgresql"), obj["metadata"]["name"]
+
+
+def test_base_secrets_are_marked_examples(builds):
+    for secret in by_kind(builds["base"], "Secret").values():
+        for key, value in secret["data"].items():
+            assert "CHANGE-ME" in base64.b64decode(value).decode(), (secret["metadata"]["name"], key)
+
+
+def test_migration_job_runs_migrate_once(builds):
+    for objects in builds.values():
+        job = by_kind(objects, "Job")["agentsearch-migrate"]
+        (container,) = pod_spec(job)["containers"]
+        assert container["args"] == ["agentsearch", "migrate"]
+        assert pod_spec(job)["restartPolicy"] == "Never"
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_images_are_pinned(builds, build):
+    for obj in workloads(builds[build]):
+        for container in pod_spec(obj)["containers"]:
+            repository, _, tag = container["image"].rpartition(":")
+            assert repository and tag and "/" not in tag and tag != "latest", container["image"]
+

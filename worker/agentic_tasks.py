@@ -1,0 +1,188 @@
+"""Thin Celery tasks of the agentic modes: one iteration per task, each enqueuing its successor; none waits.
+
+- ``agentic_begin`` (end of the head canvas): keeps the job state for the end, starts one loop per profile;
+- ``agentic_iteration``: reports ``iteration:<n>`` (or ``<profile>:iteration:<n>``) as the job's stage, runs one
+  iteration, stores the loop's state, then enqueues the next iteration, or — when its loop is the last one to
+  stop — ``agentic_finish``;
+- ``agentic_finish``: merges the loops' results, records what the user is shown (seen content), applies the tail;
+- ``agentic_compress`` (in the tail): long documents cut to their query-relevant sentences before the answer;
+- ``run_due_profile_sets`` (Celery beat): a job for every scheduled profile set whose time has come.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from pipeline.agentic.compress import compress_documents
+from pipeline.agentic.jobs import AgenticSpec, LoopPlan, LoopStore, job_documents
+from pipeline.agentic.loop import LoopState, final_documents, next_action, run_iteration
+from pipeline.agentic.runtime import build_compressor, build_tools, vectors_function
+from pipeline.agentic.schedule import claim_due, create_run
+from pipeline.agentic.seen import SeenFilter, SqlSeenStore
+from pipeline.jobs import JobStore
+from pipeline.llm import LLMClient
+from pipeline.services import get_services
+from pipeline.state import AgentSpec, JobState
+from worker.agentic_canvas import build_agentic_tail, build_loops, iteration_step
+from worker.app import app
+from worker.submit import enqueue_job
+
+log = logging.getLogger("agentsearch.worker")
+
+
+def _spec(state: JobState) -> AgenticSpec:
+    return AgenticSpec.model_validate(state.agentic or {})
+
+
+def _plan(services, state: JobState, profile: str) -> LoopPlan:
+    spec = _spec(state)
+    return next(p for p in spec.plans(state.query, state.collections, services.settings.test_mode)
+                if p.profile == profile)
+
+
+def _stage(profile: str, iteration: int) -> str:
+    return f"{profile}:iteration:{iteration}" if profile else f"iteration:{iteration}"
+
+
+@app.task(name="agentsearch.agentic_begin")
+def agentic_begin(state: dict[str, Any]) -> dict[str, Any]:
+    services = get_services()
+    current = JobState.load(state)
+    jobs = JobStore(services.db)
+    # Kept for agentic_finish, which the last loop enqueues long after this task's return value is gone.
+    if not jobs.progress(current.job_id, "agentic", current, keep_state=True):
+        return state
+    store = LoopStore(services.db)
+    plans = _spec(current).plans(current.query, current.collections, services.settings.test_mode)
+    fresh = [p.profile for p in plans if store.start(current.job_id, p.profile, LoopState.start(p.query, p.config))]
+    # A job retried after its worker was lost finds its loops started: they go on from their last saved
+    # iteration. A redelivered copy of this task may fork a loop that way; the fork's first save is refused.
+    running = store.running(current.job_id)
+    if running:
+        build_loops(current.job_id, {p: s.dump() for p, s in running.items()}).apply_async()
+    elif not fresh:
+        app.signature("agentsearch.agentic_finish", args=(current.job_id,), immutable=True).apply_async()
+    return state
+
+
+@app.task(name="agentsearch.agentic_iteration")
+def agentic_iteration(job_id: str, profile: str, loop_state: dict[str, Any]) -> dict[str, Any]:
+    services = get_services()
+    jobs = JobStore(services.db)
+    loop = LoopState.load(loop_state)
+    if not jobs.progress(job_id, _stage(profile, loop.iteration + 1)):
+        return {"job_id": job_id, "profile": profile, "status": "ended"}  # cancelled or reaped: no successor
+    try:
+        job_state = jobs.load_state(job_id)
+        plan = _plan(services, job_state, profile)
+        spec = _spec(job_state)
+        llm = LLMClient.from_settings(services.settings)
+        skip = None
+        if spec.seen.enabled and job_state.user_id:
+            skip = SeenFilter(SqlSeenStore(services.db), uuid.UUID(job_state.user_id), profile, spec.seen,
+                              vectors=vectors_function(services.retriever))
+        tools = build_tools(services.retriever, services.analyzer, plan.targets, loop.config,
+                            model=services.settings.embedding_model, defaults=services.settings.search_defaults(),
+                            llm=llm, skip_seen=skip)
+        loop = run_iteration(loop, tools)
+    except Exception as exc:
+        log.exception("iteration of job %s (%s) failed", job_id, profile or "query")
+        jobs.fail(job_id, f"agentic iteration failed: {type(exc).__name__}: {exc}")
+        raise
+    store = LoopStore(services.db)
+    if not store.save(job_id, profile, loop):
+        return {"job_id": job_id, "profile": profile, "status": "duplicate"}  # a redelivered task: already done
+    if next_action(loop).action == "continue":
+        iteration_step(job_id, profile, loop.dump()).apply_async()
+    elif store.finish(job_id, profile, loop):
+        app.signature("agentsearch.agentic_finish", args=(job_id,), immutable=True).apply_async()
+    return {"job_id": job_id, "profile": profile, "iteration": loop.iteration, "stop_reason": loop.stop_reason}
+
+
+@app.task(name="agentsearch.agentic_finish")
+def agentic_finish(job_id: str) -> dict[str, Any]:
+    services = get_services()
+    jobs = JobStore(services.db)
+    if not jobs.progress(job_id, "agentic_merge"):
+        return {"job_id": job_id, "status": "ended"}
+    started = time.perf_counter()
+    state = jobs.load_state(job_id)
+    spec = _spec(state)
+    states = LoopStore(services.db).states(job_id)
+    documents, summary = job_documents(spec, states, services.settings.max_top_k)
+    state.documents = documents
+    state.metadata["agentic"] = summary
+    state.metadata["search"] = {"mode": spec.mode, "returned": len(documents),
+                                "iterations": {p or "query": s.iteration for p, s in states.items()}}
+    if state.user_id:
+        _record_seen(services, state, spec, states, documents)
+    state.timings_ms["agentic"] = round(sum(r.duration_ms for s in states.values() for r in s.history), 3)
+    state.timings_ms["agentic_merge"] = round((time.perf_counter() - started) * 1000, 3)
+    jobs.progress(job_id, "agentic_merge", state)
+    _, snapshot = jobs.initial_state(job_id)
+    specs = [AgentSpec.model_validate(s) for s in snapshot]
+    build_agentic_tail(job_id, specs, services.settings.default_agent_timeout_s).apply_async((state.dump(),))
+    return {"job_id": job_id, "documents": len(documents)}
+
+
+def _record_seen(services, state: JobState, spec: AgenticSpec, states: dict[str, LoopState], returned) -> None:
+    """What the job returns, per profile, so later runs of this user can skip it."""
+    returned_keys = {(d.metadata.get("collection_id"), d.id) for d in returned}
+    store = SqlSeenStore(services.db)
+    vectors = vectors_function(services.retriever)
+    for profile, loop in states.items():
+        docs = [j.document for j in final_documents(loop)
+                if (j.document.metadata.get("collection_id"), j.document.id) in returned_keys]
+        if not docs:
+            continue
+        try:
+            found = vectors(docs)
+        except Exception:  # noqa: BLE001 - recorded without vectors, ids and URLs still match later
+            found = {}
+        source = f"job:{state.job_id}" if spec.source == "job" else spec.source
+        store.record(uuid.UUID(state.user_id), profile, source, docs, found, job_id=uuid.UUID(state.job_id))
+
+
+@app.task(name="agentsearch.agentic_compress")
+def agentic_compress(state: dict[str, Any]) -> dict[str, Any]:
+    services = get_services()
+    current = JobState.load(state)
+    jobs = JobStore(services.db)
+    # With the post-search agents' records, which do not write their own (worker.tasks._agent_task).
+    if not jobs.progress(current.job_id, "compress", current):
+        return state
+    config = _spec(current).iterative
+    if not config.compress or not current.documents:
+        return state
+    started = time.perf_counter()
+    compressor = build_compressor(services.analyzer, config, LLMClient.from_settings(services.settings))
+    current.documents, records = compress_documents(current.original_query or current.query, current.documents,
+                                                    compressor, config.compress_concurrency)
+    current.metadata["compression"] = [r.model_dump() for r in records if r.method != "unchanged"]
+    current.timings_ms["compress"] = round((time.perf_counter() - started) * 1000, 3)
+    jobs.progress(current.job_id, "compress", current)
+    return current.dump()
+
+
+@app.task(name="agentsearch.run_due_profile_sets")
+def run_due_profile_sets() -> list[str]:
+    """Periodic (Celery beat): one job per scheduled profile set that is due."""
+    services = get_services()
+    started: list[str] = []
+    for set_id in claim_due(services.db):
+        created = create_run(services.db, services.settings, set_id, trigger="schedule")
+        if created is None:
+            continue
+        job_id, state = created
+        try:
+            JobStore(services.db).record_tasks(job_id, enqueue_job(job_id, [], state,
+                                                                   services.settings.default_agent_timeout_s))
+            started.append(job_id)
+        except Exception as exc:  # noqa: BLE001 - the run is failed with why; the schedule goes on
+            JobStore(services.db).fail(job_id, f"scheduled run could not be enqueued: {type(exc).__name__}: {exc}")
+    if started:
+        log.info("profile sets: started %d scheduled runs", len(started))
+    return started
