@@ -8,6 +8,7 @@
     agentsearch eval iterative ...                     iterative mode vs single-shot search (BEIR)
     agentsearch agents list [--json]                   the registered agents
     agentsearch users create NAME | list | new-key NAME | revoke PREFIX    API users and their keys
+    agentsearch bench hop --agents N --jobs M [--json OUT]          per-agent hop vs a raw Celery chain
 
 ``ingest`` and ``search`` talk to the API at AGENTSEARCH_API_URL with AGENTSEARCH_API_KEY; unset, they start one in
 this process and act as the local user.
@@ -549,3 +550,43 @@ def users_list() -> None:
         for k in user.keys:
             state = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "live"
             click.echo(f"    {k.prefix}...  {state:<24} {k.label}")
+
+
+@main.group("bench")
+def bench_group() -> None:
+    """Benchmarks; `make bench` runs the whole suite and writes BENCHMARKS.md."""
+
+
+def _bench_module(name: str):
+    # The benchmarks live in the repository's bench/ directory, not in the installed package.
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    import importlib
+
+    try:
+        return importlib.import_module(f"bench.{name}")
+    except ImportError as exc:
+        fail(f"the benchmarks need a source checkout with bench/ ({exc})")
+
+
+@bench_group.command("hop")
+@click.option("--agents", type=click.IntRange(1, 100), default=20, show_default=True,
+              help="No-op agents per job, and extra tasks per raw chain (N).")
+@click.option("--jobs", type=click.IntRange(1), default=30, show_default=True, help="Jobs and chains of each kind.")
+@click.option("--attach", is_flag=True,
+              help="Use the running stack of AGENTSEARCH_API_URL, _API_KEY, _BROKER_URL and _RESULT_BACKEND, whose "
+                   "workers run with AGENTSEARCH_AGENT_MODULES='[\"bench.agents\"]' and "
+                   "AGENTSEARCH_WORKER_IMPORTS='[\"bench.noop_tasks\"]'; default: start a local stack of its own.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help='Write {"pipeline_hop_ms", "raw_celery_hop_ms", "ratio"} here.')
+def bench_hop(agents: int, jobs: int, attach: bool, json_out: Path | None) -> None:
+    """Per-agent hop: jobs with N no-op agents beside raw Celery chains of N no-op tasks, same Redis and workers."""
+    hop = _bench_module("hop")
+    try:
+        result = hop.run_standalone(agents, jobs, attach)
+    except RuntimeError as exc:
+        fail(str(exc))
+    figures = hop.public(result)
+    if json_out is not None:
+        json_out.write_text(json.dumps(figures) + "\n")
+    click.echo(json.dumps(figures))

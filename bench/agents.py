@@ -4,6 +4,8 @@
   because a job lists each agent once; they keep the contract's defaults (cacheable, default timeout), so a job
   with a new query takes the runner's whole path: breaker check, cache lookup and lock, the call in its deadline
   thread, the cache write, the breaker and metrics records.
+- ``bench_skip_search``: hands the query back and asks for no search, so a job is made of its agent steps and
+  the steps every job has (search, answer, assemble) without their variable work.
 - ``bench_sleep_pre`` and ``bench_sleep_post``: sleep ``SLEEP_S`` and pass their input through, standing in for an
   agent that waits on an LLM; not cacheable, so every job waits.
 """
@@ -46,6 +48,14 @@ for _agent_id in noop_agent_ids(NOOP_AGENTS):
     # Module-level names: the registry registers the Agent classes it finds among a module's members.
     globals()[_agent_id] = type(_agent_id, (_NoopAgent,), {"agent_id": _agent_id, "__module__": __name__})
 del _agent_id
+
+
+class SkipSearch(PreSearchAgent):
+    agent_id = "bench_skip_search"
+    description = "Hands the query back and asks for no search (benchmark of the per-agent hop)."
+
+    def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
+        return PreSearchOutput(query=inp.query, skip_search=True)
 
 
 class SleepConfig(AgentConfig):

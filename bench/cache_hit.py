@@ -26,7 +26,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, machine  # noqa: E402
+from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, machine, wait_idle  # noqa: E402
 from pipeline.evaluation import percentile  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,6 +66,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agentsearch-bench-") as tmp, bench_stack(Path(tmp)) as stack:
+        wait_idle(stack)
         result = measure(Target.of(stack), args.requests)
     hit, read = result["cache_hit_ms"], result["collection_read_ms"]
     table = (

@@ -120,3 +120,27 @@ def machine() -> dict[str, str]:
         "Python": platform.python_version(),
         "OS": platform.platform(),
     }
+
+
+def _cpu_ticks(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def wait_idle(stack: DevStack, timeout_s: float = 180, window_s: float = 2.0) -> float:
+    """Wait until the workers' processes stop computing (each prefork child loads the embedding model in a
+    background thread after it reports ready): a benchmark must not share the CPU with that. Seconds waited."""
+    started = time.monotonic()
+    pids = [p.pid for p in stack.worker_procs] + [c for i in range(len(stack.worker_procs))
+                                                   for c in stack.worker_children(i)]
+    before = sum(_cpu_ticks(p) for p in pids)
+    while time.monotonic() - started < timeout_s:
+        time.sleep(window_s)
+        now = sum(_cpu_ticks(p) for p in pids)
+        if now - before <= 0.05 * window_s * os.sysconf("SC_CLK_TCK"):  # under 5% of one core
+            break
+        before = now
+    return time.monotonic() - started

@@ -2,17 +2,19 @@
 
 What is measured, one job or chain at a time, on the same Redis and the same worker processes:
 
-- a job through the API (``POST /v1/search``, keyword search over a one-document collection, extractive answer,
-  no response agents) with N no-op pre-search agents (``bench.agents``), and the same job with none; its wall
-  time is ``finished_at - created_at`` of its row: from the API creating it to ``assemble`` ending it. Each job
-  has a query of its own, so no cache answers for it: every agent step takes the runner's whole path.
-- a Celery chain of no-op tasks (``bench.noop_tasks``) of N + 1 tasks, and of 1 task, sent by this process with
-  the agent steps' time limits and a payload the size of a job's first state; its wall time runs from just before
-  ``apply_async`` to the end stamp the last task returns.
+- jobs through the API (``POST /v1/search``, no response agents) whose first agent, ``bench_skip_search``, asks
+  for no search, so every job is its agent steps plus core_search, generate_answer and assemble without their
+  variable work (an embedding, a Milvus query); "with": N no-op pre-search agents after it (``bench.agents``),
+  "without": none. A job's wall time is ``finished_at - created_at`` of its row: from the API creating it to
+  ``assemble`` ending it. Each job has a query of its own, so no cache answers for it: every agent step takes the
+  runner's whole path (breaker, cache lookup and lock, deadline thread, cache write, metrics).
+- Celery chains of N + 1 and of 1 no-op tasks (``bench.noop_tasks``), sent from this process with the agent steps'
+  time limits and a payload the size of a job's first state; a chain's wall time runs from just before
+  ``apply_async`` to the end stamp its last task returns.
 
-    hop = (median wall time with N - median wall time without) / N
+    hop = (median wall time with - median wall time without) / N
 
-for each, and their ratio. The two kinds alternate, in a rotating order, so load on the machine falls on both.
+for each, and their ratio. The four kinds alternate in a rotating order, so load on the machine falls on all.
 
     .venv/bin/python bench/hop.py --agents 20 --jobs 30 [--json out.json]
     .venv/bin/agentsearch bench hop --agents 20 --jobs 30 --json out.json      # the same
@@ -33,9 +35,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.agents import noop_agent_ids  # noqa: E402
-from bench.common import Target, bench_stack, ingest, job_wall_ms, summary  # noqa: E402
+from bench.common import Target, bench_stack, job_wall_ms, summary, wait_idle  # noqa: E402
 
-DOCUMENT = {"id": "hop-1", "title": "Hop benchmark", "text": "Solar energy output rose in the benchmark year."}
+BASE_AGENTS = ["bench_skip_search"]
 RAW_TASK = "bench.noop"
 KINDS = ("pipeline_with", "pipeline_without", "raw_with", "raw_without")
 
@@ -59,14 +61,21 @@ def _celery_client(target: Target):
     return client
 
 
+def _collection(target: Target) -> str:
+    """An empty collection: the jobs never search it."""
+    with target.http() as http:
+        created = http.post("/v1/collections", json={"name": f"bench-hop-{uuid.uuid4().hex[:8]}"})
+        created.raise_for_status()
+        return created.json()["id"]
+
+
 def _first_state(collection_id: str) -> dict:
     """A payload the size of a job's first state, for the raw chain to carry."""
     from pipeline.state import JobState
 
     query = "benchmark solar energy raw 0000"
     return JobState(job_id=str(uuid.uuid4()), collection_id=collection_id, user_id=str(uuid.uuid4()), query=query,
-                    original_query=query, top_k=1, search={"strategy": "keyword"},
-                    collections={collection_id: 1}).dump()
+                    original_query=query, collections={collection_id: 0}).dump()
 
 
 def _raw_chain_ms(client, tasks: int, payload: dict) -> float:
@@ -85,8 +94,7 @@ def _raw_chain_ms(client, tasks: int, payload: dict) -> float:
 
 def _pipeline_job_ms(http, collection_id: str, agent_ids: list[str], query: str) -> float:
     response = http.post("/v1/search", params={"wait": 60}, json={
-        "collection_id": collection_id, "query": query, "agents": agent_ids, "top_k": 1, "use_cache": False,
-        "search": {"strategy": "keyword"}})
+        "collection_id": collection_id, "query": query, "agents": BASE_AGENTS + agent_ids, "use_cache": False})
     job = response.json()
     if response.status_code != 200 or job.get("status") != "succeeded":
         raise RuntimeError(f"hop job did not succeed in time: {response.status_code} {response.text[:500]}")
@@ -100,7 +108,7 @@ def measure(target: Target, agents: int = 20, jobs: int = 30, warmup: int = 3,
             collection_id: str | None = None) -> dict:
     """Run the four kinds ``jobs`` times each (after ``warmup`` unrecorded rounds); figures and wall times."""
     agent_ids = noop_agent_ids(agents)
-    collection_id = collection_id or ingest(target, f"bench-hop-{uuid.uuid4().hex[:6]}", [DOCUMENT])
+    collection_id = collection_id or _collection(target)
     payload = _first_state(collection_id)
     client = _celery_client(target)
     walls: dict[str, list[float]] = {kind: [] for kind in KINDS}
@@ -141,6 +149,7 @@ def run_standalone(agents: int, jobs: int, attach: bool = False) -> dict:
         return measure(Target(settings.api_url, settings.api_key, settings.broker_url, settings.result_backend),
                        agents, jobs)
     with tempfile.TemporaryDirectory(prefix="agentsearch-bench-") as tmp, bench_stack(Path(tmp)) as stack:
+        wait_idle(stack)
         return measure(Target.of(stack), agents, jobs)
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import SCIFACT, Target, bench_stack, ingest, job_wall_ms, summary  # noqa: E402
+from bench.common import SCIFACT, Target, bench_stack, ingest, job_wall_ms, summary, wait_idle  # noqa: E402
 
 PRE_SEARCH = ["language_detector", "acronym_resolver", "spell_checker"]
 POST_SEARCH = ["reranker", "deduplicator", "relevance_filter"]
@@ -121,6 +121,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=20)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agentsearch-bench-") as tmp, bench_stack(Path(tmp)) as stack:
+        wait_idle(stack)
         print(json.dumps(measure(stack, args.docs, args.queries), indent=2))
 
 

@@ -25,7 +25,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.agents import SLEEP_S  # noqa: E402
-from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, job_wall_ms, summary  # noqa: E402
+from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, job_wall_ms, summary, wait_idle  # noqa: E402
 
 AGENTS = ["bench_sleep_pre", "bench_sleep_post"]
 QUERY = "What was Northwind Energy's revenue in Q4 2025?"
@@ -68,6 +68,7 @@ def measure(stack, jobs: int = 12, warmup: int = 2) -> dict:
     one = _batch(target, collection_id, jobs, "one process")
     index = stack.add_worker(concurrency=1)
     stack.wait_worker_ready(index)
+    wait_idle(stack)
     _batch(target, collection_id, warmup * 2, "warm-up 2")
     two = _batch(target, collection_id, jobs, "two processes")
     return {"sleep_s_per_agent": SLEEP_S, "agents": AGENTS, "one_process": one, "two_processes": two,
@@ -80,6 +81,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agentsearch-bench-") as tmp, \
             bench_stack(Path(tmp), workers=1, concurrency=1) as stack:
+        wait_idle(stack)
         print(json.dumps(measure(stack, args.jobs), indent=2))
 
 

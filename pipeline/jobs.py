@@ -5,6 +5,8 @@ Usage::
     jobs = JobStore(db)
     jobs.progress(job_id, "core_search", state)
     jobs.succeed(job_id, response, runs)
+
+    ledger = StepLedger(redis_client, ttl_s=3600)     # each step's output, once per job (see StepLedger)
 """
 
 from __future__ import annotations
@@ -212,7 +214,7 @@ class JobStore:
                     job.attempts += 1
                     job.deadline_at = now + timedelta(seconds=deadline_s)
                     job.stage_log = [*(job.stage_log or []), {"stage": "retry", "at": now.isoformat(),
-                                                              "reason": f"worker {orphans[job.id]} lost {where}"}]
+                                                              "reason": f"worker lost {where} ({orphans[job.id]})"}]
                     retried.append(str(job.id))
                 else:
                     job.status, job.finished_at = "failed", now

@@ -6,10 +6,12 @@ response-agent task never raises, so the chord's callback always runs.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from celery import states
@@ -45,6 +47,8 @@ DB_RETRY = dict(autoretry_for=DB_UNAVAILABLE, retry_backoff=1, retry_backoff_max
 # How long assemble waits for a response agent's record the chord did not bring: 10 tries, 2 s apart (within
 # DB_RETRY's max_retries, whose count it shares).
 ASSEMBLE_WAITS, ASSEMBLE_WAIT_S = 10, 2
+# How long a finished response agent's artifact waits for the database to come back before it is given up.
+ARTIFACT_SAVE_WAIT_S = 30.0
 
 _ledgers: dict[int, StepLedger] = {}
 
@@ -174,7 +178,8 @@ def response_agent(self, state: dict[str, Any], spec: dict[str, Any]) -> dict[st
             return done  # this agent already made its artifact for this job: it is not called twice
         if status in TERMINAL:
             return skipped(f"job already {status}")  # a late copy: the job no longer waits for it
-        run = stages.response_step(JobState.load(state), agent_spec, services.runner, services.artifacts)
+        run = stages.response_step(JobState.load(state), agent_spec, services.runner,
+                                   _PatientArtifacts(services.artifacts, ARTIFACT_SAVE_WAIT_S))
     except DB_UNAVAILABLE as exc:
         if self.request.retries < DB_RETRY["max_retries"]:
             # A retry is not a failure: the chord counts this header task when the retry returns.
@@ -184,6 +189,32 @@ def response_agent(self, state: dict[str, Any], spec: dict[str, Any]) -> dict[st
         log.exception("response agent %s failed outside the runner", agent_spec.agent_id)
         run = _failed_run(agent_spec, "timeout" if isinstance(exc, SoftTimeLimitExceeded) else "error", exc)
     return ledger.put(job_id, key, run.model_dump(mode="json"))
+
+
+class _PatientArtifacts:
+    """Artifact storage that waits out a short database outage instead of losing a finished agent's artifact.
+
+    Measured in the PostgreSQL drill (docs/reliability.md): 1 of 12 jobs in flight lost its artifact, recorded as
+    the agent's error, because the database went away while the agent was rendering. Retrying the whole task would
+    call the agent again; waiting here keeps its work. The task's soft time limit still bounds the wait.
+    """
+
+    def __init__(self, store, wait_s: float) -> None:
+        self.store, self.wait_s = store, wait_s
+
+    def save(self, job_id: str, artifact):
+        deadline, delay = time.monotonic() + self.wait_s, 0.5
+        while True:
+            try:
+                return self.store.save(job_id, artifact)
+            except DB_UNAVAILABLE:
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def __getattr__(self, name: str):
+        return getattr(self.store, name)
 
 
 def _failed_run(spec: AgentSpec, status: str, exc: BaseException) -> AgentRun:
@@ -248,24 +279,58 @@ def assemble(self, records: list[dict[str, Any]], job_id: str) -> dict[str, Any]
     return {"job_id": job_id, "status": "succeeded"}
 
 
-def _task_nodes(task_ids: list[str]) -> set[str]:
-    """The nodes these tasks were last seen running on: a started task's result holds its node's name until the
-    task ends (task_track_started)."""
+def _started_nodes(task_ids: list[str]) -> set[str]:
+    """The nodes these tasks were seen starting on: a started task's result holds its node's name until the task
+    ends (task_track_started)."""
     backend = app.backend
     client = getattr(backend, "client", None)
     if client is None or not task_ids:
         return set()
     nodes = set()
-    try:
-        for raw in client.mget([backend.get_key_for_task(t) for t in task_ids]):
-            if raw is None:
-                continue
-            meta = backend.decode_result(raw)
-            if meta.get("status") == states.STARTED and isinstance(meta.get("result"), dict):
-                nodes.add(meta["result"].get("hostname"))
-    except Exception:  # noqa: BLE001 - without the answer the reaper goes by the job's last node only
-        log.warning("could not read the states of tasks %s", task_ids[:3], exc_info=True)
+    for raw in client.mget([backend.get_key_for_task(t) for t in task_ids]):
+        if raw is None:
+            continue
+        meta = backend.decode_result(raw)
+        if meta.get("status") == states.STARTED and isinstance(meta.get("result"), dict):
+            nodes.add(meta["result"].get("hostname"))
     return {n for n in nodes if n}
+
+
+def _held_task_ids() -> set[str]:
+    """Task ids whose message a consumer holds unacknowledged (kombu's Redis transport keeps them in the broker's
+    ``unacked`` hash until the ack, or until the visibility timeout hands them out again)."""
+    url = str(get_services().settings.broker_url)
+    if not url.startswith("redis"):
+        return set()
+    held = set()
+    for raw in connect_redis(url).hvals("unacked"):
+        try:
+            held.add(json.loads(raw)[0]["headers"]["id"])
+        except (ValueError, LookupError, TypeError):
+            continue
+    return held
+
+
+def _lost_task_nodes() -> Callable[[list[str]], set[str]]:
+    """For one sweep: the nodes holding a job's started, unacknowledged tasks.
+
+    A started state alone is not enough. A task killed with its process on a live node goes back to the queue and
+    keeps its old started state until it runs again: measured under the kill drill, judging by the state alone
+    sent 15 jobs round a second time when the node they had once started on died.
+    """
+    held: set[str] | None = None
+
+    def nodes(task_ids: list[str]) -> set[str]:
+        nonlocal held
+        try:
+            if held is None:
+                held = _held_task_ids()
+            return _started_nodes([t for t in task_ids if t in held])
+        except Exception:  # noqa: BLE001 - without the answer the reaper goes by the job's last node only
+            log.warning("could not tell where the tasks of a job run", exc_info=True)
+            return set()
+
+    return nodes
 
 
 @app.task(name="agentsearch.reap_jobs")
@@ -278,7 +343,7 @@ def reap_jobs() -> dict[str, list[str]]:
     services = get_services()
     jobs = JobStore(services.db)
     result = jobs.reap(alive_nodes=alive_nodes(), deadline_s=services.settings.job_deadline_s,
-                       task_nodes=_task_nodes)
+                       task_nodes=_lost_task_nodes())
     for job_id in result.failed:
         end_job_trace(jobs, job_id)
     for job_id in result.retried:

@@ -67,19 +67,24 @@ class IterativeConfig(BaseModel):
     @field_validator("search")
     @classmethod
     def _valid_search(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if "top_k" in value:
-            raise ValueError("top_k is set by the loop (per_iteration); leave it out of search")
-        try:
-            SearchConfig(**value)
-        except ValidationError as exc:
-            raise ValueError(f"invalid search overrides: {exc.errors()[0]['msg']}") from None
-        return value
+        return check_search_overrides(value)
 
     @model_validator(mode="after")
     def _compression_shrinks(self) -> "IterativeConfig":
         if self.compress and self.compress_max_chars >= self.compress_min_chars:
             raise ValueError("compress_max_chars must be below compress_min_chars")
         return self
+
+
+def check_search_overrides(value: dict[str, Any]) -> dict[str, Any]:
+    """``SearchConfig`` overrides as the loop takes them: valid, and without ``top_k`` (the loop sets it)."""
+    if "top_k" in value:
+        raise ValueError("top_k is set by the loop (per_iteration); leave it out of search")
+    try:
+        SearchConfig(**value)
+    except ValidationError as exc:
+        raise ValueError(f"invalid search overrides: {exc.errors()[0]['msg']}") from None
+    return value
 
 
 def reduced_for_test_mode(config: IterativeConfig) -> IterativeConfig:

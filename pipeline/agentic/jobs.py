@@ -54,6 +54,8 @@ class AgenticSpec(BaseModel):
         if test_mode:
             config = reduced_for_test_mode(config)
         parsed = list(ProfileSet(profiles=profiles).profiles) if profiles else []
+        for profile in parsed:
+            profile.iterative_config(config)  # a combination that does not hold is refused now, not in a worker
         policy = SeenPolicy.model_validate({"enabled": bool(parsed), "window_days": window_days,
                                             "near_duplicate": near_duplicate, **(seen or {})})
         return cls(iterative=config, profiles=parsed, seen=policy, source=source)

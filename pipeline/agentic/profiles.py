@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pipeline.agentic.config import IterativeConfig, Thresholds
+from pipeline.agentic.config import IterativeConfig, Thresholds, check_search_overrides
 from pipeline.agentic.loop import JudgedDocument
 
 RESERVED_NAMES = frozenset({"total", "by_category_count"})
@@ -49,6 +49,11 @@ class Profile(BaseModel):
         if value in RESERVED_NAMES:
             raise ValueError(f"{value!r} is a key of the merged result; choose another name")
         return value
+
+    @field_validator("search")
+    @classmethod
+    def _search(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_search_overrides(value)
 
     @field_validator("query_template")
     @classmethod

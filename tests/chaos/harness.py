@@ -41,6 +41,8 @@ class ChaosStack(DevStack):
                 "AGENTSEARCH_JOB_DEADLINE_S": str(JOB_DEADLINE_S),
                 "AGENTSEARCH_REAPER_INTERVAL_S": str(REAPER_INTERVAL_S),
                 "AGENTSEARCH_WORKER_SOFT_SHUTDOWN_TIMEOUT_S": str(SOFT_SHUTDOWN_S),
+                # Two worker nodes on one host share its cores: one torch thread per pool process.
+                "OMP_NUM_THREADS": "1",
             },
         )
         self.collection_id = ""
@@ -74,6 +76,26 @@ class ChaosStack(DevStack):
             if all(rows.get(j) in TERMINAL for j in job_ids) or time.monotonic() > deadline:
                 return self.jobs(job_ids)
             time.sleep(1.0)
+
+
+def use_agents(stack: ChaosStack, *configs: dict) -> list[str]:
+    """Make these agent configs the drill collection's whole agent set; returns their ids."""
+    with stack.http() as http:
+        ids = []
+        for body in configs:
+            created = http.post("/v1/agent-configs", json=body)
+            assert created.status_code == 201, created.text
+            ids.append(created.json()["id"])
+        response = http.put(f"/v1/collections/{stack.collection_id}/agents",
+                            json={"agents": [{"agent_config_id": i} for i in ids]})
+        assert response.status_code == 200, response.text
+    return ids
+
+
+def use_drill_agents(stack: ChaosStack, **work) -> None:
+    """One pre-search step and one response agent, both logging their side effects."""
+    use_agents(stack, *({"agent_id": agent_id, "config": {"log_dir": str(stack.call_logs), **work}, "timeout_s": 60}
+                        for agent_id in ("chaos_step", "chaos_responder")))
 
 
 def search_body(stack: ChaosStack, query: str, **extra) -> dict:

@@ -31,26 +31,13 @@ from tests.chaos.harness import (
     side_effects,
     submit,
     submit_paced,
+    use_drill_agents,
 )
 
 JOBS = 200
 KILL_EVERY_S = 5.0
 NODE_KILL_AT_S = 40.0
 SUBMIT_PER_S = 4.0
-
-
-def use_drill_agents(stack, **work) -> None:
-    """The collection's agents: one pre-search step and one response agent, both logging their side effects."""
-    with stack.http() as http:
-        ids = []
-        for agent_id in ("chaos_step", "chaos_responder"):
-            created = http.post("/v1/agent-configs", json={
-                "agent_id": agent_id, "config": {"log_dir": str(stack.call_logs), **work}, "timeout_s": 60})
-            assert created.status_code == 201, created.text
-            ids.append(created.json()["id"])
-        response = http.put(f"/v1/collections/{stack.collection_id}/agents",
-                            json={"agents": [{"agent_config_id": i} for i in ids]})
-        assert response.status_code == 200, response.text
 
 
 class Killer(threading.Thread):

@@ -55,6 +55,9 @@ def test_seen_dedup_is_on_for_profiles_and_off_for_a_plain_iterative_search():
     assert not AgenticSpec.for_request(None, [{"name": "a"}], {"enabled": False}, test_mode=False).seen.enabled
     with pytest.raises(ValidationError):
         AgenticSpec.for_request({"target": 0}, None, None, test_mode=False)
+    with pytest.raises(ValidationError, match="must not exceed 1"):  # each part valid, the combination not
+        AgenticSpec.for_request({"search": {"recency_weight": 0.6}},
+                                [{"name": "a", "search": {"authority_weight": 0.6}}], None, test_mode=False)
 
 
 def test_plans_render_each_profile_and_test_mode_reduces_them_all():
@@ -154,6 +157,8 @@ def test_a_run_is_a_queued_job_with_its_spec_and_a_link_to_the_set(tmp_path, db)
         assert job.status == "queued" and JobState.load(job.initial_state) == state
         run = s.query(ProfileRun).one()
         assert (run.profile_set_id, run.trigger) == (set_id, "schedule")
+    _, reduced = create_run(db, Settings(data_dir=tmp_path, test_mode=True), set_id)
+    assert AgenticSpec.model_validate(reduced.agentic).iterative.max_iterations == 1
     other = uuid.uuid4()
     with db.session() as s:
         s.add(User(id=other, name="someone-else"))

@@ -131,6 +131,8 @@ def test_profiles_are_validated_when_built():
         ProfileSet(profiles=[Profile(name="a"), Profile(name="a")])
     with pytest.raises(ValidationError):
         Profile(name="Has Spaces")
+    with pytest.raises(ValidationError, match="invalid search overrides"):
+        Profile(name="x", search={"strategy": "fuzzy"})
 
 
 def test_a_profile_renders_its_query_and_overrides_the_jobs_settings():

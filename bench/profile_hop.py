@@ -1,0 +1,81 @@
+"""Where an agent step's time goes: py-spy samples the worker's processes while hop jobs run, then a breakdown.
+
+Needs py-spy (``.venv/bin/pip install py-spy``; attaching to a process needs ptrace rights, e.g. root). Starts a
+stack like ``bench/hop.py``, runs jobs of N no-op agents back to back for ``--seconds``, sampling every prefork
+process of the worker (``--idle``: waiting on a socket counts, because round trips are what a step waits for), and
+prints the share of the agent tasks' wall time under each frame below ``--anchor``.
+
+    .venv/bin/python bench/profile_hop.py --seconds 40 [--raw out.txt] [--anchor _agent_task] [--depth 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import hop  # noqa: E402
+from bench.agents import noop_agent_ids  # noqa: E402
+from bench.common import Target, bench_stack, wait_idle  # noqa: E402
+
+SITE = re.compile(r"\(/\S*/site-packages/")
+
+
+def breakdown(raw: Path, anchor: str, depth: int = 1, top: int = 25) -> list[tuple[float, str]]:
+    """Inclusive share of the samples under ``anchor`` for each frame up to ``depth`` levels below it."""
+    total, shares = 0, collections.Counter()
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        at = next((i for i, f in enumerate(frames) if f.startswith(anchor + " ")), None)
+        if at is None:
+            continue
+        total += int(count)
+        for frame in dict.fromkeys(frames[at + 1 : at + 1 + depth]):
+            shares[SITE.sub("(", frame)] += int(count)
+    return [(100 * n / total, frame) for frame, n in shares.most_common(top)] if total else []
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=20)
+    parser.add_argument("--seconds", type=int, default=40)
+    parser.add_argument("--rate", type=int, default=250, help="samples per second")
+    parser.add_argument("--raw", type=Path, default=None, help="keep py-spy's collapsed stacks here")
+    parser.add_argument("--anchor", default="_agent_task")
+    parser.add_argument("--depth", type=int, default=1)
+    args = parser.parse_args()
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        sys.exit("py-spy is not installed: .venv/bin/pip install py-spy")
+    with tempfile.TemporaryDirectory(prefix="agentsearch-profile-") as tmp, bench_stack(Path(tmp)) as stack:
+        wait_idle(stack)
+        target = Target.of(stack)
+        raw = args.raw or Path(tmp) / "stacks.txt"
+        hop.measure(target, agents=args.agents, jobs=1, warmup=1)  # imports, connections, registry
+        collection_id = hop._collection(target)
+        recorder = subprocess.Popen([spy, "record", "-p", str(stack.worker_procs[0].pid), "--subprocesses", "--idle",
+                                     "-r", str(args.rate), "-f", "raw", "-o", str(raw), "-d", str(args.seconds)])
+        jobs, deadline = 0, time.monotonic() + args.seconds - 2
+        with target.http() as http:
+            while time.monotonic() < deadline:
+                hop._pipeline_job_ms(http, collection_id, noop_agent_ids(args.agents), f"profile hop {jobs}")
+                jobs += 1
+        recorder.wait()
+        steps = jobs * (args.agents + 1)
+        print(f"{jobs} jobs, {steps} agent steps sampled")
+        for share, frame in breakdown(raw, args.anchor, args.depth):
+            print(f"{share:5.1f}%  {frame}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,321 @@
+"""The benchmark suite (``make bench``): six measurements, one run, written to BENCHMARKS.md.
+
+1. per-agent hop: a job step beside a bare Celery task (``bench/hop.py``);
+2. whole-job cache hit through the API (``bench/cache_hit.py``);
+3. uncached default job on SciFact, with and without artifacts (``bench/scifact.py``);
+4. jobs/s with one worker process, then two, on waiting agents (``bench/throughput.py``);
+5. ingestion chunks/s beside the embedding model's own (``bench/ingest.py``), and through the stack;
+6. peak RSS of a worker process with the model loaded (``bench/scifact.py``).
+
+Order: 5 first (in this process, before any stack runs), then one stack (one worker, two prefork processes) for 1,
+2, 3 and 6, then a stack of one-process workers for 4. Medians and ratios come from this one run: the machines are
+shared and noisy, so the load average is recorded before each benchmark. BENCHMARKS.md keeps everything outside
+its generated block; the raw figures also go to ``bench/results/suite.json``.
+
+    .venv/bin/python bench/suite.py                      # the full run (about 15 minutes on 2 cores)
+    .venv/bin/python bench/suite.py --quick              # small parameters, to try the suite out
+    .venv/bin/python bench/suite.py --quiet-load 2.5 --quiet-wait-s 1200    # wait for a quiet machine first
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import cache_hit, hop, ingest, scifact, throughput  # noqa: E402
+from bench.common import REPO, Target, bench_stack, load_average, machine, wait_idle  # noqa: E402
+
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+GOALS = {"hop_ratio": 1.25, "cache_hit_p50_ms": 5.0, "throughput_ratio": 1.8}
+
+
+def wait_for_quiet(threshold: float, wait_s: float) -> dict:
+    """Poll the 1-minute load average until it is below ``threshold`` or ``wait_s`` has passed."""
+    started = time.monotonic()
+    while True:
+        one = load_average()[0]
+        if one < threshold or time.monotonic() - started >= wait_s:
+            return {"threshold": threshold, "waited_s": round(time.monotonic() - started), "quiet": one < threshold,
+                    "load_1m": one}
+        print(f"load average {one:.2f} >= {threshold}: waiting", flush=True)
+        time.sleep(15)
+
+
+def run(args) -> dict:
+    result: dict = {"started": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
+                    "loads": {}}
+    if args.quiet_load:
+        result["quiet"] = wait_for_quiet(args.quiet_load, args.quiet_wait_s)
+    result["load_at_start"] = load_average()
+
+    def step(name: str, fn):
+        result["loads"][name] = load_average()
+        print(f"== {name} (load {result['loads'][name][0]:.2f})", flush=True)
+        started = time.monotonic()
+        value = fn()
+        print(json.dumps(value, default=str)[:2000], flush=True)
+        result[name] = value
+        result.setdefault("seconds", {})[name] = round(time.monotonic() - started, 1)
+
+    step("ingest", lambda: ingest.measure(docs=args.ingest_docs, rounds=args.ingest_rounds))
+    with tempfile.TemporaryDirectory(prefix="agentsearch-bench-") as tmp:
+        with bench_stack(Path(tmp) / "a", workers=1, concurrency=2) as stack:
+            wait_idle(stack)
+            target = Target.of(stack)
+            step("hop", lambda: hop.measure(target, args.hop_agents, args.hop_jobs))
+            step("cache_hit", lambda: cache_hit.measure(target, args.cache_requests))
+            step("scifact", lambda: scifact.measure(stack, args.scifact_docs, args.scifact_queries))
+        with bench_stack(Path(tmp) / "b", workers=1, concurrency=1) as stack:
+            wait_idle(stack)
+            step("throughput", lambda: throughput.measure(stack, args.throughput_jobs))
+    result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+    return result
+
+
+# -- the report --------------------------------------------------------------------------------------------------
+
+
+def _goal(value: float, goal: float, at_most: bool) -> str:
+    met = value <= goal if at_most else value >= goal
+    sign = "≤" if at_most else "≥"
+    if met:
+        return f"met ({value:.2f} {sign} {goal:g})"
+    off = (value - goal) / goal * 100
+    return f"**missed** by {abs(off):.0f}% ({value:.2f}, goal {sign} {goal:g})"
+
+
+def _ms(v: float) -> str:
+    return f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def _load(result: dict, name: str) -> str:
+    one, five, fifteen = result["loads"][name]
+    return f"load average at its start: {one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
+def render(result: dict, command: str) -> str:
+    m = result["machine"]
+    one, five, fifteen = result["load_at_start"]
+    quiet = result.get("quiet")
+    lines = [
+        BEGIN,
+        "",
+        f"Run of {result['started'][:19].replace('T', ' ')} UTC to {result['finished'][11:19]} UTC; "
+        "medians and ratios from this one run.",
+        "",
+        f"Command: `{command}`",
+        "",
+        "| machine | |",
+        "|---|---|",
+        f"| `nproc` | {m['nproc']} |",
+        f"| memory | {m['memory']} |",
+        f"| CPU | {m['CPU model']} |",
+        f"| Python | {m['Python']} |",
+        f"| OS | {m['OS']} |",
+        f"| load average at start (1, 5, 15 min) | {one:.2f}, {five:.2f}, {fifteen:.2f} |",
+    ]
+    if quiet:
+        lines.append(f"| quiet window | {'reached' if quiet['quiet'] else 'not reached'}: 1-minute load "
+                     f"{quiet['load_1m']:.2f} (threshold {quiet['threshold']:g}) after waiting {quiet['waited_s']} s |")
+    lines += ["", "Every stack is `api.devstack.DevStack`: its own redis-server, a fresh PostgreSQL database on the "
+              "machine's server, `milvus-lite server`, `agentsearch worker` prefork processes and `agentsearch api`.",
+              ""]
+
+    h = result["hop"]
+    w = h["wall_ms"]
+    lines += [
+        "## 1. Per-agent hop",
+        "",
+        f"{h['jobs']} jobs of each kind, one at a time, kinds interleaved; {_load(result, 'hop')}. A job: "
+        "`bench_skip_search` (a pre-search agent that asks for no search), then core_search, generate_answer and "
+        f"assemble without their variable work, no response agents; \"with\": {h['agents']} no-op pre-search "
+        "agents after it, each with a new query (no cache answers). A raw chain: "
+        f"{h['agents']} + 1 no-op Celery tasks vs 1, on the same Redis and worker processes (one worker, two prefork "
+        f"processes). Hop = (median with - median without) / {h['agents']}. Job wall time: `finished_at - "
+        "created_at` of its row; chain: `apply_async` to the last task's end stamp.",
+        "",
+        "| | median with ms | median without ms | p95 with ms | ms per hop |",
+        "|---|---:|---:|---:|---:|",
+        f"| job through the pipeline | {_ms(w['pipeline_with']['p50'])} | {_ms(w['pipeline_without']['p50'])} | "
+        f"{_ms(w['pipeline_with']['p95'])} | **{h['pipeline_hop_ms']:.2f}** |",
+        f"| raw Celery chain | {_ms(w['raw_with']['p50'])} | {_ms(w['raw_without']['p50'])} | "
+        f"{_ms(w['raw_with']['p95'])} | **{h['raw_celery_hop_ms']:.2f}** |",
+        f"| ratio pipeline / raw | | | | **{h['ratio']:.2f}**: {_goal(h['ratio'], GOALS['hop_ratio'], True)} |",
+        "",
+    ]
+
+    c = result["cache_hit"]
+    lines += [
+        "## 2. Whole-job cache hit through the API",
+        "",
+        f"{c['requests']} identical `POST /v1/search` answered from the stored response, interleaved with as many "
+        "`GET /v1/collections/{id}` (authentication and one indexed read: the floor of an authenticated request), "
+        f"one keep-alive connection, sequential; {_load(result, 'cache_hit')}.",
+        "",
+        "| request | p50 ms | p95 ms |",
+        "|---|---:|---:|",
+        f"| whole-job cache hit | **{_ms(c['cache_hit_ms']['p50'])}** | {_ms(c['cache_hit_ms']['p95'])} |",
+        f"| authenticated collection read (floor) | {_ms(c['collection_read_ms']['p50'])} | "
+        f"{_ms(c['collection_read_ms']['p95'])} |",
+        f"| hit / floor, p50 | {c['ratio_p50']:.2f} | |",
+        "",
+        f"Goal p50 ≤ {GOALS['cache_hit_p50_ms']:g} ms: {_goal(c['cache_hit_ms']['p50'], GOALS['cache_hit_p50_ms'], True)}.",
+        "",
+    ]
+
+    s = result["scifact"]
+    jw, jo = s["job_ms"]["with_artifacts"], s["job_ms"]["without_artifacts"]
+    statuses = ", ".join(f"`{k}` {v}" for k, v in sorted(s["agent_statuses"].items()))
+    lines += [
+        "## 3. Uncached default job on SciFact",
+        "",
+        f"The first {s['docs']} SciFact abstracts (of 5,183), indexed through the API; {s['queries']} training claims "
+        f"whose judged abstracts are all in that subset; {_load(result, 'scifact')}. Pre-search: "
+        f"{', '.join(f'`{a}`' for a in scifact.PRE_SEARCH)}; hybrid search; post-search: "
+        f"{', '.join(f'`{a}`' for a in scifact.POST_SEARCH)}; extractive answer; response: "
+        f"{', '.join(f'`{a}`' for a in scifact.RESPONSE)}. The cache Redis is flushed before every job and the "
+        "whole-job cache bypassed; each claim runs both ways, in alternating order. One worker, two prefork "
+        "processes. Time: `finished_at - created_at`.",
+        "",
+        "| job | p50 ms | p95 ms | min ms | max ms |",
+        "|---|---:|---:|---:|---:|",
+        f"| with the 4 response agents (artifacts rendered) | **{jw['p50']:.0f}** | **{jw['p95']:.0f}** | "
+        f"{jw['min']:.0f} | {jw['max']:.0f} |",
+        f"| without response agents | **{jo['p50']:.0f}** | **{jo['p95']:.0f}** | {jo['min']:.0f} | {jo['max']:.0f} |",
+        "",
+        f"Agent outcomes over all jobs: {statuses}.",
+        "",
+    ]
+
+    t = result["throughput"]
+    one_p, two_p = t["one_process"], t["two_processes"]
+    lines += [
+        "## 4. Throughput, one worker process vs two",
+        "",
+        f"{one_p['jobs']} jobs submitted at once, each: `bench_sleep_pre` (sleeps {t['sleep_s_per_agent']:g} s), "
+        f"hybrid search over the sample corpus, `bench_sleep_post` (sleeps {t['sleep_s_per_agent']:g} s), extractive "
+        "answer. First one `agentsearch worker --concurrency 1`, then a second one beside it (two worker processes, "
+        "concurrency 1 each). Jobs/s = jobs / (last `finished_at` - first `created_at`), after a warm-up batch; "
+        f"{_load(result, 'throughput')}.",
+        "",
+        "| workers | seconds | jobs/s | job p50 ms |",
+        "|---|---:|---:|---:|",
+        f"| 1 process | {one_p['seconds']:.1f} | {one_p['jobs_per_s']:.3f} | {one_p['job_ms']['p50']:.0f} |",
+        f"| 2 processes | {two_p['seconds']:.1f} | {two_p['jobs_per_s']:.3f} | {two_p['job_ms']['p50']:.0f} |",
+        f"| ratio | | **{t['ratio']:.2f}** | |",
+        "",
+        f"Goal ≥ {GOALS['throughput_ratio']:g}: {_goal(t['ratio'], GOALS['throughput_ratio'], False)}.",
+        "",
+    ]
+
+    i = result["ingest"]
+    st = s["ingest_through_stack"]
+    lines += [
+        "## 5. Ingestion beside the embedding model",
+        "",
+        f"In one process (`bench/ingest.py`): the first {i['docs']} SciFact abstracts, {i['chunks']} chunks "
+        f"({i['chunk_chars']} characters, {i['overlap_chars']} overlap), median of {i['rounds']} rounds, sides "
+        f"alternating; {_load(result, 'ingest')}. Both sides embed the same texts in the same batches; ingestion adds "
+        "chunking, stemming for BM25, the Milvus Lite upsert and the flush.",
+        "",
+        "| | chunks/s | rounds |",
+        "|---|---:|---|",
+        f"| embedding model alone | {i['model_chunks_per_s']:.1f} | "
+        f"{', '.join(f'{x:.1f}' for x in i['model_rounds'])} |",
+        f"| ingestion | {i['ingest_chunks_per_s']:.1f} | {', '.join(f'{x:.1f}' for x in i['ingest_rounds'])} |",
+        f"| ratio ingestion / model | **{i['ratio']:.2f}** | |",
+        f"| through the stack (API, `ingest_documents` tasks, `milvus-lite server`; {st['documents']} abstracts, "
+        f"{st['chunks']} chunks, one worker of two processes) | {st['chunks_per_s']:.1f} | one pass, "
+        f"{st['seconds']:.0f} s |",
+        "",
+    ]
+
+    mem = s["worker_memory"]
+    peak = max(mem, key=lambda r: r["vm_hwm_mib"])
+    lines += [
+        "## 6. Peak RSS of a worker process",
+        "",
+        "`VmHWM` of each prefork process of the worker of benchmark 3, read from `/proc/<pid>/status` after it had "
+        "loaded the embedding model (at start) and run the SciFact jobs (searches, answers, artifacts).",
+        "",
+        "| process | VmHWM MiB | VmRSS MiB |",
+        "|---|---:|---:|",
+        *[f"| prefork child {n + 1} | {r['vm_hwm_mib']:.0f} | {r['vm_rss_mib']:.0f} |" for n, r in enumerate(mem)],
+        "",
+        f"Peak: **{peak['vm_hwm_mib']:.0f} MiB**.",
+        "",
+        "## Goals",
+        "",
+        "| benchmark | goal | result |",
+        "|---|---|---|",
+        f"| 1. hop ratio | ≤ {GOALS['hop_ratio']:g} | {_goal(h['ratio'], GOALS['hop_ratio'], True)} |",
+        f"| 2. cache hit p50 | ≤ {GOALS['cache_hit_p50_ms']:g} ms | "
+        f"{_goal(c['cache_hit_ms']['p50'], GOALS['cache_hit_p50_ms'], True)} |",
+        f"| 4. throughput ratio | ≥ {GOALS['throughput_ratio']:g} | "
+        f"{_goal(t['ratio'], GOALS['throughput_ratio'], False)} |",
+        "",
+        END,
+    ]
+    return "\n".join(lines)
+
+
+def write_report(block: str, path: Path) -> None:
+    """Replace the generated block of ``path``, keeping what is written around it."""
+    if path.exists() and BEGIN in (text := path.read_text()) and END in text:
+        head, rest = text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        path.write_text(head + block + tail)
+    else:
+        path.write_text("# Benchmarks\n\n" + block + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small parameters, to try the suite out")
+    parser.add_argument("--hop-agents", type=int, default=20)
+    parser.add_argument("--hop-jobs", type=int, default=40)
+    parser.add_argument("--cache-requests", type=int, default=300)
+    parser.add_argument("--scifact-docs", type=int, default=1000)
+    parser.add_argument("--scifact-queries", type=int, default=20)
+    parser.add_argument("--throughput-jobs", type=int, default=12)
+    parser.add_argument("--ingest-docs", type=int, default=300)
+    parser.add_argument("--ingest-rounds", type=int, default=3)
+    parser.add_argument("--quiet-load", type=float, default=0.0, help="wait until the 1-minute load is below this")
+    parser.add_argument("--quiet-wait-s", type=float, default=1200.0, help="for at most this long")
+    parser.add_argument("--render-from", type=Path, default=None, metavar="SUITE_JSON",
+                        help="only write the report, from the figures of an earlier run")
+    parser.add_argument("--out", type=Path, default=None, help="default BENCHMARKS.md (--quick: bench/results/quick.md)")
+    args = parser.parse_args()
+    if args.quick:
+        args.hop_agents, args.hop_jobs, args.cache_requests = 5, 4, 20
+        args.scifact_docs, args.scifact_queries, args.throughput_jobs = 60, 2, 3
+        args.ingest_docs, args.ingest_rounds = 30, 1
+    if args.out is None:
+        # A trial run must not replace the figures of a full one.
+        args.out = REPO / "bench" / "results" / "quick.md" if args.quick else REPO / "BENCHMARKS.md"
+    if args.render_from:
+        # The report again from a run's figures (after a change to its wording), with the command that made them.
+        result = json.loads(args.render_from.read_text())
+        write_report(render(result, result["command"]), args.out)
+        print(f"wrote {args.out}")
+        return
+    command = " ".join([".venv/bin/python bench/suite.py", *map(shlex.quote, sys.argv[1:])])
+    result = {"command": command, **run(args)}
+    results = REPO / "bench" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    (results / ("quick.json" if args.quick else "suite.json")).write_text(json.dumps(result, indent=2, default=str) + "\n")
+    write_report(render(result, command), args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

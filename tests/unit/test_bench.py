@@ -1,0 +1,101 @@
+"""The benchmarks' pure parts: hop arithmetic, the `bench hop` JSON, the bench agents, the report's goals."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench import hop, suite  # noqa: E402
+from bench.agents import NOOP_AGENTS, noop_agent_ids  # noqa: E402
+from pipeline.agents.base import AgentContext, PreSearchInput, Stage  # noqa: E402
+from pipeline.agents.registry import AgentRegistry  # noqa: E402
+
+
+def test_a_hop_is_the_difference_of_medians_per_added_step():
+    figures = hop.hop_figures(
+        4,
+        pipeline_with=[150.0, 140.0, 900.0], pipeline_without=[100.0, 102.0, 98.0],
+        raw_with=[60.0, 59.0, 61.0], raw_without=[20.0, 21.0, 19.0],
+    )
+    assert figures == {"pipeline_hop_ms": 12.5, "raw_celery_hop_ms": 10.0, "ratio": 1.25}  # the outlier 900 is ignored
+    with pytest.raises(ValueError):
+        hop.hop_figures(0, [1.0], [1.0], [1.0], [1.0])
+
+
+def test_bench_hop_writes_the_three_figures(tmp_path, monkeypatch):
+    from api.cli import main
+
+    calls = []
+
+    def fake_run(agents, jobs, attach):
+        calls.append((agents, jobs, attach))
+        return {"pipeline_hop_ms": 6.0, "raw_celery_hop_ms": 5.0, "ratio": 1.2, "agents": agents, "jobs": jobs,
+                "wall_ms": {}}
+
+    monkeypatch.setattr(hop, "run_standalone", fake_run)
+    out = tmp_path / "hop.json"
+    result = CliRunner().invoke(main, ["bench", "hop", "--agents", "7", "--jobs", "3", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert calls == [(7, 3, False)]
+    assert json.loads(out.read_text()) == {"pipeline_hop_ms": 6.0, "raw_celery_hop_ms": 5.0, "ratio": 1.2}
+
+
+def test_the_bench_agents_register_and_stand_still():
+    registry = AgentRegistry.discover(["bench.agents"])
+    ids = noop_agent_ids(NOOP_AGENTS)
+    assert all(agent_id in registry for agent_id in [*ids, "bench_skip_search", "bench_sleep_pre", "bench_sleep_post"])
+    ctx = AgentContext(pipeline_stage=Stage.PRE_SEARCH)
+    out = registry.build(ids[-1]).run(PreSearchInput(query="solar"), ctx)
+    assert (out.query, out.skip_search) == ("solar", False)
+    assert registry.build("bench_skip_search").run(PreSearchInput(query="solar"), ctx).skip_search
+    with pytest.raises(ValueError):
+        noop_agent_ids(NOOP_AGENTS + 1)
+
+
+def fake_result(hop_ratio: float, hit_p50: float, throughput_ratio: float) -> dict:
+    load = [1.0, 1.5, 2.0]
+    spread = {"p50": 10.0, "p95": 12.0, "min": 9.0, "max": 13.0, "n": 3}
+    return {
+        "started": "2026-01-01T10:00:00+00:00", "finished": "2026-01-01T10:15:00+00:00",
+        "machine": {"nproc": "2", "memory": "4.0 GiB", "CPU model": "cpu", "Python": "3.11.7", "OS": "Linux"},
+        "load_at_start": load, "loads": {k: load for k in ("ingest", "hop", "cache_hit", "scifact", "throughput")},
+        "hop": {"pipeline_hop_ms": 5 * hop_ratio, "raw_celery_hop_ms": 5.0, "ratio": hop_ratio, "agents": 20,
+                "jobs": 30, "wall_ms": {k: spread for k in hop.KINDS}},
+        "cache_hit": {"requests": 300, "cache_hit_ms": {"p50": hit_p50, "p95": 9.0},
+                      "collection_read_ms": {"p50": 3.0, "p95": 5.0}, "ratio_p50": hit_p50 / 3},
+        "scifact": {"docs": 1000, "queries": 20, "job_ms": {"with_artifacts": spread, "without_artifacts": spread},
+                    "agent_statuses": {"reranker:ok": 40},
+                    "ingest_through_stack": {"documents": 1000, "chunks": 2000, "seconds": 100.0, "chunks_per_s": 20.0},
+                    "worker_memory": [{"pid": 1, "vm_hwm_mib": 900.0, "vm_rss_mib": 850.0}]},
+        "throughput": {"sleep_s_per_agent": 1.0, "ratio": throughput_ratio,
+                       "one_process": {"jobs": 12, "seconds": 24.0, "jobs_per_s": 0.5, "job_ms": spread},
+                       "two_processes": {"jobs": 12, "seconds": 12.0, "jobs_per_s": 1.0, "job_ms": spread}},
+        "ingest": {"docs": 300, "chunks": 600, "chunk_chars": 1000, "overlap_chars": 200, "rounds": 3,
+                   "model_chunks_per_s": 20.0, "ingest_chunks_per_s": 19.0, "ratio": 0.95,
+                   "model_rounds": [20.0], "ingest_rounds": [19.0]},
+    }
+
+
+def test_the_report_says_which_goals_were_missed_and_by_how_much():
+    text = suite.render(fake_result(hop_ratio=1.5, hit_p50=4.0, throughput_ratio=1.62), "cmd")
+    assert "**missed** by 20% (1.50, goal ≤ 1.25)" in text
+    assert "met (4.00 ≤ 5)" in text
+    assert "**missed** by 10% (1.62, goal ≥ 1.8)" in text
+    assert "Command: `cmd`" in text and "| load average at start (1, 5, 15 min) | 1.00, 1.50, 2.00 |" in text
+
+
+def test_the_report_replaces_only_its_own_block(tmp_path):
+    out = tmp_path / "BENCHMARKS.md"
+    suite.write_report(suite.BEGIN + "\nold\n" + suite.END, out)
+    out.write_text("# Benchmarks\n\nintro\n\n" + out.read_text().split("\n\n", 1)[1] + "\n\n## Notes\n\nkept\n")
+    suite.write_report(suite.BEGIN + "\nnew\n" + suite.END, out)
+    text = out.read_text()
+    assert "intro" in text and "## Notes\n\nkept" in text and "new" in text and "old" not in text

@@ -1,0 +1,97 @@
+"""A job step's progress report: one database write per agent step, carrying the records of the steps before it.
+
+The tasks are called in-process on SQLite (embedded settings), the way a worker calls them.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy import event
+
+from pipeline.agents.base import Stage
+from pipeline.db import DEFAULT_USER_ID, Collection, Job
+from pipeline.jobs import JobStore
+from pipeline.settings import Settings
+from pipeline.state import AgentSpec, JobState
+
+
+@pytest.fixture
+def services(tmp_path, monkeypatch):
+    import pipeline.services as services_module
+    from migrations import upgrade
+
+    settings = Settings(data_dir=tmp_path, agent_modules=["agentsearch_test_agents"])
+    upgrade(settings.database_url)
+    services = services_module.Services(settings)
+    monkeypatch.setattr(services_module, "_services", services)
+    yield services
+    services.close()
+
+
+@pytest.fixture
+def job(services) -> JobState:
+    collection_id, job_id = uuid.uuid4(), uuid.uuid4()
+    state = JobState(job_id=str(job_id), collection_id=str(collection_id), query="solar output 2024")
+    with services.db.session() as s:
+        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name="c", embedding_model="m"))
+        s.flush()
+        s.add(Job(id=job_id, user_id=DEFAULT_USER_ID, collection_id=collection_id, query=state.query,
+                  status="queued", request={}, config_snapshot=[], initial_state=state.dump()))
+    return state
+
+
+def row(services, job_id: str) -> Job:
+    with services.db.session() as s:
+        return s.get(Job, uuid.UUID(job_id))
+
+
+def spec(agent_id: str, stage: Stage) -> dict:
+    return AgentSpec(agent_id=agent_id, stage=stage).model_dump(mode="json")
+
+
+def test_an_agent_step_writes_once_and_its_record_arrives_with_the_next_step(services, job, monkeypatch):
+    from worker.tasks import generate_answer, post_search_agent, pre_search_agent
+
+    commits = []
+    event.listen(services.db.engine, "commit", lambda conn: commits.append(1))
+
+    after_pre = pre_search_agent(job.dump(), spec("year_scoper", Stage.PRE_SEARCH))
+    assert len(commits) == 1
+    first = row(services, job.job_id)
+    assert (first.status, first.stage, first.agent_runs) == ("running", "pre_search:year_scoper", [])
+    assert [r.agent_id for r in JobState.load(after_pre).agent_runs] == ["year_scoper"]
+
+    commits.clear()
+    after_post = post_search_agent(after_pre, spec("top_trimmer", Stage.POST_SEARCH))
+    assert len(commits) == 1
+    second = row(services, job.job_id)
+    assert second.stage == "post_search:top_trimmer"
+    assert [r["agent_id"] for r in second.agent_runs] == ["year_scoper"]  # the record handed to this step
+
+    generate_answer(after_post)
+    final = row(services, job.job_id)
+    assert [r["agent_id"] for r in final.agent_runs] == ["year_scoper", "top_trimmer"]
+    assert JobState.load(final.state).timings_ms.keys() >= {"pre_search", "post_search", "answer"}
+
+
+def test_a_step_of_a_cancelled_job_does_no_work(services, job):
+    from worker.tasks import pre_search_agent
+
+    assert JobStore(services.db).cancel(job.job_id)
+    out = pre_search_agent(job.dump(), spec("year_scoper", Stage.PRE_SEARCH))
+    assert out == job.dump()
+    assert row(services, job.job_id).status == "cancelled"
+
+
+def test_progress_waits_for_the_disk_only_where_it_must(services, job):
+    """On PostgreSQL a progress report commits without waiting for the WAL flush; a kept state waits. SQLite has no
+    such setting: nothing is sent."""
+    statements = []
+    event.listen(services.db.engine, "before_cursor_execute",
+                 lambda conn, cursor, statement, *args: statements.append(statement))
+    store = JobStore(services.db)
+    store.progress(job.job_id, "core_search", job)
+    store.progress(job.job_id, "response", job, keep_state=True)
+    assert not [s for s in statements if "synchronous_commit" in s]

@@ -1,0 +1,53 @@
+"""The Celery settings at-least-once delivery depends on, and the rule that work under way goes first."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import worker.app as worker_app
+from pipeline.settings import Settings
+
+
+def test_delivery_settings_hold_together():
+    conf = worker_app.app.conf
+    settings = worker_app.get_settings()  # what the app was built with
+    assert conf.task_acks_late and conf.task_reject_on_worker_lost and conf.worker_prefetch_multiplier == 1
+    # Skipping a redelivered header task that stored its result could leave its chord one short forever.
+    assert not conf.worker_deduplicate_successful_tasks
+    visibility = conf.broker_transport_options["visibility_timeout"]
+    # A running task must never be handed to a second worker, nor a job outlive the redelivery of its messages.
+    assert visibility > worker_app.LONGEST_TASK_S + worker_app.LONGEST_RETRY_DELAY_S
+    assert visibility > 2 * settings.job_deadline_s
+    assert conf.result_expires > 2 * settings.job_deadline_s
+    assert conf.worker_max_memory_per_child == settings.worker_max_memory_per_child_mb * 1024
+    assert conf.worker_soft_shutdown_timeout == settings.worker_soft_shutdown_timeout_s > 0
+
+
+def test_messages_sent_from_outside_a_task_yield_to_steps_of_jobs_under_way(monkeypatch):
+    monkeypatch.setattr(worker_app.app.conf, "broker_url", "redis://127.0.0.1:6379/0")
+    new_job, next_step, chosen = {}, {}, {"priority": 3}
+    worker_app._work_under_way_goes_first(headers={"parent_id": None}, properties=new_job)
+    worker_app._work_under_way_goes_first(headers={"parent_id": "a-running-task"}, properties=next_step)
+    worker_app._work_under_way_goes_first(headers={"parent_id": None}, properties=chosen)
+    assert new_job == {"priority": worker_app.NEW_WORK_PRIORITY}
+    assert next_step == {} and chosen == {"priority": 3}
+
+
+def test_other_brokers_keep_their_own_order(monkeypatch):
+    monkeypatch.setattr(worker_app.app.conf, "broker_url", "amqp://guest@localhost//")
+    properties = {}
+    worker_app._work_under_way_goes_first(headers={"parent_id": None}, properties=properties)
+    assert properties == {}  # on RabbitMQ a higher number means more urgent: 9 would do the opposite
+
+
+def test_pool_processes_share_the_cores_unless_the_operator_chose(monkeypatch):
+    monkeypatch.setattr(worker_app, "_torch_threads", None)
+    monkeypatch.setattr(worker_app, "get_settings", lambda: Settings(broker_url="redis://127.0.0.1:6379/0"))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    worker_app._share_cores(sender=SimpleNamespace(concurrency=2))
+    assert worker_app._torch_threads == max(1, len(os.sched_getaffinity(0)) // 2)
+    monkeypatch.setattr(worker_app, "_torch_threads", None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    worker_app._share_cores(sender=SimpleNamespace(concurrency=2))
+    assert worker_app._torch_threads is None
