@@ -214,8 +214,10 @@ def print_job(job: dict, written: list[Path]) -> None:
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for the job to finish.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write artifacts to this directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
+@click.option("--mode", type=click.Choice(["single", "iterative"]), default=None,
+              help="iterative: evaluate, refine and search again until the target or the budget (agentic mode).")
 def search(query: str, collection_name: str, agents: str | None, top_k: int | None, cot: bool, wait: bool,
-           out: Path | None, as_json: bool) -> None:
+           out: Path | None, as_json: bool, mode: str | None) -> None:
     """Submit a search job and (by default) wait for its answer."""
     from api.client import ApiError, api_session, write_artifacts
 
@@ -228,7 +230,8 @@ def search(query: str, collection_name: str, agents: str | None, top_k: int | No
             collection = client.find_collection(collection_name)
             if collection is None:
                 fail(f"no collection named {collection_name!r}; create it with `agentsearch ingest`")
-            job_id = client.submit(collection["id"], query, agents=agent_list, top_k=top_k, cot=cot or None)
+            job_id = client.submit(collection["id"], query, agents=agent_list, top_k=top_k, cot=cot or None,
+                                   mode=mode)
             if not wait:
                 click.echo(job_id)
                 return
