@@ -28,6 +28,9 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 JOB_DEADLINE_S = 300
 REAPER_INTERVAL_S = 5
 SOFT_SHUTDOWN_S = 3
+# How long after an agent call ends its task may still be storing the call's output (a loaded machine, a busy
+# database); a kill in that span loses the output.
+OUTPUT_LOST_WINDOW_S = 3.0
 
 
 class ChaosStack(DevStack):
@@ -159,16 +162,38 @@ def latency_figures(rows: dict[str, dict]) -> dict:
             "mean_s": round(statistics.fmean(values), 3) if values else None}
 
 
-def side_effects(stack: ChaosStack, name: str, queries: set[str]) -> dict:
-    """Calls of a drill agent for these jobs: re-executions (a call started again) and duplicates (completed twice)."""
-    events = [e for e in stack.events(name) if e["query"] in queries]
+def side_effects(stack: ChaosStack, name: str, queries: set[str],
+                 kills: list[tuple[int, float]] | None = None) -> dict:
+    """Calls of a drill agent for these jobs: re-executions (a call started again) and duplicates (completed twice).
+
+    With ``kills`` (pid, time) a duplicate is told apart: if the process of the earlier completed call was killed
+    within ``OUTPUT_LOST_WINDOW_S`` after that call ended, before it logged anything else (a process runs one task at
+    a time, so it was still finishing that call's task: storing its artifact and output), the output died with its
+    process and at-least-once delivery had to run the call again (``..._after_output_lost``). Any other duplicate
+    means a stored output was not reused: a bug.
+    """
+    events = sorted((e for e in stack.events(name) if e["query"] in queries), key=lambda e: e["t"])
+    everything = sorted(stack.events(name), key=lambda e: e["t"])
     starts = Counter(e["query"] for e in events if e["event"] == "start")
     done = Counter(e["query"] for e in events if e["event"] == "done")
+    lost_outputs = 0
+    for query in (q for q, n in done.items() if n > 1):
+        calls = [e for e in events if e["query"] == query]
+        for i, first in enumerate(calls):
+            if first["event"] != "done" or not any(e["event"] == "start" for e in calls[i + 1:]):
+                continue
+            after = next((e["t"] for e in everything if e["pid"] == first["pid"] and e["t"] > first["t"]), None)
+            if any(pid == first["pid"] and first["t"] <= at <= first["t"] + OUTPUT_LOST_WINDOW_S
+                   and (after is None or at < after) for pid, at in kills or []):
+                lost_outputs += 1
+    duplicated = sum(n - 1 for n in done.values() if n > 1)
     return {
         "calls_started": sum(starts.values()),
         "calls_completed": sum(done.values()),
         "jobs_with_a_call_started_again": sum(1 for n in starts.values() if n > 1),
-        "duplicated_side_effects": sum(n - 1 for n in done.values() if n > 1),
+        "duplicated_side_effects": duplicated,
+        "duplicated_after_output_lost": min(lost_outputs, duplicated),
+        "duplicated_with_output_stored": duplicated - min(lost_outputs, duplicated),
         "jobs_with_a_duplicated_side_effect": sum(1 for n in done.values() if n > 1),
     }
 
