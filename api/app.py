@@ -54,6 +54,13 @@ def _database_unavailable(_request: Request, exc: Exception) -> JSONResponse:
                         headers={"Retry-After": "5"})
 
 
+def _value_not_storable(_request: Request, exc: Exception) -> JSONResponse:
+    # The database refused a value the request carried (a NUL character in a string, a number out of range): bad
+    # input, said as such; the transaction was rolled back, so nothing of the request was written.
+    reason = str(getattr(exc, "orig", exc)).splitlines()[0]
+    return JSONResponse({"detail": f"a value in the request cannot be stored: {reason}"}, status_code=422)
+
+
 def create_app() -> FastAPI:
     services = get_services()
     settings = services.settings
@@ -86,6 +93,7 @@ def create_app() -> FastAPI:
     app.state.celery = celery_app
     for error in (sql_errors.OperationalError, sql_errors.InterfaceError, sql_errors.TimeoutError):
         app.add_exception_handler(error, _database_unavailable)
+    app.add_exception_handler(sql_errors.DataError, _value_not_storable)
     for module in (health, collections, agents, jobs, metrics, profiles):
         app.include_router(module.router)
     return app

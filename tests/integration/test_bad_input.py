@@ -79,3 +79,18 @@ def test_ingest_refuses_a_bad_document_and_writes_nothing(stack, collection):
     assert response.status_code == 422
     assert ["body", "documents", 1, "text"] in locs(response)
     assert stack.sql("SELECT count(*) FROM documents") == [(before,)]
+
+
+def test_a_nul_character_is_refused_as_bad_input_and_nothing_is_written(stack, collection):
+    # PostgreSQL cannot store NUL in text: found by the OpenAPI fuzzing as a 500.
+    with stack.http() as http:
+        listed = http.get("/v1/collections", params={"name": "bad\x00name"})
+        created = http.post("/v1/collections", json={"name": "bad\u0000name"})
+        added = http.post(f"/v1/collections/{collection}/documents",
+                          json={"documents": [{"id": "nul-doc", "title": "t", "text": "a\u0000b"}]})
+    assert created.status_code == 422, created.text  # the name's pattern refuses it before the database
+    for response in (listed, added):
+        assert response.status_code == 422, response.text
+        assert "cannot be stored" in response.json()["detail"]
+    assert stack.sql("SELECT count(*) FROM documents WHERE external_id = 'nul-doc'") == [(0,)]
+    assert stack.sql("SELECT count(*) FROM collections WHERE name LIKE 'bad%%'") == [(0,)]

@@ -7,6 +7,7 @@ schemathesis' Hypothesis strategy directly (its pytest plugin does not run on th
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import schemathesis
@@ -14,6 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
 MAX_EXAMPLES = 15
+# The same examples on every CI run, so a red build names a change, not a lucky draw; AGENTSEARCH_FUZZ_RANDOM=1
+# draws new ones (how the NUL-character and offset-overflow 500s were found).
+DERANDOMIZE = os.environ.get("AGENTSEARCH_FUZZ_RANDOM") != "1"
 
 
 def test_no_operation_answers_5xx(stack):
@@ -25,7 +29,7 @@ def test_no_operation_answers_5xx(stack):
     for operation in operations:
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
+        @settings(max_examples=MAX_EXAMPLES, deadline=None, database=None, derandomize=DERANDOMIZE,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
         def run(case) -> None:
             case.call_and_validate(headers={"Authorization": f"Bearer {key}"}, checks=[not_a_server_error], timeout=90)
