@@ -144,6 +144,26 @@ def stop_process(proc: subprocess.Popen, timeout_s: float = 15, sig: int = signa
         proc.wait(5)
 
 
+def ingest_through_api(http: httpx.Client, name: str, documents: list[dict], timeout_s: float = 600) -> str:
+    """Create a collection, send the documents, wait until the workers indexed them all; the collection id."""
+    created = http.post("/v1/collections", json={"name": name})
+    created.raise_for_status()
+    collection_id = created.json()["id"]
+    for start in range(0, len(documents), 256):
+        http.post(f"/v1/collections/{collection_id}/documents",
+                  json={"documents": documents[start:start + 256]}).raise_for_status()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        counts = http.get(f"/v1/collections/{collection_id}").json()["documents"]
+        if counts["pending"] == 0:
+            if counts.get("failed"):
+                raise RuntimeError(f"indexing failed for some documents: {counts}")
+            return collection_id
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"indexing stuck: {counts}")
+        time.sleep(0.3)
+
+
 class DevStack:
     def __init__(self, workdir: Path, workers: int = 1, concurrency: int = 2, queues: str = "celery,artifacts",
                  extra_env: dict[str, str] | None = None, user: str = "local-user", own_postgres: bool = False,
@@ -337,20 +357,7 @@ class DevStack:
     def ingest(self, collection: str, documents: list[dict], timeout_s: float = 600) -> str:
         """Create a collection, add documents through the API and wait until the workers indexed them all."""
         with self.http() as http:
-            created = http.post("/v1/collections", json={"name": collection})
-            created.raise_for_status()
-            collection_id = created.json()["id"]
-            for start in range(0, len(documents), 256):
-                http.post(f"/v1/collections/{collection_id}/documents",
-                          json={"documents": documents[start:start + 256]}).raise_for_status()
-            deadline = time.monotonic() + timeout_s
-            while True:
-                counts = http.get(f"/v1/collections/{collection_id}").json()["documents"]
-                if counts["pending"] == 0:
-                    return collection_id
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"indexing stuck: {counts}")
-                time.sleep(0.3)
+            return ingest_through_api(http, collection, documents, timeout_s)
 
     def describe(self) -> str:
         return json.dumps({"api": self.api_url, "redis": self.redis_base, "database": self.db_name,

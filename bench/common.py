@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from api.devstack import DevStack
+from api.devstack import DevStack, ingest_through_api
 from pipeline.evaluation import percentile
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,22 +64,7 @@ class Target:
 def ingest(target: Target, name: str, documents: list[dict], timeout_s: float = 3600) -> str:
     """Create a collection, send the documents, wait until the workers indexed them all; the collection id."""
     with target.http() as http:
-        created = http.post("/v1/collections", json={"name": name})
-        created.raise_for_status()
-        collection_id = created.json()["id"]
-        for start in range(0, len(documents), 256):
-            http.post(f"/v1/collections/{collection_id}/documents",
-                      json={"documents": documents[start:start + 256]}).raise_for_status()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            counts = http.get(f"/v1/collections/{collection_id}").json()["documents"]
-            if counts["pending"] == 0:
-                if counts.get("failed"):
-                    raise RuntimeError(f"indexing failed for some documents: {counts}")
-                return collection_id
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"indexing stuck: {counts}")
-            time.sleep(0.5)
+        return ingest_through_api(http, name, documents, timeout_s)
 
 
 def job_wall_ms(job: dict) -> float:

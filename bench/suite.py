@@ -197,23 +197,31 @@ def render(result: dict, command: str) -> str:
     ]
 
     t = result["throughput"]
-    one_p, two_p = t["one_process"], t["two_processes"]
+    rows = []
+    for kind, label in (("waiting", "waiting only (no search to compute)"),
+                        ("with_search", "waiting + hybrid search and extractive answer")):
+        one_p, two_p = t[kind]["one_process"], t[kind]["two_processes"]
+        rows += [f"| {label} | 1 process | {one_p['seconds']:.1f} | {one_p['jobs_per_s']:.3f} | "
+                 f"{one_p['job_ms']['p50']:.0f} | |",
+                 f"| | 2 processes | {two_p['seconds']:.1f} | {two_p['jobs_per_s']:.3f} | "
+                 f"{two_p['job_ms']['p50']:.0f} | **{t[kind]['ratio']:.2f}** |"]
     lines += [
         "## 4. Throughput, one worker process vs two",
         "",
-        f"{one_p['jobs']} jobs submitted at once, each: `bench_sleep_pre` (sleeps {t['sleep_s_per_agent']:g} s), "
-        f"hybrid search over the sample corpus, `bench_sleep_post` (sleeps {t['sleep_s_per_agent']:g} s), extractive "
-        "answer. First one `agentsearch worker --concurrency 1`, then a second one beside it (two worker processes, "
-        "concurrency 1 each). Jobs/s = jobs / (last `finished_at` - first `created_at`), after a warm-up batch; "
-        f"{_load(result, 'throughput')}.",
+        f"{t['waiting']['one_process']['jobs']} jobs of a kind submitted at once, each with `bench_sleep_pre` and "
+        f"`bench_sleep_post` (each sleeps {t['sleep_s_per_agent']:g} s, an LLM's wait without its CPU). \"Waiting "
+        "only\": `bench_skip_search` asks for no search, so nothing else computes (as when an LLM endpoint answers); "
+        "\"with search\": hybrid search over the sample corpus and the extractive answer, which embed text on this "
+        "machine's CPU. First one `agentsearch worker --concurrency 1`, then a second one beside it (two worker "
+        "processes, concurrency 1 each). Jobs/s = jobs / (last `finished_at` - first `created_at`), after a warm-up "
+        f"batch; {_load(result, 'throughput')}.",
         "",
-        "| workers | seconds | jobs/s | job p50 ms |",
-        "|---|---:|---:|---:|",
-        f"| 1 process | {one_p['seconds']:.1f} | {one_p['jobs_per_s']:.3f} | {one_p['job_ms']['p50']:.0f} |",
-        f"| 2 processes | {two_p['seconds']:.1f} | {two_p['jobs_per_s']:.3f} | {two_p['job_ms']['p50']:.0f} |",
-        f"| ratio | | **{t['ratio']:.2f}** | |",
+        "| jobs | workers | seconds | jobs/s | job p50 ms | ratio 2 / 1 |",
+        "|---|---|---:|---:|---:|---:|",
+        *rows,
         "",
-        f"Goal ≥ {GOALS['throughput_ratio']:g}: {_goal(t['ratio'], GOALS['throughput_ratio'], False)}.",
+        f"Goal ≥ {GOALS['throughput_ratio']:g} (waiting agents): "
+        f"{_goal(t['ratio'], GOALS['throughput_ratio'], False)}.",
         "",
     ]
 
@@ -260,7 +268,7 @@ def render(result: dict, command: str) -> str:
         f"| 1. hop ratio | ≤ {GOALS['hop_ratio']:g} | {_goal(h['ratio'], GOALS['hop_ratio'], True)} |",
         f"| 2. cache hit p50 | ≤ {GOALS['cache_hit_p50_ms']:g} ms | "
         f"{_goal(c['cache_hit_ms']['p50'], GOALS['cache_hit_p50_ms'], True)} |",
-        f"| 4. throughput ratio | ≥ {GOALS['throughput_ratio']:g} | "
+        f"| 4. throughput ratio, waiting agents | ≥ {GOALS['throughput_ratio']:g} | "
         f"{_goal(t['ratio'], GOALS['throughput_ratio'], False)} |",
         "",
         END,

@@ -1,12 +1,17 @@
 """Benchmark 4: jobs per second with one worker process, then two, when agents wait (an LLM's latency, no CPU).
 
-Each job: ``bench_sleep_pre`` (sleeps ``bench.agents.SLEEP_S``), hybrid search over the sample corpus,
-``bench_sleep_post`` (sleeps as long), the extractive answer; no response agents; a query of its own, no cache.
-``--jobs`` such jobs are submitted at once and throughput is jobs / (last ``finished_at`` - first ``created_at``).
+Two kinds of job, each with ``bench_sleep_pre`` and ``bench_sleep_post`` (each sleeps ``bench.agents.SLEEP_S``),
+no response agents, a query of its own, no cache:
 
-The stack starts with one ``agentsearch worker --concurrency 1`` (one process), measures, then adds a second
-``agentsearch worker --concurrency 1`` (two processes, two nodes: how a deployment scales out) and measures again.
-Each measurement follows an unrecorded warm-up batch, so the new process has loaded its model and connections.
+- ``waiting``: the agents' waits are the job: ``bench_skip_search`` asks for no search, so search and the answer
+  have nothing to compute (as when an LLM endpoint answers). The benchmark's goal is about this kind.
+- ``with_search``: the same agents around a hybrid search of the sample corpus and the extractive answer, which
+  embed text on this machine's CPU.
+
+``--jobs`` jobs of a kind are submitted at once; throughput is jobs / (last ``finished_at`` - first ``created_at``).
+The stack starts with one ``agentsearch worker --concurrency 1`` (one process), measures both kinds, then adds a
+second ``agentsearch worker --concurrency 1`` (two processes, two nodes: how a deployment scales out) and measures
+again. Each measurement follows an unrecorded warm-up batch, so a new process has loaded its model and connections.
 
     .venv/bin/python bench/throughput.py [--jobs 12]
 """
@@ -27,16 +32,19 @@ if __package__ in (None, ""):
 from bench.agents import SLEEP_S  # noqa: E402
 from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, job_wall_ms, summary, wait_idle  # noqa: E402
 
-AGENTS = ["bench_sleep_pre", "bench_sleep_post"]
+KINDS = {
+    "waiting": ["bench_sleep_pre", "bench_skip_search", "bench_sleep_post"],
+    "with_search": ["bench_sleep_pre", "bench_sleep_post"],
+}
 QUERY = "What was Northwind Energy's revenue in Q4 2025?"
 
 
-def _batch(target: Target, collection_id: str, jobs: int, tag: str, timeout_s: float = 600) -> dict:
+def _batch(target: Target, collection_id: str, agents: list[str], jobs: int, tag: str, timeout_s: float = 600) -> dict:
     with target.http() as http:
         ids = []
         for i in range(jobs):
             response = http.post("/v1/search", json={"collection_id": collection_id, "query": f"{QUERY} ({tag} {i})",
-                                                     "agents": AGENTS, "use_cache": False})
+                                                     "agents": agents, "use_cache": False})
             response.raise_for_status()
             ids.append(response.json()["job_id"])
         deadline = time.monotonic() + timeout_s
@@ -64,15 +72,18 @@ def measure(stack, jobs: int = 12, warmup: int = 2) -> dict:
     target = Target.of(stack)
     documents = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines() if line.strip()]
     collection_id = ingest(target, "throughput", documents)
-    _batch(target, collection_id, warmup, "warm-up 1")
-    one = _batch(target, collection_id, jobs, "one process")
-    index = stack.add_worker(concurrency=1)
-    stack.wait_worker_ready(index)
-    wait_idle(stack)
-    _batch(target, collection_id, warmup * 2, "warm-up 2")
-    two = _batch(target, collection_id, jobs, "two processes")
-    return {"sleep_s_per_agent": SLEEP_S, "agents": AGENTS, "one_process": one, "two_processes": two,
-            "ratio": two["jobs_per_s"] / one["jobs_per_s"]}
+    phases: dict[str, dict] = {}
+    for phase in ("one_process", "two_processes"):
+        if phase == "two_processes":
+            index = stack.add_worker(concurrency=1)
+            stack.wait_worker_ready(index)
+            wait_idle(stack)
+        for kind, agents in KINDS.items():
+            _batch(target, collection_id, agents, warmup * (2 if phase == "two_processes" else 1), f"warm-up {phase}")
+            phases.setdefault(kind, {})[phase] = _batch(target, collection_id, agents, jobs, f"{kind} {phase}")
+    for figures in phases.values():
+        figures["ratio"] = figures["two_processes"]["jobs_per_s"] / figures["one_process"]["jobs_per_s"]
+    return {"sleep_s_per_agent": SLEEP_S, "kinds": KINDS, **phases, "ratio": phases["waiting"]["ratio"]}
 
 
 def main() -> None:

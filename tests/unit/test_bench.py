@@ -75,9 +75,11 @@ def fake_result(hop_ratio: float, hit_p50: float, throughput_ratio: float) -> di
                     "agent_statuses": {"reranker:ok": 40},
                     "ingest_through_stack": {"documents": 1000, "chunks": 2000, "seconds": 100.0, "chunks_per_s": 20.0},
                     "worker_memory": [{"pid": 1, "vm_hwm_mib": 900.0, "vm_rss_mib": 850.0}]},
-        "throughput": {"sleep_s_per_agent": 1.0, "ratio": throughput_ratio,
-                       "one_process": {"jobs": 12, "seconds": 24.0, "jobs_per_s": 0.5, "job_ms": spread},
-                       "two_processes": {"jobs": 12, "seconds": 12.0, "jobs_per_s": 1.0, "job_ms": spread}},
+        "throughput": {"sleep_s_per_agent": 1.0, "ratio": throughput_ratio, **{
+            kind: {"ratio": throughput_ratio,
+                   "one_process": {"jobs": 12, "seconds": 24.0, "jobs_per_s": 0.5, "job_ms": spread},
+                   "two_processes": {"jobs": 12, "seconds": 12.0, "jobs_per_s": 1.0, "job_ms": spread}}
+            for kind in ("waiting", "with_search")}},
         "ingest": {"docs": 300, "chunks": 600, "chunk_chars": 1000, "overlap_chars": 200, "rounds": 3,
                    "model_chunks_per_s": 20.0, "ingest_chunks_per_s": 19.0, "ratio": 0.95,
                    "model_rounds": [20.0], "ingest_rounds": [19.0]},
