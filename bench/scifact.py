@@ -94,17 +94,23 @@ def measure_jobs(target: Target, redis_url: str, collection_id: str, claims: lis
     return {"queries": len(claims), "job_ms": {k: summary(v) for k, v in walls.items()}, "agent_statuses": statuses}
 
 
-def peak_memory(stack) -> list[dict]:
-    """VmHWM and VmRSS (MiB) of every prefork process of the stack's first worker."""
-    rows = []
-    for pid in stack.worker_children(0):
-        fields = {}
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+def _memory(pid: int, role: str) -> dict:
+    fields = {}
+    for name in (f"/proc/{pid}/status", f"/proc/{pid}/smaps_rollup"):
+        for line in Path(name).read_text().splitlines():
             key, _, value = line.partition(":")
-            if key in ("VmHWM", "VmRSS"):
+            if key in ("VmHWM", "VmRSS", "Pss"):
                 fields[key] = int(value.split()[0]) / 1024
-        rows.append({"pid": pid, "vm_hwm_mib": round(fields["VmHWM"], 1), "vm_rss_mib": round(fields["VmRSS"], 1)})
-    return rows
+    # The model is loaded in the main process before the fork: the children's VmHWM and VmRSS count its pages in
+    # full although they are shared; Pss divides shared pages among the processes that map them.
+    return {"pid": pid, "role": role, "vm_hwm_mib": round(fields["VmHWM"], 1), "vm_rss_mib": round(fields["VmRSS"], 1),
+            "pss_mib": round(fields.get("Pss", 0.0), 1)}
+
+
+def peak_memory(stack) -> list[dict]:
+    """VmHWM, VmRSS and Pss (MiB) of the stack's first worker: its main process and every prefork process."""
+    return [_memory(stack.worker_procs[0].pid, "main"),
+            *[_memory(pid, "prefork child") for pid in stack.worker_children(0)]]
 
 
 def measure(stack, docs: int, queries: int) -> dict:

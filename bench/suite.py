@@ -12,7 +12,7 @@ Order: 5 first (in this process, before any stack runs), then one stack (one wor
 shared and noisy, so the load average is recorded before each benchmark. BENCHMARKS.md keeps everything outside
 its generated block; the raw figures also go to ``bench/results/suite.json``.
 
-    .venv/bin/python bench/suite.py                      # the full run (about 15 minutes on 2 cores)
+    .venv/bin/python bench/suite.py                      # the full run (8 to 15 minutes on 2 cores)
     .venv/bin/python bench/suite.py --quick              # small parameters, to try the suite out
     .venv/bin/python bench/suite.py --quiet-load 2.5 --quiet-wait-s 1200    # wait for a quiet machine first
 """
@@ -248,18 +248,23 @@ def render(result: dict, command: str) -> str:
     ]
 
     mem = s["worker_memory"]
-    peak = max(mem, key=lambda r: r["vm_hwm_mib"])
+    children = [r for r in mem if r.get("role", "prefork child") == "prefork child"]
+    peak = max(children, key=lambda r: r["vm_hwm_mib"])
     lines += [
         "## 6. Peak RSS of a worker process",
         "",
-        "`VmHWM` of each prefork process of the worker of benchmark 3, read from `/proc/<pid>/status` after it had "
-        "loaded the embedding model (at start) and run the SciFact jobs (searches, answers, artifacts).",
+        "`VmHWM` (peak resident set) of the worker of benchmark 3, read from `/proc/<pid>/status` after it had "
+        "loaded the embedding model and run the SciFact jobs (indexing, searches, answers, artifacts); `Pss` from "
+        "`/proc/<pid>/smaps_rollup` shares the pages the processes have in common (the model, loaded before the "
+        "fork) among them.",
         "",
-        "| process | VmHWM MiB | VmRSS MiB |",
-        "|---|---:|---:|",
-        *[f"| prefork child {n + 1} | {r['vm_hwm_mib']:.0f} | {r['vm_rss_mib']:.0f} |" for n, r in enumerate(mem)],
+        "| process | VmHWM MiB | VmRSS MiB | Pss MiB |",
+        "|---|---:|---:|---:|",
+        *[f"| {r.get('role', 'prefork child')} | {r['vm_hwm_mib']:.0f} | {r['vm_rss_mib']:.0f} | "
+          f"{r['pss_mib']:.0f} |" if "pss_mib" in r else
+          f"| {r.get('role', 'prefork child')} | {r['vm_hwm_mib']:.0f} | {r['vm_rss_mib']:.0f} | |" for r in mem],
         "",
-        f"Peak: **{peak['vm_hwm_mib']:.0f} MiB**.",
+        f"Peak of a prefork process: **{peak['vm_hwm_mib']:.0f} MiB**.",
         "",
         "## Goals",
         "",
