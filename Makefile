@@ -37,8 +37,8 @@ integration: install services
 deploy-check: install
 	$(PYTHON) -m pytest -q tests/deploy
 
-# Fault drills on a real stack (killed workers, Redis and PostgreSQL restarts, hung and flapping agents, 500 jobs
-# at once): about 10 minutes, so not part of `make test`. Figures in .agentsearch/chaos/results.json and
+# Fault drills on a real stack (killed workers, Redis, PostgreSQL and Milvus restarts, hung and flapping agents,
+# 500 jobs at once): about 11 minutes, so not part of `make test`. Figures in .agentsearch/chaos/results.json and
 # docs/reliability.md.
 chaos: install services
 	CHAOS=1 $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/chaos

@@ -12,10 +12,13 @@ import threading
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sql_errors
 
+from api.request_guard import validation_error
 from api.routes import agents, collections, health, jobs, metrics, profiles
+from api.waits import WaitSlots
 from migrations import upgrade
 from pipeline.jobs import JobStore
 from pipeline.observability.tracing import configure_tracing
@@ -61,6 +64,14 @@ def _value_not_storable(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": f"a value in the request cannot be stored: {reason}"}, status_code=422)
 
 
+def _conflict(_request: Request, exc: Exception) -> JSONResponse:
+    # Two requests wrote the same row at once and the database kept the first: the second is told so and may send
+    # again; its transaction was rolled back, so nothing of it was written.
+    log.info("write conflict: %s", str(getattr(exc, "orig", exc)).splitlines()[0])
+    return JSONResponse({"detail": "a concurrent request changed the same data; send the request again"},
+                        status_code=409)
+
+
 def create_app() -> FastAPI:
     services = get_services()
     settings = services.settings
@@ -88,12 +99,17 @@ def create_app() -> FastAPI:
             reaper.stop()
             embedded_worker.stop()
 
-    app = FastAPI(title="agentsearch", version="0.1.0", lifespan=lifespan)
+    # A body over the limit is refused with 413 from its Content-Length, before any of it is read (or, without
+    # one, as soon as what arrived passes the limit).
+    app = FastAPI(title="agentsearch", version="0.1.0", lifespan=lifespan, max_body_size=settings.max_request_bytes)
     app.state.services = services
     app.state.celery = celery_app
+    app.state.waits = WaitSlots(settings.max_waits_per_user)
+    app.add_exception_handler(RequestValidationError, validation_error)
     for error in (sql_errors.OperationalError, sql_errors.InterfaceError, sql_errors.TimeoutError):
         app.add_exception_handler(error, _database_unavailable)
     app.add_exception_handler(sql_errors.DataError, _value_not_storable)
+    app.add_exception_handler(sql_errors.IntegrityError, _conflict)
     for module in (health, collections, agents, jobs, metrics, profiles):
         app.include_router(module.router)
     return app

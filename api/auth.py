@@ -11,46 +11,16 @@ Usage (in a route)::
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from pipeline.users import UserStore, digest
-
-# Remembering a verified key briefly keeps a database round trip off every request (the whole-job cache answers
-# in a few milliseconds); the price is that a revoked key keeps working for at most this long in each API process.
-VERIFIED_TTL_S = 10.0
+from pipeline.users import UserStore
 
 bearer = HTTPBearer(auto_error=False, description="An API key from `agentsearch users create NAME`.")
 api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="The same key, in a header of its own.")
-
-
-class _VerifiedKeys:
-    def __init__(self, ttl_s: float) -> None:
-        self.ttl_s = ttl_s
-        self._lock = threading.Lock()
-        self._entries: dict[str, tuple[uuid.UUID, float]] = {}
-
-    def get(self, key_digest: str) -> uuid.UUID | None:
-        with self._lock:
-            entry = self._entries.get(key_digest)
-            if entry is None or entry[1] < time.monotonic():
-                self._entries.pop(key_digest, None)
-                return None
-            return entry[0]
-
-    def put(self, key_digest: str, user_id: uuid.UUID) -> None:
-        with self._lock:
-            if len(self._entries) > 10_000:
-                self._entries.clear()
-            self._entries[key_digest] = (user_id, time.monotonic() + self.ttl_s)
-
-
-_verified = _VerifiedKeys(VERIFIED_TTL_S)
 
 
 def _unauthorized(detail: str) -> HTTPException:
@@ -67,13 +37,11 @@ def current_user(
         raise _unauthorized("two different API keys were sent (Authorization and X-API-Key); send one")
     if not key:
         raise _unauthorized("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
-    key_digest = digest(key)
-    user_id = _verified.get(key_digest)
+    # Looked up on every request (one indexed read of the key's digest), never remembered in the process: a key
+    # an operator revokes stops working at once in every API process.
+    user_id = UserStore(request.app.state.services.db).authenticate(key)
     if user_id is None:
-        user_id = UserStore(request.app.state.services.db).authenticate(key)
-        if user_id is None:
-            raise _unauthorized("unknown or revoked API key")
-        _verified.put(key_digest, user_id)
+        raise _unauthorized("unknown or revoked API key")
     return user_id
 
 

@@ -10,6 +10,7 @@ Usage::
 from __future__ import annotations
 
 import base64
+import json
 import socket
 import threading
 import time
@@ -23,6 +24,8 @@ import httpx
 from pipeline.settings import Settings
 
 TERMINAL = ("succeeded", "failed", "cancelled")
+# Half the API's default request limit (AGENTSEARCH_MAX_REQUEST_BYTES), so a batch of long documents still fits.
+BATCH_BYTES = 4 * 1024 * 1024
 
 
 class ApiError(RuntimeError):
@@ -59,12 +62,17 @@ class ApiClient:
         found = self._call("GET", "/v1/collections", params={"name": name})
         return found[0] if found else None
 
-    def add_documents(self, collection_id: str, documents: list[dict], batch: int = 256) -> int:
+    def add_documents(self, collection_id: str, documents: list[dict], batch: int = 256,
+                      batch_bytes: int = BATCH_BYTES) -> int:
+        """Send documents in requests of at most ``batch`` documents and about ``batch_bytes`` of JSON.
+
+        Check them first (``pipeline.ingest.read_documents`` does): a request refused after earlier ones were
+        accepted leaves those stored; sending the fixed list again replaces them by id.
+        """
         accepted = 0
-        for start in range(0, len(documents), batch):
-            accepted += self._call(
-                "POST", f"/v1/collections/{collection_id}/documents", json={"documents": documents[start : start + batch]}
-            )["accepted"]
+        for chunk in _batches(documents, batch, batch_bytes):
+            accepted += self._call("POST", f"/v1/collections/{collection_id}/documents",
+                                   json={"documents": chunk})["accepted"]
         return accepted
 
     def wait_indexed(self, collection_id: str, timeout_s: float = 600.0, on_progress=None) -> dict:
@@ -104,6 +112,20 @@ class ApiClient:
 
     def close(self) -> None:
         self.http.close()
+
+
+def _batches(documents: list[dict], most: int, most_bytes: int) -> Iterator[list[dict]]:
+    batch: list[dict] = []
+    size = 0
+    for doc in documents:
+        doc_size = len(json.dumps(doc, ensure_ascii=False).encode())
+        if batch and (len(batch) >= most or size + doc_size > most_bytes):
+            yield batch
+            batch, size = [], 0
+        batch.append(doc)
+        size += doc_size
+    if batch:
+        yield batch
 
 
 def write_artifacts(job: dict, out_dir: Path) -> list[Path]:

@@ -17,6 +17,7 @@ Usage::
         stack.stop_postgres()                 # the database goes away; the machine's shared server is untouched
         stack.start_postgres()
         stack.kill_worker(0)                  # SIGKILL a whole node: its main process and its pool
+        stack.restart_milvus(down_s=2)        # Milvus restarts on its data dir: collections come back released
 """
 
 from __future__ import annotations
@@ -226,11 +227,7 @@ class DevStack:
         with psycopg.connect(self.pg_admin, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{self.db_name}"')
         self.start_redis()
-        self.milvus_proc = start_process(
-            [str(BIN / "milvus-lite"), "server", "--data-dir", str(self.workdir / "milvus"), "--host", "127.0.0.1",
-             "--port", str(self.milvus_port)], self.env, self.logs["milvus"])
-        wait_for(lambda: socket.create_connection(("127.0.0.1", self.milvus_port), 1).close() or True, 60,
-                 "milvus-lite server", self.milvus_proc, self.logs["milvus"])
+        self.start_milvus()
         self.cli("migrate")
         self.api_key = self.create_user(self.user)
         # The CLI commands run against this stack act as its user.
@@ -275,6 +272,29 @@ class DevStack:
         stop_process(self.redis_proc)
         time.sleep(down_s)
         self.start_redis()
+
+    def start_milvus(self) -> None:
+        """``milvus-lite server`` on the stack's port and data dir: started again, it finds its collections there."""
+        self.milvus_proc = start_process(
+            [str(BIN / "milvus-lite"), "server", "--data-dir", str(self.workdir / "milvus"), "--host", "127.0.0.1",
+             "--port", str(self.milvus_port)], self.env, self.logs["milvus"])
+        wait_for(lambda: socket.create_connection(("127.0.0.1", self.milvus_port), 1).close() or True, 60,
+                 "milvus-lite server", self.milvus_proc, self.logs["milvus"])
+
+    def stop_milvus(self) -> None:
+        """Stop Milvus (SIGTERM, then SIGKILL after 15 s); its data dir stays for ``start_milvus``."""
+        if self.milvus_proc is not None:
+            stop_process(self.milvus_proc)
+
+    def milvus_running(self) -> bool:
+        return self.milvus_proc is not None and self.milvus_proc.poll() is None
+
+    def restart_milvus(self, down_s: float = 2.0) -> None:
+        """Stop Milvus and start it again on its data dir, as a server restart does: every collection is still
+        there but released (not loaded) until a client loads it."""
+        self.stop_milvus()
+        time.sleep(down_s)
+        self.start_milvus()
 
     def stop_postgres(self, mode: str = "fast") -> None:
         """Stop the stack's own PostgreSQL server (``own_postgres=True`` only: never the machine's shared one)."""

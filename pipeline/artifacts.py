@@ -5,6 +5,9 @@ Usage::
     store = ArtifactStore(db, max_bytes=20 * 1024 * 1024)
     ref = store.save(job_id, artifact)           # ArtifactRef, the claim check the canvas carries
     row = store.get(job_id, "summary.txt")       # bytes and content type for the download endpoint
+
+A job that was cancelled (or has ended) stores nothing more: ``save`` raises ``JobEnded``, decided in the insert's
+own transaction (see ``save``), so a cancel that lands while an agent renders wins.
 """
 
 from __future__ import annotations
@@ -15,12 +18,17 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from pipeline.agents.base import AgentArtifact
-from pipeline.db import ArtifactRow, Database
+from pipeline.db import ArtifactRow, Database, Job
+from pipeline.jobs import TERMINAL
 from pipeline.state import ArtifactRef
 
 
 class ArtifactTooLarge(ValueError):
     pass
+
+
+class JobEnded(RuntimeError):
+    """The job was cancelled or has ended: an artifact made for it now is refused."""
 
 
 class ArtifactStore:
@@ -58,6 +66,7 @@ class ArtifactStore:
                         for key, value in values.items():
                             setattr(row, key, value)
                     s.flush()
+                    self._refuse_if_ended(s, job_uuid, artifact.filename)
                     return ArtifactRef(
                         id=str(row.id),
                         agent_id=artifact.agent_id,
@@ -70,6 +79,21 @@ class ArtifactStore:
             except IntegrityError:
                 continue  # the twin run inserted first; the second pass updates its row
         raise RuntimeError(f"could not store artifact {artifact.filename!r}")
+
+    @staticmethod
+    def _refuse_if_ended(s, job_uuid: uuid.UUID, filename: str) -> None:
+        """Raise ``JobEnded`` (rolling the write back) if the job has ended; else hold it from ending until commit.
+
+        Read after the artifact's row is written, in the same transaction, the job row held: on PostgreSQL with a
+        share lock, which a cancel's update waits for (``JobStore.cancel`` then removes the committed artifact);
+        on SQLite the write already holds the database's one write lock, so no cancel commits in between. Either
+        the cancel is seen here, or it comes after this commit and takes the artifact with it: a cancelled job
+        never keeps an artifact, whatever the timing. Checked at the agent's start only, a cancel landing during
+        the rendering left its artifact stored.
+        """
+        status = s.scalar(select(Job.status).where(Job.id == job_uuid).with_for_update(read=True))
+        if status in TERMINAL:
+            raise JobEnded(f"job {status}: artifact {filename!r} not stored")
 
     def get(self, job_id: str, filename: str) -> ArtifactRow | None:
         with self.db.session() as s:

@@ -285,3 +285,20 @@ class AgenticLoop(Base):
     iteration: Mapped[int] = mapped_column(Integer, default=0)
     state: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class RegisteredToolRow(Base):
+    """A tool an operator registered (``agentsearch tools add``): what a user's agent config may name.
+
+    Shared by every user: the command, URL, environment and headers are the operator's, never a user's.
+    ``spec`` holds the kind's fields as ``pipeline.registered_tools.RegisteredTool`` validates them.
+    """
+
+    __tablename__ = "registered_tools"
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    kind: Mapped[str] = mapped_column(String(20))  # mcp | http
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    allow_internal: Mapped[bool] = mapped_column(Boolean, default=False)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.vector_store import IndexedChunk
+from pipeline.storable import NotStorable, loads_checked, problems, text_problem
 from pipeline.text import split_sentences
 
 MAX_DOCUMENT_CHARS = 1_000_000
@@ -49,20 +50,30 @@ class IngestError(ValueError):
 
 
 def parse_jsonl(text: str) -> list[DocumentIn]:
+    """Every line checked as the API checks a document, before anything is sent: a file with a bad line anywhere
+    is refused whole (with that line's number), so nothing of it is ingested and the fixed file can be sent again."""
     docs: list[DocumentIn] = []
+    first_line: dict[str, int] = {}
     # split("\n"), not splitlines(): JSON strings may hold U+2028 and friends, which splitlines() breaks on.
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.rstrip("\r")
         if not line.strip():
             continue
         try:
-            docs.append(DocumentIn.model_validate(json.loads(line)))
+            doc = DocumentIn.model_validate(loads_checked(line))
         except json.JSONDecodeError as exc:
             raise IngestError(f"line {number}: not valid JSON ({exc.msg})") from None
+        except NotStorable as exc:
+            raise IngestError(f"line {number}: {exc}") from None
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "document"
             raise IngestError(f"line {number}: {where}: {first['msg']}") from None
+        # One request refuses a repeated id; a file sent in several requests must not let the later copy win.
+        if doc.id in first_line:
+            raise IngestError(f"line {number}: id {doc.id!r} repeats line {first_line[doc.id]}")
+        first_line[doc.id] = number
+        docs.append(doc)
     if not docs:
         raise IngestError("no documents found")
     return docs
@@ -94,8 +105,10 @@ def read_documents(path: Path) -> list[DocumentIn]:
     """JSON Lines (one document per line), or one plain-text / Markdown / PDF file as one document."""
     suffix = path.suffix.lower()
     if suffix == ".pdf":
-        return [_read_pdf(path)]
+        return [_storable(_read_pdf(path), path)]
     text = path.read_text(encoding="utf-8")
+    if suffix in (".txt", ".md", ".markdown") and (problem := text_problem(text)):
+        raise IngestError(f"{path.name}: the text {problem}")
     if suffix in (".jsonl", ".ndjson"):
         return parse_jsonl(text)
     if suffix in (".txt", ".md", ".markdown"):
@@ -108,6 +121,13 @@ def read_documents(path: Path) -> list[DocumentIn]:
             text = _markdown_to_text(text)
         return [DocumentIn(id=path.stem, title=title, text=text, metadata={"source": path.name})]
     raise IngestError(f"{path.name}: unsupported file type {suffix or '(none)'}; use .jsonl, .txt or .md")
+
+
+def _storable(doc: DocumentIn, path: Path) -> DocumentIn:
+    found = list(problems(doc.model_dump()))
+    if found:
+        raise IngestError(f"{path.name}: {NotStorable(found)}")
+    return doc
 
 
 def _read_pdf(path: Path) -> DocumentIn:

@@ -21,9 +21,9 @@ from typing import Any
 
 import redis
 
-from sqlalchemy import or_, select, text
+from sqlalchemy import delete, or_, select, text
 
-from pipeline.db import Database, Job, utcnow
+from pipeline.db import ArtifactRow, Database, Job, utcnow
 from pipeline.state import AgentRun, JobState
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
@@ -149,12 +149,18 @@ class JobStore:
             return job is not None and job.status == "cancelled"
 
     def cancel(self, job_id: str) -> bool:
-        """Mark a job cancelled; its remaining steps see it at their next boundary and do no work."""
+        """Mark a job cancelled; its remaining steps see it at their next boundary and do no work.
+
+        The artifacts its response agents stored already go with it: a cancelled job has no response to list them,
+        and from now on the artifact store refuses its agents (``ArtifactStore.save`` reads this row, locked, in
+        the insert's transaction; the row is locked here too, so an insert under way commits first and is removed).
+        """
         with self.db.session() as s:
-            job = self._job(s, job_id)
+            job = s.scalar(select(Job).where(Job.id == uuid.UUID(job_id)).with_for_update())
             if job is None or job.status in TERMINAL:
                 return False
             job.status, job.error, job.finished_at = "cancelled", "cancelled by the user", utcnow()
+            s.execute(delete(ArtifactRow).where(ArtifactRow.job_id == job.id))
             return True
 
     def reap(self, now: datetime | None = None, alive_nodes: set[str] | None = None,

@@ -89,6 +89,16 @@ class _OpenGate:
 OPEN_GATE = _OpenGate()
 
 
+def tenant_scope(ctx: AgentContext) -> str:
+    """Whose state an agent run may share: its user's (jobs always carry one; a context without one, such as an
+    evaluation run, is the local operator's)."""
+    return f"user:{ctx.user_id}" if ctx.user_id else "local"
+
+
+def breaker_name(agent_id: str, scope: str, config_hash: str) -> str:
+    return f"{agent_id}:{scope}:{config_hash}"
+
+
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -125,7 +135,7 @@ class AgentRunner:
         started = time.perf_counter()
         cache_lookup = False
         if ctx.tools is None and self.tools is not None:
-            ctx = ctx.model_copy(update={"tools": self.tools})
+            ctx = ctx.model_copy(update={"tools": self.tools.for_user(ctx.user_id)})
 
         def finish(status: str, output: BaseModel | None = None, error: str | None = None, hit: bool = False):
             run = AgentRun(
@@ -149,7 +159,9 @@ class AgentRunner:
         config_hash = canonical_hash(agent.config.model_dump(mode="json"))
         try:
             breaker = self.breakers.get(
-                f"{spec.agent_id}:{config_hash}",
+                # Per user: a user's config sets the agent's deadline and limits, so its failures must open only
+                # that user's circuit (one user's 0.1 ms timeout must not turn the agent off for everyone).
+                breaker_name(spec.agent_id, tenant_scope(ctx), config_hash),
                 spec.breaker_fail_max or self.settings.breaker_fail_max,
                 spec.breaker_reset_timeout_s or self.settings.breaker_reset_timeout_s,
             )
@@ -197,7 +209,10 @@ class AgentRunner:
     def _cache_key(self, agent: Agent, config_hash: str, inp: BaseModel, ctx: AgentContext) -> str:
         # What an agent may read: its input, and what earlier agents of the stage decided (not their timings).
         earlier = [(r.agent_id, r.status, r.data, r.metadata) for r in ctx.previous_agent_results]
+        # The user and the collection too: an agent may read the collection through its tools (its vocabulary,
+        # its acronyms), and two users' collections share epoch numbers; a result is never served across tenants.
         input_hash = canonical_hash(
-            {"input": inp.model_dump(mode="json"), "earlier": earlier, "epoch": ctx.collection_epoch}
+            {"input": inp.model_dump(mode="json"), "earlier": earlier, "epoch": ctx.collection_epoch,
+             "collection": ctx.collection_id, "scope": tenant_scope(ctx)}
         )
         return self.cache.key("agent", agent.agent_id, agent.version, config_hash, input_hash)

@@ -33,6 +33,11 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(None, description="Redis for agent caches and circuit breakers; default in-process.")
     milvus_uri: str | None = Field(None, description="Milvus URI (http://host:19530); default Milvus Lite file.")
     milvus_token: str | None = Field(None, description="Milvus token (user:password) for secured servers.")
+    # A Milvus restart (standalone: tens of seconds with loading) is waited out; an outage longer than this is not
+    # hidden: the job fails with the search's error, the documents end `failed` with the indexing error.
+    milvus_retry_s: float = Field(
+        60.0, ge=0, le=3600, description="How long a search or an ingest waits for Milvus (backoff 1, 2, 4 ... 30 s)."
+    )
     embedding_model: str = Field("all-MiniLM-L6-v2", description="Packaged model name or a local model directory.")
     keyword_language: str = Field("english", description="Snowball stemmer for BM25 keyword search.")
     chunk_chars: int = Field(1000, ge=100, le=20000, description="Largest chunk, in characters (whole sentences).")
@@ -72,7 +77,22 @@ class Settings(BaseSettings):
     worker_imports: list[str] = Field(
         default_factory=list, description="Extra modules each worker imports at start: Celery tasks of plugins."
     )
+    # Outbound calls made on a user's behalf (enricher, MCP over HTTP) reach public addresses only
+    # (pipeline.security.egress); this is the operator's way past that for every such call.
+    egress_allow: list[str] = Field(
+        default_factory=list,
+        description='JSON list of CIDRs, addresses or host names user-triggered calls may reach although not public, '
+                    'e.g. ["10.20.0.0/16", "tools.internal"]; cloud metadata only when named exactly.',
+    )
 
+    # The largest ingest request the command line sends (256 documents) stays well below this.
+    max_request_bytes: int = Field(
+        8 * 1024 * 1024, ge=1024, description="Request bodies above this are refused with 413 before they are read."
+    )
+    max_waits_per_user: int = Field(
+        16, ge=0, description="Requests of one user that may wait on jobs at once (?wait, event streams), per API "
+        "process; past it ?wait answers at once and a stream is refused with 429."
+    )
     max_query_chars: int = Field(2000, ge=1)
     default_top_k: int = Field(5, ge=1)
     max_top_k: int = Field(50, ge=1)
@@ -111,7 +131,16 @@ class Settings(BaseSettings):
             raise ValueError(f"log_level {self.log_level!r} is not a logging level")
         if self.max_top_k < self.default_top_k:
             raise ValueError("max_top_k must be at least default_top_k")
+        from pipeline.security.egress import EgressPolicy
+
+        EgressPolicy.parse(self.egress_allow)  # a bad entry stops the process at start, with its name
         return self
+
+    def egress_policy(self):
+        """The operator's egress allowlist as a ``pipeline.security.egress.EgressPolicy``."""
+        from pipeline.security.egress import EgressPolicy
+
+        return EgressPolicy.parse(self.egress_allow)
 
     def search_defaults(self) -> dict:
         return {"strategy": self.search_strategy, "fusion": self.search_fusion}

@@ -12,6 +12,9 @@ Usage::
     state = answer_step(state, LLMClient.from_settings(services.settings), services.embedder.embed)
     run = response_step(state, spec, services.runner, services.artifacts)
     response = assemble_response(state, [run])
+
+A search that failed outright (``pipeline.retrieval.outcome``) is not decided here: the search step hands its state
+on, and the task around it retries or fails the job. A search that failed in part makes the response ``degraded``.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from pipeline.agents.base import (
     Stage,
 )
 from pipeline.answer import generate_answer
-from pipeline.artifacts import ArtifactStore
+from pipeline.artifact_names import numbered
+from pipeline.artifacts import ArtifactStore, JobEnded
 from pipeline.observability.tracing import traced_stage
 from pipeline.retrieval.config import SearchConfig
+from pipeline.retrieval.outcome import degraded_reasons
 from pipeline.runner import AgentRunner
 from pipeline.state import AgentRun, AgentSpec, JobState
 
@@ -93,6 +98,7 @@ def core_search_step(state: JobState, services, collection_id: str | None = None
     ]
     state.metadata["search"] = {
         **result.metrics,
+        "collection_id": collection_id,
         **({"warnings": result.warnings} if result.warnings else {}),
         **({"suggestions": result.suggestions} if result.suggestions else {}),
     }
@@ -109,10 +115,13 @@ def merge_search_step(states: list[JobState]) -> JobState:
                 best[doc.id] = doc
     merged.documents = sorted(best.values(), key=lambda d: d.score, reverse=True)[: merged.top_k]
     per_collection = {
-        s.documents[0].metadata["collection_id"] if s.documents else f"#{i}": s.metadata.get("search", {})
+        (s.metadata.get("search", {}).get("collection_id")
+         or (s.documents[0].metadata["collection_id"] if s.documents else f"#{i}")): s.metadata.get("search", {})
         for i, s in enumerate(states)
     }
     found = sum(m.get("sources_found", 0) for m in per_collection.values())
+    # One collection's failure is the merged search's: degraded if the others found documents, failed if not.
+    errors = [f"collection {cid}: {reason}" for cid, m in per_collection.items() for reason in degraded_reasons(m)]
     merged.metadata["search"] = {
         "collections": per_collection,
         "sources_found": found,
@@ -121,6 +130,7 @@ def merge_search_step(states: list[JobState]) -> JobState:
         "cache_hit": all(m.get("cache_hit") for m in per_collection.values()),
         "average_relevance": round(sum(d.score for d in merged.documents) / len(merged.documents), 6)
         if merged.documents else 0.0,
+        **({"errors": errors} if errors else {}),
     }
     return merged
 
@@ -163,8 +173,13 @@ def answer_step(state: JobState, llm=None, embed=None, language: str = "english"
 
 
 @traced_stage("response")
-def response_step(state: JobState, spec: AgentSpec, runner: AgentRunner, artifacts: ArtifactStore) -> AgentRun:
-    """Run one response agent and store its artifact. Never raises: the chord's callback must always run."""
+def response_step(state: JobState, spec: AgentSpec, runner: AgentRunner, artifacts: ArtifactStore,
+                  name_rank: int = 1) -> AgentRun:
+    """Run one response agent and store its artifact. Never raises: the chord's callback must always run.
+
+    ``name_rank`` is the step's rank among the job's steps of the same agent (``pipeline.artifact_names``): the
+    artifact of a second config of one agent is stored as ``summary-2.txt`` beside the first one's ``summary.txt``.
+    """
     inp = ResponseAgentInput(
         answer=state.answer or "",
         sources=state.sources,
@@ -178,10 +193,16 @@ def response_step(state: JobState, spec: AgentSpec, runner: AgentRunner, artifac
     run, artifact = runner.run(spec, inp, _context(state, Stage.RESPONSE))
     if artifact is None:
         return run
+    if name_rank > 1:
+        artifact = artifact.model_copy(update={"filename": numbered(artifact.filename, name_rank)})
     try:
         run.artifact = artifacts.save(state.job_id, artifact)
         run.data = {"filename": artifact.filename, "type": artifact.type, "size": len(artifact.data)}
         run.metadata = artifact.metadata
+    except JobEnded as exc:
+        # Cancelled while the agent rendered: the store refused the artifact, and nobody waits for it any more.
+        run.status, run.success = "skipped", False
+        run.errors = [str(exc)]
     except Exception as exc:  # noqa: BLE001 - a storage failure is this agent's failure, not the job's
         run.status, run.success = "error", False
         run.errors = [f"{type(exc).__name__}: {exc}"]
@@ -191,10 +212,14 @@ def response_step(state: JobState, spec: AgentSpec, runner: AgentRunner, artifac
 def assemble_response(state: JobState, response_runs: list[AgentRun]) -> dict:
     """The final response in the seed's shape, with artifacts by reference (the API inlines their bytes)."""
     runs = [*state.agent_runs, *response_runs]
-    search_errors = (state.metadata.get("search") or {}).get("errors")
+    # A search that failed outright never gets here (the job fails); one that failed in part is said to be so.
+    degraded = degraded_reasons(state.metadata.get("search") or {})
     return {
         "job_id": state.job_id,
-        "complete": not search_errors and all(r.status in ("ok", "skipped") for r in runs),
+        # Only a complete response is reused by the whole-job cache (api.routes.jobs).
+        "complete": not degraded and all(r.status in ("ok", "skipped") for r in runs),
+        "degraded": bool(degraded),
+        "degraded_reasons": degraded,
         "query": state.original_query or state.query,
         "search_query": state.query,
         "answer": state.answer,

@@ -2,6 +2,11 @@
 
 Agents stay free of clients and connections: they ask the toolbox. Everything here is per process and lazy.
 
+The runner hands each agent the toolbox bound to the job's user (``for_user``): every method that reads a
+collection (search, epoch, collection_texts, vocabulary, acronyms) refuses one that user does not own, with the
+words used for a collection that does not exist. An unbound toolbox reads no collection at all. Registered tools
+(``registered_tool``) and the operator's egress policy (``egress_policy``) are the same for every user.
+
 Usage (inside an agent's ``run``)::
 
     tools: AgentTools = ctx.tools
@@ -25,19 +30,56 @@ from sqlalchemy import select
 from pipeline.agents.base import Document
 from pipeline.db import Collection, DocumentRow
 from pipeline.llm import LLMClient
+from pipeline.registered_tools import RegisteredTool
+from pipeline.resources import UserResources, collection_missing
 from pipeline.retrieval.config import SearchConfig
+from pipeline.security.egress import EgressPolicy
 from pipeline.text import words
 
 LEXICON_TTL_S = 24 * 3600
 
 
 class AgentTools:
-    def __init__(self, services) -> None:
+    def __init__(self, services, user_id: str | None = None, _root: "AgentTools | None" = None) -> None:
         self._services = services
+        self._root = _root or self
+        self.user_id = user_id
+        self._resources = UserResources(services.db, user_id) if user_id is not None else None
+        self._owned: dict[str, Collection] = {}  # collection id -> row, for one agent call
+
+    def for_user(self, user_id: str | None) -> "AgentTools":
+        """This toolbox for one agent call of one user's job: collections are that user's only."""
+        return AgentTools(self._services, str(user_id) if user_id is not None else None, _root=self._root)
+
+    @property
+    def llm(self) -> LLMClient | None:
+        return self._root._llm
 
     @cached_property
-    def llm(self) -> LLMClient | None:
+    def _llm(self) -> LLMClient | None:
         return LLMClient.from_settings(self._services.settings)
+
+    @property
+    def egress_policy(self) -> EgressPolicy:
+        """The operator's allowlist (AGENTSEARCH_EGRESS_ALLOW) for calls made on a user's behalf."""
+        return self._root._egress_policy
+
+    @cached_property
+    def _egress_policy(self) -> EgressPolicy:
+        return self._services.settings.egress_policy()
+
+    def registered_tool(self, kind: str, name: str) -> RegisteredTool:
+        """The tool an operator registered under ``name``; ``MissingResource`` if there is none (any more)."""
+        return UserResources(self._services.db, self.user_id).registered_tool(kind, name)
+
+    def owned_collection(self, collection_id: str) -> Collection:
+        """The collection if the bound user owns it; ``MissingResource`` ("collection ... not found") if not."""
+        key = str(collection_id)
+        if key not in self._owned:
+            if self._resources is None:
+                raise collection_missing(collection_id)
+            self._owned[key] = self._resources.owned_collection(key)
+        return self._owned[key]
 
     def breaker(self, name: str, fail_max: int, reset_timeout_s: float):
         """A circuit breaker shared by every worker through Redis, for an agent's own dependency (an endpoint)."""
@@ -56,19 +98,19 @@ class AgentTools:
     def search(self, collection_id: str, query: str, top_k: int = 10, strategy: str = "hybrid") -> list[Document]:
         from pipeline.stages import milvus_collection_name
 
+        epoch = self.epoch(collection_id)  # first: it refuses a collection the user does not own
         config = SearchConfig(strategy=strategy, top_k=top_k, fusion=self._services.settings.search_fusion)
         result = self._services.retriever.search(
-            milvus_collection_name(collection_id), query, config, epoch=self.epoch(collection_id),
+            milvus_collection_name(collection_id), query, config, epoch=epoch,
             model=self._services.settings.embedding_model,
         )
         return result.documents
 
     def epoch(self, collection_id: str) -> int:
-        with self._services.db.session() as s:
-            collection = s.get(Collection, uuid.UUID(collection_id))
-            return collection.index_epoch if collection else 0
+        return self.owned_collection(collection_id).index_epoch
 
     def collection_texts(self, collection_id: str) -> list[str]:
+        self.owned_collection(collection_id)
         with self._services.db.session() as s:
             rows = s.execute(
                 select(DocumentRow.title, DocumentRow.text).where(
@@ -88,6 +130,8 @@ class AgentTools:
         return self._lexicon(collection_id, "acronyms", mine_acronyms)
 
     def _lexicon(self, collection_id: str, kind: str, build) -> dict:
+        # Shared by every user in Redis (per collection and epoch), so the ownership check comes first.
+        self.owned_collection(collection_id)
         cache = self._services.runner.cache
         key = cache.key("lexicon", kind, collection_id, str(self.epoch(collection_id)))
         if (cached := cache.get(key)) is not None:

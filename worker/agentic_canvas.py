@@ -21,7 +21,7 @@ from celery.canvas import Signature
 
 from pipeline.agents.base import Stage
 from pipeline.state import AgentSpec
-from worker.canvas import STEP_LIMIT_S, _agent_step, _limits, ordered
+from worker.canvas import STEP_LIMIT_S, _agent_step, _limits, ordered, response_steps
 
 # An iteration searches, evaluates (one LLM call, or offline signals), maybe grades and refines (an LLM call each).
 ITERATION_LIMIT_S = 180.0
@@ -56,10 +56,9 @@ def build_agentic_tail(job_id: str, specs: list[AgentSpec], default_timeout_s: f
     steps.append(signature("agentsearch.agentic_compress").set(**_limits(STEP_LIMIT_S)))
     steps.append(signature("agentsearch.generate_answer").set(**_limits(STEP_LIMIT_S)))
     assemble = signature("agentsearch.assemble", kwargs={"job_id": job_id}).set(**_limits(STEP_LIMIT_S))
-    responders = ordered(specs, Stage.RESPONSE)
+    responders = response_steps(specs, default_timeout_s)
     if responders:
-        steps.append(chord(group(_agent_step("agentsearch.response_agent", s, default_timeout_s) for s in responders),
-                           assemble))
+        steps.append(chord(group(responders), assemble))
     else:
         steps.append(assemble.clone(args=([],)).set(immutable=True))
     canvas = chain(*steps)

@@ -22,6 +22,7 @@ from celery import chain, chord, group, signature
 from celery.canvas import Signature
 
 from pipeline.agents.base import Stage
+from pipeline.artifact_names import name_ranks, rank_key
 from pipeline.state import AgentSpec
 
 # Celery's own limits are a backstop behind the runner's deadline: the soft limit lands a little later,
@@ -45,6 +46,20 @@ def _agent_step(task: str, spec: AgentSpec, default_timeout_s: float) -> Signatu
     )
 
 
+def response_steps(specs: Iterable[AgentSpec], default_timeout_s: float) -> list[Signature]:
+    """The response agents' tasks, in order; a second config of one agent is told its rank, so that its artifact
+    gets a name of its own (``pipeline.artifact_names``). Rank 1 sends no rank: the message stays as before."""
+    responders = ordered(specs, Stage.RESPONSE)
+    ranks = name_ranks(responders)
+    steps = []
+    for spec in responders:
+        step = _agent_step("agentsearch.response_agent", spec, default_timeout_s)
+        if ranks[rank_key(spec)] > 1:
+            step.kwargs["name_rank"] = ranks[rank_key(spec)]
+        steps.append(step)
+    return steps
+
+
 def search_step(collection_ids: list[str] | None) -> Signature:
     """One collection: one task. Several: searched in parallel (a group), then merged."""
     if not collection_ids or len(collection_ids) == 1:
@@ -66,10 +81,9 @@ def build_job_canvas(
     steps.append(signature("agentsearch.generate_answer").set(**_limits(STEP_LIMIT_S)))
 
     assemble = signature("agentsearch.assemble", kwargs={"job_id": job_id}).set(**_limits(STEP_LIMIT_S))
-    responders = ordered(specs, Stage.RESPONSE)
+    responders = response_steps(specs, default_timeout_s)
     if responders:
-        header = group(_agent_step("agentsearch.response_agent", s, default_timeout_s) for s in responders)
-        steps.append(chord(header, assemble))
+        steps.append(chord(group(responders), assemble))
     else:
         steps.append(assemble.clone(args=([],)).set(immutable=True))
 

@@ -21,11 +21,13 @@ from sqlalchemy import select, update
 
 from pipeline import stages
 from pipeline.agents.base import Stage
+from pipeline.backoff import backoff_delay
 from pipeline.db import Collection, DocumentRow
 from pipeline.ingest import ChunkingConfig, index_documents
 from pipeline.jobs import TERMINAL, JobStore, StepLedger
 from pipeline.kv import connect_redis
 from pipeline.llm import LLMClient
+from pipeline.retrieval.outcome import SearchFailed, search_failure
 from pipeline.retrieval.vector_store import SchemaMismatch
 from pipeline.runner import worker_name
 from pipeline.services import get_services
@@ -106,20 +108,39 @@ def post_search_agent(state: dict[str, Any], spec: dict[str, Any]) -> dict[str, 
     return _agent_task(stages.post_search_step, Stage.POST_SEARCH, state, spec)
 
 
-@app.task(name="agentsearch.core_search", **DB_RETRY)
-def core_search(state: dict[str, Any], collection_id: str | None = None) -> dict[str, Any]:
+@app.task(name="agentsearch.core_search", bind=True, **DB_RETRY)
+def core_search(self, state: dict[str, Any], collection_id: str | None = None) -> dict[str, Any]:
+    """Search the job's collection (or one of several: ``collection_id``).
+
+    A search that failed outright (nothing found, Milvus errors: ``pipeline.retrieval.outcome``) is not handed on
+    as "no documents matched": the step runs again with backoff for ``MILVUS_RETRY_S`` (a Milvus restart), then
+    the job fails with the search's error. One collection of several hands its failure on to ``merge_search``,
+    which fails the job only if no collection found anything.
+    """
     services = get_services()
     started = time.perf_counter()
     current = JobState.load(state)
     jobs = JobStore(services.db)
-    # The records of the agents before it; its own go with the next step's write (see _agent_task).
+    # The records of the agents before it; its own go with the next step's write (see _agent_task). Also the
+    # cancellation check of each retry below.
     if not jobs.progress(current.job_id, "core_search", current):
         return state
     ledger, key = _ledger(), f"core_search:{collection_id or ''}"
     done = ledger.get(current.job_id, key)
     if done is None:
         current = stages.core_search_step(current, services, collection_id)
-        services.metrics.record_search(current.metadata.get("search") or {})
+        search = current.metadata.get("search") or {}
+        services.metrics.record_search(search)
+        if self.request.retries:
+            search["attempts"] = self.request.retries + 1
+        if reason := search_failure(search, len(current.documents)):
+            # Not in the ledger: a redelivered copy must search again, not hand on the failure.
+            delay = backoff_delay(self.request.retries, services.settings.milvus_retry_s)
+            if delay is not None:
+                log.warning("job %s: %s; searching again in %g s", current.job_id, reason, delay)
+                raise self.retry(countdown=delay, max_retries=self.request.retries + 1)
+            if collection_id is None:
+                raise SearchFailed(f"{reason} (after {self.request.retries + 1} attempts)")
         _timed(current, "core_search", started)
         done = ledger.put(current.job_id, key, current.dump())
     return done
@@ -127,9 +148,12 @@ def core_search(state: dict[str, Any], collection_id: str | None = None) -> dict
 
 @app.task(name="agentsearch.merge_search", **DB_RETRY)
 def merge_search(states: list[dict[str, Any]]) -> dict[str, Any]:
-    """Callback of the per-collection search group."""
+    """Callback of the per-collection search group: a failure of every collection fails the job (see core_search),
+    a failure of some makes the merged search degraded."""
     merged = stages.merge_search_step([JobState.load(s) for s in states])
     merged.timings_ms["core_search"] = max(JobState.load(s).timings_ms.get("core_search", 0.0) for s in states)
+    if reason := search_failure(merged.metadata["search"], len(merged.documents)):
+        raise SearchFailed(reason)
     done = _ledger().put(merged.job_id, "merge_search", merged.dump())
     JobStore(get_services().db).progress(merged.job_id, "core_search", JobState.load(done))
     return done
@@ -159,7 +183,9 @@ def generate_answer(state: dict[str, Any]) -> dict[str, Any]:
 
 
 @app.task(name="agentsearch.response_agent", bind=True)
-def response_agent(self, state: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+def response_agent(self, state: dict[str, Any], spec: dict[str, Any], name_rank: int = 1) -> dict[str, Any]:
+    """One response agent: its artifact stored (named by ``name_rank``, see ``pipeline.artifact_names``), its record
+    returned to the chord. Never raises."""
     agent_spec = AgentSpec.model_validate(spec)
     job_id = state["job_id"]
     ledger, key = _ledger(), _step_key(Stage.RESPONSE, agent_spec)
@@ -179,7 +205,7 @@ def response_agent(self, state: dict[str, Any], spec: dict[str, Any]) -> dict[st
         if status in TERMINAL:
             return skipped(f"job already {status}")  # a late copy: the job no longer waits for it
         run = stages.response_step(JobState.load(state), agent_spec, services.runner,
-                                   _PatientArtifacts(services.artifacts, ARTIFACT_SAVE_WAIT_S))
+                                   _PatientArtifacts(services.artifacts, ARTIFACT_SAVE_WAIT_S), name_rank=name_rank)
     except DB_UNAVAILABLE as exc:
         if self.request.retries < DB_RETRY["max_retries"]:
             # A retry is not a failure: the chord counts this header task when the retry returns.
@@ -366,9 +392,15 @@ def job_failed(request, exc, traceback, job_id: str) -> None:
     end_job_trace(jobs, job_id)
 
 
-@app.task(name="agentsearch.ingest_documents", bind=True, max_retries=3)
+@app.task(name="agentsearch.ingest_documents", bind=True, **DB_RETRY)
 def ingest_documents(self, collection_id: str, document_ids: list[str]) -> dict[str, int]:
-    """Chunk, embed and index the given document rows; re-indexing a document replaces its earlier chunks."""
+    """Chunk, embed and index the given document rows; re-indexing a document replaces its earlier chunks.
+
+    Milvus away (a restart, an outage) is waited out with backoff for ``MILVUS_RETRY_S``; after that the documents
+    end ``failed`` with the error, never ``pending`` for good. Making the collection is part of it: outside the
+    retries, an ingest sent while Milvus was down left its documents pending forever, with no error anywhere. The
+    database away is waited out as by every step (``DB_RETRY``); indexing again replaces what a first try stored.
+    """
     services = get_services()
     settings = services.settings
     ids = [uuid.UUID(d) for d in document_ids]
@@ -382,21 +414,22 @@ def ingest_documents(self, collection_id: str, document_ids: list[str]) -> dict[
     if not docs:
         return {"indexed": 0, "failed": 0, "chunks": 0}  # a redelivered task whose work is already done
     embedder, store = services.embedder, services.vector_store
+    chunking = ChunkingConfig(settings.chunk_chars, settings.chunk_overlap_chars)
     try:
         store.ensure_collection(milvus_name, embedder.dimension)
-    except SchemaMismatch as exc:
-        _mark_documents(services, ids, "failed", str(exc))
-        return {"indexed": 0, "failed": len(docs), "chunks": 0}
-    chunking = ChunkingConfig(settings.chunk_chars, settings.chunk_overlap_chars)
-    chunks = index_documents(docs, embedder.embed, services.analyzer, chunking)
-    try:
+        chunks = index_documents(docs, embedder.embed, services.analyzer, chunking)
         store.delete_documents(milvus_name, [d[0] for d in docs])
         store.upsert(milvus_name, chunks)
+    except SchemaMismatch as exc:
+        _mark_documents(services, ids, "failed", str(exc))  # waiting would not change it
+        return {"indexed": 0, "failed": len(docs), "chunks": 0}
     except Exception as exc:
-        if self.request.retries >= self.max_retries:
-            _mark_documents(services, ids, "failed", f"indexing failed: {type(exc).__name__}: {exc}")
-            raise
-        raise self.retry(exc=exc, countdown=2 ** self.request.retries)
+        delay = backoff_delay(self.request.retries, settings.milvus_retry_s)
+        if delay is not None:
+            raise self.retry(exc=exc, countdown=delay, max_retries=self.request.retries + 1) from exc
+        _mark_documents(services, ids, "failed", f"indexing failed after {self.request.retries + 1} attempts over "
+                                                 f"{settings.milvus_retry_s:g} s: {type(exc).__name__}: {exc}")
+        raise
     _mark_documents(services, ids, "indexed", None, bump_epoch=uuid.UUID(collection_id))
     return {"indexed": len(docs), "failed": 0, "chunks": len(chunks)}
 

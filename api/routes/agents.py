@@ -10,11 +10,13 @@ from sqlalchemy import delete, select
 
 from api.auth import CurrentUser, current_user
 from api.errors import from_validation_error, not_found, unprocessable
+from api.request_guard import GuardedRoute
 from api.routes.collections import get_collection
 from api.schemas import AgentConfigCreate, AgentConfigOut, CollectionAgentsIn
 from pipeline.db import AgentConfigRow, CollectionAgent
+from pipeline.resources import UnresolvedReference, UserResources, resolve_config_references
 
-router = APIRouter(tags=["agents"])
+router = APIRouter(tags=["agents"], route_class=GuardedRoute)
 
 
 def describe_agent(cls) -> dict:
@@ -29,6 +31,8 @@ def describe_agent(cls) -> dict:
         "cacheable": cls.cacheable,
         "cache_ttl_s": cls.cache_ttl_s,
         "config_schema": cls.Config.model_json_schema(),
+        # Config fields that must name a registered tool or one of the user's collections.
+        "references": {field: ref.describe() for field, ref in getattr(cls, "references", {}).items()},
     }
 
 
@@ -55,9 +59,16 @@ def create_agent_config(body: AgentConfigCreate, user_id: CurrentUser, request: 
     if body.trigger_stage is not None and body.trigger_stage != cls.stage:
         raise unprocessable(("body", "trigger_stage"), f"{body.agent_id} runs at {cls.stage.value}, not {body.trigger_stage.value}")
     try:
-        config = cls.Config.model_validate(body.config).model_dump(mode="json")
+        validated = cls.Config.model_validate(body.config)
     except ValidationError as exc:
         raise from_validation_error(("body", "config"), exc) from None
+    config = validated.model_dump(mode="json")
+    # Fields naming a registered tool or a collection must name one that exists (and, for a collection, is this
+    # user's); the agent checks them again when it runs.
+    try:
+        resolve_config_references(cls, validated, UserResources(request.app.state.services.db, user_id))
+    except UnresolvedReference as exc:
+        raise unprocessable(("body", "config", exc.field), exc.message) from None
     with request.app.state.services.db.session() as s:
         row = AgentConfigRow(
             user_id=user_id,
@@ -98,9 +109,13 @@ def read_agent_config(config_id: uuid.UUID, user_id: CurrentUser, request: Reque
 
 @router.put("/v1/collections/{collection_id}/agents")
 def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, user_id: CurrentUser, request: Request) -> dict:
-    """Replace the set of agent configs this collection runs (with per-collection priority and enabled)."""
+    """Replace the set of agent configs this collection runs (with per-collection priority and enabled).
+
+    Concurrent replacements of one collection's set take turns on the collection's row lock: each deletes what
+    the one before it committed and inserts its own, so the last one wins whole (never a unique-key clash).
+    """
     with request.app.state.services.db.session() as s:
-        get_collection(s, collection_id, user_id)
+        get_collection(s, collection_id, user_id, lock=True)
         wanted = [a.agent_config_id for a in body.agents]
         found = set(
             s.scalars(

@@ -10,10 +10,11 @@ from sqlalchemy.exc import IntegrityError
 
 from api.auth import CurrentUser
 from api.errors import not_found, unprocessable
+from api.request_guard import GuardedRoute
 from api.schemas import CollectionCreate, CollectionOut, DocumentsAccepted, DocumentsIn
 from pipeline.db import Collection, DocumentRow
 
-router = APIRouter(prefix="/v1/collections", tags=["collections"])
+router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
 
 
 def _out(s, c: Collection) -> CollectionOut:
@@ -33,8 +34,10 @@ def _out(s, c: Collection) -> CollectionOut:
     )
 
 
-def get_collection(s, collection_id: uuid.UUID, user_id: uuid.UUID) -> Collection:
-    collection = s.get(Collection, collection_id)
+def get_collection(s, collection_id: uuid.UUID, user_id: uuid.UUID, lock: bool = False) -> Collection:
+    """The caller's collection, or 404. ``lock`` holds its row until the transaction ends (PostgreSQL's FOR
+    UPDATE), so writers of what hangs off one collection take turns instead of interleaving."""
+    collection = s.get(Collection, collection_id, with_for_update=lock)
     if collection is None or collection.user_id != user_id:
         raise not_found("collection", collection_id)
     return collection

@@ -1,12 +1,19 @@
-"""Liveness (the process answers) and readiness (its dependencies answer)."""
+"""Liveness (the process answers) and readiness (its dependencies answer).
+
+Both are anonymous, so they say only ok or not: which dependency failed and why goes to the log, where an operator
+reads it; an address or an error text here would map the service's insides for anyone.
+"""
 
 from __future__ import annotations
+
+import logging
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 router = APIRouter(tags=["health"])
+log = logging.getLogger("agentsearch.api")
 
 
 @router.get("/healthz")
@@ -24,7 +31,8 @@ def readyz(request: Request) -> JSONResponse:
             probe()
             checks[name] = "ok"
         except Exception as exc:  # noqa: BLE001 - each failure is reported, not raised
-            checks[name] = f"error: {type(exc).__name__}: {exc}"[:300]
+            log.warning("readiness: %s unavailable: %s: %s", name, type(exc).__name__, exc)
+            checks[name] = "unavailable"
 
     def database() -> None:
         with services.db.engine.connect() as conn:

@@ -13,6 +13,7 @@ from datetime import timedelta
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.background import BackgroundTask
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 
 from api.auth import CurrentUser
 from api.errors import from_validation_error, not_found, unprocessable
+from api.request_guard import GuardedRoute
 from api.routes.collections import get_collection
 from api.routes.profiles import agentic_spec
 from api.schemas import SearchRequest
@@ -31,8 +33,11 @@ from pipeline.retrieval.config import SearchConfig
 from pipeline.state import AgentSpec, JobState
 from worker.submit import enqueue_job
 
-router = APIRouter(tags=["jobs"])
+router = APIRouter(tags=["jobs"], route_class=GuardedRoute)
 log = logging.getLogger("agentsearch.api")
+# How often a waiting request or an event stream reads its job: a few reads a second per waiter keeps the
+# database load of many waiters small and adds at most this much to what a waiter sees.
+WAIT_POLL_S = 0.2
 
 
 def collection_specs(s, collection_id: uuid.UUID, registry) -> list[AgentSpec]:
@@ -59,7 +64,7 @@ def collection_specs(s, collection_id: uuid.UUID, registry) -> list[AgentSpec]:
 
 
 @router.post("/v1/search", status_code=202, responses={200: {"description": "an existing or cached job"}})
-def submit_search(
+async def submit_search(
     body: SearchRequest,
     user_id: CurrentUser,
     request: Request,
@@ -67,8 +72,53 @@ def submit_search(
     idempotency_key: str | None = Header(None, max_length=255),
 ) -> JSONResponse:
     """Submit a search job. The same ``Idempotency-Key`` returns the same job; an identical earlier job (same
-    query, options, agent configs and collection epochs) answers at once from its stored response."""
+    query, options, agent configs and collection epochs) answers at once from its stored response.
+
+    With ``wait``, the request waits for the job without holding a thread (a sleeping coroutine between short
+    reads), so waiting clients never take the threads other requests run on; past the user's share of waits
+    (``AGENTSEARCH_MAX_WAITS_PER_USER``) it answers 202 at once and the client polls.
+    """
     services = request.app.state.services
+    answered, job_id = await run_in_threadpool(_submit, body, user_id, services, idempotency_key)
+    if answered is not None:
+        return answered
+    slots = request.app.state.waits
+    if wait and slots.acquire(user_id):
+        try:
+            finished = await _wait_for(services, job_id, wait)
+        finally:
+            slots.release(user_id)
+        if finished is not None:
+            return JSONResponse(jsonable_encoder(finished), status_code=200)
+    return await run_in_threadpool(_accepted_by_id, services, job_id)
+
+
+async def _wait_for(services, job_id: uuid.UUID, wait_s: float) -> dict | None:
+    """The job's view once it has ended, or None after ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        status = await run_in_threadpool(JobStore(services.db).status, str(job_id))
+        if status in TERMINAL:
+            return await run_in_threadpool(_view_by_id, services, job_id)
+        if time.monotonic() >= deadline:
+            return None
+        await asyncio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+
+
+def _view_by_id(services, job_id: uuid.UUID) -> dict:
+    with services.db.session() as s:
+        return job_view(services, s.get(Job, job_id))
+
+
+def _accepted_by_id(services, job_id: uuid.UUID) -> JSONResponse:
+    with services.db.session() as s:
+        return _accepted(s.get(Job, job_id), status_code=202)
+
+
+def _submit(body: SearchRequest, user_id: uuid.UUID, services, idempotency_key: str | None
+            ) -> tuple[JSONResponse | None, uuid.UUID | None]:
+    """Validate, answer from an earlier job when one fits, else create and enqueue the job: (answer, None) or
+    (None, id of the job enqueued)."""
     settings = services.settings
     query = body.query.strip()
     if not query:
@@ -108,7 +158,7 @@ def submit_search(
                 select(Job).where(Job.user_id == user_id, Job.idempotency_key == idempotency_key)
             )
             if earlier is not None:
-                return _accepted(earlier, status_code=200)
+                return _accepted(earlier, status_code=200), None
         epochs = {}
         for i, collection_id in enumerate(collection_ids):
             try:
@@ -191,7 +241,7 @@ def submit_search(
         if job.response is not None:
             # Counted after the response is sent: the hit's latency is the point of the cache (-10% p50).
             return _accepted(job, status_code=200,
-                             background=BackgroundTask(services.metrics.record_cache, "job", True))
+                             background=BackgroundTask(services.metrics.record_cache, "job", True)), None
         state = JobState(
             job_id=str(job_id),
             collection_id=str(body.collection_id),
@@ -215,16 +265,7 @@ def submit_search(
                 s.delete(job)
         raise HTTPException(status_code=503, detail=f"the job queue is unavailable: {type(exc).__name__}") from None
     JobStore(services.db).record_tasks(str(job_id), task_ids)
-    if wait:
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            with services.db.session() as s:
-                job = s.get(Job, job_id)
-                if job.status in TERMINAL:
-                    return JSONResponse(jsonable_encoder(job_view(services, job)), status_code=200)
-            time.sleep(0.05)
-    with services.db.session() as s:
-        return _accepted(s.get(Job, job_id), status_code=202)
+    return None, job_id
 
 
 def _accepted(job: Job, status_code: int, background: BackgroundTask | None = None) -> JSONResponse:
@@ -342,8 +383,16 @@ def cancel_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dic
 async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> StreamingResponse:
     """Server-sent events: one per stage and per agent as they happen, then the final status."""
     services = request.app.state.services
-    with services.db.session() as s:
-        _job(s, job_id, user_id)
+
+    def check_owner() -> None:
+        with services.db.session() as s:
+            _job(s, job_id, user_id)
+
+    await run_in_threadpool(check_owner)  # the database is not read on the event loop
+    slots = request.app.state.waits
+    if not slots.acquire(user_id):
+        raise HTTPException(status_code=429, headers={"Retry-After": "5"},
+                            detail=f"at most {slots.per_user} event streams and waiting requests at once per user")
 
     def snapshot() -> tuple[str, list[dict], list[dict], str | None]:
         with services.db.session() as s:
@@ -351,10 +400,17 @@ async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request) 
             return job.status, list(job.stage_log or []), list(job.agent_runs or []), job.error
 
     async def stream():
+        try:
+            async for event in events():
+                yield event
+        finally:
+            slots.release(user_id)
+
+    async def events():
         seen_stages, seen_runs, seen_status = 0, 0, None
         deadline = time.monotonic() + services.settings.job_deadline_s + 60
         while time.monotonic() < deadline:
-            status, stages, runs, error = await asyncio.to_thread(snapshot)
+            status, stages, runs, error = await run_in_threadpool(snapshot)
             if status != seen_status:
                 seen_status = status
                 yield _sse("status", {"status": status})
@@ -371,7 +427,7 @@ async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request) 
                 return
             if await request.is_disconnected():
                 return
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(WAIT_POLL_S)
 
     return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 

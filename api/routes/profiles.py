@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 
 from api.auth import CurrentUser
 from api.errors import from_validation_error, not_found, unprocessable
+from api.request_guard import GuardedRoute
 from api.routes.collections import get_collection
 from api.schemas import ProfileSetCreate
 from pipeline.agentic.config import IterativeConfig
@@ -32,7 +33,7 @@ from pipeline.jobs import JobStore
 from pipeline.settings import Settings
 from worker.submit import enqueue_job
 
-router = APIRouter(prefix="/v1/profile-sets", tags=["profiles"])
+router = APIRouter(prefix="/v1/profile-sets", tags=["profiles"], route_class=GuardedRoute)
 log = logging.getLogger("agentsearch.api")
 
 

@@ -154,6 +154,9 @@ class Agent:
     default_timeout_s: ClassVar[float] = 30.0
     cacheable: ClassVar[bool] = True
     cache_ttl_s: ClassVar[int] = 3600
+    # Config fields naming something outside the config: {"field": ToolReference("mcp") | CollectionReference()}
+    # (pipeline.resources). Checked when a config is saved, and by the agent (resolve_references) when it runs.
+    references: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, config: AgentConfig | dict[str, Any] | None = None) -> None:
         if isinstance(config, self.Config):

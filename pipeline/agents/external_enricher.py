@@ -1,30 +1,46 @@
-"""Post-search: enrich each document with data from a configured HTTP endpoint.
+"""Post-search: enrich each document with data from an operator-registered HTTP endpoint.
 
-For each of the first ``max_documents`` documents the agent GETs ``url_template`` with its placeholders filled in,
-URL-encoded: ``{document_id}``, ``{query}`` and ``{metadata.<key>}`` (the document's metadata). The JSON reply is
-mapped into the document's metadata by ``mapping: {"metadata_key": "$.path.to.value"}``; paths are dotted and
-indexed (``$.data.items[0].name``, ``$['key with spaces']``, negative indexes count from the end).
+The endpoint is an operator's: ``endpoint`` names a tool registered with ``agentsearch tools add NAME --kind http
+--url TEMPLATE [--header ...] [--allow-internal]``; the config sets only what to keep from the reply and its
+limits. A config carrying ``url_template`` or ``headers`` is refused when it is saved (422 naming the field); so
+is one naming an endpoint nobody registered, and a removed one is this agent's ``error`` when it runs.
+
+For each of the first ``max_documents`` documents the agent GETs the registered URL template with its
+placeholders filled in, URL-encoded: ``{document_id}``, ``{query}`` and ``{metadata.<key>}`` (the document's
+metadata). The JSON reply is mapped into the document's metadata by ``mapping: {"metadata_key": "$.path.to.value"}``;
+paths are dotted and indexed (``$.data.items[0].name``, ``$['key with spaces']``, negative indexes count from the
+end).
+
+Every connection goes through the egress guard (``pipeline.security``), at connect time: an endpoint whose host is
+(or now resolves to) a loopback, private, link-local or cloud metadata address is refused unless the operator
+allowed it (``--allow-internal`` for the tool's host, ``AGENTSEARCH_EGRESS_ALLOW``); such a document gets
+``enrichment_error: "egress refused: ..."`` and no request is made. Redirects are not followed.
 
 Failures stay per document: a timeout (``timeout_s``, per request, below the agent's deadline), a connection error,
-an HTTP error, a reply that is not JSON, or a placeholder the document cannot fill is written to that document's
-``metadata["enrichment_error"]`` and the other documents are still enriched. A path the reply does not hold is
-listed in ``metadata["enrichment_missing"]``. Requests stop being started once ``total_timeout_s`` is spent.
+an HTTP error, a reply that is not JSON or larger than ``max_response_bytes``, or a placeholder the document cannot
+fill is written to that document's ``metadata["enrichment_error"]`` and the other documents are still enriched. A
+path the reply does not hold is listed in ``metadata["enrichment_missing"]``. Requests stop being started once
+``total_timeout_s`` is spent.
 
 The endpoint has its own circuit breaker (``fail_max`` failures - timeouts, connection errors, 429 and 5xx, replies
 that are not JSON - open it for ``reset_timeout_s``; a 4xx for one document is that document's answer, not an
 endpoint failure). While it is open, no request is made and documents get ``enrichment_error: "circuit open ..."``.
 When the toolbox offers ``ctx.tools.breaker(name, fail_max, reset_timeout_s)`` (an object with ``admits()`` and
 ``record(error)``, like ``pipeline.breakers.AgentBreaker``), that breaker is used and shared by every worker;
-otherwise the breaker lives in this process (pybreaker, in memory).
+otherwise the breaker lives in this process (pybreaker, in memory). Either way it is the job's user's own: the
+limits come from the user's config, so another user's failures never open it.
 
-The template's scheme and host are fixed: placeholders are refused there, and placeholder values are
-percent-encoded (``/``, ``?``, ``#`` too), so a document can only change the path or query it is put in.
+The template's scheme and host are fixed: placeholders are refused there (when the tool is registered), and
+placeholder values are percent-encoded (``/``, ``?``, ``#`` too), so a document can only change the path or query
+it is put in.
 
 Usage::
 
+    # ctx.tools: the job's toolbox (pipeline.tools.AgentTools), which finds registered tools
+    # agentsearch tools add crm --kind http --header "Authorization: Bearer ..." \
+    #     --url "https://crm.example/api/companies/{metadata.company_id}?q={query}"
     agent = ExternalEnricher({
-        "url_template": "https://crm.example/api/companies/{metadata.company_id}?q={query}",
-        "headers": {"Authorization": "Bearer ..."},
+        "endpoint": "crm",
         "mapping": {"industry": "$.company.industry", "employees": "$.company.size.employees"},
         "timeout_s": 2.0,
     })
@@ -56,8 +72,11 @@ from pipeline.agents.base import (
 )
 from pipeline.breakers import AgentBreaker
 from pipeline.kv import canonical_hash
-
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+from pipeline.registered_tools import PLACEHOLDER as _PLACEHOLDER
+from pipeline.registered_tools import RegisteredTool
+from pipeline.resources import OperatorOnly, ToolReference, operator_only, resolve_references
+from pipeline.security.egress import EgressPolicy
+from pipeline.security.transports import egress_refusal, guarded_client
 # One step of a JSON path: .name | [index] | ['key'] | ["key"]
 _PATH_STEP = re.compile(
     r"\.([A-Za-z_$][\w$-]*)|\[(-?\d+)\]|\[\s*'((?:[^'\\]|\\.)*)'\s*\]|\[\s*\"((?:[^\"\\]|\\.)*)\"\s*\]"
@@ -137,22 +156,27 @@ class _NotAttempted(DocumentError):
     """No request was made for this document (open circuit, time budget spent)."""
 
 
+class _EgressRefused(_NotAttempted):
+    """The egress guard refused the connection: nothing reached the endpoint, so its breaker learns nothing."""
+
+
 # --- the agent --------------------------------------------------------------------------------------------------
 
 
 class ExternalEnricher(PostSearchAgent):
     agent_id = "external_enricher"
-    version = "1"
-    description = ("Calls a configured HTTP endpoint per document (URL template) and maps JSON paths of the reply "
-                   "into document metadata; own timeout and circuit breaker.")
+    version = "2"  # 2: the endpoint is a registered tool, no longer a URL in the config
+    description = ("Calls an operator-registered HTTP endpoint per document (URL template) and maps JSON paths of "
+                   "the reply into document metadata; own timeout and circuit breaker.")
     default_timeout_s = 30.0
     cache_ttl_s = 300  # external data moves; and a partly failed run should not be served for long
 
+    references = {"endpoint": ToolReference("http")}
+
     class Config(AgentConfig):
-        url_template: str | None = Field(
-            None, description="http(s) URL with {document_id}, {query}, {metadata.<key>} placeholders."
-        )
-        headers: dict[str, str] = Field(default_factory=dict)
+        endpoint: str | None = Field(
+            None, min_length=1, max_length=100,
+            description="The registered HTTP endpoint to call (`agentsearch tools add NAME --kind http`).")
         mapping: dict[str, str] = Field(default_factory=dict, description='{"metadata_key": "$.path.to.value"}')
         timeout_s: float = Field(3.0, gt=0.0, le=60.0, description="Per request.")
         total_timeout_s: float = Field(
@@ -163,23 +187,10 @@ class ExternalEnricher(PostSearchAgent):
         # Whole seconds: the breaker keeps its opening time at one-second resolution.
         reset_timeout_s: float = Field(60.0, ge=1.0, le=3600.0)
         max_response_bytes: int = Field(1_000_000, ge=1024, le=50_000_000)
-
-        @field_validator("url_template")
-        @classmethod
-        def _template(cls, template: str | None) -> str | None:
-            if template is None:
-                return None
-            parts = urlsplit(template)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ValueError("url_template must be an absolute http(s) URL")
-            if "{" in parts.netloc or "}" in parts.netloc:
-                raise ValueError("placeholders are not allowed in the URL's host")
-            for name in _PLACEHOLDER.findall(template):
-                if name not in ("document_id", "query") and not (name.startswith("metadata.") and len(name) > 9):
-                    raise ValueError(
-                        f"unknown placeholder {{{name}}}: use {{document_id}}, {{query}} or {{metadata.<key>}}"
-                    )
-            return template
+        # Where requests go and what credentials they carry are the operator's (the registered tool).
+        url_template: OperatorOnly = None
+        headers: OperatorOnly = None
+        _operator_only = operator_only("url_template", "headers", tool_field="endpoint")
 
         @field_validator("mapping")
         @classmethod
@@ -192,7 +203,7 @@ class ExternalEnricher(PostSearchAgent):
 
         @model_validator(mode="after")
         def _consistent(self) -> "ExternalEnricher.Config":
-            if self.url_template and not self.mapping:
+            if self.endpoint and not self.mapping:
                 raise ValueError("mapping is empty: nothing of the reply would be kept")
             if self.timeout_s > self.total_timeout_s:
                 raise ValueError("timeout_s must not be above total_timeout_s")
@@ -202,11 +213,14 @@ class ExternalEnricher(PostSearchAgent):
         super().__init__(config)
         self._paths = {key: parse_path(path) for key, path in self.config.mapping.items()}
 
-    def endpoint(self) -> str:
-        parts = urlsplit(self.config.url_template or "")
+    @staticmethod
+    def endpoint_url(template: str) -> str:
+        """The endpoint a template calls, without its query: what the breaker and the summary name."""
+        parts = urlsplit(template)
         return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
-    def render_url(self, doc: Document, query: str) -> str:
+    @staticmethod
+    def render_url(template: str, doc: Document, query: str) -> str:
         def fill(m: re.Match) -> str:
             name = m.group(1)
             if name == "document_id":
@@ -224,10 +238,13 @@ class ExternalEnricher(PostSearchAgent):
                 value = json.dumps(value) if isinstance(value, (dict, list, bool)) else str(value)
             return quote(value, safe="")
 
-        return _PLACEHOLDER.sub(fill, self.config.url_template or "")
+        return _PLACEHOLDER.sub(fill, template)
 
-    def _breaker(self, ctx: AgentContext):
-        name = f"external_enricher:{canonical_hash(self.endpoint())}"
+    def _breaker(self, ctx: AgentContext, endpoint: str):
+        # One per user and endpoint: a user's config sets the limits (fail_max, reset_timeout_s, and timeout_s,
+        # which makes failures), so one user's circuit must not close the endpoint for the others.
+        scope = f"user:{ctx.user_id}" if ctx.user_id else "local"
+        name = f"external_enricher:{scope}:{canonical_hash(endpoint)}"
         shared = getattr(ctx.tools, "breaker", None)
         if callable(shared):
             return shared(name, self.config.fail_max, self.config.reset_timeout_s), "shared"
@@ -245,6 +262,9 @@ class ExternalEnricher(PostSearchAgent):
         except httpx.TimeoutException as exc:
             raise EndpointError(f"timeout after {self.config.timeout_s:g} s ({type(exc).__name__})") from exc
         except httpx.HTTPError as exc:
+            refused = egress_refusal(exc)
+            if refused is not None:
+                raise _EgressRefused(str(refused)) from exc
             raise EndpointError(f"{type(exc).__name__}: {exc}") from exc
         if status == 429 or status >= 500:
             raise EndpointError(f"HTTP {status}")
@@ -259,14 +279,19 @@ class ExternalEnricher(PostSearchAgent):
 
     def run(self, inp: PostSearchInput, ctx: AgentContext) -> PostSearchOutput:
         cfg = self.config
-        if not cfg.url_template:
-            raise AgentSkipped("no url_template configured")
-        breaker, scope = self._breaker(ctx)
+        if not cfg.endpoint:
+            raise AgentSkipped("no endpoint configured")
+        # Looked up now, not when the config was saved: a tool removed since must not be called.
+        registered: RegisteredTool = resolve_references(self, ctx.tools)["endpoint"]
+        template = registered.url or ""
+        endpoint = self.endpoint_url(template)
+        policy = registered.egress_policy(getattr(ctx.tools, "egress_policy", None) or EgressPolicy())
+        breaker, scope = self._breaker(ctx, endpoint)
         started = time.monotonic()
         counts = {"enriched": 0, "failed": 0, "not_attempted": 0, "requests": 0}
         out_docs: list[Document] = []
         timeout = httpx.Timeout(cfg.timeout_s)
-        with httpx.Client(timeout=timeout, headers=cfg.headers, follow_redirects=False) as client:
+        with guarded_client(policy, timeout=timeout, headers=registered.headers, follow_redirects=False) as client:
             for index, doc in enumerate(inp.documents):
                 if index >= cfg.max_documents:
                     out_docs.append(doc)
@@ -277,14 +302,17 @@ class ExternalEnricher(PostSearchAgent):
                 try:
                     if time.monotonic() - started >= cfg.total_timeout_s:
                         raise _NotAttempted(f"not attempted: total_timeout_s ({cfg.total_timeout_s:g} s) spent")
-                    url = self.render_url(doc, inp.query)
+                    url = self.render_url(template, doc, inp.query)
                     if not breaker.admits():
-                        raise _NotAttempted(f"circuit open for {self.endpoint()} after repeated failures")
+                        raise _NotAttempted(f"circuit open for {endpoint} after repeated failures")
                     counts["requests"] += 1
                     try:
                         data = self._fetch(client, url)
                     except EndpointError as exc:
                         breaker.record(exc)
+                        raise
+                    except _EgressRefused:
+                        counts["requests"] -= 1
                         raise
                     except DocumentError:
                         breaker.record(None)  # the endpoint answered: a 4xx is this document's answer
@@ -306,6 +334,6 @@ class ExternalEnricher(PostSearchAgent):
                     metadata["enrichment_missing"] = missing
                 counts["enriched"] += 1
                 out_docs.append(doc.model_copy(update={"metadata": metadata}))
-        summary = {**counts, "endpoint": self.endpoint(), "breaker": getattr(breaker, "state", "unknown"),
+        summary = {**counts, "endpoint": registered.name, "breaker": getattr(breaker, "state", "unknown"),
                    "breaker_scope": scope}
         return PostSearchOutput(documents=out_docs, metadata={"enrichment": summary})

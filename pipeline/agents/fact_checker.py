@@ -21,6 +21,11 @@ sentences go to the LLM, which answers ``[{"claim": 1, "verdict": "supported" | 
 "not_enough_info"}]``. Verdicts replace the offline ones claim by claim (support 1 / 0 / 0); a malformed reply or an
 LLM error keeps the offline verdicts for that document and says so in ``fact_check["llm_error"]``.
 
+The trusted collection must be one of the config owner's own: another user's (or a missing) collection is refused
+when the config is saved (422, in the words used for a collection that does not exist) and again when the agent
+runs, as this agent's ``error``, before any search; the toolbox (``pipeline.tools.AgentTools``) also refuses to
+search a collection the job's user does not own.
+
 Without ``trusted_collection_id`` or without the agent toolbox the agent reports ``skipped``.
 
 Usage::
@@ -51,6 +56,7 @@ from pipeline.agents.base import (
     PostSearchOutput,
 )
 from pipeline.llm import LLMError, parse_json_reply
+from pipeline.resources import CollectionReference, resolve_references
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.text import split_sentences, words
 
@@ -164,6 +170,7 @@ class FactChecker(PostSearchAgent):
                    "number agreement) and marks each supported / unsupported / mixed; LLM entailment variant.")
     default_timeout_s = 60.0
     cache_ttl_s = 3600
+    references = {"trusted_collection_id": CollectionReference()}
 
     class Config(AgentConfig):
         trusted_collection_id: str | None = Field(None, description="The collection whose documents are trusted.")
@@ -203,6 +210,8 @@ class FactChecker(PostSearchAgent):
         tools = ctx.tools
         if tools is None or not hasattr(tools, "search") or not hasattr(tools, "embed"):
             raise AgentSkipped("fact checking needs the agent toolbox (search and embeddings)")
+        # The owner's own collection, checked again now: a config row may name one that is not (any more).
+        resolve_references(self, tools)
         analyzer = KeywordAnalyzer(cfg.language)
         llm = getattr(tools, "llm", None) if cfg.mode in ("llm", "auto") else None
         evidence_cache: dict[str, list[tuple[str, str]]] = {}

@@ -1,13 +1,22 @@
 """Response: call a tool on an MCP server (the ``mcp`` Python SDK) with arguments mapped from the job, and store
 what it returns as the job's artifact.
 
-The config follows the seed's shape::
+The server is an operator's: ``context_forge_tool_id`` names a tool registered with ``agentsearch tools add``
+(a stdio command with its environment and working directory, or a streamable HTTP endpoint with its headers), and
+the config sets only the arguments. A config carrying ``command``, ``env``, ``cwd``, ``server_url`` or
+``headers`` is refused when it is saved (422 naming the field); so is one naming a tool nobody registered. The
+name is looked up again when the agent runs: a tool removed since is this agent's ``error``, and nothing starts.
+
+The config::
 
     {"type": "mcp", "context_forge_tool_id": "make_presentation",
-     "server_url": "http://tools.internal:8080/mcp",           # streamable HTTP, or:
-     "command": ["python", "-m", "my_tools.server"],           # a stdio server started for the call
      "argument_mapping": {"title": "query", "max_slides": "config.max_slides", "language": "metadata.language"},
-     "settings": {"max_slides": 8}}
+     "settings": {"max_slides": 8}, "call_timeout_s": 45}
+
+registered by an operator as, e.g.::
+
+    agentsearch tools add make_presentation --kind mcp --command "python -m my_tools.server" --env TOOLS_TOKEN=...
+    agentsearch tools add make_presentation --kind mcp --url https://tools.example.org/mcp --header "Authorization: Bearer ..."
 
 ``argument_mapping`` maps each tool argument to a pipeline field: ``query``, ``original_query``, ``answer``,
 ``documents`` (``[{id, title, text, score}]``), ``sources`` (``[{document_id, title, score}]``), ``cot_steps``,
@@ -15,22 +24,29 @@ The config follows the seed's shape::
 out, so the tool's default applies), and ``config.<key>`` (a value from ``settings``; checked when the config is
 saved).
 
+A stdio server gets the environment the operator registered over the MCP SDK's small safe set (PATH, HOME,
+LOGNAME, SHELL, TERM, USER), never the worker's own variables and credentials, and runs in the registered working
+directory. An HTTP server is reached through the egress guard (``pipeline.security``): a loopback, private,
+link-local or metadata address is refused at connect time unless the operator allowed it (``--allow-internal``
+for the tool's host, ``AGENTSEARCH_EGRESS_ALLOW``).
+
 Why a response agent: the seed's example (slides titled by the query, ``max_slides`` from settings) is a tool that
 *makes something from the answer*; at the response stage every pipeline field (answer, sources, documents,
 reasoning) can be mapped, and the tool's result becomes a downloadable artifact of the job like the built-in
 generators'. What the artifact holds, by the result's content: an embedded binary resource, image or audio
 (the first one) is stored as those bytes with its MIME type (a tool that renders a PPTX returns one); else
 structured content is stored as JSON (``application/json``); else the text parts (``text/plain``). The artifact's
-metadata names the tool, the server, the arguments sent and the text of the result. A tool error (``is_error``)
-or a server that cannot be reached is this agent's ``error``; the job goes on. (To steer the search itself with
-an LLM call, ``llm_prompt`` is the pre-search agent.)
+metadata names the tool, the registered tool, the arguments sent and the text of the result. A tool error
+(``is_error``) or a server that cannot be reached is this agent's ``error``; the job goes on. (To steer the search
+itself with an LLM call, ``llm_prompt`` is the pre-search agent.)
 
 The SDK is async; the call runs in ``asyncio.run`` inside the agent's own thread (the runner gives every agent one),
 bounded by ``call_timeout_s``.
 
 Usage::
 
-    agent = McpTool({"context_forge_tool_id": "make_outline", "command": ["python", "-m", "tests.support.mcp_server"],
+    # ctx.tools: the job's toolbox (pipeline.tools.AgentTools), which finds registered tools
+    agent = McpTool({"context_forge_tool_id": "make_outline",
                      "argument_mapping": {"title": "query", "max_slides": "config.max_slides"},
                      "settings": {"max_slides": 5}})
     artifact = agent.run(ResponseAgentInput(answer="...", sources=[], query="Q4 results"), ctx)
@@ -45,11 +61,13 @@ import json
 import re
 import tempfile
 from typing import Any, Literal
-from urllib.parse import urlparse
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from pipeline.agents.base import AgentArtifact, AgentConfig, AgentContext, ResponseAgent, ResponseAgentInput
+from pipeline.registered_tools import RegisteredTool
+from pipeline.resources import OperatorOnly, ToolReference, operator_only, resolve_references
+from pipeline.security.egress import EgressPolicy
 
 FIELDS = ("query", "original_query", "answer", "documents", "sources", "cot_steps", "collection_id", "user_id",
           "metadata")
@@ -69,37 +87,34 @@ class McpToolError(RuntimeError):
 
 class McpTool(ResponseAgent):
     agent_id = "mcp"
-    version = "1"
+    version = "2"  # 2: the server is a registered tool, no longer set in the config
     description = (
-        "Calls a tool on an MCP server (streamable HTTP or stdio) with arguments mapped from the job (query, answer, "
-        "documents, metadata.<key>, config.<key>); the tool's result is stored as an artifact."
+        "Calls a tool on an operator-registered MCP server (streamable HTTP or stdio) with arguments mapped from the "
+        "job (query, answer, documents, metadata.<key>, config.<key>); the tool's result is stored as an artifact."
     )
     default_timeout_s = 60.0
+    references = {"context_forge_tool_id": ToolReference("mcp")}
 
     class Config(AgentConfig):
         type: Literal["mcp"] = "mcp"
-        context_forge_tool_id: str = Field(..., min_length=1, description="The name of the tool on the server.")
-        server_url: str | None = Field(None, description="Streamable HTTP endpoint, e.g. http://host:8080/mcp.")
-        command: list[str] | None = Field(None, min_length=1, description="A stdio server to start: argv.")
-        env: dict[str, str] = Field(default_factory=dict, description="Extra environment for a stdio server.")
-        cwd: str | None = Field(None, description="Working directory of a stdio server.")
-        headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers (e.g. authorization).")
+        context_forge_tool_id: str = Field(
+            ..., min_length=1, max_length=100,
+            description="The registered tool to call (`agentsearch tools add`, kind mcp).")
         argument_mapping: dict[str, str] = Field(default_factory=dict, description="tool argument -> pipeline field.")
         settings: dict[str, Any] = Field(default_factory=dict, description="Values for config.<key> mappings.")
         call_timeout_s: float = Field(45.0, gt=0, le=600, description="Budget of connect + call.")
         filename: str | None = Field(None, max_length=200, description="Artifact file name (default from the tool).")
-
-        @field_validator("server_url")
-        @classmethod
-        def _http_url(cls, value: str | None) -> str | None:
-            if value is not None and urlparse(value).scheme not in ("http", "https"):
-                raise ValueError("server_url must be an http(s) URL of a streamable HTTP MCP endpoint")
-            return value
+        # Where the server is and how it starts are the operator's (the registered tool), never a config's.
+        command: OperatorOnly = None
+        env: OperatorOnly = None
+        cwd: OperatorOnly = None
+        server_url: OperatorOnly = None
+        headers: OperatorOnly = None
+        _operator_only = operator_only("command", "env", "cwd", "server_url", "headers",
+                                       tool_field="context_forge_tool_id")
 
         @model_validator(mode="after")
-        def _one_server_and_known_fields(self) -> "McpTool.Config":
-            if (self.server_url is None) == (self.command is None):
-                raise ValueError("give exactly one of server_url (streamable HTTP) or command (stdio)")
+        def _known_fields(self) -> "McpTool.Config":
             for argument, path in self.argument_mapping.items():
                 root, _, rest = path.partition(".")
                 if root == "config":
@@ -136,13 +151,18 @@ class McpTool(ResponseAgent):
 
     # -- the call ---------------------------------------------------------------------------------------------
     def run(self, inp: ResponseAgentInput, ctx: AgentContext) -> AgentArtifact:
+        # Looked up now, not when the config was saved: a tool removed since must not run (nothing is started).
+        registered: RegisteredTool = resolve_references(self, ctx.tools)["context_forge_tool_id"]
+        policy = registered.egress_policy(getattr(ctx.tools, "egress_policy", None) or EgressPolicy())
         arguments = self.arguments(inp)
-        tool = self.config.context_forge_tool_id
+        tool = registered.remote_name
+        where = _server_name(registered)
         with tempfile.TemporaryFile("w+") as errlog:
             try:
-                result = asyncio.run(asyncio.wait_for(self._call(tool, arguments, errlog), self.config.call_timeout_s))
+                result = asyncio.run(asyncio.wait_for(self._call(registered, policy, arguments, errlog),
+                                                      self.config.call_timeout_s))
             except TimeoutError:
-                raise McpToolError(f"MCP tool {tool!r} at {self._server_name()} gave no result within "
+                raise McpToolError(f"MCP tool {tool!r} at {where} gave no result within "
                                    f"{self.config.call_timeout_s:g} s") from None
             except McpToolError:
                 raise
@@ -151,25 +171,29 @@ class McpTool(ResponseAgent):
                     raise
                 errlog.seek(0)
                 tail = errlog.read()[-500:].strip()
-                raise McpToolError(f"MCP call {tool!r} at {self._server_name()} failed: {_describe(exc)}"
+                raise McpToolError(f"MCP call {tool!r} at {where} failed: {_describe(exc)}"
                                    + (f"; server stderr: {tail}" if tail else "")) from exc
-        return self._artifact(tool, arguments, result)
+        return self._artifact(registered, arguments, result)
 
-    async def _call(self, tool: str, arguments: dict[str, Any], errlog) -> Any:
+    async def _call(self, registered: RegisteredTool, policy: EgressPolicy, arguments: dict[str, Any],
+                    errlog) -> Any:
         from mcp import Client
 
-        if self.config.server_url:
+        tool = registered.remote_name
+        if registered.transport == "http":
             from mcp.client.streamable_http import streamable_http_client
-            from mcp.shared._httpx_utils import create_mcp_http_client
 
-            http = create_mcp_http_client(headers=self.config.headers or None)
-            transport = streamable_http_client(self.config.server_url, http_client=http)
+            from pipeline.security.transports import guarded_async_client
+
+            http = guarded_async_client(policy, headers=registered.headers or None)
+            transport = streamable_http_client(registered.url, http_client=http)
         else:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
-            command = self.config.command or []
-            params = StdioServerParameters(command=command[0], args=command[1:], env=self.config.env or None,
-                                           cwd=self.config.cwd)
+            command = registered.command or []
+            # env is merged over the SDK's get_default_environment() (PATH, HOME, ...), not over os.environ.
+            params = StdioServerParameters(command=command[0], args=command[1:], env=dict(registered.env),
+                                           cwd=registered.cwd)
             transport = stdio_client(params, errlog=errlog)
             http = None
         try:
@@ -182,15 +206,15 @@ class McpTool(ResponseAgent):
             raise McpToolError(f"MCP tool {tool!r} reported an error: {_texts(result.content)[:500] or '(no text)'}")
         return result
 
-    def _server_name(self) -> str:
-        return self.config.server_url or " ".join(self.config.command or [])
-
     # -- the artifact -----------------------------------------------------------------------------------------
-    def _artifact(self, tool: str, arguments: dict[str, Any], result: Any) -> AgentArtifact:
+    def _artifact(self, registered: RegisteredTool, arguments: dict[str, Any], result: Any) -> AgentArtifact:
+        tool = registered.remote_name
         text = _texts(result.content)
         structured = result.structured_content
         base = _SAFE_NAME.sub("-", self.config.filename or f"mcp-{tool}").strip("-") or "mcp-result"
-        metadata: dict[str, Any] = {"tool": tool, "server": self._server_name(), "arguments": _brief(arguments),
+        # The registered name, not the command line or URL: those are the operator's and may carry secrets.
+        metadata: dict[str, Any] = {"tool": tool, "registered_tool": registered.name,
+                                    "transport": registered.transport, "arguments": _brief(arguments),
                                     "text": text[:4000]}
         binary = _first_binary(result.content)
         if binary is not None:
@@ -214,6 +238,11 @@ class McpTool(ResponseAgent):
         filename = self.config.filename or f"{base}.txt"
         return AgentArtifact(agent_id=self.agent_id, type="txt", data=text.encode(), filename=filename,
                              content_type="text/plain; charset=utf-8", metadata=metadata)
+
+
+def _server_name(registered: RegisteredTool) -> str:
+    """How errors name the server: the registered tool and its transport (not its command line or URL)."""
+    return f"registered tool {registered.name!r} ({registered.transport})"
 
 
 def _dig(value: Any, path: str) -> Any:

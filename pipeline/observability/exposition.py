@@ -142,8 +142,10 @@ class AgentSearchCollector(Collector):
         for name, state in sorted(states.items()):
             if state not in BREAKER_STATES:
                 continue
-            # Breaker names are "<agent>:<config hash>" (or "tool:<agent>:<endpoint hash>" for an agent's own).
-            owner = name.rsplit(":", 1)[0]
+            # Breaker names are "<agent>:<tenant scope>:<config hash>" (pipeline.runner.breaker_name), or
+            # "tool:<agent>:..." for a dependency of an agent's own.
+            parts = name.split(":")
+            owner = ":".join(parts[:2]) if parts[0] == "tool" else parts[0]
             gauge.add_metric([owner, name], BREAKER_STATES[state])
         yield gauge
 

@@ -2,7 +2,8 @@
 
 Fallbacks are part of the result, never exceptions: an embedding failure searches by keyword only; a Milvus error
 is retried with exponential backoff and then leaves a partial (or empty) result; a retriever slower than the stage
-deadline is left behind with a warning; no results relax the threshold once and suggest other queries.
+deadline is left behind with a warning; no results relax the threshold once and suggest other queries. What a
+partial or empty result with errors means for the job is decided by ``pipeline.retrieval.outcome``.
 
 Usage::
 
@@ -31,6 +32,7 @@ from pipeline.kv import canonical_hash
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse
+from pipeline.retrieval.outcome import degraded_reasons
 from pipeline.retrieval.vector_store import Hit, VectorStore
 from pipeline.text import content_terms
 
@@ -124,8 +126,9 @@ class Retriever:
         result = self._search_uncached(collection, query, config, model)
         result.metrics["processing_ms"] = round((time.perf_counter() - started) * 1000, 3)
         result.metrics["cache_hit"] = False
-        # Partial or failed searches are not cached: the next job should try again.
-        if key and not result.metrics.get("errors"):
+        # Partial or failed searches are not cached: the next job should try again. A retriever left behind at the
+        # stage deadline makes a partial result too.
+        if key and not degraded_reasons(result.metrics):
             payload = {
                 "documents": [d.model_dump(mode="json") for d in result.documents],
                 "metrics": result.metrics,

@@ -16,6 +16,7 @@ import redis
 
 from pipeline.breakers import AgentBreaker
 from pipeline.kv import canonical_hash
+from pipeline.runner import breaker_name
 from tests.chaos.agents import ChaosFlapper
 from tests.chaos.harness import record, search_body, submit, use_agents
 
@@ -74,7 +75,9 @@ def test_a_flapping_agents_breaker_opens_everywhere_half_opens_and_closes(stack)
                        "breaker_fail_max": FAIL_MAX, "breaker_reset_timeout_s": RESET_S},
                # Keeps each job busy a moment so concurrent jobs spread over both worker processes.
                {"agent_id": "chaos_step", "config": {"work_s": 0.3}, "priority": 10})
-    name = f"chaos_flapper:{canonical_hash(ChaosFlapper.Config(**config).model_dump(mode='json'))}"
+    (user_id,), = stack.sql("SELECT id FROM users WHERE name = %s", stack.user)
+    name = breaker_name("chaos_flapper", f"user:{user_id}",
+                        canonical_hash(ChaosFlapper.Config(**config).model_dump(mode="json")))
     breaker = AgentBreaker(name, redis.Redis.from_url(stack.redis_url), FAIL_MAX, RESET_S)
     calls = lambda: len([e for e in stack.events("flapper") if tag in e["query"]])  # noqa: E731
     n = iter(range(10_000))

@@ -17,6 +17,8 @@ import pytest
 from api.devstack import BIN, REPO, DevStack, free_port, wait_for  # noqa: F401 - shared with the tests
 
 SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
+# How long the stack's searches and ingests wait for Milvus (1 + 2 + 4 + 3 s of backoff); the default is 60 s.
+MILVUS_RETRY_S = 10
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +31,9 @@ class Stack(DevStack):
         self.call_logs = tmp / "calls"
         self.call_logs.mkdir(parents=True, exist_ok=True)
         super().__init__(tmp, workers=1, concurrency=2, user="it-user",
-                         extra_env={"AGENTSEARCH_AGENT_MODULES": json.dumps(["tests.support.faulty_agents"])})
+                         extra_env={"AGENTSEARCH_AGENT_MODULES": json.dumps(["tests.support.faulty_agents"]),
+                                    # test_faults: a Milvus outage outlasts this in seconds, not a minute.
+                                    "AGENTSEARCH_MILVUS_RETRY_S": str(MILVUS_RETRY_S)})
 
     def calls(self, name: str) -> list[int]:
         path = self.call_logs / f"{name}.calls"

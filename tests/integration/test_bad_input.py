@@ -88,9 +88,10 @@ def test_a_nul_character_is_refused_as_bad_input_and_nothing_is_written(stack, c
         created = http.post("/v1/collections", json={"name": "bad\u0000name"})
         added = http.post(f"/v1/collections/{collection}/documents",
                           json={"documents": [{"id": "nul-doc", "title": "t", "text": "a\u0000b"}]})
-    assert created.status_code == 422, created.text  # the name's pattern refuses it before the database
-    for response in (listed, added):
-        assert response.status_code == 422, response.text
-        assert "cannot be stored" in response.json()["detail"]
+    assert created.status_code == 422, created.text  # refused where the body enters, before the database
+    assert listed.status_code == 422, listed.text
+    assert "cannot be stored" in listed.json()["detail"]  # a query parameter: the database's refusal, as 422
+    assert added.status_code == 422, added.text
+    assert ["body", "documents", 0, "text"] in locs(added)
     assert stack.sql("SELECT count(*) FROM documents WHERE external_id = 'nul-doc'") == [(0,)]
     assert stack.sql("SELECT count(*) FROM collections WHERE name LIKE 'bad%%'") == [(0,)]

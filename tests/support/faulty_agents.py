@@ -88,3 +88,19 @@ class ExplodingResponder(ResponseAgent):
 
     def run(self, inp: ResponseAgentInput, ctx: AgentContext) -> AgentArtifact:
         raise ValueError("renderer crashed")
+
+
+class SlowResponder(ResponseAgent):
+    agent_id = "test_slow_responder"
+    description = "Renders for sleep_s, logging when it starts and when it is done, then makes a small text file."
+    default_timeout_s = 30.0
+
+    class Config(LoggedConfig):
+        sleep_s: float = Field(3.0, ge=0)
+
+    def run(self, inp: ResponseAgentInput, ctx: AgentContext) -> AgentArtifact:
+        record_call(self.config.log_dir, f"slow-{self.config.tag}-started")
+        time.sleep(self.config.sleep_s)
+        record_call(self.config.log_dir, f"slow-{self.config.tag}-done")
+        return AgentArtifact(agent_id=self.agent_id, type="txt", data=f"rendered for {inp.query}".encode(),
+                             filename="slow.txt", content_type="text/plain; charset=utf-8")

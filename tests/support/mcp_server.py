@@ -5,11 +5,13 @@ Tools:
 - ``make_outline(title, max_slides, language="", sources=None)``: echoes its arguments as structured content and
   writes a one-line outline as text, so a test sees exactly what reached the tool;
 - ``make_file(name, content)``: returns the content as an embedded binary resource (``text/markdown``);
-- ``fail(message)``: a tool error (``is_error``).
+- ``fail(message)``: a tool error (``is_error``);
+- ``environment()``: the names of the server's environment variables and its working directory, so a test sees
+  what a registered stdio server was started with.
 
 Usage::
 
-    python -m tests.support.mcp_server                 # stdio (what an agent config's "command" starts)
+    python -m tests.support.mcp_server                 # stdio (what a registered tool's command starts)
     python -m tests.support.mcp_server http 8765       # streamable HTTP at http://127.0.0.1:8765/mcp
 
     app = build_server().streamable_http_app()         # or serve the ASGI app in a test's own uvicorn thread
@@ -18,6 +20,7 @@ Usage::
 from __future__ import annotations
 
 import base64
+import os
 import sys
 from typing import Any
 
@@ -46,6 +49,10 @@ def build_server() -> MCPServer:
     @server.tool(description="Always fails.")
     def fail(message: str) -> str:
         raise ToolError(message)
+
+    @server.tool(description="The server's environment variable names and working directory.", structured_output=True)
+    def environment() -> dict[str, Any]:
+        return {"variables": sorted(os.environ), "cwd": os.getcwd()}
 
     return server
 

@@ -1,5 +1,6 @@
 """The generic agents: ``llm_prompt`` against a local OpenAI-compatible server, ``mcp`` against local MCP servers
-(stdio subprocess and streamable HTTP in a thread) that the tests start."""
+(stdio subprocess and streamable HTTP in a thread) that the tests start, registered as an operator would register
+them and handed to the agent through its toolbox (``tests.support.toolbox``)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,12 @@ from pipeline.agents.llm_prompt import LlmPrompt
 from pipeline.agents.mcp_tool import McpTool, McpToolError
 from pipeline.agents.registry import AgentRegistry
 from pipeline.llm import LLMClient, LLMError
+from pipeline.registered_tools import RegisteredTool
+from pipeline.resources import ToolReference, UnresolvedReference
+from pipeline.security.egress import EgressPolicy
 from tests.support.fake_llm import FakeLLM
 from tests.support.mcp_server import build_server
+from tests.support.toolbox import RegisteredToolbox
 
 REPO = Path(__file__).resolve().parents[2]
 STDIO_SERVER = [sys.executable, "-m", "tests.support.mcp_server"]
@@ -126,21 +131,38 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class CountingApp:
+    """An ASGI app passed through, counting the HTTP requests that reached it."""
+
+    def __init__(self, app) -> None:
+        self.app, self.requests = app, 0
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            self.requests += 1
+        await self.app(scope, receive, send)
+
+
 @pytest.fixture(scope="module")
-def mcp_http_url():
+def mcp_http_server():
     """The test MCP server over streamable HTTP, served by uvicorn in a thread of this process."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(build_server().streamable_http_app(), host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    app = CountingApp(build_server().streamable_http_app())
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True, name="mcp-test-server")
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
         assert time.monotonic() < deadline and thread.is_alive(), "MCP test server did not start"
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/mcp"
+    yield SimpleNamespace(url=f"http://127.0.0.1:{port}/mcp", app=app)
     server.should_exit = True
     thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def mcp_http_url(mcp_http_server) -> str:
+    return mcp_http_server.url
 
 
 RESPONSE_INPUT = ResponseAgentInput(
@@ -150,20 +172,31 @@ RESPONSE_INPUT = ResponseAgentInput(
     documents=[Document(id="press-q4", title="Q4 results", text="Revenue reached $412 million.", score=0.9)],
     metadata={"language": "de", "routing": {"team": "finance"}},
 )
-RESPONSE = AgentContext(pipeline_stage=Stage.RESPONSE)
+STDIO_TOOL = RegisteredTool(name="make_outline", kind="mcp", command=STDIO_SERVER, cwd=str(REPO))
+
+
+def http_tool(url: str, name: str = "outline-http", server_tool: str = "make_outline",
+              allow_internal: bool = True) -> RegisteredTool:
+    # The test server listens on 127.0.0.1: reaching it takes the operator's --allow-internal.
+    return RegisteredTool(name=name, kind="mcp", url=url, server_tool=server_tool, allow_internal=allow_internal)
+
+
+def response_ctx(*tools: RegisteredTool, egress_policy: EgressPolicy | None = None) -> AgentContext:
+    return AgentContext(pipeline_stage=Stage.RESPONSE,
+                        tools=RegisteredToolbox(tools, egress_policy=egress_policy))
 
 
 def test_mcp_over_stdio_maps_arguments_and_stores_the_structured_result():
     agent = McpTool({
         "type": "mcp",
         "context_forge_tool_id": "make_outline",
-        "command": STDIO_SERVER,
-        "cwd": str(REPO),
         "argument_mapping": {"title": "query", "max_slides": "config.max_slides", "language": "metadata.language",
                              "sources": "sources"},
         "settings": {"max_slides": 7},
     })
-    artifact = agent.run(RESPONSE_INPUT, RESPONSE)
+    ctx = response_ctx(STDIO_TOOL)
+    artifact = agent.run(RESPONSE_INPUT, ctx)
+    assert ctx.tools.lookups == [("mcp", "make_outline")]
     assert artifact.agent_id == "mcp" and artifact.content_type == "application/json"
     assert artifact.filename == "mcp-make_outline.json"
     result = json.loads(artifact.data)
@@ -175,20 +208,36 @@ def test_mcp_over_stdio_maps_arguments_and_stores_the_structured_result():
         "sources": [{"document_id": "press-q4", "title": "Q4 results", "score": 0.9}],
     }
     assert result["outline"] == "Northwind Q4 results: 7 slides (de)"
-    assert artifact.metadata["tool"] == "make_outline"
+    assert artifact.metadata["tool"] == "make_outline" and artifact.metadata["registered_tool"] == "make_outline"
     assert artifact.metadata["arguments"]["max_slides"] == 7
     assert artifact.metadata["structured"] is True
+    # The operator's command line is not shown to the user.
+    assert "mcp_server" not in json.dumps(artifact.metadata)
+
+
+def test_mcp_a_stdio_server_gets_the_registered_environment_and_directory_not_the_workers(monkeypatch, tmp_path):
+    monkeypatch.setenv("WORKER_DATABASE_PASSWORD", "s3cret")  # what a worker's environment holds
+    tool = RegisteredTool(name="env-probe", kind="mcp", server_tool="environment",
+                          command=[sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                                   "from tests.support.mcp_server import build_server; build_server().run('stdio')",
+                                   str(REPO)],
+                          env={"TOOLS_TOKEN": "t-1"}, cwd=str(tmp_path))
+    artifact = McpTool({"context_forge_tool_id": "env-probe"}).run(RESPONSE_INPUT, response_ctx(tool))
+    seen = json.loads(artifact.data)
+    assert "TOOLS_TOKEN" in seen["variables"] and "PATH" in seen["variables"]
+    assert "WORKER_DATABASE_PASSWORD" not in seen["variables"]
+    assert set(seen["variables"]) <= {"TOOLS_TOKEN", "PATH", "HOME", "LOGNAME", "SHELL", "TERM", "USER", "LC_CTYPE"}
+    assert Path(seen["cwd"]).resolve() == tmp_path.resolve()
 
 
 def test_mcp_over_http_nested_metadata_and_a_missing_key_leaves_the_tools_default(mcp_http_url):
     agent = McpTool({
-        "context_forge_tool_id": "make_outline",
-        "server_url": mcp_http_url,
+        "context_forge_tool_id": "outline-http",
         "argument_mapping": {"title": "metadata.routing.team", "max_slides": "config.slides.count",
                              "language": "metadata.not_there"},
         "settings": {"slides": {"count": 3}},
     })
-    result = json.loads(agent.run(RESPONSE_INPUT, RESPONSE).data)
+    result = json.loads(agent.run(RESPONSE_INPUT, response_ctx(http_tool(mcp_http_url))).data)
     assert result["received"]["title"] == "finance"
     assert result["received"]["max_slides"] == 3
     assert result["received"]["language"] == ""  # not sent, so the tool's default applied
@@ -197,49 +246,93 @@ def test_mcp_over_http_nested_metadata_and_a_missing_key_leaves_the_tools_defaul
 
 def test_mcp_a_binary_resource_becomes_the_artifact_bytes(mcp_http_url):
     agent = McpTool({
-        "context_forge_tool_id": "make_file",
-        "server_url": mcp_http_url,
+        "context_forge_tool_id": "file-http",
         "argument_mapping": {"name": "config.name", "content": "answer"},
         "settings": {"name": "summary.md"},
     })
-    artifact = agent.run(RESPONSE_INPUT, RESPONSE)
+    artifact = agent.run(RESPONSE_INPUT, response_ctx(http_tool(mcp_http_url, "file-http", "make_file")))
     assert artifact.data == b"Q4 revenue reached $412 million [1]."
     assert artifact.content_type == "text/markdown"
     assert artifact.filename == "summary.md" and artifact.type == "md"
 
 
 def test_mcp_a_tool_error_is_the_agents_error(mcp_http_url):
-    agent = McpTool({"context_forge_tool_id": "fail", "server_url": mcp_http_url,
-                     "argument_mapping": {"message": "query"}})
+    agent = McpTool({"context_forge_tool_id": "fail-http", "argument_mapping": {"message": "query"}})
     with pytest.raises(McpToolError, match="reported an error.*Northwind Q4 results"):
-        agent.run(RESPONSE_INPUT, RESPONSE)
+        agent.run(RESPONSE_INPUT, response_ctx(http_tool(mcp_http_url, "fail-http", "fail")))
 
 
 def test_mcp_an_unreachable_server_fails_fast_with_the_reason():
-    agent = McpTool({"context_forge_tool_id": "make_outline", "server_url": f"http://127.0.0.1:{free_port()}/mcp",
-                     "call_timeout_s": 5})
+    agent = McpTool({"context_forge_tool_id": "outline-http", "call_timeout_s": 5})
     started = time.monotonic()
     with pytest.raises(McpToolError, match="failed"):
-        agent.run(RESPONSE_INPUT, RESPONSE)
+        agent.run(RESPONSE_INPUT, response_ctx(http_tool(f"http://127.0.0.1:{free_port()}/mcp")))
     assert time.monotonic() - started < 5
+
+
+def test_mcp_an_internal_server_is_refused_at_connect_without_the_operators_allowance(mcp_http_server):
+    agent = McpTool({"context_forge_tool_id": "outline-http", "argument_mapping": {"title": "query"},
+                     "settings": {}, "call_timeout_s": 10})
+    before = mcp_http_server.app.requests
+    with pytest.raises(McpToolError, match="egress refused: 127.0.0.1 is a loopback address"):
+        agent.run(RESPONSE_INPUT, response_ctx(http_tool(mcp_http_server.url, allow_internal=False)))
+    assert mcp_http_server.app.requests == before  # nothing reached the server
+    # The operator's allowlist opens it as --allow-internal does.
+    allowed = EgressPolicy.parse(["127.0.0.1/32"])
+    agent = McpTool({"context_forge_tool_id": "outline-http", "argument_mapping": {"title": "query",
+                                                                                  "max_slides": "config.n"},
+                     "settings": {"n": 2}})
+    artifact = agent.run(RESPONSE_INPUT, response_ctx(http_tool(mcp_http_server.url, allow_internal=False),
+                                                      egress_policy=allowed))
+    assert json.loads(artifact.data)["received"]["max_slides"] == 2
+    assert mcp_http_server.app.requests > before
+
+
+def test_mcp_an_unregistered_or_removed_tool_is_the_agents_error_and_starts_nothing():
+    agent = McpTool({"context_forge_tool_id": "make_outline"})
+    with pytest.raises(UnresolvedReference, match="context_forge_tool_id: no mcp tool named 'make_outline' is "
+                                                  "registered; operators register tools"):
+        agent.run(RESPONSE_INPUT, response_ctx())
+    # Without a toolbox there is nothing to find a registered tool in: refused as well.
+    with pytest.raises(UnresolvedReference, match="context_forge_tool_id"):
+        agent.run(RESPONSE_INPUT, AgentContext(pipeline_stage=Stage.RESPONSE))
+
+
+@pytest.mark.parametrize("field", ["command", "env", "cwd", "server_url", "headers"])
+def test_mcp_refuses_what_only_an_operator_registers(field):
+    values = {"command": ["sh", "-c", "id > pwned.txt"], "env": {"LD_PRELOAD": "x"}, "cwd": "/",
+              "server_url": "http://169.254.169.254/mcp", "headers": {"Authorization": "x"}}
+    with pytest.raises(ValidationError) as caught:
+        McpTool({"context_forge_tool_id": "t", field: values[field]})
+    (error,) = caught.value.errors()
+    assert error["loc"] == (field,)
+    assert "operators register tools (`agentsearch tools add`)" in error["msg"]
+    # Present at all is refused, even empty.
+    with pytest.raises(ValidationError, match=field):
+        McpTool({"context_forge_tool_id": "t", field: None})
 
 
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"context_forge_tool_id": "t"}, "exactly one of server_url"),
-        ({"context_forge_tool_id": "t", "server_url": "http://x/mcp", "command": ["x"]}, "exactly one"),
-        ({"context_forge_tool_id": "t", "server_url": "ftp://x/mcp"}, "http"),
-        ({"context_forge_tool_id": "t", "server_url": "http://x/mcp",
-          "argument_mapping": {"n": "config.max_slides"}}, "no 'max_slides' in settings"),
-        ({"context_forge_tool_id": "t", "server_url": "http://x/mcp",
-          "argument_mapping": {"n": "answers"}}, "not a pipeline field"),
-        ({"context_forge_tool_id": "t", "server_url": "http://x/mcp", "type": "http"}, "type"),
+        ({}, "context_forge_tool_id"),
+        ({"context_forge_tool_id": ""}, "context_forge_tool_id"),
+        ({"context_forge_tool_id": "t", "argument_mapping": {"n": "config.max_slides"}}, "no 'max_slides' in settings"),
+        ({"context_forge_tool_id": "t", "argument_mapping": {"n": "answers"}}, "not a pipeline field"),
+        ({"context_forge_tool_id": "t", "type": "http"}, "type"),
+        ({"context_forge_tool_id": "t", "call_timeout_s": 601}, "call_timeout_s"),
     ],
 )
 def test_mcp_refuses_a_bad_config_when_it_is_saved(config, message):
     with pytest.raises(ValidationError, match=message):
         McpTool(config)
+
+
+def test_mcp_config_schema_offers_no_operator_field():
+    properties = McpTool.Config.model_json_schema()["properties"]
+    assert set(properties) == {"type", "context_forge_tool_id", "argument_mapping", "settings", "call_timeout_s",
+                               "filename"}
+    assert McpTool.references == {"context_forge_tool_id": ToolReference("mcp")}
 
 
 def test_both_generic_agents_are_registered_through_their_entry_points():

@@ -2,7 +2,8 @@
 
 Agents get a small fake toolbox: ``embed`` is the real MiniLM embedder (loaded once for the module), ``search`` ranks
 an in-memory list of documents by cosine. LLM variants talk HTTP to a local OpenAI-compatible server
-(``tests.support.fake_llm``); the external enricher talks HTTP to a local server started by the test.
+(``tests.support.fake_llm``); the external enricher talks HTTP to a local server started by the test, registered as
+an operator registers an endpoint and handed over through the toolbox (``tests.support.toolbox``).
 """
 
 from __future__ import annotations
@@ -29,9 +30,13 @@ from pipeline.agents.relevance_filter import RelevanceFilter
 from pipeline.agents.reranker import Reranker, proximity_score, smallest_window
 from pipeline.breakers import AgentBreaker
 from pipeline.llm import LLMClient
+from pipeline.registered_tools import RegisteredTool
+from pipeline.resources import CollectionReference, UnresolvedReference, collection_missing
+from pipeline.security.egress import EgressPolicy
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.embedder import Embedder
 from tests.support.fake_llm import FakeLLM
+from tests.support.toolbox import RegisteredToolbox
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE_LINES = (REPO / "examples" / "sample_corpus.jsonl").read_text().splitlines()
@@ -60,17 +65,26 @@ def embedder() -> CachedEmbedder:
 class FakeTools:
     """What ``ctx.tools`` offers agents, over in-memory documents: real embeddings, cosine search, an optional LLM."""
 
-    def __init__(self, embedder: CachedEmbedder, documents: list[Document] = (), llm: LLMClient | None = None) -> None:
+    def __init__(self, embedder: CachedEmbedder, documents: list[Document] = (), llm: LLMClient | None = None,
+                 owned: tuple[str, ...] | None = None) -> None:
         self._embedder = embedder
         self.documents = list(documents)
         self.llm = llm
         self.searches: list[tuple[str, str, int, str]] = []
         self._vectors = None
+        # The collections the job's user owns (AgentTools bound to a user): the trusted one unless told otherwise.
+        self.owned = set(owned) if owned is not None else {TRUSTED_ID}
+
+    def owned_collection(self, collection_id: str) -> str:
+        if collection_id not in self.owned:
+            raise collection_missing(collection_id)
+        return collection_id
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         return self._embedder.embed(texts)
 
     def search(self, collection_id: str, query: str, top_k: int = 10, strategy: str = "hybrid") -> list[Document]:
+        self.owned_collection(collection_id)  # as AgentTools does
         self.searches.append((collection_id, query, top_k, strategy))
         if self._vectors is None:
             self._vectors = np.asarray(self.embed([f"{d.title}. {d.text}" for d in self.documents]))
@@ -458,6 +472,15 @@ def test_fact_checker_skips_without_a_trusted_collection_or_a_toolbox(embedder):
         run(FactChecker({"trusted_collection_id": TRUSTED_ID}), [AGREES], "q")
 
 
+def test_fact_checker_refuses_a_trusted_collection_the_jobs_user_does_not_own_before_searching(embedder):
+    tools = FakeTools(embedder, TRUSTED, owned=("0f0f0f0f-0000-4000-8000-000000000000",))
+    with pytest.raises(UnresolvedReference) as caught:
+        run(FactChecker({"trusted_collection_id": TRUSTED_ID}), [AGREES], "q", ctx_with(tools))
+    assert str(caught.value) == f"trusted_collection_id: collection {TRUSTED_ID} not found"
+    assert tools.searches == []  # nothing was read from it
+    assert FactChecker.references == {"trusted_collection_id": CollectionReference()}
+
+
 @pytest.mark.parametrize("config", [{"max_claims": 0}, {"support_threshold": 0.3, "context_threshold": 0.5},
                                     {"strategy": "fuzzy"}, {"trusted": "x"}, {"trusted_collection_id": "trusted-ir"}])
 def test_fact_checker_refuses_bad_config(config):
@@ -588,9 +611,21 @@ MAPPING = {"industry": "$.company.industry", "first_tag": "$.company.tags[0]",
            "employees": "$.company.size.employees", "company": "$.company.name"}
 
 
-def enricher(api: CompanyServer, **config) -> ExternalEnricher:
-    return ExternalEnricher({"url_template": api.url + "/companies/{metadata.company}?q={query}&doc={document_id}",
-                             "mapping": MAPPING, **config})
+COMPANY_PATH = "/companies/{metadata.company}?q={query}&doc={document_id}"
+
+
+def endpoint(api: CompanyServer, path: str = COMPANY_PATH, name: str = "companies", allow_internal: bool = True,
+             **options) -> RegisteredTool:
+    """The endpoint as an operator registers it; the test server is on 127.0.0.1, so --allow-internal."""
+    return RegisteredTool(name=name, kind="http", url=api.url + path, allow_internal=allow_internal, **options)
+
+
+def enricher(name: str = "companies", **config) -> ExternalEnricher:
+    return ExternalEnricher({"endpoint": name, "mapping": MAPPING, **config})
+
+
+def tools_for(*endpoints: RegisteredTool, **extra) -> AgentContext:
+    return ctx_with(RegisteredToolbox(endpoints, **extra))
 
 
 def company_doc(doc_id: str, company: str | None) -> Document:
@@ -612,7 +647,9 @@ def test_json_paths():
 
 def test_external_enricher_maps_reply_paths_into_metadata(company_api):
     docs = [company_doc("d1", "nw"), company_doc("d2", "helios")]
-    out = run(enricher(company_api, headers={"X-Api-Key": "k-123"}), docs, "wind & solar/2025?")
+    ctx = tools_for(endpoint(company_api, headers={"X-Api-Key": "k-123"}))
+    out = run(enricher(), docs, "wind & solar/2025?", ctx)
+    assert ctx.tools.lookups == [("http", "companies")]
     d1, d2 = out.documents
     assert {k: d1.metadata[k] for k in MAPPING} == {"industry": "Utilities", "first_tag": "wind", "employees": 1840,
                                                     "company": "Northwind Energy"}
@@ -625,16 +662,42 @@ def test_external_enricher_maps_reply_paths_into_metadata(company_api):
     assert path == "/companies/nw"
     assert parse_qs(query) == {"q": ["wind & solar/2025?"], "doc": ["d1"]}
     assert "wind%20%26%20solar%2F2025%3F" in query
-    assert company_api.headers[0]["x-api-key"] == "k-123"
-    assert out.metadata["enrichment"] | {"endpoint": None} == {
-        "enriched": 2, "failed": 0, "not_attempted": 0, "requests": 2, "endpoint": None, "breaker": "closed",
+    assert company_api.headers[0]["x-api-key"] == "k-123"  # the registered header
+    # The summary names the registered endpoint, not its URL (the operator's).
+    assert out.metadata["enrichment"] == {
+        "enriched": 2, "failed": 0, "not_attempted": 0, "requests": 2, "endpoint": "companies", "breaker": "closed",
         "breaker_scope": "process"}
+
+
+def test_external_enricher_an_internal_endpoint_is_refused_at_connect_without_the_operators_allowance(company_api):
+    docs = [company_doc("d1", "nw"), company_doc("d2", "helios")]
+    out = run(enricher(), docs, "q", tools_for(endpoint(company_api, allow_internal=False)))
+    for doc in out.documents:
+        assert doc.metadata["enrichment_error"].startswith("egress refused: 127.0.0.1 is a loopback address")
+        assert "industry" not in doc.metadata
+    assert company_api.requests == []  # no request reached the endpoint
+    assert out.metadata["enrichment"] | {"breaker": None} == {
+        "enriched": 0, "failed": 0, "not_attempted": 2, "requests": 0, "endpoint": "companies", "breaker": None,
+        "breaker_scope": "process"}
+    # The operator's allowlist (AGENTSEARCH_EGRESS_ALLOW) opens it as --allow-internal does; the refusals above did
+    # not count against the endpoint's breaker.
+    allowed = tools_for(endpoint(company_api, allow_internal=False), egress_policy=EgressPolicy.parse(["127.0.0.0/8"]))
+    out = run(enricher(), docs, "q", allowed)
+    assert [d.metadata.get("industry") for d in out.documents] == ["Utilities", "Solar"]
+    assert out.metadata["enrichment"]["breaker"] == "closed"
+
+
+def test_external_enricher_an_unregistered_or_removed_endpoint_is_the_agents_error(company_api):
+    with pytest.raises(UnresolvedReference, match="endpoint: no http tool named 'companies' is registered; "
+                                                  "operators register tools"):
+        run(enricher(), [company_doc("d1", "nw")], "q", tools_for())
+    assert company_api.requests == []
 
 
 def test_external_enricher_times_out_a_slow_document_and_enriches_the_others(company_api):
     docs = [company_doc("slow", "slow-nw"), company_doc("fast", "nw")]
     started = time.monotonic()
-    out = run(enricher(company_api, timeout_s=0.3), docs)
+    out = run(enricher(timeout_s=0.3), docs, "q", tools_for(endpoint(company_api)))
     assert time.monotonic() - started < 1.4  # the slow reply (1.5 s) was not waited for
     slow, fast = out.documents
     assert slow.metadata["enrichment_error"].startswith("timeout after 0.3 s")
@@ -646,7 +709,7 @@ def test_external_enricher_times_out_a_slow_document_and_enriches_the_others(com
 def test_external_enricher_records_500_404_non_json_and_missing_placeholders_per_document(company_api):
     docs = [company_doc("a", "boom"), company_doc("b", "nobody"), company_doc("c", "garbage"),
             company_doc("d", None), company_doc("e", "nw")]
-    out = run(enricher(company_api), docs)
+    out = run(enricher(), docs, "q", tools_for(endpoint(company_api)))
     errors = [d.metadata.get("enrichment_error") for d in out.documents]
     assert errors[0] == "HTTP 500"
     assert errors[1] == "HTTP 404"
@@ -658,63 +721,104 @@ def test_external_enricher_records_500_404_non_json_and_missing_placeholders_per
 
 
 def test_external_enricher_breaker_opens_after_fail_max_failures_and_stops_calling(company_api):
-    agent = ExternalEnricher({"url_template": company_api.url + "/down/{document_id}", "mapping": MAPPING,
-                              "fail_max": 3, "reset_timeout_s": 60})
+    agent = enricher("down", fail_max=3, reset_timeout_s=60)
+    ctx = tools_for(endpoint(company_api, "/down/{document_id}", "down"), endpoint(company_api))
     docs = [company_doc(f"d{i}", "nw") for i in range(6)]
-    out = run(agent, docs)
+    out = run(agent, docs, "q", ctx)
     assert len(company_api.requests) == 3  # the endpoint saw fail_max requests, then none
     errors = [d.metadata["enrichment_error"] for d in out.documents]
     assert errors[:3] == ["HTTP 500"] * 3
     assert all(e.startswith("circuit open for") for e in errors[3:])
-    assert out.metadata["enrichment"] | {"endpoint": None} == {
-        "enriched": 0, "failed": 3, "not_attempted": 3, "requests": 3, "endpoint": None, "breaker": "open",
+    assert out.metadata["enrichment"] == {
+        "enriched": 0, "failed": 3, "not_attempted": 3, "requests": 3, "endpoint": "down", "breaker": "open",
         "breaker_scope": "process"}
     # A second run (another agent instance, same endpoint and limits) still finds the circuit open.
-    again = run(ExternalEnricher(agent.config), docs[:2])
+    again = run(ExternalEnricher(agent.config), docs[:2], "q", ctx)
     assert len(company_api.requests) == 3
     assert all(d.metadata["enrichment_error"].startswith("circuit open") for d in again.documents)
     # The other endpoint of the same server has its own breaker.
-    assert run(enricher(company_api), [company_doc("x", "nw")]).documents[0].metadata["industry"] == "Utilities"
+    assert run(enricher(), [company_doc("x", "nw")], "q", ctx).documents[0].metadata["industry"] == "Utilities"
 
 
 def test_external_enricher_uses_a_shared_breaker_when_the_toolbox_offers_one(company_api):
     made = []
 
-    class ToolsWithBreaker:
+    class ToolsWithBreaker(RegisteredToolbox):
         redis = fakeredis.FakeRedis(server=fakeredis.FakeServer())
 
         def breaker(self, name, fail_max, reset_timeout_s):
             made.append((name, fail_max, reset_timeout_s))
             return AgentBreaker(name, self.redis, fail_max, reset_timeout_s)
 
-    agent = ExternalEnricher({"url_template": company_api.url + "/down/{document_id}", "mapping": MAPPING,
-                              "fail_max": 2})
-    out = run(agent, [company_doc(f"d{i}", "nw") for i in range(4)], ctx=ctx_with(ToolsWithBreaker()))
+    agent = enricher("down", fail_max=2)
+    tools = ToolsWithBreaker([endpoint(company_api, "/down/{document_id}", "down")])
+    out = run(agent, [company_doc(f"d{i}", "nw") for i in range(4)], ctx=ctx_with(tools))
     assert len(company_api.requests) == 2
     assert made and made[0][0].startswith("external_enricher:") and made[0][1:] == (2, 60.0)
     assert out.metadata["enrichment"]["breaker_scope"] == "shared" and out.metadata["enrichment"]["breaker"] == "open"
 
 
-def test_external_enricher_max_documents_and_skip_without_a_url(company_api):
-    out = run(enricher(company_api, max_documents=2), [company_doc(f"d{i}", "nw") for i in range(3)])
+def test_external_enricher_one_users_failures_do_not_open_the_endpoint_for_another_user(company_api):
+    # User A sets a timeout no reply can meet and a one-failure circuit held for an hour. The breakers live in one
+    # Redis, as every worker's do (state by name, whatever limits a caller brings).
+    redis_client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    tools = RegisteredToolbox([endpoint(company_api, COMPANY_PATH.replace("{metadata.company}", "slow-nw"))],
+                              breaker=lambda name, fail_max, reset_s: AgentBreaker(name, redis_client, fail_max,
+                                                                                   reset_s))
+    a = AgentContext(pipeline_stage=Stage.POST_SEARCH, user_id="user-a", tools=tools)
+    b = AgentContext(pipeline_stage=Stage.POST_SEARCH, user_id="user-b", tools=tools)
+    hostile = enricher(timeout_s=0.05, fail_max=1, reset_timeout_s=3600)
+    out = run(hostile, [company_doc("d1", "nw"), company_doc("d2", "nw")], "q", a)
+    assert out.metadata["enrichment"]["breaker"] == "open"
+    assert out.documents[1].metadata["enrichment_error"].startswith("circuit open")
+    # User B's enricher on the same endpoint still calls it.
+    out = run(enricher(timeout_s=3.0), [company_doc("d3", "nw")], "q", b)
+    assert out.documents[0].metadata["industry"] == "Utilities"
+    assert out.metadata["enrichment"]["breaker"] == "closed" and out.metadata["enrichment"]["breaker_scope"] == "shared"
+
+
+def test_external_enricher_max_documents_and_skip_without_an_endpoint(company_api):
+    out = run(enricher(max_documents=2), [company_doc(f"d{i}", "nw") for i in range(3)], "q",
+              tools_for(endpoint(company_api)))
     assert [("industry" in d.metadata) for d in out.documents] == [True, True, False]
     assert len(company_api.requests) == 2
-    with pytest.raises(AgentSkipped, match="url_template"):
+    with pytest.raises(AgentSkipped, match="endpoint"):
         run(ExternalEnricher(), [company_doc("d", "nw")])
 
 
 @pytest.mark.parametrize("config", [
-    {"url_template": "http://{metadata.host}/x", "mapping": MAPPING},       # the host is fixed
-    {"url_template": "ftp://example.org/{document_id}", "mapping": MAPPING},
-    {"url_template": "http://example.org/{doc}", "mapping": MAPPING},        # unknown placeholder
-    {"url_template": "http://example.org/{document_id}", "mapping": {"x": "company.name"}},
-    {"url_template": "http://example.org/{document_id}"},                    # nothing mapped
-    {"url_template": "http://example.org/{document_id}", "mapping": MAPPING, "timeout_s": 30, "total_timeout_s": 10},
-    {"url_template": "http://example.org/{document_id}", "mapping": MAPPING, "method": "POST"},
+    {"endpoint": "crm", "mapping": {"x": "company.name"}},                  # not a JSON path
+    {"endpoint": "crm"},                                                     # nothing mapped
+    {"endpoint": "crm", "mapping": MAPPING, "timeout_s": 30, "total_timeout_s": 10},
+    {"endpoint": "crm", "mapping": MAPPING, "method": "POST"},
+    {"endpoint": "", "mapping": MAPPING},
 ])
 def test_external_enricher_refuses_bad_config(config):
     with pytest.raises(ValidationError):
         ExternalEnricher(config)
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("url_template", "http://127.0.0.1:6379/{document_id}"),
+    ("url_template", "http://169.254.169.254/latest/meta-data/{document_id}"),
+    ("headers", {"Authorization": "Bearer x"}),
+    ("url_template", None),
+])
+def test_external_enricher_refuses_a_raw_url_or_headers_naming_the_field(field, value):
+    with pytest.raises(ValidationError) as caught:
+        ExternalEnricher({"endpoint": "crm", "mapping": MAPPING, field: value})
+    (error,) = caught.value.errors()
+    assert error["loc"] == (field,) and "operators register tools (`agentsearch tools add`)" in error["msg"]
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("http://{metadata.host}/x", "host"),                # the host is fixed
+    ("ftp://example.org/{document_id}", "http"),
+    ("http://example.org/{doc}", "unknown placeholder"),
+])
+def test_an_endpoint_with_a_bad_url_template_cannot_be_registered(url, message):
+    with pytest.raises(ValidationError, match=message):
+        RegisteredTool(name="crm", kind="http", url=url)
 
 
 def test_every_post_search_agent_builds_with_its_defaults():

@@ -64,6 +64,10 @@ class FakeTools:
         self.llm = llm
         self.calls: list[tuple] = []
 
+    def for_user(self, user_id: str | None) -> "FakeTools":
+        # The runner binds the toolbox to the job's user; these documents are everyone's.
+        return self
+
     def search(self, collection_id: str, query: str, top_k: int = 10, strategy: str = "hybrid") -> list[Document]:
         self.calls.append(("search", collection_id, query, top_k, strategy))
         n, found = len(self.documents), []

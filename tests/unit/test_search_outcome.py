@@ -1,0 +1,201 @@
+"""What a search that met Milvus errors amounts to for its job: failed, degraded or whole (pipeline.retrieval.outcome).
+
+The pure parts, the retriever with a fake store, and the search task against a real job row: a search that failed
+outright is searched again with backoff, then fails the job; one that failed in part makes a degraded response.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import fakeredis
+import pytest
+from celery.exceptions import Retry
+
+from migrations import upgrade
+from pipeline import services as services_module
+from pipeline.agents.base import Document
+from pipeline.backoff import backoff_delay
+from pipeline.db import DEFAULT_USER_ID, Collection, Job, utcnow
+from pipeline.jobs import StepLedger
+from pipeline.retrieval.analyzer import KeywordAnalyzer
+from pipeline.retrieval.config import SearchConfig
+from pipeline.retrieval.outcome import SearchFailed, degraded_reasons, search_failure
+from pipeline.retrieval.retriever import Retriever
+from pipeline.retrieval.vector_store import Hit
+from pipeline.settings import Settings
+from pipeline.stages import assemble_response, merge_search_step
+from pipeline.state import JobState
+from worker import tasks
+
+RELEASED = "MilvusException: Collection 'c1' is in state 'released'; call load() before search/get/query"
+
+
+def schedule(budget_s: float) -> list[float]:
+    delays, retries = [], 0
+    while (delay := backoff_delay(retries, budget_s)) is not None:
+        delays.append(delay)
+        retries += 1
+    return delays
+
+
+def test_backoff_doubles_to_30_s_and_the_waits_add_up_to_the_budget():
+    assert schedule(60) == [1, 2, 4, 8, 16, 29]
+    assert schedule(10) == [1, 2, 4, 3]
+    assert schedule(300)[:7] == [1, 2, 4, 8, 16, 30, 30] and sum(schedule(300)) == 300
+    assert schedule(0) == []
+
+
+def test_nothing_found_with_errors_is_a_failure_not_no_documents():
+    search = {"errors": [f"semantic search failed: {RELEASED}", f"keyword search failed: {RELEASED}"],
+              "returned": 0}
+    reason = search_failure(search, found=0)
+    assert reason is not None and reason.startswith("search failed, nothing found: semantic search failed")
+    assert search_failure(search, found=2) is None  # results stand, degraded
+    assert degraded_reasons(search) == search["errors"]
+
+
+def test_a_whole_search_that_found_nothing_is_just_that():
+    assert search_failure({"returned": 0, "sources_found": 0}, found=0) is None
+    assert degraded_reasons({"returned": 0}) == []
+
+
+def test_a_retriever_left_behind_at_the_deadline_degrades_the_search():
+    assert degraded_reasons({"timed_out": ["keyword"]}) == ["keyword search passed the stage deadline"]
+    assert search_failure({"timed_out": ["keyword", "semantic"]}, found=0) is not None
+
+
+class HalfDownStore:
+    """Dense search works; keyword search meets Milvus errors every time."""
+
+    def __init__(self) -> None:
+        self.keyword_calls = 0
+
+    def dense_search(self, name, vector, limit):
+        return [Hit(id="d1#0", document_id="d1", title="Q4", text="Revenue reached $412 million.", score=0.8,
+                    metadata={})]
+
+    def keyword_search(self, name, analyzed, limit):
+        self.keyword_calls += 1
+        raise RuntimeError(RELEASED)
+
+    def vectors(self, name, ids):
+        return {}
+
+
+class FakeCache:
+    def __init__(self) -> None:
+        self.stored: dict[str, str] = {}
+
+    def key(self, *parts: str) -> str:
+        return ":".join(parts)
+
+    def get(self, key):
+        return self.stored.get(key)
+
+    def set(self, key, value, ttl):
+        self.stored[key] = value
+
+
+def test_one_retriever_failing_keeps_the_others_results_degraded_and_uncached():
+    store, cache = HalfDownStore(), FakeCache()
+    retriever = Retriever(lambda texts: [[0.1, 0.2] for _ in texts], store, KeywordAnalyzer(), cache=cache)
+    result = retriever.search("c1", "Q4 revenue", SearchConfig(strategy="hybrid", top_k=3))
+    assert [d.id for d in result.documents] == ["d1"] and store.keyword_calls == 3
+    assert search_failure(result.metrics, found=len(result.documents)) is None
+    assert degraded_reasons(result.metrics) == [f"keyword search failed: RuntimeError: {RELEASED}"]
+    assert not any(key.startswith("search") for key in cache.stored)  # the next job searches again
+
+
+def _state(documents: list[Document], search: dict, collection_id: str = "c1") -> JobState:
+    return JobState(job_id=str(uuid.uuid4()), collection_id=collection_id, query="Q4 revenue?",
+                    documents=documents, metadata={"search": {**search, "collection_id": collection_id}})
+
+
+def test_a_degraded_response_says_why_and_is_not_complete():
+    state = _state([Document(id="d1", title="Q4", text="Revenue reached $412 million.", score=0.8)],
+                   {"errors": [f"keyword search failed: {RELEASED}"], "returned": 1})
+    response = assemble_response(state, [])
+    assert response["degraded"] is True and response["complete"] is False
+    assert response["degraded_reasons"] == [f"keyword search failed: {RELEASED}"]
+    whole = assemble_response(_state(state.documents, {"returned": 1}), [])
+    assert whole["degraded"] is False and whole["degraded_reasons"] == [] and whole["complete"] is True
+
+
+def test_one_collection_of_several_failing_degrades_the_merged_search_and_all_failing_fails_it():
+    found = _state([Document(id="d1", title="Q4", text="Revenue.", score=0.8, metadata={"collection_id": "a"})],
+                   {"returned": 1, "sources_found": 1}, collection_id="a")
+    failed = _state([], {"errors": [f"semantic search failed: {RELEASED}"], "returned": 0}, collection_id="b")
+    merged = merge_search_step([found, failed]).metadata["search"]
+    assert set(merged["collections"]) == {"a", "b"}
+    assert merged["errors"] == [f"collection b: semantic search failed: {RELEASED}"]
+    assert search_failure(merged, found=1) is None and degraded_reasons(merged)
+    nothing = merge_search_step([failed, _state([], {"errors": ["keyword search failed: x"]}, "c")])
+    assert search_failure(nothing.metadata["search"], found=len(nothing.documents)) is not None
+
+
+# --- the search task: retried with backoff, then the job fails --------------------------------------------------
+
+
+class DownRetriever:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def search(self, collection, query, config, epoch=0, model=""):
+        from pipeline.retrieval.retriever import RetrievalResult
+
+        self.calls += 1
+        return RetrievalResult([], {"errors": [f"semantic search failed: {RELEASED}"], "returned": 0,
+                                    "cache_hit": False})
+
+
+@pytest.fixture
+def services(tmp_path, monkeypatch):
+    settings = Settings(data_dir=tmp_path, milvus_retry_s=10)
+    upgrade(settings.database_url)
+    services = services_module.Services(settings)
+    services.__dict__["_retriever"] = DownRetriever()
+    monkeypatch.setattr(services_module, "_services", services)
+    ledger = StepLedger(fakeredis.FakeRedis(server=fakeredis.FakeServer()), ttl_s=600)
+    monkeypatch.setattr(tasks, "_ledger", lambda: ledger)
+    yield services
+    services.close()
+
+
+def new_job(services) -> JobState:
+    collection_id = uuid.uuid4()
+    with services.db.session() as s:
+        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name="c", embedding_model="m"))
+        s.flush()
+        job = Job(user_id=DEFAULT_USER_ID, collection_id=collection_id, query="Q4 revenue?", status="queued",
+                  deadline_at=utcnow() + timedelta(minutes=10))
+        s.add(job)
+        s.flush()
+        return JobState(job_id=str(job.id), collection_id=str(collection_id), query="Q4 revenue?")
+
+
+def run_search(state: JobState, retries: int, collection_id: str | None = None):
+    tasks.core_search.push_request(retries=retries)
+    try:
+        return tasks.core_search.run(state.dump(), collection_id)
+    finally:
+        tasks.core_search.pop_request()
+
+
+def test_a_search_that_failed_outright_is_searched_again_then_fails_the_job(services):
+    state = new_job(services)
+    with pytest.raises(Retry):
+        run_search(state, retries=0)  # Milvus may be restarting: not handed on as "no documents"
+    assert tasks._ledger().get(state.job_id, "core_search:") is None  # a redelivered copy searches again
+    with pytest.raises(SearchFailed, match="semantic search failed.*released.*after 5 attempts"):
+        run_search(state, retries=4)  # 1 + 2 + 4 + 3 s waited: MILVUS_RETRY_S=10 spent
+    assert services.retriever.calls == 2
+
+
+def test_one_collection_of_several_hands_its_failure_on_to_the_merge(services):
+    state = new_job(services)
+    handed_on = JobState.load(run_search(state, retries=4, collection_id=state.collection_id))
+    assert handed_on.documents == [] and handed_on.metadata["search"]["attempts"] == 5
+    with pytest.raises(SearchFailed):
+        tasks.merge_search.run([handed_on.dump(), handed_on.dump()])
