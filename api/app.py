@@ -20,7 +20,7 @@ from api.request_guard import validation_error
 from api.routes import agents, collections, health, jobs, metrics, profiles
 from api.waits import WaitSlots
 from migrations import upgrade
-from pipeline.jobs import JobStore
+from pipeline.job.store import JobStore
 from pipeline.observability.tracing import configure_tracing
 from pipeline.services import get_services
 from worker.app import app as celery_app

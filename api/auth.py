@@ -17,7 +17,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from pipeline.users import UserStore
+from pipeline.security.users import UserStore
 
 bearer = HTTPBearer(auto_error=False, description="An API key from `agentsearch users create NAME`.")
 api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="The same key, in a header of its own.")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.settings import get_settings
+from pipeline.platform.settings import get_settings
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_CORPUS = REPO_ROOT / "examples" / "sample_corpus.jsonl"
@@ -308,8 +308,15 @@ def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | Non
                    agent_list: str | None, rerank_depth: int,
                    limit: int | None, json_out: Path | None) -> None:
     """nDCG@10, Recall@100, MRR@10 and latency of a BEIR data set, through the retrieval path jobs use."""
-    from pipeline.evaluation import (ensure_corpus_indexed, load_beir_corpus, load_beir_queries, load_qrels,
-                                     run_agents_eval, run_retrieval_eval, score_run)
+    from pipeline.eval.retrieval import (
+        ensure_corpus_indexed,
+        load_beir_corpus,
+        load_beir_queries,
+        load_qrels,
+        run_agents_eval,
+        run_retrieval_eval,
+        score_run,
+    )
     from pipeline.retrieval.config import SearchConfig
     from pipeline.services import get_services
 
@@ -371,10 +378,15 @@ def eval_iterative(corpus: Path, queries: Path, qrels: Path, target: int, max_it
     """Iterative mode vs single-shot search: share of queries with a relevant document in the kept set."""
     from pydantic import ValidationError
 
-    from pipeline.agentic.benchmark import run_iterative_eval
     from pipeline.agentic.config import IterativeConfig, Thresholds
-    from pipeline.evaluation import ensure_corpus_indexed, load_beir_corpus, load_beir_queries, load_qrels
-    from pipeline.llm import LLMClient
+    from pipeline.eval.agentic import run_iterative_eval
+    from pipeline.eval.retrieval import (
+        ensure_corpus_indexed,
+        load_beir_corpus,
+        load_beir_queries,
+        load_qrels,
+    )
+    from pipeline.platform.llm import LLMClient
     from pipeline.services import get_services
 
     try:
@@ -425,9 +437,13 @@ def eval_iterative(corpus: Path, queries: Path, qrels: Path, target: int, max_it
 def eval_answers(corpus: Path, queries: Path, answers_path: Path, limit: int | None, json_out: Path | None,
                  details_out: Path | None) -> None:
     """Gold-span rate and latency of answers, through the search-and-answer path jobs use."""
-    from pipeline.answer_eval import load_gold_answers, run_answer_eval
-    from pipeline.evaluation import ensure_corpus_indexed, load_beir_corpus, load_beir_queries
-    from pipeline.llm import LLMClient
+    from pipeline.eval.answers import load_gold_answers, run_answer_eval
+    from pipeline.eval.retrieval import (
+        ensure_corpus_indexed,
+        load_beir_corpus,
+        load_beir_queries,
+    )
+    from pipeline.platform.llm import LLMClient
     from pipeline.services import get_services
 
     try:
@@ -487,8 +503,8 @@ def users() -> None:
 
 def _user_store():
     from migrations import upgrade
-    from pipeline.db import Database
-    from pipeline.users import UserStore
+    from pipeline.platform.db import Database
+    from pipeline.security.users import UserStore
 
     settings = get_settings()
     if settings.embedded:
@@ -501,7 +517,7 @@ def _user_store():
 @click.argument("name")
 def users_create(name: str) -> None:
     """Create a user and print its first API key, alone on the last line (it is not shown again)."""
-    from pipeline.users import UserError
+    from pipeline.security.users import UserError
 
     try:
         user_id, key = _user_store().create(name)
@@ -516,7 +532,7 @@ def users_create(name: str) -> None:
 @click.option("--label", default="", help="What the key is for.")
 def users_new_key(name: str, label: str) -> None:
     """Issue another key for a user (rotate: issue, switch clients, revoke the old one)."""
-    from pipeline.users import UserError
+    from pipeline.security.users import UserError
 
     try:
         key = _user_store().issue_key(name, label)
@@ -530,7 +546,7 @@ def users_new_key(name: str, label: str) -> None:
 @click.argument("prefix")
 def users_revoke(prefix: str) -> None:
     """Revoke a key by its prefix, as `users list` shows it."""
-    from pipeline.users import UserError
+    from pipeline.security.users import UserError
 
     try:
         count = _user_store().revoke(prefix)
@@ -558,7 +574,7 @@ def tools() -> None:
 
 
 def _tool_store():
-    from pipeline.registered_tools import ToolStore
+    from pipeline.security.registered_tools import ToolStore
 
     return ToolStore(_user_store().db)
 
@@ -599,7 +615,7 @@ def tools_add(name: str, kind: str, command: str | None, env: tuple[str, ...], c
 
     from pydantic import ValidationError
 
-    from pipeline.registered_tools import RegisteredTool, ToolError
+    from pipeline.security.registered_tools import RegisteredTool, ToolError
 
     try:
         tool = RegisteredTool(name=name, kind=kind, command=shlex.split(command) if command is not None else None,

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from pipeline.settings import Settings
+from pipeline.platform.settings import Settings
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 # Half the API's default request limit (AGENTSEARCH_MAX_REQUEST_BYTES), so a batch of long documents still fits.
@@ -153,8 +153,8 @@ def local_server(host: str = "127.0.0.1", port: int | None = None) -> Iterator[t
     import uvicorn
 
     from api.app import create_app
-    from pipeline.db import DEFAULT_USER_ID
-    from pipeline.users import UserStore
+    from pipeline.platform.db import DEFAULT_USER_ID
+    from pipeline.security.users import UserStore
 
     port = port or free_port(host)
     app = create_app()

@@ -1,6 +1,6 @@
 """Every JSON body passes one gate before a route sees it, and every validation error leaves without the input.
 
-The gate (``GuardedRoute``) refuses values the service cannot keep (``pipeline.storable``: NUL characters, lone
+The gate (``GuardedRoute``) refuses values the service cannot keep (``pipeline.security.storable``: NUL characters, lone
 surrogates, NaN and infinities) with a 422 naming each field, for every route at once: a per-route check would be
 forgotten on the next route. The error handler answers in FastAPI's 422 shape but drops the ``input`` each error
 carries by default: echoing a request back made a 150 MB body come back in the answer, and a lone surrogate in the
@@ -23,7 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
-from pipeline.storable import NotStorable, loads_checked
+from pipeline.security.storable import NotStorable, loads_checked
 
 # Enough to say what is wrong with a request; a body with thousands of errors is not listed to the end.
 MAX_ERRORS = 50

@@ -40,7 +40,7 @@ from pipeline.agents.email_draft import EmailDraft  # noqa: E402
 from pipeline.agents.executive_summary import ExecutiveSummary  # noqa: E402
 from pipeline.agents.pdf_report import PdfReport  # noqa: E402
 from pipeline.agents.pptx_generator import PptxGenerator  # noqa: E402
-from pipeline.answer import extractive_answer  # noqa: E402
+from pipeline.job.answer import extractive_answer  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 QUERY = "What was Northwind Energy's revenue in Q4 2025, and how did it compare with Q4 2024?"

@@ -27,7 +27,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, machine, wait_idle  # noqa: E402
-from pipeline.evaluation import percentile  # noqa: E402
+from pipeline.eval.retrieval import percentile  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 QUERY = "What was Northwind Energy's revenue in Q4 2025?"

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from api.devstack import DevStack, ingest_through_api
-from pipeline.evaluation import percentile
+from pipeline.eval.retrieval import percentile
 
 REPO = Path(__file__).resolve().parents[1]
 SCIFACT = REPO.parent / "shared" / "eval" / "scifact"

@@ -71,7 +71,7 @@ def _collection(target: Target) -> str:
 
 def _first_state(collection_id: str) -> dict:
     """A payload the size of a job's first state, for the raw chain to carry."""
-    from pipeline.state import JobState
+    from pipeline.job.state import JobState
 
     query = "benchmark solar energy raw 0000"
     return JobState(job_id=str(uuid.uuid4()), collection_id=collection_id, user_id=str(uuid.uuid4()), query=query,
@@ -140,7 +140,7 @@ def run_standalone(agents: int, jobs: int, attach: bool = False) -> dict:
     with ``attach`` on the running one the ``AGENTSEARCH_*`` settings point to (its workers must have been started
     with ``bench.common.BENCH_ENV``)."""
     if attach:
-        from pipeline.settings import get_settings
+        from pipeline.platform.settings import get_settings
 
         settings = get_settings()
         if not (settings.api_url and settings.api_key) or settings.embedded:

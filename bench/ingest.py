@@ -27,7 +27,7 @@ CORPUS = SCIFACT / "corpus.jsonl"
 
 def measure(corpus: Path = CORPUS, docs: int = 300, rounds: int = 3) -> dict:
     """Chunks/s of the embedding model alone and of the whole ingestion path, per round, in this process."""
-    from pipeline.evaluation import load_beir_corpus
+    from pipeline.eval.retrieval import load_beir_corpus
     from pipeline.ingest import ChunkingConfig, chunk_text, index_documents
     from pipeline.retrieval.analyzer import KeywordAnalyzer
     from pipeline.retrieval.embedder import Embedder

@@ -26,7 +26,15 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import SCIFACT, Target, bench_stack, ingest, job_wall_ms, summary, wait_idle  # noqa: E402
+from bench.common import (  # noqa: E402
+    SCIFACT,
+    Target,
+    bench_stack,
+    ingest,
+    job_wall_ms,
+    summary,
+    wait_idle,
+)
 
 PRE_SEARCH = ["language_detector", "acronym_resolver", "spell_checker"]
 POST_SEARCH = ["reranker", "deduplicator", "relevance_filter"]
@@ -36,7 +44,7 @@ RESPONSE = ["executive_summary", "email_draft", "pdf_report", "pptx_generator"]
 def subset(docs: int, queries: int, corpus: Path = SCIFACT / "corpus.jsonl",
            queries_path: Path = SCIFACT / "queries_train.jsonl", qrels_path: Path = SCIFACT / "qrels" / "train.tsv"):
     """The first ``docs`` abstracts, and the first ``queries`` claims all of whose judged documents are among them."""
-    from pipeline.evaluation import load_beir_corpus, load_beir_queries, load_qrels
+    from pipeline.eval.retrieval import load_beir_corpus, load_beir_queries, load_qrels
 
     documents = load_beir_corpus(corpus)[:docs]
     ids = {d["id"] for d in documents}
@@ -47,7 +55,7 @@ def subset(docs: int, queries: int, corpus: Path = SCIFACT / "corpus.jsonl",
 
 def chunk_count(documents: list[dict]) -> int:
     from pipeline.ingest import ChunkingConfig, chunk_text
-    from pipeline.settings import Settings
+    from pipeline.platform.settings import Settings
 
     settings = Settings()
     config = ChunkingConfig(settings.chunk_chars, settings.chunk_overlap_chars)

@@ -3,7 +3,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from pipeline.db import Base
+from pipeline.platform.db import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -18,17 +18,17 @@ from functools import cached_property
 import redis
 
 from pipeline.agents.registry import AgentRegistry
-from pipeline.artifacts import ArtifactStore
-from pipeline.db import Database
-from pipeline.kv import connect_redis
-from pipeline.cache import ResultCache
+from pipeline.agents.runner import AgentRunner
+from pipeline.job.artifacts import ArtifactStore
 from pipeline.observability.metrics import MetricsRecorder
+from pipeline.platform.cache import ResultCache
+from pipeline.platform.db import Database
+from pipeline.platform.kv import connect_redis
+from pipeline.platform.settings import Settings, get_settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.embedder import Embedder
 from pipeline.retrieval.retriever import Retriever
 from pipeline.retrieval.vector_store import VectorStore
-from pipeline.runner import AgentRunner
-from pipeline.settings import Settings, get_settings
 
 
 class Services:
@@ -51,7 +51,7 @@ class Services:
 
     @cached_property
     def runner(self) -> AgentRunner:
-        from pipeline.tools import AgentTools
+        from pipeline.agents.toolbox import AgentTools
 
         return AgentRunner(self.registry, self.redis, self.settings, tools=AgentTools(self), metrics=self.metrics)
 

@@ -20,7 +20,7 @@ from celery import chain, chord, group, signature
 from celery.canvas import Signature
 
 from pipeline.agents.base import Stage
-from pipeline.state import AgentSpec
+from pipeline.job.state import AgentSpec
 from worker.canvas import STEP_LIMIT_S, _agent_step, _limits, ordered, response_steps
 
 # An iteration searches, evaluates (one LLM call, or offline signals), maybe grades and refines (an LLM call each).

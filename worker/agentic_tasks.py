@@ -17,15 +17,15 @@ import uuid
 from typing import Any
 
 from pipeline.agentic.compress import compress_documents
-from pipeline.agentic.jobs import AgenticSpec, LoopPlan, LoopStore, job_documents
 from pipeline.agentic.loop import LoopState, final_documents, next_action, run_iteration
 from pipeline.agentic.runtime import build_compressor, build_tools, vectors_function
 from pipeline.agentic.schedule import claim_due, create_run
 from pipeline.agentic.seen import SeenFilter, SqlSeenStore
-from pipeline.jobs import JobStore
-from pipeline.llm import LLMClient
+from pipeline.agentic.spec import AgenticSpec, LoopPlan, LoopStore, job_documents
+from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.store import JobStore
+from pipeline.platform.llm import LLMClient
 from pipeline.services import get_services
-from pipeline.state import AgentSpec, JobState
 from worker.agentic_canvas import build_agentic_tail, build_loops, iteration_step
 from worker.app import app
 from worker.submit import enqueue_job

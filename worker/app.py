@@ -1,4 +1,4 @@
-"""The Celery app, configured from ``pipeline.settings``.
+"""The Celery app, configured from ``pipeline.platform.settings``.
 
 Start a worker with ``agentsearch worker`` (or ``celery -A worker.app worker``). Response agents run on their own
 ``artifacts`` queue so heavy rendering never starves search.
@@ -14,18 +14,18 @@ import time
 
 from celery import Celery
 from celery.signals import (
-    before_task_publish,
     beat_init,
+    before_task_publish,
     worker_init,
     worker_process_init,
     worker_ready,
     worker_shutdown,
 )
 
+from pipeline.platform.settings import get_settings
 from pipeline.services import reset_services
-from pipeline.settings import get_settings
-from worker import observability as _observability  # noqa: F401 - connects the logging and tracing hooks
 from worker import liveness as _liveness  # noqa: F401 - connects the node heartbeat
+from worker import observability as _observability  # noqa: F401 - connects the logging and tracing hooks
 
 DEFAULT_QUEUE = "celery"
 ARTIFACTS_QUEUE = "artifacts"

@@ -22,8 +22,8 @@ from celery import chain, chord, group, signature
 from celery.canvas import Signature
 
 from pipeline.agents.base import Stage
-from pipeline.artifact_names import name_ranks, rank_key
-from pipeline.state import AgentSpec
+from pipeline.job.artifact_names import name_ranks, rank_key
+from pipeline.job.state import AgentSpec
 
 # Celery's own limits are a backstop behind the runner's deadline: the soft limit lands a little later,
 # the hard limit kills a worker process whose agent thread will not come back.
@@ -48,7 +48,7 @@ def _agent_step(task: str, spec: AgentSpec, default_timeout_s: float) -> Signatu
 
 def response_steps(specs: Iterable[AgentSpec], default_timeout_s: float) -> list[Signature]:
     """The response agents' tasks, in order; a second config of one agent is told its rank, so that its artifact
-    gets a name of its own (``pipeline.artifact_names``). Rank 1 sends no rank: the message stays as before."""
+    gets a name of its own (``pipeline.job.artifact_names``). Rank 1 sends no rank: the message stays as before."""
     responders = ordered(specs, Stage.RESPONSE)
     ranks = name_ranks(responders)
     steps = []

@@ -17,12 +17,18 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from celery.signals import setup_logging, task_postrun, task_prerun, worker_process_init, worker_process_shutdown
+from celery.signals import (
+    setup_logging,
+    task_postrun,
+    task_prerun,
+    worker_process_init,
+    worker_process_shutdown,
+)
 
-from pipeline.jobs import JobStore
+from pipeline.job.store import JobStore
 from pipeline.observability import tracing
 from pipeline.observability.logs import configure_logging, push_context
-from pipeline.settings import get_settings
+from pipeline.platform.settings import get_settings
 
 log = logging.getLogger("agentsearch.worker")
 

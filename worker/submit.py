@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from celery.result import AsyncResult, ResultSet
 
-from pipeline.state import AgentSpec, JobState
+from pipeline.job.state import AgentSpec, JobState
 from worker.canvas import build_job_canvas
 
 

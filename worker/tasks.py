@@ -19,24 +19,25 @@ from celery.exceptions import SoftTimeLimitExceeded
 from sqlalchemy import exc as sql_errors
 from sqlalchemy import select, update
 
-from pipeline import stages
 from pipeline.agents.base import Stage
-from pipeline.backoff import backoff_delay
-from pipeline.db import Collection, DocumentRow
+from pipeline.agents.runner import worker_name
 from pipeline.ingest import ChunkingConfig, index_documents
-from pipeline.jobs import TERMINAL, JobStore, StepLedger
-from pipeline.kv import connect_redis
-from pipeline.llm import LLMClient
+from pipeline.job import steps
+from pipeline.job.ledger import StepLedger
+from pipeline.job.state import AgentRun, AgentSpec, JobState
+from pipeline.job.store import TERMINAL, JobStore
+from pipeline.platform.backoff import backoff_delay
+from pipeline.platform.db import Collection, DocumentRow, milvus_collection_name
+from pipeline.platform.kv import connect_redis
+from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.outcome import SearchFailed, search_failure
 from pipeline.retrieval.vector_store import SchemaMismatch
-from pipeline.runner import worker_name
 from pipeline.services import get_services
-from pipeline.state import AgentRun, AgentSpec, JobState
 from worker.app import LONGEST_RETRY_DELAY_S, app
 from worker.canvas import ordered
 from worker.liveness import alive_nodes
-from worker.submit import enqueue_job
 from worker.observability import end_job_trace
+from worker.submit import enqueue_job
 
 log = logging.getLogger("agentsearch.worker")
 
@@ -100,12 +101,12 @@ def _agent_task(step, stage: Stage, state: dict[str, Any], spec: dict[str, Any])
 
 @app.task(name="agentsearch.pre_search_agent", **DB_RETRY)
 def pre_search_agent(state: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
-    return _agent_task(stages.pre_search_step, Stage.PRE_SEARCH, state, spec)
+    return _agent_task(steps.pre_search_step, Stage.PRE_SEARCH, state, spec)
 
 
 @app.task(name="agentsearch.post_search_agent", **DB_RETRY)
 def post_search_agent(state: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
-    return _agent_task(stages.post_search_step, Stage.POST_SEARCH, state, spec)
+    return _agent_task(steps.post_search_step, Stage.POST_SEARCH, state, spec)
 
 
 @app.task(name="agentsearch.core_search", bind=True, **DB_RETRY)
@@ -128,7 +129,7 @@ def core_search(self, state: dict[str, Any], collection_id: str | None = None) -
     ledger, key = _ledger(), f"core_search:{collection_id or ''}"
     done = ledger.get(current.job_id, key)
     if done is None:
-        current = stages.core_search_step(current, services, collection_id)
+        current = steps.core_search_step(current, services, collection_id)
         search = current.metadata.get("search") or {}
         services.metrics.record_search(search)
         if self.request.retries:
@@ -150,7 +151,7 @@ def core_search(self, state: dict[str, Any], collection_id: str | None = None) -
 def merge_search(states: list[dict[str, Any]]) -> dict[str, Any]:
     """Callback of the per-collection search group: a failure of every collection fails the job (see core_search),
     a failure of some makes the merged search degraded."""
-    merged = stages.merge_search_step([JobState.load(s) for s in states])
+    merged = steps.merge_search_step([JobState.load(s) for s in states])
     merged.timings_ms["core_search"] = max(JobState.load(s).timings_ms.get("core_search", 0.0) for s in states)
     if reason := search_failure(merged.metadata["search"], len(merged.documents)):
         raise SearchFailed(reason)
@@ -171,7 +172,7 @@ def generate_answer(state: dict[str, Any]) -> dict[str, Any]:
     if done is None:
         started = time.perf_counter()
         settings = services.settings
-        current = stages.answer_step(current, llm=LLMClient.from_settings(settings),
+        current = steps.answer_step(current, llm=LLMClient.from_settings(settings),
                                      # Lazy: a model that fails to load costs the answer its embedding score only.
                                      embed=lambda texts: services.embedder.embed(texts),
                                      language=settings.keyword_language)
@@ -184,7 +185,7 @@ def generate_answer(state: dict[str, Any]) -> dict[str, Any]:
 
 @app.task(name="agentsearch.response_agent", bind=True)
 def response_agent(self, state: dict[str, Any], spec: dict[str, Any], name_rank: int = 1) -> dict[str, Any]:
-    """One response agent: its artifact stored (named by ``name_rank``, see ``pipeline.artifact_names``), its record
+    """One response agent: its artifact stored (named by ``name_rank``, see ``pipeline.job.artifact_names``), its record
     returned to the chord. Never raises."""
     agent_spec = AgentSpec.model_validate(spec)
     job_id = state["job_id"]
@@ -204,7 +205,7 @@ def response_agent(self, state: dict[str, Any], spec: dict[str, Any], name_rank:
             return done  # this agent already made its artifact for this job: it is not called twice
         if status in TERMINAL:
             return skipped(f"job already {status}")  # a late copy: the job no longer waits for it
-        run = stages.response_step(JobState.load(state), agent_spec, services.runner,
+        run = steps.response_step(JobState.load(state), agent_spec, services.runner,
                                    _PatientArtifacts(services.artifacts, ARTIFACT_SAVE_WAIT_S), name_rank=name_rank)
     except DB_UNAVAILABLE as exc:
         if self.request.retries < DB_RETRY["max_retries"]:
@@ -296,7 +297,7 @@ def assemble(self, records: list[dict[str, Any]], job_id: str) -> dict[str, Any]
                           errors=["its record never reached the job"]) for a in missing]
     if runs:
         state.timings_ms["response"] = max(r.duration_ms for r in runs)
-    response = stages.assemble_response(state, runs)
+    response = steps.assemble_response(state, runs)
     _timed(state, "assemble", started)
     response["timings_ms"] = state.timings_ms
     if jobs.succeed(job_id, response, [*state.agent_runs, *runs], state.timings_ms):
@@ -438,7 +439,7 @@ def ingest_documents(self, collection_id: str, document_ids: list[str]) -> dict[
 def delete_documents(self, collection_id: str, external_ids: list[str]) -> dict[str, int]:
     services = get_services()
     try:
-        services.vector_store.delete_documents(stages.milvus_collection_name(collection_id), external_ids)
+        services.vector_store.delete_documents(milvus_collection_name(collection_id), external_ids)
     except Exception as exc:
         raise self.retry(exc=exc, countdown=2 ** self.request.retries)
     # Again now that the vectors are gone: results cached in between may still hold the document.

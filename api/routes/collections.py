@@ -12,7 +12,7 @@ from api.auth import CurrentUser
 from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
 from api.schemas import CollectionCreate, CollectionOut, DocumentsAccepted, DocumentsIn
-from pipeline.db import Collection, DocumentRow
+from pipeline.platform.db import Collection, DocumentRow
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
 

@@ -13,12 +13,11 @@ from datetime import timedelta
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, StreamingResponse
-from starlette.concurrency import run_in_threadpool
-from starlette.background import BackgroundTask
+from pydantic import ValidationError
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
-
-from pydantic import ValidationError
+from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
 
 from api.auth import CurrentUser
 from api.errors import from_validation_error, not_found, unprocessable
@@ -26,11 +25,11 @@ from api.request_guard import GuardedRoute
 from api.routes.collections import get_collection
 from api.routes.profiles import agentic_spec
 from api.schemas import SearchRequest
-from pipeline.db import AgentConfigRow, CollectionAgent, Job, utcnow
-from pipeline.jobs import TERMINAL, JobStore
-from pipeline.kv import canonical_hash
+from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.store import TERMINAL, JobStore
+from pipeline.platform.db import AgentConfigRow, CollectionAgent, Job, utcnow
+from pipeline.platform.kv import canonical_hash
 from pipeline.retrieval.config import SearchConfig
-from pipeline.state import AgentSpec, JobState
 from worker.submit import enqueue_job
 
 router = APIRouter(tags=["jobs"], route_class=GuardedRoute)

@@ -24,13 +24,13 @@ from api.request_guard import GuardedRoute
 from api.routes.collections import get_collection
 from api.schemas import ProfileSetCreate
 from pipeline.agentic.config import IterativeConfig
-from pipeline.agentic.jobs import AgenticSpec
 from pipeline.agentic.profiles import ProfileSet
 from pipeline.agentic.schedule import create_run
 from pipeline.agentic.seen import SeenPolicy
-from pipeline.db import Job, ProfileRun, ProfileSetRow, utcnow
-from pipeline.jobs import JobStore
-from pipeline.settings import Settings
+from pipeline.agentic.spec import AgenticSpec
+from pipeline.job.store import JobStore
+from pipeline.platform.db import Job, ProfileRun, ProfileSetRow, utcnow
+from pipeline.platform.settings import Settings
 from worker.submit import enqueue_job
 
 router = APIRouter(prefix="/v1/profile-sets", tags=["profiles"], route_class=GuardedRoute)

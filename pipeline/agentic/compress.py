@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pydantic import BaseModel
 
 from pipeline.agentic.signals import coverage, has_specifics, numbers_in
-from pipeline.agents.base import Document
-from pipeline.llm import LLMClient, LLMError
+from pipeline.documents import Document
+from pipeline.platform.llm import LLMClient, LLMError
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.text import split_sentences
 

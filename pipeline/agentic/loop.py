@@ -33,10 +33,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from pipeline.agentic.config import IterativeConfig
-from pipeline.agentic.evaluate import Evaluation, Scorer, judge
 from pipeline.agentic.refine import Refinement, Refiner
+from pipeline.agentic.scoring import Evaluation, Scorer, judge
 from pipeline.agentic.sufficiency import Grade, Grader, choose_budget
-from pipeline.agents.base import Document
+from pipeline.documents import Document
 
 LOOP_STATE_VERSION = 1
 MAX_SEARCH_TOP_K = 1000

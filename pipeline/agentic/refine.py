@@ -26,9 +26,9 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from pipeline.agentic.evaluate import Evaluation
-from pipeline.agents.base import Document
-from pipeline.llm import LLMClient, LLMError
+from pipeline.agentic.scoring import Evaluation
+from pipeline.documents import Document
+from pipeline.platform.llm import LLMClient, LLMError
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.text import STOPWORDS, words
 

@@ -15,12 +15,12 @@ from typing import Any
 
 from pipeline.agentic.compress import Compressor
 from pipeline.agentic.config import IterativeConfig
-from pipeline.agentic.evaluate import LLMScorer, OfflineScorer
 from pipeline.agentic.loop import LoopTools, SkipSeen
 from pipeline.agentic.refine import LLMRefiner, OfflineRefiner
+from pipeline.agentic.scoring import LLMScorer, OfflineScorer
 from pipeline.agentic.sufficiency import LLMGrader, OfflineGrader
-from pipeline.agents.base import Document
-from pipeline.llm import LLMClient
+from pipeline.documents import Document
+from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.retriever import Retriever

@@ -15,10 +15,17 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
-from pipeline.agentic.jobs import AgenticSpec
-from pipeline.db import Collection, Database, Job, ProfileRun, ProfileSetRow, utcnow
-from pipeline.settings import Settings
-from pipeline.state import JobState
+from pipeline.agentic.spec import AgenticSpec
+from pipeline.job.state import JobState
+from pipeline.platform.db import (
+    Collection,
+    Database,
+    Job,
+    ProfileRun,
+    ProfileSetRow,
+    utcnow,
+)
+from pipeline.platform.settings import Settings
 
 
 def claim_due(db: Database, now: datetime | None = None) -> list[uuid.UUID]:

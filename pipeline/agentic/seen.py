@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
 from pipeline.agentic.signals import cosine
-from pipeline.agents.base import Document
-from pipeline.db import Database, SeenContent, utcnow
+from pipeline.documents import Document
+from pipeline.platform.db import Database, SeenContent, utcnow
 
 DocVectors = Callable[[list[Document]], dict[str, list[float]]]
 

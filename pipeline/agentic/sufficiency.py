@@ -26,8 +26,8 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from pipeline.agentic.signals import coverage
-from pipeline.agents.base import Document
-from pipeline.llm import LLMClient, LLMError, parse_json_reply
+from pipeline.documents import Document
+from pipeline.platform.llm import LLMClient, LLMError, parse_json_reply
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.text import content_terms
 

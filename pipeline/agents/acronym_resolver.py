@@ -1,7 +1,7 @@
 """Pre-search: expand acronyms in the query from a per-collection dictionary and from the collection's own text.
 
 Two sources, merged: the ``acronyms`` of the agent's config, and the definitions mined from the collection's
-indexed text ("power purchase agreement (PPA)", "fourth quarter (Q4)": see ``pipeline.acronyms``), read through
+indexed text ("power purchase agreement (PPA)", "fourth quarter (Q4)": see ``pipeline.text.acronyms``), read through
 ``ctx.tools.acronyms`` (cached per index epoch). The configured dictionary wins where both define an acronym.
 The query keeps the acronym and gains its expansion, so documents using either form match; an acronym whose
 expansion the query already spells out is left alone.
@@ -20,7 +20,14 @@ import re
 
 from pydantic import Field, field_validator
 
-from pipeline.agents.base import AgentConfig, AgentContext, AgentSkipped, PreSearchAgent, PreSearchInput, PreSearchOutput
+from pipeline.agents.base import (
+    AgentConfig,
+    AgentContext,
+    AgentSkipped,
+    PreSearchAgent,
+    PreSearchInput,
+    PreSearchOutput,
+)
 
 
 class AcronymResolver(PreSearchAgent):

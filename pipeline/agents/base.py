@@ -27,33 +27,13 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.documents import CotStep, Document, Source
+
 
 class Stage(StrEnum):
     PRE_SEARCH = "pre_search"
     POST_SEARCH = "post_search"
     RESPONSE = "response"
-
-
-class Document(BaseModel):
-    """A retrieved document (or chunk) as it flows between stages."""
-
-    id: str
-    title: str = ""
-    text: str
-    score: float = 0.0
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class Source(BaseModel):
-    document_id: str
-    title: str
-    score: float
-
-
-class CotStep(BaseModel):
-    step: int
-    thought: str
-    evidence: list[str] = Field(default_factory=list)
 
 
 class PreSearchInput(BaseModel):
@@ -155,7 +135,7 @@ class Agent:
     cacheable: ClassVar[bool] = True
     cache_ttl_s: ClassVar[int] = 3600
     # Config fields naming something outside the config: {"field": ToolReference("mcp") | CollectionReference()}
-    # (pipeline.resources). Checked when a config is saved, and by the agent (resolve_references) when it runs.
+    # (pipeline.agents.references). Checked when a config is saved, and by the agent (resolve_references) when it runs.
     references: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, config: AgentConfig | dict[str, Any] | None = None) -> None:

@@ -26,7 +26,7 @@ The endpoint has its own circuit breaker (``fail_max`` failures - timeouts, conn
 that are not JSON - open it for ``reset_timeout_s``; a 4xx for one document is that document's answer, not an
 endpoint failure). While it is open, no request is made and documents get ``enrichment_error: "circuit open ..."``.
 When the toolbox offers ``ctx.tools.breaker(name, fail_max, reset_timeout_s)`` (an object with ``admits()`` and
-``record(error)``, like ``pipeline.breakers.AgentBreaker``), that breaker is used and shared by every worker;
+``record(error)``, like ``pipeline.platform.breakers.AgentBreaker``), that breaker is used and shared by every worker;
 otherwise the breaker lives in this process (pybreaker, in memory). Either way it is the job's user's own: the
 limits come from the user's config, so another user's failures never open it.
 
@@ -36,7 +36,7 @@ it is put in.
 
 Usage::
 
-    # ctx.tools: the job's toolbox (pipeline.tools.AgentTools), which finds registered tools
+    # ctx.tools: the job's toolbox (pipeline.agents.toolbox.AgentTools), which finds registered tools
     # agentsearch tools add crm --kind http --header "Authorization: Bearer ..." \
     #     --url "https://crm.example/api/companies/{metadata.company_id}?q={query}"
     agent = ExternalEnricher({
@@ -70,13 +70,19 @@ from pipeline.agents.base import (
     PostSearchInput,
     PostSearchOutput,
 )
-from pipeline.breakers import AgentBreaker
-from pipeline.kv import canonical_hash
-from pipeline.registered_tools import PLACEHOLDER as _PLACEHOLDER
-from pipeline.registered_tools import RegisteredTool
-from pipeline.resources import OperatorOnly, ToolReference, operator_only, resolve_references
+from pipeline.agents.references import (
+    OperatorOnly,
+    ToolReference,
+    operator_only,
+    resolve_references,
+)
+from pipeline.platform.breakers import AgentBreaker
+from pipeline.platform.kv import canonical_hash
 from pipeline.security.egress import EgressPolicy
+from pipeline.security.registered_tools import PLACEHOLDER as _PLACEHOLDER
+from pipeline.security.registered_tools import RegisteredTool
 from pipeline.security.transports import egress_refusal, guarded_client
+
 # One step of a JSON path: .name | [index] | ['key'] | ["key"]
 _PATH_STEP = re.compile(
     r"\.([A-Za-z_$][\w$-]*)|\[(-?\d+)\]|\[\s*'((?:[^'\\]|\\.)*)'\s*\]|\[\s*\"((?:[^\"\\]|\\.)*)\"\s*\]"

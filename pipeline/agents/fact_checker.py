@@ -23,7 +23,7 @@ LLM error keeps the offline verdicts for that document and says so in ``fact_che
 
 The trusted collection must be one of the config owner's own: another user's (or a missing) collection is refused
 when the config is saved (422, in the words used for a collection that does not exist) and again when the agent
-runs, as this agent's ``error``, before any search; the toolbox (``pipeline.tools.AgentTools``) also refuses to
+runs, as this agent's ``error``, before any search; the toolbox (``pipeline.agents.toolbox.AgentTools``) also refuses to
 search a collection the job's user does not own.
 
 Without ``trusted_collection_id`` or without the agent toolbox the agent reports ``skipped``.
@@ -55,8 +55,8 @@ from pipeline.agents.base import (
     PostSearchInput,
     PostSearchOutput,
 )
-from pipeline.llm import LLMError, parse_json_reply
-from pipeline.resources import CollectionReference, resolve_references
+from pipeline.agents.references import CollectionReference, resolve_references
+from pipeline.platform.llm import LLMError, parse_json_reply
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.text import split_sentences, words
 

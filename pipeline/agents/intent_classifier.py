@@ -27,8 +27,15 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from pipeline.agents.base import AgentConfig, AgentContext, AgentSkipped, PreSearchAgent, PreSearchInput, PreSearchOutput
-from pipeline.llm import LLMError, parse_json_reply
+from pipeline.agents.base import (
+    AgentConfig,
+    AgentContext,
+    AgentSkipped,
+    PreSearchAgent,
+    PreSearchInput,
+    PreSearchOutput,
+)
+from pipeline.platform.llm import LLMError, parse_json_reply
 
 # Centroids per toolbox (so per embedding model and process) and per intents config, shared by agent instances:
 # the runner builds a fresh agent for every call.

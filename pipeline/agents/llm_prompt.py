@@ -35,8 +35,15 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from pipeline.agents.base import AgentConfig, AgentContext, AgentSkipped, PreSearchAgent, PreSearchInput, PreSearchOutput
-from pipeline.llm import LLMError, parse_json_reply
+from pipeline.agents.base import (
+    AgentConfig,
+    AgentContext,
+    AgentSkipped,
+    PreSearchAgent,
+    PreSearchInput,
+    PreSearchOutput,
+)
+from pipeline.platform.llm import LLMError, parse_json_reply
 
 PLACEHOLDERS = ("query", "metadata", "collection_id", "user_id", "documents", "answer")
 _FENCED = re.compile(r"^```\w*\s*|\s*```$")

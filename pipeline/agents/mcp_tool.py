@@ -45,7 +45,7 @@ bounded by ``call_timeout_s``.
 
 Usage::
 
-    # ctx.tools: the job's toolbox (pipeline.tools.AgentTools), which finds registered tools
+    # ctx.tools: the job's toolbox (pipeline.agents.toolbox.AgentTools), which finds registered tools
     agent = McpTool({"context_forge_tool_id": "make_outline",
                      "argument_mapping": {"title": "query", "max_slides": "config.max_slides"},
                      "settings": {"max_slides": 5}})
@@ -64,10 +64,21 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from pipeline.agents.base import AgentArtifact, AgentConfig, AgentContext, ResponseAgent, ResponseAgentInput
-from pipeline.registered_tools import RegisteredTool
-from pipeline.resources import OperatorOnly, ToolReference, operator_only, resolve_references
+from pipeline.agents.base import (
+    AgentArtifact,
+    AgentConfig,
+    AgentContext,
+    ResponseAgent,
+    ResponseAgentInput,
+)
+from pipeline.agents.references import (
+    OperatorOnly,
+    ToolReference,
+    operator_only,
+    resolve_references,
+)
 from pipeline.security.egress import EgressPolicy
+from pipeline.security.registered_tools import RegisteredTool
 
 FIELDS = ("query", "original_query", "answer", "documents", "sources", "cot_steps", "collection_id", "user_id",
           "metadata")

@@ -32,8 +32,15 @@ from typing import Literal
 import Stemmer
 from pydantic import Field, field_validator
 
-from pipeline.agents.base import AgentConfig, AgentContext, AgentSkipped, PreSearchAgent, PreSearchInput, PreSearchOutput
-from pipeline.llm import LLMError, parse_json_reply
+from pipeline.agents.base import (
+    AgentConfig,
+    AgentContext,
+    AgentSkipped,
+    PreSearchAgent,
+    PreSearchInput,
+    PreSearchOutput,
+)
+from pipeline.platform.llm import LLMError, parse_json_reply
 from pipeline.text import STOPWORDS, words
 
 # Generic English words the shared stop list keeps but that never help a search.

@@ -22,8 +22,15 @@ import re
 
 from pydantic import Field, field_validator
 
-from pipeline.agents.base import AgentConfig, AgentContext, AgentSkipped, PreSearchAgent, PreSearchInput, PreSearchOutput
-from pipeline.llm import LLMError, parse_json_reply
+from pipeline.agents.base import (
+    AgentConfig,
+    AgentContext,
+    AgentSkipped,
+    PreSearchAgent,
+    PreSearchInput,
+    PreSearchOutput,
+)
+from pipeline.platform.llm import LLMError, parse_json_reply
 
 LANGUAGE_NAMES = {
     "en": "English", "de": "German", "es": "Spanish", "fr": "French", "it": "Italian", "pt": "Portuguese",

@@ -26,12 +26,22 @@ import logging
 from collections.abc import Iterable, Iterator, Sequence
 
 import redis
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from pipeline.breakers import shared_states
-from pipeline.observability.metrics import AGENT_STATUSES, HistogramSample, MetricsSnapshot, read_metrics
+from pipeline.observability.metrics import (
+    AGENT_STATUSES,
+    HistogramSample,
+    MetricsSnapshot,
+    read_metrics,
+)
+from pipeline.platform.breakers import shared_states
 
 log = logging.getLogger("agentsearch.metrics")
 
@@ -142,7 +152,7 @@ class AgentSearchCollector(Collector):
         for name, state in sorted(states.items()):
             if state not in BREAKER_STATES:
                 continue
-            # Breaker names are "<agent>:<tenant scope>:<config hash>" (pipeline.runner.breaker_name), or
+            # Breaker names are "<agent>:<tenant scope>:<config hash>" (pipeline.agents.runner.breaker_name), or
             # "tool:<agent>:..." for a dependency of an agent's own.
             parts = name.split(":")
             owner = ":".join(parts[:2]) if parts[0] == "tool" else parts[0]

@@ -34,7 +34,7 @@ from typing import Any
 import redis
 from redis.client import Pipeline
 
-from pipeline.state import AgentRun
+from pipeline.job.state import AgentRun
 
 log = logging.getLogger("agentsearch.metrics")
 

@@ -41,14 +41,18 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SpanExporter,
+)
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
+from pipeline.job.state import AgentRun
 from pipeline.observability.logs import current_ids, log_context
-from pipeline.state import AgentRun
 
 log = logging.getLogger("agentsearch.tracing")
 
@@ -82,7 +86,9 @@ def _exporter(name: str) -> SpanExporter:
         return ConsoleSpanExporter()
     if name == "otlp":
         try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                OTLPSpanExporter,
+            )
         except ImportError as exc:  # pragma: no cover - a dependency of the package; absent only in trimmed installs
             raise RuntimeError("the otlp exporter needs opentelemetry-exporter-otlp-proto-http") from exc
         return OTLPSpanExporter()  # endpoint, headers: the standard OTEL_EXPORTER_OTLP_* variables

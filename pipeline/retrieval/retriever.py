@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
-from pipeline.agents.base import Document
-from pipeline.cache import ResultCache
-from pipeline.kv import canonical_hash
+from pipeline.documents import Document
+from pipeline.platform.cache import ResultCache
+from pipeline.platform.kv import canonical_hash
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse

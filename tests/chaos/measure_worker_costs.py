@@ -17,9 +17,9 @@ import torch
 
 from api.devstack import REPO
 from pipeline.agents.base import Document
+from pipeline.job.state import JobState
+from pipeline.job.steps import answer_step
 from pipeline.retrieval.embedder import Embedder
-from pipeline.stages import answer_step
-from pipeline.state import JobState
 
 ROUNDS = 10
 

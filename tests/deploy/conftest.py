@@ -18,7 +18,7 @@ from unittest import mock
 import pytest
 import yaml
 
-from pipeline.settings import Settings
+from pipeline.platform.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import event, text
 
 from api.devstack import PG_ADMIN
-from pipeline.db import DEFAULT_USER_ID, Collection, Database, Job
-from pipeline.jobs import JobStore
-from pipeline.state import JobState
+from pipeline.job.state import JobState
+from pipeline.job.store import JobStore
+from pipeline.platform.db import DEFAULT_USER_ID, Collection, Database, Job
 
 pytestmark = pytest.mark.integration
 

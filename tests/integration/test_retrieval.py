@@ -9,12 +9,12 @@ import uuid
 import pytest
 
 from pipeline.agents.base import Document
+from pipeline.platform.db import milvus_collection_name
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.embedder import Embedder
 from pipeline.retrieval.retriever import Retriever
 from pipeline.retrieval.vector_store import SchemaMismatch, VectorStore
-from pipeline.stages import milvus_collection_name
 from tests.integration.conftest import BIN, REPO, search
 
 QUERY = "What was Northwind Energy's revenue in Q4 2025?"

@@ -5,7 +5,6 @@ and bad input is refused where it enters, naming the field, with nothing written
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from api.devstack import BIN, REPO, free_port, start_process, stop_process, wait_for
-from pipeline.users import SHOWN_CHARS
+from pipeline.security.users import SHOWN_CHARS
 from tests.integration.conftest import runs_by_agent, search, use_agents, wait_job
 
 

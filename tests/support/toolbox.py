@@ -1,6 +1,6 @@
 """A toolbox for agent unit tests that need registered tools or collection ownership, without a database.
 
-It answers like ``pipeline.tools.AgentTools`` bound to a user: ``registered_tool(kind, name)`` from the tools it
+It answers like ``pipeline.agents.toolbox.AgentTools`` bound to a user: ``registered_tool(kind, name)`` from the tools it
 was given, ``owned_collection(id)`` for the ids it was told the user owns, and the operator's ``egress_policy``;
 anything else (search, embed, llm, breaker) can be added as attributes.
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pipeline.registered_tools import RegisteredTool
-from pipeline.resources import collection_missing, tool_missing
+from pipeline.agents.references import collection_missing, tool_missing
 from pipeline.security.egress import EgressPolicy
+from pipeline.security.registered_tools import RegisteredTool
 
 
 class RegisteredToolbox:

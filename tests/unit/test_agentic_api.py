@@ -21,7 +21,7 @@ def app(tmp_path_factory):
         mp.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path_factory.mktemp("agentsearch-agentic-api")))
 
         import pipeline.services as services_module
-        from pipeline.settings import get_settings
+        from pipeline.platform.settings import get_settings
 
         mp.setattr(services_module, "_services", None)
         get_settings.cache_clear()
@@ -41,7 +41,7 @@ def app(tmp_path_factory):
 def client(app):
     from fastapi.testclient import TestClient
 
-    from pipeline.users import UserStore
+    from pipeline.security.users import UserStore
 
     with TestClient(app) as c:
         _, key = UserStore(app.state.services.db).create(f"agentic-{uuid.uuid4().hex[:8]}")
@@ -61,7 +61,7 @@ def locs(response) -> list[list]:
 
 
 def jobs_written(app) -> int:
-    from pipeline.db import Job
+    from pipeline.platform.db import Job
 
     with app.state.services.db.session() as s:
         return s.scalar(select(func.count()).select_from(Job))
@@ -86,7 +86,7 @@ def test_bad_agentic_requests_are_422_on_the_field_and_write_no_job(client, app,
 def test_profile_sets_are_validated_listed_and_private(client, app, collection_id):
     from fastapi.testclient import TestClient
 
-    from pipeline.users import UserStore
+    from pipeline.security.users import UserStore
 
     bad = client.post("/v1/profile-sets", json={"name": "x", "collection_id": collection_id,
                                                 "profiles": [{"name": "a"}, {"name": "a"}]})

@@ -12,14 +12,23 @@ from pydantic import ValidationError
 
 from migrations import upgrade
 from pipeline.agentic.config import IterativeConfig
-from pipeline.agentic.evaluate import Evaluation
-from pipeline.agentic.jobs import AgenticSpec, LoopStore, job_documents
 from pipeline.agentic.loop import IterationRecord, JudgedDocument, LoopState
 from pipeline.agentic.schedule import claim_due, create_run
+from pipeline.agentic.scoring import Evaluation
+from pipeline.agentic.spec import AgenticSpec, LoopStore, job_documents
 from pipeline.agents.base import Document, Stage
-from pipeline.db import DEFAULT_USER_ID, Collection, Database, Job, ProfileRun, ProfileSetRow, User, utcnow
-from pipeline.settings import Settings
-from pipeline.state import AgentSpec, JobState
+from pipeline.job.state import AgentSpec, JobState
+from pipeline.platform.db import (
+    DEFAULT_USER_ID,
+    Collection,
+    Database,
+    Job,
+    ProfileRun,
+    ProfileSetRow,
+    User,
+    utcnow,
+)
+from pipeline.platform.settings import Settings
 from worker.agentic_canvas import build_agentic_head, build_agentic_tail, build_loops
 
 COLLECTION = str(uuid.uuid4())

@@ -8,12 +8,18 @@ import re
 import pytest
 
 from pipeline.agentic.config import IterativeConfig, Thresholds
-from pipeline.agentic.evaluate import CRITERIA, LLMScorer
-from pipeline.agentic.loop import LoopState, LoopTools, next_action, run_iteration, run_loop
+from pipeline.agentic.loop import (
+    LoopState,
+    LoopTools,
+    next_action,
+    run_iteration,
+    run_loop,
+)
 from pipeline.agentic.refine import LLMRefiner
+from pipeline.agentic.scoring import CRITERIA, LLMScorer
 from pipeline.agentic.sufficiency import LLMGrader, OfflineGrader
 from pipeline.agents.base import Document
-from pipeline.llm import LLMClient
+from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from tests.support.fake_llm import FakeLLM
 from tests.support.toy_search import ToySearch

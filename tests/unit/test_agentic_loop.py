@@ -8,11 +8,19 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.agentic.config import IterativeConfig, Thresholds
-from pipeline.agentic.evaluate import Evaluation, OfflineScorer
-from pipeline.agentic.loop import (IterationRecord, JudgedDocument, LoopState, LoopTools, final_documents,
-                                   next_action, run_iteration, run_loop)
+from pipeline.agentic.loop import (
+    IterationRecord,
+    JudgedDocument,
+    LoopState,
+    LoopTools,
+    final_documents,
+    next_action,
+    run_iteration,
+    run_loop,
+)
 from pipeline.agentic.profiles import Profile, ProfileSet, merge_by_category
 from pipeline.agentic.refine import OfflineRefiner
+from pipeline.agentic.scoring import Evaluation, OfflineScorer
 from pipeline.agentic.sufficiency import OfflineGrader
 from pipeline.agents.base import Document
 from pipeline.retrieval.analyzer import KeywordAnalyzer

@@ -9,12 +9,12 @@ import pytest
 
 from migrations import upgrade
 from pipeline.agentic.config import IterativeConfig
-from pipeline.agentic.evaluate import OfflineScorer
 from pipeline.agentic.loop import LoopState, LoopTools, final_documents, run_loop
 from pipeline.agentic.refine import OfflineRefiner
+from pipeline.agentic.scoring import OfflineScorer
 from pipeline.agentic.seen import SeenFilter, SeenPolicy, SqlSeenStore
 from pipeline.agents.base import Document
-from pipeline.db import DEFAULT_USER_ID, Database, User, utcnow
+from pipeline.platform.db import DEFAULT_USER_ID, Database, User, utcnow
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from tests.support.toy_search import ToySearch
 

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from pipeline.agents.base import Document
-from pipeline.answer import NO_RESULTS, extractive_answer
 from pipeline.ingest import IngestError, chunk_text, parse_jsonl
+from pipeline.job.answer import NO_RESULTS, extractive_answer
 from pipeline.text import split_sentences
 
 DOCS = [
@@ -263,7 +263,7 @@ def test_a_sentence_holding_what_the_question_asks_for_wins_a_tie():
     ],
 )
 def test_question_kind(question, kind):
-    from pipeline.answer import question_kind
+    from pipeline.job.answer import question_kind
 
     assert question_kind(question) == kind
 

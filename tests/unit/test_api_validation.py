@@ -25,14 +25,16 @@ def app(tmp_path_factory):
         mp.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path_factory.mktemp("agentsearch-api")))
 
         import pipeline.services as services_module
-        from pipeline.settings import get_settings
+        from pipeline.platform.settings import get_settings
 
         # Whatever services another test left behind come back afterwards; this module gets its own.
         mp.setattr(services_module, "_services", None)
         get_settings.cache_clear()
         services_module.reset_services()
 
-        from api.app import create_app  # imported late: worker.app reads the settings at import time
+        from api.app import (
+            create_app,  # imported late: worker.app reads the settings at import time
+        )
 
         application = create_app()
         assert application.state.services.settings.embedded
@@ -47,7 +49,7 @@ def app(tmp_path_factory):
 def client(app):
     from fastapi.testclient import TestClient
 
-    from pipeline.users import UserStore
+    from pipeline.security.users import UserStore
 
     with TestClient(app) as c:  # runs the lifespan: migrations and the embedded worker
         _, key = UserStore(app.state.services.db).create(f"validator-{uuid.uuid4().hex[:8]}")
@@ -67,7 +69,7 @@ def locs(response) -> list[list]:
 
 
 def job_count(app) -> int:
-    from pipeline.db import Job
+    from pipeline.platform.db import Job
 
     with app.state.services.db.session() as s:
         return s.scalar(select(func.count()).select_from(Job))
@@ -221,7 +223,7 @@ def test_agent_config_with_an_invalid_runtime_limit_is_422(client, app):
 
 def test_a_valid_agent_config_is_saved_normalised_and_listed(client, app):
     """The control for the checks above: a config that passes validation does show up in the listing."""
-    from pipeline.db import AgentConfigRow
+    from pipeline.platform.db import AgentConfigRow
 
     response = client.post("/v1/agent-configs", json={"agent_id": "deduplicator", "config": {"threshold": 0.7}})
     try:

@@ -8,12 +8,12 @@ import pytest
 from migrations import upgrade
 from pipeline.agents.base import AgentArtifact, Source, Stage
 from pipeline.agents.registry import AgentRegistry
-from pipeline.artifacts import ArtifactStore, ArtifactTooLarge
-from pipeline.db import Database
-from pipeline.runner import AgentRunner
-from pipeline.settings import Settings
-from pipeline.stages import response_step
-from pipeline.state import AgentSpec, JobState
+from pipeline.agents.runner import AgentRunner
+from pipeline.job.artifacts import ArtifactStore, ArtifactTooLarge
+from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.steps import response_step
+from pipeline.platform.db import Database
+from pipeline.platform.settings import Settings
 
 JOB_ID = "7f1d2c3b-0000-4000-8000-000000000001"
 

@@ -1,6 +1,6 @@
 """Artifacts of two configs of one agent get names of their own; a cancelled job stores no artifact.
 
-Naming is pure (``pipeline.artifact_names``) and decided by the canvas; storing runs the real task functions against
+Naming is pure (``pipeline.job.artifact_names``) and decided by the canvas; storing runs the real task functions against
 a real job row (SQLite) and a Redis-API step ledger, as ``test_step_idempotency`` does.
 """
 
@@ -15,13 +15,14 @@ import pytest
 from migrations import upgrade
 from pipeline import services as services_module
 from pipeline.agents.base import AgentArtifact, Source, Stage
-from pipeline.artifact_names import name_ranks, numbered, rank_key
-from pipeline.artifacts import JobEnded
-from pipeline.db import DEFAULT_USER_ID, ArtifactRow, Collection, Job, utcnow
-from pipeline.jobs import JobStore, StepLedger
-from pipeline.settings import Settings
-from pipeline.stages import response_step
-from pipeline.state import AgentRun, AgentSpec, JobState
+from pipeline.job.artifact_names import name_ranks, numbered, rank_key
+from pipeline.job.artifacts import JobEnded
+from pipeline.job.ledger import StepLedger
+from pipeline.job.state import AgentRun, AgentSpec, JobState
+from pipeline.job.steps import response_step
+from pipeline.job.store import JobStore
+from pipeline.platform.db import DEFAULT_USER_ID, ArtifactRow, Collection, Job, utcnow
+from pipeline.platform.settings import Settings
 from worker import tasks
 from worker.canvas import build_job_canvas, response_steps
 

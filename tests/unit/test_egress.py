@@ -18,6 +18,7 @@ import httpx2
 import pytest
 from pydantic import ValidationError
 
+from pipeline.platform.settings import Settings
 from pipeline.security.egress import (
     EgressGuard,
     EgressPolicy,
@@ -26,8 +27,11 @@ from pipeline.security.egress import (
     literal_address,
     system_resolver,
 )
-from pipeline.security.transports import egress_refusal, guarded_async_client, guarded_client
-from pipeline.settings import Settings
+from pipeline.security.transports import (
+    egress_refusal,
+    guarded_async_client,
+    guarded_client,
+)
 
 PUBLIC = "93.184.216.34"
 

@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from api.cli import main
-from pipeline.settings import Settings, get_settings
+from pipeline.platform.settings import Settings, get_settings
 
 BROKER = "redis://127.0.0.1:1/0"  # never contacted: every case here stops before Flower starts
 

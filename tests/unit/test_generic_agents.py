@@ -27,11 +27,11 @@ from pipeline.agents.base import (
 )
 from pipeline.agents.llm_prompt import LlmPrompt
 from pipeline.agents.mcp_tool import McpTool, McpToolError
+from pipeline.agents.references import ToolReference, UnresolvedReference
 from pipeline.agents.registry import AgentRegistry
-from pipeline.llm import LLMClient, LLMError
-from pipeline.registered_tools import RegisteredTool
-from pipeline.resources import ToolReference, UnresolvedReference
+from pipeline.platform.llm import LLMClient, LLMError
 from pipeline.security.egress import EgressPolicy
+from pipeline.security.registered_tools import RegisteredTool
 from tests.support.fake_llm import FakeLLM
 from tests.support.mcp_server import build_server
 from tests.support.toolbox import RegisteredToolbox

@@ -9,11 +9,17 @@ import uuid
 import pytest
 
 from pipeline.agents.base import Document
-from pipeline.answer import ANSWER_LLM_TIMEOUT_S, NO_RESULTS, clean_citations, generate_answer, llm_answer
-from pipeline.llm import LLMClient, LLMError, parse_json_reply
-from pipeline.settings import Settings
-from pipeline.stages import answer_step
-from pipeline.state import JobState
+from pipeline.job.answer import (
+    ANSWER_LLM_TIMEOUT_S,
+    NO_RESULTS,
+    clean_citations,
+    generate_answer,
+    llm_answer,
+)
+from pipeline.job.state import JobState
+from pipeline.job.steps import answer_step
+from pipeline.platform.llm import LLMClient, LLMError, parse_json_reply
+from pipeline.platform.settings import Settings
 from tests.support.fake_llm import FakeLLM
 from worker.canvas import STEP_LIMIT_S
 

@@ -9,12 +9,18 @@ import logging
 import pytest
 from celery.signals import task_postrun, task_prerun
 
-from pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
+from pipeline.agents.base import (
+    AgentContext,
+    PreSearchAgent,
+    PreSearchInput,
+    PreSearchOutput,
+    Stage,
+)
 from pipeline.agents.registry import AgentRegistry
+from pipeline.agents.runner import AgentRunner
+from pipeline.job.state import AgentSpec
 from pipeline.observability.logs import configure_logging, current_ids, log_context
-from pipeline.runner import AgentRunner
-from pipeline.settings import Settings
-from pipeline.state import AgentSpec
+from pipeline.platform.settings import Settings
 from worker.observability import job_id_of
 
 agent_log = logging.getLogger("agentsearch.test.chatty")

@@ -24,11 +24,11 @@ from pipeline.agents.base import (
     Stage,
 )
 from pipeline.agents.registry import AgentRegistry
+from pipeline.agents.runner import AgentRunner
+from pipeline.job.state import AgentRun, AgentSpec
 from pipeline.observability.exposition import AgentSearchCollector
 from pipeline.observability.metrics import MetricsRecorder
-from pipeline.runner import AgentRunner
-from pipeline.settings import Settings
-from pipeline.state import AgentRun, AgentSpec
+from pipeline.platform.settings import Settings
 
 
 class Echo(PreSearchAgent):

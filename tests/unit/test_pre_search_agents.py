@@ -1,7 +1,7 @@
 """The pre-search agents of the catalogue on real text: spell_checker, acronym_resolver (mined definitions),
 intent_classifier, query_expander, translator, and the detector -> translator -> expander chain.
 
-Agents get a small in-memory toolbox (``FakeTools``) with the same methods as ``pipeline.tools.AgentTools``: BM25
+Agents get a small in-memory toolbox (``FakeTools``) with the same methods as ``pipeline.agents.toolbox.AgentTools``: BM25
 keyword search over the sample corpus plus two documents of its own, the collection vocabulary, acronyms mined with
 the project's miner, embeddings from the real MiniLM model (loaded once for the module), and an optional LLM. The
 LLM variants talk HTTP to a local OpenAI-compatible server (``tests.support.fake_llm``).
@@ -17,21 +17,27 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from pipeline.acronyms import mine_acronyms
 from pipeline.agents.acronym_resolver import AcronymResolver
-from pipeline.agents.base import AgentContext, AgentSkipped, Document, PreSearchInput, Stage
+from pipeline.agents.base import (
+    AgentContext,
+    AgentSkipped,
+    Document,
+    PreSearchInput,
+    Stage,
+)
 from pipeline.agents.intent_classifier import IntentClassifier
 from pipeline.agents.query_expander import QueryExpander
 from pipeline.agents.registry import AgentRegistry
+from pipeline.agents.runner import AgentRunner
 from pipeline.agents.spell_checker import SpellChecker, english_dictionary
 from pipeline.agents.translator import Translator
-from pipeline.llm import LLMClient
+from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.steps import pre_search_step
+from pipeline.platform.llm import LLMClient
+from pipeline.platform.settings import Settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.runner import AgentRunner
-from pipeline.settings import Settings
-from pipeline.stages import pre_search_step
-from pipeline.state import AgentSpec, JobState
 from pipeline.text import words
+from pipeline.text.acronyms import mine_acronyms
 from tests.support.fake_llm import FakeLLM
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,18 +17,18 @@ from migrations import upgrade
 from pipeline.agents.external_enricher import ExternalEnricher
 from pipeline.agents.fact_checker import FactChecker
 from pipeline.agents.mcp_tool import McpTool
-from pipeline.cache import ResultCache
-from pipeline.db import Collection, Database, DocumentRow, User
-from pipeline.registered_tools import RegisteredTool, ToolError, ToolStore
-from pipeline.resources import (
+from pipeline.agents.references import (
     MissingResource,
     UnresolvedReference,
     UserResources,
     resolve_config_references,
     resolve_references,
 )
-from pipeline.settings import Settings, get_settings
-from pipeline.tools import AgentTools
+from pipeline.agents.toolbox import AgentTools
+from pipeline.platform.cache import ResultCache
+from pipeline.platform.db import Collection, Database, DocumentRow, User
+from pipeline.platform.settings import Settings, get_settings
+from pipeline.security.registered_tools import RegisteredTool, ToolError, ToolStore
 
 
 @pytest.fixture

@@ -26,10 +26,10 @@ from pipeline.agents.base import (
     Stage,
 )
 from pipeline.agents.registry import AgentRegistry
-from pipeline.cache import ResultCache
-from pipeline.runner import AgentRunner
-from pipeline.settings import Settings
-from pipeline.state import AgentSpec
+from pipeline.agents.runner import AgentRunner
+from pipeline.job.state import AgentSpec
+from pipeline.platform.cache import ResultCache
+from pipeline.platform.settings import Settings
 
 CALLS: Counter[str] = Counter()
 _CALLS_LOCK = threading.Lock()

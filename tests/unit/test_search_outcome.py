@@ -16,17 +16,17 @@ from celery.exceptions import Retry
 from migrations import upgrade
 from pipeline import services as services_module
 from pipeline.agents.base import Document
-from pipeline.backoff import backoff_delay
-from pipeline.db import DEFAULT_USER_ID, Collection, Job, utcnow
-from pipeline.jobs import StepLedger
+from pipeline.job.ledger import StepLedger
+from pipeline.job.state import JobState
+from pipeline.job.steps import assemble_response, merge_search_step
+from pipeline.platform.backoff import backoff_delay
+from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job, utcnow
+from pipeline.platform.settings import Settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.outcome import SearchFailed, degraded_reasons, search_failure
 from pipeline.retrieval.retriever import Retriever
 from pipeline.retrieval.vector_store import Hit
-from pipeline.settings import Settings
-from pipeline.stages import assemble_response, merge_search_step
-from pipeline.state import JobState
 from worker import tasks
 
 RELEASED = "MilvusException: Collection 'c1' is in state 'released'; call load() before search/get/query"

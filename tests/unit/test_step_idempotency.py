@@ -10,20 +10,21 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+import agentsearch_idempotency_agents as counted
 import fakeredis
 import pytest
 import redis
 from celery.exceptions import Retry
 from sqlalchemy.exc import OperationalError
 
-import agentsearch_idempotency_agents as counted
 from migrations import upgrade
 from pipeline import services as services_module
 from pipeline.agents.base import Source, Stage
-from pipeline.db import DEFAULT_USER_ID, ArtifactRow, Collection, Job, utcnow
-from pipeline.jobs import JobStore, StepLedger
-from pipeline.settings import Settings
-from pipeline.state import AgentSpec, JobState
+from pipeline.job.ledger import StepLedger
+from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.store import JobStore
+from pipeline.platform.db import DEFAULT_USER_ID, ArtifactRow, Collection, Job, utcnow
+from pipeline.platform.settings import Settings
 from worker import tasks
 
 REWRITER = AgentSpec(agent_id="counted_rewriter", stage=Stage.PRE_SEARCH, priority=0)

@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import event
 
 from pipeline.agents.base import Stage
-from pipeline.db import DEFAULT_USER_ID, Collection, Job
-from pipeline.jobs import JobStore
-from pipeline.settings import Settings
-from pipeline.state import AgentSpec, JobState
+from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.store import JobStore
+from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job
+from pipeline.platform.settings import Settings
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import pytest
 from sqlalchemy import select
 
 from migrations import upgrade
-from pipeline.db import ApiKey, Database
-from pipeline.users import SHOWN_CHARS, UserError, UserStore, digest
+from pipeline.platform.db import ApiKey, Database
+from pipeline.security.users import SHOWN_CHARS, UserError, UserStore, digest
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import os
 from types import SimpleNamespace
 
 import worker.app as worker_app
-from pipeline.settings import Settings
+from pipeline.platform.settings import Settings
 
 
 def test_delivery_settings_hold_together():

@@ -37,9 +37,14 @@ from pydantic import BaseModel, Field
 
 from pipeline.agentic.config import Thresholds
 from pipeline.agentic.signals import cosine, coverage
-from pipeline.agents.base import Document
-from pipeline.agents.relevance_filter import DEFAULT_BLOCKED_DOMAINS, blocked_domain, published_date, url_host
-from pipeline.llm import LLMClient, LLMError, parse_json_reply
+from pipeline.agents.relevance_filter import (
+    DEFAULT_BLOCKED_DOMAINS,
+    blocked_domain,
+    published_date,
+    url_host,
+)
+from pipeline.documents import Document
+from pipeline.platform.llm import LLMClient, LLMError, parse_json_reply
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 
 CRITERIA = ("relevance", "actionability", "source_quality", "recency_impact")

@@ -23,7 +23,7 @@ from typing import Any
 from pipeline.agentic.config import IterativeConfig
 from pipeline.agentic.loop import LoopState, final_documents, run_loop
 from pipeline.agentic.runtime import SearchTarget, build_tools
-from pipeline.evaluation import percentile
+from pipeline.eval.retrieval import percentile
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.retriever import Retriever
 

@@ -75,6 +75,11 @@ class ApiKey(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
+def milvus_collection_name(collection_id: str | uuid.UUID) -> str:
+    """The Milvus collection holding an agentsearch collection's chunks (Milvus names allow no dashes)."""
+    return f"c_{uuid.UUID(str(collection_id)).hex}"
+
+
 class Collection(Base):
     __tablename__ = "collections"
     __table_args__ = (UniqueConstraint("user_id", "name", name="uq_collections_user_name"),)
@@ -89,7 +94,7 @@ class Collection(Base):
 
     @property
     def milvus_name(self) -> str:
-        return f"c_{self.id.hex}"
+        return milvus_collection_name(self.id)
 
 
 class DocumentRow(Base):
@@ -291,7 +296,7 @@ class RegisteredToolRow(Base):
     """A tool an operator registered (``agentsearch tools add``): what a user's agent config may name.
 
     Shared by every user: the command, URL, environment and headers are the operator's, never a user's.
-    ``spec`` holds the kind's fields as ``pipeline.registered_tools.RegisteredTool`` validates them.
+    ``spec`` holds the kind's fields as ``pipeline.security.registered_tools.RegisteredTool`` validates them.
     """
 
     __tablename__ = "registered_tools"

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
-from pipeline.db import Database, RegisteredToolRow
+from pipeline.platform.db import Database, RegisteredToolRow
 from pipeline.security.egress import EgressPolicy
 
 KINDS = ("mcp", "http")

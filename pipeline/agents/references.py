@@ -35,8 +35,8 @@ from typing import Annotated, Any, Protocol
 from pydantic import Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from pipeline.db import Collection, Database
-from pipeline.registered_tools import RegisteredTool, ToolStore
+from pipeline.platform.db import Collection, Database
+from pipeline.security.registered_tools import RegisteredTool, ToolStore
 
 HOW_TO_REGISTER = "operators register tools (`agentsearch tools add`)"
 
@@ -75,7 +75,7 @@ class UnresolvedReference(LookupError):
 
 
 class Resources(Protocol):
-    """What resolves references: ``UserResources`` (the API), ``pipeline.tools.AgentTools`` bound to a user."""
+    """What resolves references: ``UserResources`` (the API), ``pipeline.agents.toolbox.AgentTools`` bound to a user."""
 
     def registered_tool(self, kind: str, name: str) -> RegisteredTool: ...
 

@@ -92,7 +92,7 @@ def score_run(run: dict[str, list[str]], qrels: dict[str, dict[str, int]], laten
 
 def corpus_collection_name(corpus_path: Path, settings) -> str:
     """One Milvus collection per (corpus file version, model, chunking): reused while none of them changes."""
-    from pipeline.kv import canonical_hash
+    from pipeline.platform.kv import canonical_hash
 
     stat = corpus_path.stat()
     key = canonical_hash(
@@ -180,12 +180,12 @@ class CorpusTools:
         return self._vocabulary
 
     def acronyms(self, collection_id: str) -> dict[str, str]:
-        from pipeline.acronyms import mine_acronyms
+        from pipeline.text.acronyms import mine_acronyms
 
         return mine_acronyms([f"{d['title']}. {d['text']}" for d in self._docs])
 
     def breaker(self, name: str, fail_max: int, reset_timeout_s: float):
-        from pipeline.runner import OPEN_GATE
+        from pipeline.agents.runner import OPEN_GATE
 
         return OPEN_GATE
 
@@ -196,7 +196,13 @@ def run_agents_eval(services, collection: str, docs: list[dict], queries: dict[s
     each agent's default config: the before/after of an agent on a benchmark."""
     import time
 
-    from pipeline.agents.base import AgentContext, AgentSkipped, PostSearchInput, PreSearchInput, Stage
+    from pipeline.agents.base import (
+        AgentContext,
+        AgentSkipped,
+        PostSearchInput,
+        PreSearchInput,
+        Stage,
+    )
     from pipeline.retrieval.retriever import Retriever
 
     tools = CorpusTools(services, collection, docs)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from pipeline.agents.base import CotStep, Document, Source
+from pipeline.documents import CotStep, Document, Source
 from pipeline.text import STOPWORDS, split_sentences, words
 
 NO_RESULTS = "No documents in the collection matched the query."
@@ -337,7 +337,7 @@ def clean_citations(text: str, n_sources: int) -> tuple[str, list[int], list[int
 
 def _parse_reply(reply: str) -> tuple[str | None, Any, str]:
     """(answer text, raw steps, format) from the model's reply; answer None when there is none to use."""
-    from pipeline.llm import LLMError, parse_json_reply
+    from pipeline.platform.llm import LLMError, parse_json_reply
 
     stripped = reply.strip()
     try:
@@ -385,7 +385,7 @@ def _steps(raw: Any, documents: list[Document]) -> list[CotStep]:
 def llm_answer(llm, query: str, documents: list[Document], with_cot: bool = False,
                timeout_s: float = ANSWER_LLM_TIMEOUT_S) -> Answer:
     """Ask the LLM, over numbered sources. Raises ``LLMError`` when there is no usable answer in its reply."""
-    from pipeline.llm import LLMError
+    from pipeline.platform.llm import LLMError
 
     reply = llm.complete(build_messages(query, documents, with_cot), timeout_s=timeout_s, temperature=0.0)
     text, raw_steps, fmt = _parse_reply(reply)

@@ -19,28 +19,23 @@ on, and the task around it retries or fails the job. A search that failed in par
 
 from __future__ import annotations
 
-import uuid
-
 from pipeline.agents.base import (
     AgentContext,
-    Document,
     PostSearchInput,
     PreSearchInput,
     ResponseAgentInput,
     Stage,
 )
-from pipeline.answer import generate_answer
-from pipeline.artifact_names import numbered
-from pipeline.artifacts import ArtifactStore, JobEnded
+from pipeline.agents.runner import AgentRunner
+from pipeline.documents import Document
+from pipeline.job.answer import generate_answer
+from pipeline.job.artifact_names import numbered
+from pipeline.job.artifacts import ArtifactStore, JobEnded
+from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.observability.tracing import traced_stage
+from pipeline.platform.db import milvus_collection_name
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.outcome import degraded_reasons
-from pipeline.runner import AgentRunner
-from pipeline.state import AgentRun, AgentSpec, JobState
-
-
-def milvus_collection_name(collection_id: str) -> str:
-    return f"c_{uuid.UUID(collection_id).hex}"
 
 
 def _context(state: JobState, stage: Stage) -> AgentContext:
@@ -177,7 +172,7 @@ def response_step(state: JobState, spec: AgentSpec, runner: AgentRunner, artifac
                   name_rank: int = 1) -> AgentRun:
     """Run one response agent and store its artifact. Never raises: the chord's callback must always run.
 
-    ``name_rank`` is the step's rank among the job's steps of the same agent (``pipeline.artifact_names``): the
+    ``name_rank`` is the step's rank among the job's steps of the same agent (``pipeline.job.artifact_names``): the
     artifact of a second config of one agent is stored as ``summary-2.txt`` beside the first one's ``summary.txt``.
     """
     inp = ResponseAgentInput(

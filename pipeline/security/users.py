@@ -23,7 +23,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from pipeline.db import ApiKey, Database, User, utcnow
+from pipeline.platform.db import ApiKey, Database, User, utcnow
 
 KEY_PREFIX = "as_"
 # Enough of the key to tell keys apart in a listing; far too little to guess the rest.

@@ -18,9 +18,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from pipeline.agents.base import AgentArtifact
-from pipeline.db import ArtifactRow, Database, Job
-from pipeline.jobs import TERMINAL
-from pipeline.state import ArtifactRef
+from pipeline.job.state import ArtifactRef
+from pipeline.job.store import TERMINAL
+from pipeline.platform.db import ArtifactRow, Database, Job
 
 
 class ArtifactTooLarge(ValueError):

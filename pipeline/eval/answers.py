@@ -1,7 +1,7 @@
 """Answer evaluation on question-answering data in BEIR layout (XQuAD): how often the answer holds a gold span.
 
 Every question goes through the path a job takes: ``Retriever.search`` with the service's default search config
-(the job's ``search_config`` with the default top-k), then ``stages.answer_step`` (the LLM when one is configured,
+(the job's ``search_config`` with the default top-k), then ``steps.answer_step`` (the LLM when one is configured,
 else the extractive answer, with the service's embedder). A hit is a gold span found in the answer text,
 case-insensitive.
 
@@ -18,7 +18,7 @@ import json
 import time
 from pathlib import Path
 
-from pipeline.evaluation import percentile
+from pipeline.eval.retrieval import percentile
 
 
 def load_gold_answers(path: Path) -> dict[str, list[str]]:
@@ -43,9 +43,9 @@ def holds_gold_span(answer: str, spans: list[str]) -> bool:
 def run_answer_eval(services, collection: str, queries: dict[str, str], gold: dict[str, list[str]],
                     llm=None, progress=None, details: list | None = None) -> dict:
     """Each question with gold spans: search, answer, check. ``details`` (a list) receives one record per question."""
-    from pipeline import stages
+    from pipeline.job import steps
+    from pipeline.job.state import JobState
     from pipeline.retrieval.retriever import Retriever
-    from pipeline.state import JobState
 
     settings = services.settings
     # Caching off, so latency is real work (as in the retrieval evaluation).
@@ -61,10 +61,10 @@ def run_answer_eval(services, collection: str, queries: dict[str, str], gold: di
         started = time.perf_counter()
         state = JobState(job_id=f"eval-{question_id}", collection_id=collection, query=text, original_query=text,
                          top_k=settings.default_top_k)
-        config = stages.search_config(state, settings.search_defaults())
+        config = steps.search_config(state, settings.search_defaults())
         result = retriever.search(collection, text, config, model=settings.embedding_model)
         state.documents = result.documents
-        state = stages.answer_step(state, llm=llm, embed=services.embedder.embed, language=settings.keyword_language)
+        state = steps.answer_step(state, llm=llm, embed=services.embedder.embed, language=settings.keyword_language)
         latencies.append((time.perf_counter() - started) * 1000)
         hit = holds_gold_span(state.answer or "", gold[question_id])
         found = holds_gold_span(" ".join(d.text for d in state.documents), gold[question_id])

@@ -27,7 +27,7 @@ from typing import Any
 
 import openai
 
-from pipeline.settings import Settings
+from pipeline.platform.settings import Settings
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 TRANSIENT_STATUS = frozenset({408, 409, 429})

@@ -29,14 +29,14 @@ from redis.exceptions import RedisError
 
 from pipeline.agents.base import Agent, AgentArtifact, AgentContext, AgentSkipped
 from pipeline.agents.registry import AgentRegistry, UnknownAgent
-from pipeline.breakers import BreakerBoard
-from pipeline.cache import ResultCache
-from pipeline.kv import canonical_hash
+from pipeline.job.state import AgentRun, AgentSpec
 from pipeline.observability.logs import log_context
 from pipeline.observability.metrics import MetricsRecorder
 from pipeline.observability.tracing import agent_span, finish_agent_span
-from pipeline.settings import Settings
-from pipeline.state import AgentRun, AgentSpec
+from pipeline.platform.breakers import BreakerBoard
+from pipeline.platform.cache import ResultCache
+from pipeline.platform.kv import canonical_hash
+from pipeline.platform.settings import Settings
 
 T = TypeVar("T")
 
@@ -114,7 +114,7 @@ class AgentRunner:
     ) -> None:
         self.registry = registry
         self.settings = settings
-        self.tools = tools  # handed to agents as ctx.tools (pipeline.tools.AgentTools)
+        self.tools = tools  # handed to agents as ctx.tools (pipeline.agents.toolbox.AgentTools)
         self.cache = ResultCache(redis_client)
         self.breakers = BreakerBoard(redis_client)
         self.metrics = metrics or MetricsRecorder(redis_client)

@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from pipeline.agents.base import AgentResult, CotStep, Document, Source, Stage
+from pipeline.agents.base import AgentResult, Stage
+from pipeline.documents import CotStep, Document, Source
 
 STATE_VERSION = 1
 
@@ -75,7 +76,7 @@ class JobState(BaseModel):
     timings_ms: dict[str, float] = Field(default_factory=dict)
     # Optional with a default, so schema 1 stays: states written before it load, and older workers ignore it.
     agentic: dict[str, Any] | None = Field(
-        None, description="Iterative mode and profiles (pipeline.agentic.jobs.AgenticSpec); None: the single pass."
+        None, description="Iterative mode and profiles (pipeline.agentic.spec.AgenticSpec); None: the single pass."
     )
     traceparent: str | None = Field(
         None, description="W3C trace context of the job's trace; stage spans are its children (observability.tracing)."

@@ -27,13 +27,13 @@ from functools import cached_property
 
 from sqlalchemy import select
 
-from pipeline.agents.base import Document
-from pipeline.db import Collection, DocumentRow
-from pipeline.llm import LLMClient
-from pipeline.registered_tools import RegisteredTool
-from pipeline.resources import UserResources, collection_missing
+from pipeline.agents.references import UserResources, collection_missing
+from pipeline.documents import Document
+from pipeline.platform.db import Collection, DocumentRow
+from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.config import SearchConfig
 from pipeline.security.egress import EgressPolicy
+from pipeline.security.registered_tools import RegisteredTool
 from pipeline.text import words
 
 LEXICON_TTL_S = 24 * 3600
@@ -85,7 +85,7 @@ class AgentTools:
         """A circuit breaker shared by every worker through Redis, for an agent's own dependency (an endpoint)."""
         from redis.exceptions import RedisError
 
-        from pipeline.runner import OPEN_GATE
+        from pipeline.agents.runner import OPEN_GATE
 
         try:
             return self._services.runner.breakers.get(f"tool:{name}", fail_max, reset_timeout_s)
@@ -96,7 +96,7 @@ class AgentTools:
         return self._services.embedder.embed(texts)
 
     def search(self, collection_id: str, query: str, top_k: int = 10, strategy: str = "hybrid") -> list[Document]:
-        from pipeline.stages import milvus_collection_name
+        from pipeline.platform.db import milvus_collection_name
 
         epoch = self.epoch(collection_id)  # first: it refuses a collection the user does not own
         config = SearchConfig(strategy=strategy, top_k=top_k, fusion=self._services.settings.search_fusion)
@@ -125,7 +125,7 @@ class AgentTools:
 
     def acronyms(self, collection_id: str) -> dict[str, str]:
         """Acronym definitions mined from the collection's text, cached per index epoch."""
-        from pipeline.acronyms import mine_acronyms
+        from pipeline.text.acronyms import mine_acronyms
 
         return self._lexicon(collection_id, "acronyms", mine_acronyms)
 

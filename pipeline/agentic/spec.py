@@ -29,8 +29,8 @@ from pipeline.agentic.loop import LoopState, final_documents
 from pipeline.agentic.profiles import Profile, ProfileSet, merge_by_category
 from pipeline.agentic.runtime import SearchTarget
 from pipeline.agentic.seen import SeenPolicy
-from pipeline.agents.base import Document
-from pipeline.db import AgenticLoop, Database, Job
+from pipeline.documents import Document
+from pipeline.platform.db import AgenticLoop, Database, Job
 
 
 class AgenticSpec(BaseModel):

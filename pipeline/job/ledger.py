@@ -1,0 +1,78 @@
+"""The step ledger: what each step of a job handed on, kept once per (job, step) in Redis."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import redis
+
+log = logging.getLogger("agentsearch.jobs")
+
+
+class StepLedger:
+    """What each step of a job handed on, kept once per (job, step) so that a step run again changes nothing.
+
+    At-least-once delivery runs a step twice when its process dies after the work and before the message is
+    acknowledged, and the reaper enqueues a whole job again when its node dies. A step that finds its output here
+    hands that on instead of calling its agent again; the first output stored wins, so two copies running at once
+    agree on what follows. Kept in Redis for ``ttl_s`` (above the job's deadline); if Redis cannot be asked, the
+    step simply runs (at-least-once, as without the ledger).
+
+    Usage::
+
+        ledger = StepLedger(redis_client, ttl_s=3600)
+        done = ledger.get(job_id, "pre_search:translator:cfg:0")
+        if done is None:
+            done = ledger.put(job_id, "pre_search:translator:cfg:0", run_the_step())
+    """
+
+    PREFIX = "agentsearch:steps:"
+
+    def __init__(self, client: redis.Redis | None, ttl_s: float) -> None:
+        self.client = client
+        self.ttl_s = max(1, int(ttl_s))
+
+    def get(self, job_id: str, step: str) -> dict[str, Any] | None:
+        if self.client is None:
+            return None
+        try:
+            raw = self.client.hget(self.PREFIX + job_id, step)
+        except redis.RedisError:
+            log.warning("step ledger unreadable; step %s of job %s runs again", step, job_id, exc_info=True)
+            return None
+        return json.loads(raw) if raw is not None else None
+
+    def put(self, job_id: str, step: str, output: dict[str, Any]) -> dict[str, Any]:
+        """Store the step's output unless one is stored already; return the stored one (this one, or the first)."""
+        if self.client is None:
+            return output
+        key = self.PREFIX + job_id
+        try:
+            with self.client.pipeline() as pipe:
+                pipe.hsetnx(key, step, json.dumps(output, separators=(",", ":")))
+                pipe.hget(key, step)
+                pipe.expire(key, self.ttl_s)
+                _, stored, _ = pipe.execute()
+        except redis.RedisError:
+            log.warning("step ledger not written; step %s of job %s", step, job_id, exc_info=True)
+            return output
+        return json.loads(stored) if stored is not None else output
+
+    def clear(self, job_id: str) -> None:
+        if self.client is None:
+            return
+        try:
+            self.client.delete(self.PREFIX + job_id)
+        except redis.RedisError:
+            pass  # it expires on its own
+
+    def steps(self, job_id: str) -> dict[str, dict[str, Any]]:
+        if self.client is None:
+            return {}
+        try:
+            raw = self.client.hgetall(self.PREFIX + job_id)
+        except redis.RedisError:
+            return {}
+        return {k.decode() if isinstance(k, bytes) else k: json.loads(v) for k, v in raw.items()}
