@@ -15,15 +15,20 @@ import base64
 import json
 import shlex
 import sys
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from api.devstack import ingest_through_api
 from pipeline.text import split_sentences
-from tests.integration.conftest import REPO, SAMPLE_CORPUS, runs_by_agent, search, use_agents
+from tests.integration.conftest import (
+    REPO,
+    SAMPLE_CORPUS,
+    runs_by_agent,
+    search,
+    use_agents,
+)
+from tests.support.json_server import JsonServer
 
 MCP_SERVER = shlex.join([sys.executable, "-m", "tests.support.mcp_server"])
 OPERATORS = "operators register tools (`agentsearch tools add`)"
@@ -188,41 +193,10 @@ def test_finding_2_raw_urls_are_refused_naming_the_field(stack, host):
     assert config_count(stack) == before
 
 
-class Endpoint:
-    """An HTTP endpoint in this process, on 127.0.0.1, that records the requests reaching it."""
-
-    def __init__(self) -> None:
-        self.requests: list[str] = []
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802
-                endpoint.requests.append(self.path)
-                body = json.dumps({"source": "it-enricher", "path": self.path}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
 def endpoint():
-    running = Endpoint()
-    yield running
-    running.close()
+    with JsonServer(reply=lambda path: {"source": "it-enricher", "path": path}) as running:
+        yield running
 
 
 def test_a_registered_endpoint_on_loopback_is_refused_at_connect_time_unless_the_operator_allows_it(
@@ -242,7 +216,7 @@ def test_a_registered_endpoint_on_loopback_is_refused_at_connect_time_unless_the
         for doc in documents:
             assert doc["metadata"]["enrichment_error"].startswith("egress refused: 127.0.0.1 is a loopback address")
             assert "enriched_by" not in doc["metadata"]
-        assert endpoint.requests == []  # the endpoint never saw a request
+        assert endpoint.paths() == []  # the endpoint never saw a request
 
         # The same endpoint registered with the operator's --allow-internal is called.
         use_agents(http, collection, {"agent_id": "external_enricher",
@@ -250,7 +224,7 @@ def test_a_registered_endpoint_on_loopback_is_refused_at_connect_time_unless_the
         job = search(http, collection, "offshore wind foundations", use_cache=False)
     documents = job_state(stack, job["job_id"])["documents"]
     assert [d["metadata"].get("enriched_by") for d in documents] == ["it-enricher"] * len(documents)
-    assert sorted(endpoint.requests) == sorted(f"/enrich/{d['id']}" for d in documents)
+    assert sorted(endpoint.paths()) == sorted(f"/enrich/{d['id']}" for d in documents)
     assert job["response"]["metadata"]["enrichment"]["endpoint"] == allowed  # the name, not the operator's URL
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import httpx2
@@ -32,6 +30,7 @@ from pipeline.security.transports import (
     guarded_async_client,
     guarded_client,
 )
+from tests.support.json_server import JsonServer
 
 PUBLIC = "93.184.216.34"
 
@@ -186,48 +185,10 @@ def test_the_setting_is_read_from_the_environment_as_a_json_list(monkeypatch):
 # --- at connect time ----------------------------------------------------------------------------------------------
 
 
-class Server:
-    """An HTTP server on 127.0.0.1 that records every request; /hop redirects to ``redirect_to``."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str]] = []
-        self.redirect_to = ""
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802
-                server.requests.append((self.path, self.headers.get("Host", "")))
-                if self.path == "/hop":
-                    self.send_response(302)
-                    self.send_header("Location", server.redirect_to)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                body = b'{"ok": true}'
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
 def server():
-    running = Server()
-    yield running
-    running.close()
+    with JsonServer() as running:
+        yield running
 
 
 class Rebinding:
