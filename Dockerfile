@@ -25,9 +25,13 @@ RUN pip install --upgrade pip setuptools wheel \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY api/ api/
+COPY cli/ cli/
 COPY pipeline/ pipeline/
 COPY worker/ worker/
 COPY migrations/ migrations/
+# Installed with the rest (pyproject's package list): the local stack and the benchmarks, small and only run on demand.
+COPY devstack/ devstack/
+COPY bench/ bench/
 # The constraint keeps a dependency from swapping the CPU torch for PyPI's CUDA one.
 RUN pip install --constraint /opt/torch-constraint.txt . \
     && find /opt/venv -name '__pycache__' -type d -prune -exec rm -rf {} +

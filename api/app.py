@@ -8,7 +8,6 @@ Usage::
 from __future__ import annotations
 
 import logging
-import threading
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -22,31 +21,13 @@ from api.waits import WaitSlots
 from migrations import upgrade
 from pipeline.job.store import JobStore
 from pipeline.observability.tracing import configure_tracing
+from pipeline.platform.ticker import Ticker
 from pipeline.services import get_services
+from worker.agentic_tasks import run_due_profile_sets
 from worker.app import app as celery_app
+from worker.embedded import EmbeddedWorker
 
 log = logging.getLogger("agentsearch.api")
-
-
-class Reaper:
-    """Embedded mode's stand-in for Celery beat: fails overdue jobs every ``interval_s``."""
-
-    def __init__(self, jobs: JobStore, interval_s: float) -> None:
-        self.jobs, self.interval_s = jobs, interval_s
-        self._stop = threading.Event()
-
-    def start(self) -> None:
-        threading.Thread(target=self._run, name="agentsearch-reaper", daemon=True).start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.jobs.reap()
-            except Exception:  # noqa: BLE001 - a failed sweep is retried at the next tick
-                log.exception("reaper sweep failed")
-
-    def stop(self) -> None:
-        self._stop.set()
 
 
 def _database_unavailable(_request: Request, exc: Exception) -> JSONResponse:
@@ -84,14 +65,13 @@ def create_app() -> FastAPI:
             # One process holds everything: schema, broker, and the worker threads that run the jobs.
             settings.ensure_data_dir()
             upgrade(settings.database_url)
-            from worker.embedded import EmbeddedWorker
-
             embedded_worker = EmbeddedWorker(celery_app, concurrency=max(4, settings.worker_concurrency))
             embedded_worker.start()
-            reaper = Reaper(JobStore(services.db), settings.reaper_interval_s)
+            # Embedded mode runs no Celery beat; these stand in for it: overdue jobs failed, due profile sets run.
+            reaper = Ticker(JobStore(services.db).reap, settings.reaper_interval_s, "agentsearch-reaper")
             reaper.start()
-            schedules = profiles.ScheduleTicker(lambda: celery_app.send_task("agentsearch.run_due_profile_sets"),
-                                                settings.profile_schedule_interval_s)
+            schedules = Ticker(run_due_profile_sets.delay, settings.profile_schedule_interval_s,
+                               "agentsearch-profile-schedule")
             schedules.start()
         yield
         if embedded_worker is not None:

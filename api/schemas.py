@@ -1,10 +1,14 @@
-"""Request and response bodies of the HTTP API."""
+"""Request and response bodies of the HTTP API.
+
+The body of ``POST /v1/search`` is ``pipeline.job.request.SearchRequest``: what the job's submit
+(``pipeline.job.submit``) checks and keeps with the job.
+"""
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -78,39 +82,6 @@ class CollectionAgentIn(Strict):
 
 class CollectionAgentsIn(Strict):
     agents: list[CollectionAgentIn] = Field(max_length=100)
-
-
-class SearchRequest(Strict):
-    collection_id: uuid.UUID = Field(description="The collection searched; its agent configs run.")
-    also_search: list[uuid.UUID] | None = Field(
-        None, max_length=20, description="More collections searched in parallel; results merged by document id."
-    )
-    query: str
-    top_k: int | None = Field(None, ge=1)
-    agents: list[str] | None = Field(
-        None, max_length=50, description="Run these agents with default configs instead of the collection's."
-    )
-    cot: bool = Field(False, description="Include chain-of-thought steps in the response.")
-    use_cache: bool = Field(True, description="Answer from an identical earlier job's stored response when there is one.")
-    search: dict[str, Any] | None = Field(
-        None, description="Retrieval overrides for this job (strategy, fusion, weights, min_score, ...), "
-        "validated as pipeline.retrieval.config.SearchConfig."
-    )
-    mode: Literal["single", "iterative"] = Field(
-        "single", description="single: one search; iterative: search, evaluate, refine until a target or a budget."
-    )
-    iterative: dict[str, Any] | None = Field(
-        None, description="Iterative settings (target, max_iterations, per_iteration, thresholds, ...), validated "
-        "as pipeline.agentic.config.IterativeConfig; mode iterative only."
-    )
-    profiles: list[dict[str, Any]] | None = Field(
-        None, max_length=10, description="Specialist profiles run in parallel and merged by category "
-        "(pipeline.agentic.profiles.Profile); mode iterative only."
-    )
-    seen: dict[str, Any] | None = Field(
-        None, description="Skip what this user was shown recently (enabled, window_days, near_duplicate, scope); "
-        "on by default with profiles."
-    )
 
 
 class ProfileSetCreate(Strict):

@@ -30,18 +30,16 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pipeline.agents.audio_summary import AudioSummary
+from pipeline.agents.base import AgentContext, Document, ResponseAgentInput, Stage
+from pipeline.agents.chart_generator import ChartGenerator
+from pipeline.agents.email_draft import EmailDraft
+from pipeline.agents.executive_summary import ExecutiveSummary
+from pipeline.agents.pdf_report import PdfReport
+from pipeline.agents.pptx_generator import PptxGenerator
+from pipeline.job.answer import extractive_answer
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from pipeline.agents.audio_summary import AudioSummary  # noqa: E402
-from pipeline.agents.base import AgentContext, Document, ResponseAgentInput, Stage  # noqa: E402
-from pipeline.agents.chart_generator import ChartGenerator  # noqa: E402
-from pipeline.agents.email_draft import EmailDraft  # noqa: E402
-from pipeline.agents.executive_summary import ExecutiveSummary  # noqa: E402
-from pipeline.agents.pdf_report import PdfReport  # noqa: E402
-from pipeline.agents.pptx_generator import PptxGenerator  # noqa: E402
-from pipeline.job.answer import extractive_answer  # noqa: E402
-
 RESULTS = REPO / "bench" / "results"
 QUERY = "What was Northwind Energy's revenue in Q4 2025, and how did it compare with Q4 2024?"
 DOCUMENTS = {"nw-2025-q4": 0.748, "nw-2025-q1": 0.741, "nw-2025-q3": 0.686, "nw-2024-q4": 0.673, "nw-2024-q3": 0.659}

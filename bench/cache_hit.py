@@ -1,6 +1,6 @@
 """Whole-job cache hits through the HTTP API, beside the API's cheapest authenticated read.
 
-Starts the distributed stack on this machine (``api.devstack``: its own Redis, a fresh PostgreSQL database,
+Starts the distributed stack on this machine (``devstack``: its own Redis, a fresh PostgreSQL database,
 milvus-lite server, one prefork worker, the API), ingests the sample corpus, runs one job to completion, then sends
 the identical request N times (each answered from the stored response, without Celery) and, interleaved, N
 ``GET /v1/collections/{id}`` (auth + one indexed read) as the floor to compare with. Prints and writes p50/p95 of
@@ -17,17 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, machine, wait_idle  # noqa: E402
-from pipeline.eval.retrieval import percentile  # noqa: E402
+from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, machine, wait_idle
+from pipeline.eval.retrieval import percentile
 
 REPO = Path(__file__).resolve().parents[1]
 QUERY = "What was Northwind Energy's revenue in Q4 2025?"

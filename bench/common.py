@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from api.devstack import DevStack, ingest_through_api
+from devstack import DevStack, ingest_through_api
 from pipeline.eval.retrieval import percentile
 
 REPO = Path(__file__).resolve().parents[1]

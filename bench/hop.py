@@ -25,17 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.agents import noop_agent_ids  # noqa: E402
-from bench.common import Target, bench_stack, job_wall_ms, summary, wait_idle  # noqa: E402
+from bench.agents import noop_agent_ids
+from bench.common import Target, bench_stack, job_wall_ms, summary, wait_idle
 
 BASE_AGENTS = ["bench_skip_search"]
 RAW_TASK = "bench.noop"

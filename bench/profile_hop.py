@@ -3,9 +3,10 @@
 Needs py-spy (``.venv/bin/pip install py-spy``; attaching to a process needs ptrace rights, e.g. root). Starts a
 stack like ``bench/hop.py``, runs jobs of N no-op agents back to back for ``--seconds``, sampling every prefork
 process of the worker (``--idle``: waiting on a socket counts, because round trips are what a step waits for), and
-prints the share of the agent tasks' wall time under each frame below ``--anchor``.
+prints the share of the steps' wall time under each frame below ``--anchor`` (``run_step``: each job's N agent
+steps, its search and its answer).
 
-    .venv/bin/python bench/profile_hop.py --seconds 40 [--raw out.txt] [--anchor _agent_task] [--depth 1]
+    .venv/bin/python bench/profile_hop.py --seconds 40 [--raw out.txt] [--anchor run_step] [--depth 1]
 """
 
 from __future__ import annotations
@@ -20,12 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import hop  # noqa: E402
-from bench.agents import noop_agent_ids  # noqa: E402
-from bench.common import Target, bench_stack, wait_idle  # noqa: E402
+from bench import hop
+from bench.agents import noop_agent_ids
+from bench.common import Target, bench_stack, wait_idle
 
 SITE = re.compile(r"\(/\S*/site-packages/")
 
@@ -51,7 +49,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=40)
     parser.add_argument("--rate", type=int, default=250, help="samples per second")
     parser.add_argument("--raw", type=Path, default=None, help="keep py-spy's collapsed stacks here")
-    parser.add_argument("--anchor", default="_agent_task")
+    parser.add_argument("--anchor", default="run_step")
     parser.add_argument("--depth", type=int, default=1)
     args = parser.parse_args()
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")

@@ -28,11 +28,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import cache_hit, hop, ingest, scifact, throughput  # noqa: E402
-from bench.common import REPO, Target, bench_stack, load_average, machine, wait_idle  # noqa: E402
+from bench import cache_hit, hop, ingest, scifact, throughput
+from bench.common import REPO, Target, bench_stack, load_average, machine, wait_idle
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 GOALS = {"hop_ratio": 1.25, "cache_hit_p50_ms": 5.0, "throughput_ratio": 1.8}
@@ -126,7 +123,7 @@ def render(result: dict, command: str) -> str:
     if quiet:
         lines.append(f"| quiet window | {'reached' if quiet['quiet'] else 'not reached'}: 1-minute load "
                      f"{quiet['load_1m']:.2f} (threshold {quiet['threshold']:g}) after waiting {quiet['waited_s']} s |")
-    lines += ["", "Every stack is `api.devstack.DevStack`: its own redis-server, a fresh PostgreSQL database on the "
+    lines += ["", "Every stack is `devstack.DevStack`: its own redis-server, a fresh PostgreSQL database on the "
               "machine's server, `milvus-lite server`, `agentsearch worker` prefork processes and `agentsearch api`.",
               ""]
 

@@ -20,17 +20,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.agents import SLEEP_S  # noqa: E402
-from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, job_wall_ms, summary, wait_idle  # noqa: E402
+from bench.agents import SLEEP_S
+from bench.common import (
+    SAMPLE_CORPUS,
+    Target,
+    bench_stack,
+    ingest,
+    job_wall_ms,
+    summary,
+    wait_idle,
+)
 
 KINDS = {
     "waiting": ["bench_sleep_pre", "bench_skip_search", "bench_sleep_post"],

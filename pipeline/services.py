@@ -8,6 +8,7 @@ Usage::
     services = get_services()
     services.runner.run(spec, inp, ctx)
     services.vector_store.search(name, vector, top_k=5)
+    previous = use_services(Services(test_settings).use(retriever=fake))   # a test's own set, with a fake part
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import redis
 
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
+from pipeline.agents.toolbox import AgentTools
 from pipeline.job.artifacts import ArtifactStore
 from pipeline.observability.metrics import MetricsRecorder
 from pipeline.platform.cache import ResultCache
@@ -32,9 +34,22 @@ from pipeline.retrieval.vector_store import VectorStore
 
 
 class Services:
+    # Parts made under the lock and kept under a private name; the others are cached properties, kept under their own.
+    _LOCKED_PARTS = {"embedder": "_embedder", "retriever": "_retriever", "vector_store": "_vector_store"}
+
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
+
+    def use(self, **parts: object) -> Services:
+        """Ready-made parts instead of the ones this set would make (``retriever=``, ``embedder=``, ``runner=``, ...):
+        a test's fakes, or the embedding model a pool process inherited from its parent."""
+        with self._lock:
+            for name, part in parts.items():
+                if not hasattr(type(self), name):
+                    raise AttributeError(f"Services has no part {name!r}")
+                self.__dict__[self._LOCKED_PARTS.get(name, name)] = part
+        return self
 
     @cached_property
     def db(self) -> Database:
@@ -51,8 +66,6 @@ class Services:
 
     @cached_property
     def runner(self) -> AgentRunner:
-        from pipeline.agents.toolbox import AgentTools
-
         return AgentRunner(self.registry, self.redis, self.settings, tools=AgentTools(self), metrics=self.metrics)
 
     @cached_property
@@ -117,6 +130,15 @@ def get_services() -> Services:
         if _services is None:
             _services = Services(get_settings())
         return _services
+
+
+def use_services(services: Services | None) -> Services | None:
+    """Make ``services`` this process's set (what ``get_services`` returns to the tasks) and return the one it
+    replaces, to put back; None makes a fresh set on next use. The seam for tests that run tasks in process."""
+    global _services
+    with _services_lock:
+        previous, _services = _services, services
+        return previous
 
 
 def reset_services(settings: Settings | None = None) -> Services:

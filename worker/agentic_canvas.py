@@ -8,6 +8,10 @@ An agentic job runs in two canvases with the loops between them::
     chain(post_search agents -> agentic_compress -> generate_answer
           -> chord(group(response agents), assemble))                the tail, applied by agentic_finish
 
+The steps every job shares are the task objects of ``worker.steps``. The loop's own tasks (``worker.agentic_tasks``)
+are named here instead, and register under these names: they apply these canvases themselves (begin starts the
+loops, each iteration its successor, finish the tail), so importing them here would make an import circle.
+
 Usage::
 
     build_agentic_head(job_id, specs).apply_async((state.dump(),))
@@ -16,33 +20,43 @@ Usage::
 
 from __future__ import annotations
 
-from celery import chain, chord, group, signature
+from celery import chain, group, signature
 from celery.canvas import Signature
 
 from pipeline.agents.base import Stage
 from pipeline.job.state import AgentSpec
-from worker.canvas import STEP_LIMIT_S, _agent_step, _limits, ordered, response_steps
+from worker.canvas import (
+    STEP_LIMIT_S,
+    agent_step,
+    fail_job_on_error,
+    limits,
+    pipeline_step,
+    respond_and_assemble,
+)
+from worker.steps import (
+    agentic_compress,
+    generate_answer,
+    ordered,
+    post_search_agent,
+    pre_search_agent,
+)
 
+# The tasks worker.agentic_tasks.agentic_begin and worker.agentic_tasks.agentic_iteration.
+AGENTIC_BEGIN = "agentsearch.agentic_begin"
+AGENTIC_ITERATION = "agentsearch.agentic_iteration"
 # An iteration searches, evaluates (one LLM call, or offline signals), maybe grades and refines (an LLM call each).
 ITERATION_LIMIT_S = 180.0
 
 
-def _failed(job_id: str) -> Signature:
-    return signature("agentsearch.job_failed", kwargs={"job_id": job_id}, immutable=False)
-
-
 def build_agentic_head(job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0) -> Signature:
-    steps = [_agent_step("agentsearch.pre_search_agent", s, default_timeout_s)
-             for s in ordered(specs, Stage.PRE_SEARCH)]
-    steps.append(signature("agentsearch.agentic_begin").set(**_limits(STEP_LIMIT_S)))
-    canvas = chain(*steps)
-    canvas.on_error(_failed(job_id))
-    return canvas
+    steps = [agent_step(pre_search_agent, s, default_timeout_s) for s in ordered(specs, Stage.PRE_SEARCH)]
+    steps.append(signature(AGENTIC_BEGIN).set(**limits(STEP_LIMIT_S)))
+    return fail_job_on_error(chain(*steps), job_id)
 
 
 def iteration_step(job_id: str, profile: str, loop_state: dict) -> Signature:
-    return signature("agentsearch.agentic_iteration", args=(job_id, profile, loop_state), immutable=True).set(
-        **_limits(ITERATION_LIMIT_S))
+    return signature(AGENTIC_ITERATION, args=(job_id, profile, loop_state), immutable=True).set(
+        **limits(ITERATION_LIMIT_S))
 
 
 def build_loops(job_id: str, loops: dict[str, dict]) -> Signature:
@@ -51,16 +65,8 @@ def build_loops(job_id: str, loops: dict[str, dict]) -> Signature:
 
 
 def build_agentic_tail(job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0) -> Signature:
-    steps = [_agent_step("agentsearch.post_search_agent", s, default_timeout_s)
-             for s in ordered(specs, Stage.POST_SEARCH)]
-    steps.append(signature("agentsearch.agentic_compress").set(**_limits(STEP_LIMIT_S)))
-    steps.append(signature("agentsearch.generate_answer").set(**_limits(STEP_LIMIT_S)))
-    assemble = signature("agentsearch.assemble", kwargs={"job_id": job_id}).set(**_limits(STEP_LIMIT_S))
-    responders = response_steps(specs, default_timeout_s)
-    if responders:
-        steps.append(chord(group(responders), assemble))
-    else:
-        steps.append(assemble.clone(args=([],)).set(immutable=True))
-    canvas = chain(*steps)
-    canvas.on_error(_failed(job_id))
-    return canvas
+    steps = [agent_step(post_search_agent, s, default_timeout_s) for s in ordered(specs, Stage.POST_SEARCH)]
+    steps.append(pipeline_step(agentic_compress))
+    steps.append(pipeline_step(generate_answer))
+    steps.append(respond_and_assemble(job_id, specs, default_timeout_s))
+    return fail_job_on_error(chain(*steps), job_id)

@@ -5,8 +5,10 @@
   iteration, stores the loop's state, then enqueues the next iteration, or — when its loop is the last one to
   stop — ``agentic_finish``;
 - ``agentic_finish``: merges the loops' results, records what the user is shown (seen content), applies the tail;
-- ``agentic_compress`` (in the tail): long documents cut to their query-relevant sentences before the answer;
 - ``run_due_profile_sets`` (Celery beat): a job for every scheduled profile set whose time has come.
+
+The steps the tail shares with every job (agents, ``agentic_compress``, the answer, the response agents) are in
+``worker.steps``. Usage: nothing to call; ``worker.agentic_canvas`` builds the canvases these tasks apply.
 """
 
 from __future__ import annotations
@@ -16,17 +18,22 @@ import time
 import uuid
 from typing import Any
 
-from pipeline.agentic.compress import compress_documents
 from pipeline.agentic.loop import LoopState, final_documents, next_action, run_iteration
-from pipeline.agentic.runtime import build_compressor, build_tools, vectors_function
+from pipeline.agentic.runtime import build_tools, vectors_function
 from pipeline.agentic.schedule import claim_due, create_run
 from pipeline.agentic.seen import SeenFilter, SqlSeenStore
 from pipeline.agentic.spec import AgenticSpec, LoopPlan, LoopStore, job_documents
 from pipeline.job.state import AgentSpec, JobState
 from pipeline.job.store import JobStore
 from pipeline.platform.llm import LLMClient
-from pipeline.services import get_services
-from worker.agentic_canvas import build_agentic_tail, build_loops, iteration_step
+from pipeline.services import Services, get_services
+from worker.agentic_canvas import (
+    AGENTIC_BEGIN,
+    AGENTIC_ITERATION,
+    build_agentic_tail,
+    build_loops,
+    iteration_step,
+)
 from worker.app import app
 from worker.submit import enqueue_job
 
@@ -37,7 +44,7 @@ def _spec(state: JobState) -> AgenticSpec:
     return AgenticSpec.model_validate(state.agentic or {})
 
 
-def _plan(services, state: JobState, profile: str) -> LoopPlan:
+def _plan(services: Services, state: JobState, profile: str) -> LoopPlan:
     spec = _spec(state)
     return next(p for p in spec.plans(state.query, state.collections, services.settings.test_mode)
                 if p.profile == profile)
@@ -47,7 +54,7 @@ def _stage(profile: str, iteration: int) -> str:
     return f"{profile}:iteration:{iteration}" if profile else f"iteration:{iteration}"
 
 
-@app.task(name="agentsearch.agentic_begin")
+@app.task(name=AGENTIC_BEGIN)
 def agentic_begin(state: dict[str, Any]) -> dict[str, Any]:
     services = get_services()
     current = JobState.load(state)
@@ -64,11 +71,11 @@ def agentic_begin(state: dict[str, Any]) -> dict[str, Any]:
     if running:
         build_loops(current.job_id, {p: s.dump() for p, s in running.items()}).apply_async()
     elif not fresh:
-        app.signature("agentsearch.agentic_finish", args=(current.job_id,), immutable=True).apply_async()
+        agentic_finish.si(current.job_id).apply_async()
     return state
 
 
-@app.task(name="agentsearch.agentic_iteration")
+@app.task(name=AGENTIC_ITERATION)
 def agentic_iteration(job_id: str, profile: str, loop_state: dict[str, Any]) -> dict[str, Any]:
     services = get_services()
     jobs = JobStore(services.db)
@@ -98,7 +105,7 @@ def agentic_iteration(job_id: str, profile: str, loop_state: dict[str, Any]) -> 
     if next_action(loop).action == "continue":
         iteration_step(job_id, profile, loop.dump()).apply_async()
     elif store.finish(job_id, profile, loop):
-        app.signature("agentsearch.agentic_finish", args=(job_id,), immutable=True).apply_async()
+        agentic_finish.si(job_id).apply_async()
     return {"job_id": job_id, "profile": profile, "iteration": loop.iteration, "stop_reason": loop.stop_reason}
 
 
@@ -128,7 +135,8 @@ def agentic_finish(job_id: str) -> dict[str, Any]:
     return {"job_id": job_id, "documents": len(documents)}
 
 
-def _record_seen(services, state: JobState, spec: AgenticSpec, states: dict[str, LoopState], returned) -> None:
+def _record_seen(services: Services, state: JobState, spec: AgenticSpec, states: dict[str, LoopState],
+                 returned) -> None:
     """What the job returns, per profile, so later runs of this user can skip it."""
     returned_keys = {(d.metadata.get("collection_id"), d.id) for d in returned}
     store = SqlSeenStore(services.db)
@@ -144,27 +152,6 @@ def _record_seen(services, state: JobState, spec: AgenticSpec, states: dict[str,
             found = {}
         source = f"job:{state.job_id}" if spec.source == "job" else spec.source
         store.record(uuid.UUID(state.user_id), profile, source, docs, found, job_id=uuid.UUID(state.job_id))
-
-
-@app.task(name="agentsearch.agentic_compress")
-def agentic_compress(state: dict[str, Any]) -> dict[str, Any]:
-    services = get_services()
-    current = JobState.load(state)
-    jobs = JobStore(services.db)
-    # With the post-search agents' records, which do not write their own (worker.tasks._agent_task).
-    if not jobs.progress(current.job_id, "compress", current):
-        return state
-    config = _spec(current).iterative
-    if not config.compress or not current.documents:
-        return state
-    started = time.perf_counter()
-    compressor = build_compressor(services.analyzer, config, LLMClient.from_settings(services.settings))
-    current.documents, records = compress_documents(current.original_query or current.query, current.documents,
-                                                    compressor, config.compress_concurrency)
-    current.metadata["compression"] = [r.model_dump() for r in records if r.method != "unchanged"]
-    current.timings_ms["compress"] = round((time.perf_counter() - started) * 1000, 3)
-    jobs.progress(current.job_id, "compress", current)
-    return current.dump()
 
 
 @app.task(name="agentsearch.run_due_profile_sets")

@@ -1,36 +1,34 @@
-"""The Celery app, configured from ``pipeline.platform.settings``.
+"""The Celery app and its configuration, from ``pipeline.platform.settings``; no task and no worker hook lives here.
 
 Start a worker with ``agentsearch worker`` (or ``celery -A worker.app worker``). Response agents run on their own
-``artifacts`` queue so heavy rendering never starves search.
+``artifacts`` queue so heavy rendering never starves search. A worker or beat process imports ``TASK_MODULES`` (the
+tasks) and ``HOOK_MODULES`` (what runs on Celery's signals: ``worker.lifecycle``, ``worker.liveness``,
+``worker.observability``) when it starts, before the first signal; this module imports none of them, so none of
+them makes a circle with it.
+
+Usage::
+
+    from worker.app import app, DB_RETRY
+
+    @app.task(name="agentsearch.my_step", **DB_RETRY)
+    def my_step(state: dict) -> dict: ...
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import sys
-import threading
 import time
 
 from celery import Celery
-from celery.signals import (
-    beat_init,
-    before_task_publish,
-    worker_init,
-    worker_process_init,
-    worker_ready,
-    worker_shutdown,
-)
+from celery.signals import before_task_publish
+from sqlalchemy import exc as sql_errors
 
 from pipeline.platform.settings import get_settings
-from pipeline.services import reset_services
-from worker import liveness as _liveness  # noqa: F401 - connects the node heartbeat
-from worker import observability as _observability  # noqa: F401 - connects the logging and tracing hooks
 
 DEFAULT_QUEUE = "celery"
 ARTIFACTS_QUEUE = "artifacts"
 # The longest a task may run: the largest agent timeout a config may set (api.schemas, 3600 s) plus the hard-limit
-# margin of worker.canvas; and the longest a retry waits before it runs again (worker.tasks backoff cap).
+# margin of worker.canvas; and the longest a retry waits before it runs again (the backoff cap of the steps).
 LONGEST_TASK_S = 3600 + 15
 LONGEST_RETRY_DELAY_S = 30
 # Redis consumes a queue's priority 0 list first and 9 last; a message without a priority goes to 0.
@@ -38,11 +36,15 @@ NEW_WORK_PRIORITY = 9
 PUBLISH_RETRY = {"max_retries": 6, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 2}
 # About a minute: a job's next step is not given up while a broker restarts or fails over.
 WORKER_PUBLISH_RETRY = {"max_retries": 22, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 3}
-# Probes allow 60 s of silence: several missed beats, not one slow one.
-HEARTBEAT_INTERVAL_S = 10.0
-
-
-log = logging.getLogger("agentsearch.worker")
+# The database going away (a restart, a failover) is waited out by retrying the step with backoff (1, 2, 4 ... 30 s,
+# about four minutes in all), not turned into a failed job. A step's output is in the ledger before its last write,
+# so a retry after the work is done does not do the work again (worker.steps).
+DB_UNAVAILABLE = (sql_errors.OperationalError, sql_errors.InterfaceError, sql_errors.TimeoutError)
+DB_RETRY = dict(autoretry_for=DB_UNAVAILABLE, retry_backoff=1, retry_backoff_max=LONGEST_RETRY_DELAY_S,
+                retry_jitter=False, max_retries=12)
+# What a worker (and beat) imports as it starts: every task, and the modules whose functions Celery's signals call.
+TASK_MODULES = ["worker.steps", "worker.ingestion", "worker.reaper", "worker.agentic_tasks"]
+HOOK_MODULES = ["worker.lifecycle", "worker.liveness", "worker.observability"]
 
 
 def create_app() -> Celery:
@@ -53,15 +55,17 @@ def create_app() -> Celery:
         # timeout. Remapped, SIGTERM starts the soft shutdown: running tasks get worker_soft_shutdown_timeout, the
         # rest are handed back to the queue at once. billiard reads this when first imported, after this module.
         os.environ.setdefault("REMAP_SIGTERM", "SIGQUIT")
-    app = Celery("agentsearch", broker=settings.broker_url, backend=settings.result_backend, include=["worker.tasks", "worker.agentic_tasks", *settings.worker_imports])
+    app = Celery("agentsearch", broker=settings.broker_url, backend=settings.result_backend,
+                 include=[*TASK_MODULES, *settings.worker_imports])
     app.conf.update(
+        imports=HOOK_MODULES,
         task_default_queue=DEFAULT_QUEUE,
         task_routes={"agentsearch.response_agent": {"queue": ARTIFACTS_QUEUE}},
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],
         # At-least-once: a task whose worker dies is handed to another; the steps are idempotent for it
-        # (worker.tasks: each step's output is kept once per job, so a second run hands on the first one's).
+        # (worker.steps: each step's output is kept once per job, so a second run hands on the first one's).
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         # One message per process at a time: a long agent step never holds a second one hostage.
@@ -77,7 +81,7 @@ def create_app() -> Celery:
         result_expires=max(86400, int(settings.job_deadline_s * 4)),
         broker_connection_retry_on_startup=True,
         # A Redis restart takes seconds: publishing waits it out (kombu's default gives up after ~1 s). This is
-        # the API's bound (about 8 s, then 503 and the client retries); workers wait longer (_patient_publishing).
+        # the API's bound (about 8 s, then 503 and the client retries); workers wait longer (worker.lifecycle).
         task_publish_retry_policy=PUBLISH_RETRY,
         result_backend_always_retry=True,
         result_backend_max_retries=20,
@@ -91,7 +95,7 @@ def create_app() -> Celery:
         task_send_sent_event=True,
         task_track_started=True,
         worker_hijack_root_logger=False,
-        # The reaper is not on this schedule: beat runs it in its own process (_start_reaper).
+        # The reaper is not on this schedule: beat runs it in its own process (worker.lifecycle).
         beat_schedule={
             "run-due-profile-sets": {"task": "agentsearch.run_due_profile_sets",
                                      "schedule": settings.profile_schedule_interval_s},
@@ -101,7 +105,8 @@ def create_app() -> Celery:
 
 
 app = create_app()
-# Canvas signatures are built by task name; every thread (API request handlers included) must resolve them here.
+# A signature that arrives by name (a chord's body, a deserialised canvas) resolves to the current app; every thread
+# (API request handlers included) must find this one.
 app.set_default()
 
 
@@ -118,121 +123,6 @@ def _work_under_way_goes_first(headers=None, properties=None, **_kwargs) -> None
     if (headers is not None and properties is not None and headers.get("parent_id") is None
             and properties.get("priority") is None and str(app.conf.broker_url).startswith("redis")):
         properties["priority"] = NEW_WORK_PRIORITY
-
-
-# The embedding model, loaded once in a prefork worker's main process and inherited by every pool process.
-_parent_embedder = None
-# Torch threads per pool process: the cores shared out among the processes.
-_torch_threads: int | None = None
-
-
-@worker_init.connect
-def _patient_publishing(**_kwargs) -> None:
-    # Set in the main process before the pool forks, and before anything was sent: the sender reads it once.
-    app.conf.task_publish_retry_policy = WORKER_PUBLISH_RETRY
-
-
-@worker_init.connect
-def _share_cores(sender=None, **_kwargs) -> None:
-    """Measured (docs/reliability.md): with two pool processes on two cores, torch's default of one thread per
-    core made an extractive answer take 1.12 s instead of 0.31 s with one thread each, the threads of the two
-    processes fighting over the same cores."""
-    global _torch_threads
-    processes = getattr(sender, "concurrency", None)
-    # OMP_NUM_THREADS set by the operator wins (e.g. several worker nodes sharing one host's cores).
-    if not get_settings().embedded and processes and "OMP_NUM_THREADS" not in os.environ:
-        _torch_threads = max(1, len(os.sched_getaffinity(0)) // int(processes))
-
-
-@worker_init.connect
-def _load_model_before_fork(**_kwargs) -> None:
-    """A pool process that replaces a dead one is ready at once instead of loading the model again.
-
-    Measured under the kill drill (docs/reliability.md): loading took 12-15 s on a busy 2-core machine, so with a
-    process killed every 5 s no replacement ever finished a search. Only loading happens here: the main process
-    never embeds, and a forward pass before fork would leave torch's thread pool unusable in the children.
-    """
-    global _parent_embedder
-    settings = get_settings()
-    if settings.embedded or not settings.worker_preload_embedder:
-        return
-    try:
-        from pipeline.retrieval.embedder import Embedder
-
-        _parent_embedder = Embedder(settings.embedding_model)
-    except Exception:  # noqa: BLE001 - each process then loads it itself, as without preloading
-        log.exception("embedding model not preloaded in the main process")
-
-
-@worker_process_init.connect
-def _fresh_clients_after_fork(**_kwargs) -> None:
-    # Database pools, Redis sockets and gRPC channels must not be shared with the parent process.
-    services = reset_services()
-    if _torch_threads is not None and "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(_torch_threads)
-    if _parent_embedder is not None:
-        # Services keeps its loaded model under this name; the weights are shared copy-on-write.
-        services.__dict__["_embedder"] = _parent_embedder
-    elif services.settings.worker_preload_embedder:
-        # Load the model while the process waits for work, so the first search does not pay for it.
-        # In a thread: Celery gives a child only a few seconds to report ready.
-        threading.Thread(target=lambda: services.embedder, name="agentsearch-preload", daemon=True).start()
-
-
-_heartbeat_stop = threading.Event()
-_heartbeat_started = threading.Lock()
-
-
-@worker_ready.connect
-def _start_heartbeat(**_kwargs) -> None:
-    """Touch a file every 10 s: a cheap liveness probe that does not ask the broker anything."""
-    settings = get_settings()
-    if settings.embedded or not _heartbeat_started.acquire(blocking=False):
-        return
-    path = settings.worker_heartbeat_file
-
-    def beat() -> None:
-        while not _heartbeat_stop.is_set():
-            try:
-                path.touch()
-            except OSError:
-                pass
-            _heartbeat_stop.wait(HEARTBEAT_INTERVAL_S)
-
-    threading.Thread(target=beat, name="agentsearch-heartbeat", daemon=True).start()
-
-
-@beat_init.connect
-def _start_beat_heartbeat(**_kwargs) -> None:
-    # A dedicated `agentsearch beat` gets the same probe as a worker; an embedded beat (worker --beat) shares the
-    # worker's file, and touching it twice is harmless.
-    _start_heartbeat()
-    _start_reaper()
-
-
-def _start_reaper() -> None:
-    """Run the reaper every ``reaper_interval_s`` in beat's own process, not as a queued task.
-
-    Measured under the kill drill (docs/reliability.md): sent as a task, the sweep waited behind the whole backlog
-    of job steps, and 104 of 200 jobs ended more than one reaper period after their deadline.
-    """
-    interval_s = get_settings().reaper_interval_s
-
-    def sweep() -> None:
-        from worker.tasks import reap_jobs
-
-        while not _heartbeat_stop.wait(interval_s):
-            try:
-                reap_jobs()  # called, not sent: it runs here and now
-            except Exception:  # noqa: BLE001 - a failed sweep is tried again at the next tick
-                log.exception("reaper sweep failed")
-
-    threading.Thread(target=sweep, name="agentsearch-reaper", daemon=True).start()
-
-
-@worker_shutdown.connect
-def _stop_heartbeat(**_kwargs) -> None:
-    _heartbeat_stop.set()
 
 
 def wait_until_ready(timeout_s: float = 30.0) -> None:

@@ -5,8 +5,9 @@
 
 With several collections, core_search becomes chord(group(core_search per collection), merge_search).
 
-Each agent invocation is its own task. With no response agents the chord is replaced by ``assemble`` alone: an
-empty chord header would leave nothing to trigger the body.
+Each agent invocation is its own task. Signatures are made from the task objects of ``worker.steps``, so each name
+here leads to its task. The parts the agentic canvas shares (``agent_step``, ``pipeline_step``,
+``respond_and_assemble``, ``fail_job_on_error``) are public here.
 
 Usage::
 
@@ -18,12 +19,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from celery import chain, chord, group, signature
+from celery import Task, chain, chord, group
 from celery.canvas import Signature
 
 from pipeline.agents.base import Stage
 from pipeline.job.artifact_names import name_ranks, rank_key
 from pipeline.job.state import AgentSpec
+from worker.steps import (
+    assemble,
+    core_search,
+    generate_answer,
+    job_failed,
+    merge_search,
+    ordered,
+    post_search_agent,
+    pre_search_agent,
+    response_agent,
+)
 
 # Celery's own limits are a backstop behind the runner's deadline: the soft limit lands a little later,
 # the hard limit kills a worker process whose agent thread will not come back.
@@ -32,18 +44,19 @@ HARD_LIMIT_MARGIN_S = 15.0
 STEP_LIMIT_S = 120.0
 
 
-def _limits(timeout_s: float) -> dict[str, float]:
+def limits(timeout_s: float) -> dict[str, float]:
+    """Celery's soft and hard time limits of a task whose own work is bounded by ``timeout_s``."""
     return {"soft_time_limit": timeout_s + SOFT_LIMIT_MARGIN_S, "time_limit": timeout_s + HARD_LIMIT_MARGIN_S}
 
 
-def ordered(specs: Iterable[AgentSpec], stage: Stage) -> list[AgentSpec]:
-    return sorted((s for s in specs if s.stage == stage), key=lambda s: (s.priority, s.agent_id))
+def agent_step(task: Task, spec: AgentSpec, default_timeout_s: float) -> Signature:
+    """One agent's task, limited by the agent's timeout."""
+    return task.s(spec=spec.model_dump(mode="json")).set(**limits(spec.timeout_s or default_timeout_s))
 
 
-def _agent_step(task: str, spec: AgentSpec, default_timeout_s: float) -> Signature:
-    return signature(task, kwargs={"spec": spec.model_dump(mode="json")}).set(
-        **_limits(spec.timeout_s or default_timeout_s)
-    )
+def pipeline_step(task: Task, **kwargs) -> Signature:
+    """A step outside the agents (search, merge, answer, assemble), limited by ``STEP_LIMIT_S``."""
+    return task.s(**kwargs).set(**limits(STEP_LIMIT_S))
 
 
 def response_steps(specs: Iterable[AgentSpec], default_timeout_s: float) -> list[Signature]:
@@ -53,40 +66,47 @@ def response_steps(specs: Iterable[AgentSpec], default_timeout_s: float) -> list
     ranks = name_ranks(responders)
     steps = []
     for spec in responders:
-        step = _agent_step("agentsearch.response_agent", spec, default_timeout_s)
+        step = agent_step(response_agent, spec, default_timeout_s)
         if ranks[rank_key(spec)] > 1:
             step.kwargs["name_rank"] = ranks[rank_key(spec)]
         steps.append(step)
     return steps
 
 
+def respond_and_assemble(job_id: str, specs: Iterable[AgentSpec], default_timeout_s: float) -> Signature:
+    """The end of every job: its response agents side by side (a chord), then ``assemble`` with their records.
+
+    With no response agents, ``assemble`` alone with no records: an empty chord header would leave nothing to
+    trigger the body.
+    """
+    finish = pipeline_step(assemble, job_id=job_id)
+    responders = response_steps(specs, default_timeout_s)
+    if responders:
+        return chord(group(responders), finish)
+    return finish.clone(args=([],)).set(immutable=True)
+
+
+def fail_job_on_error(canvas: Signature, job_id: str) -> Signature:
+    """A step outside the agents that fails ends the job ``failed`` with why (``job_failed``, the errback)."""
+    canvas.on_error(job_failed.s(job_id=job_id))
+    return canvas
+
+
 def search_step(collection_ids: list[str] | None) -> Signature:
     """One collection: one task. Several: searched in parallel (a group), then merged."""
     if not collection_ids or len(collection_ids) == 1:
-        return signature("agentsearch.core_search").set(**_limits(STEP_LIMIT_S))
-    header = group(
-        signature("agentsearch.core_search", kwargs={"collection_id": c}).set(**_limits(STEP_LIMIT_S))
-        for c in collection_ids
-    )
-    return chord(header, signature("agentsearch.merge_search").set(**_limits(STEP_LIMIT_S)))
+        return pipeline_step(core_search)
+    header = group(pipeline_step(core_search, collection_id=c) for c in collection_ids)
+    return chord(header, pipeline_step(merge_search))
 
 
 def build_job_canvas(
     job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0, collection_ids: list[str] | None = None
 ) -> Signature:
     steps: list[Signature] = []
-    steps += [_agent_step("agentsearch.pre_search_agent", s, default_timeout_s) for s in ordered(specs, Stage.PRE_SEARCH)]
+    steps += [agent_step(pre_search_agent, s, default_timeout_s) for s in ordered(specs, Stage.PRE_SEARCH)]
     steps.append(search_step(collection_ids))
-    steps += [_agent_step("agentsearch.post_search_agent", s, default_timeout_s) for s in ordered(specs, Stage.POST_SEARCH)]
-    steps.append(signature("agentsearch.generate_answer").set(**_limits(STEP_LIMIT_S)))
-
-    assemble = signature("agentsearch.assemble", kwargs={"job_id": job_id}).set(**_limits(STEP_LIMIT_S))
-    responders = response_steps(specs, default_timeout_s)
-    if responders:
-        steps.append(chord(group(responders), assemble))
-    else:
-        steps.append(assemble.clone(args=([],)).set(immutable=True))
-
-    canvas = chain(*steps)
-    canvas.on_error(signature("agentsearch.job_failed", kwargs={"job_id": job_id}, immutable=False))
-    return canvas
+    steps += [agent_step(post_search_agent, s, default_timeout_s) for s in ordered(specs, Stage.POST_SEARCH)]
+    steps.append(pipeline_step(generate_answer))
+    steps.append(respond_and_assemble(job_id, specs, default_timeout_s))
+    return fail_job_on_error(chain(*steps), job_id)

@@ -8,26 +8,29 @@ never evicts (the cache instance may run an LRU policy, which could drop a live 
 Usage::
 
     alive = alive_nodes()        # {"w1@host", ...}, or None when Redis cannot be asked
+
+Loaded by every worker (``worker.app`` names it in ``HOOK_MODULES``), which connects its signals.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
+from functools import partial
 
 import redis
 from celery.signals import celeryd_init, worker_ready, worker_shutdown
 
 from pipeline.job.store import set_worker_node
 from pipeline.platform.settings import get_settings
+from pipeline.platform.ticker import Ticker
 
 KEY_PREFIX = "agentsearch:node:"
 BEAT_S = 10.0
 TTL_S = 30
 
 log = logging.getLogger("agentsearch.worker")
-_stop = threading.Event()
+_heartbeat: Ticker | None = None
 
 
 def _client() -> redis.Redis | None:
@@ -42,27 +45,28 @@ def _name_this_node(sender: str | None = None, **_kwargs) -> None:
     set_worker_node(sender)
 
 
+def _refresh(client: redis.Redis, node: str) -> None:
+    try:
+        client.set(KEY_PREFIX + node, str(time.time()), ex=TTL_S)
+    except redis.RedisError:
+        log.debug("node heartbeat not written", exc_info=True)
+
+
 @worker_ready.connect
 def _start_node_heartbeat(sender=None, **_kwargs) -> None:
+    global _heartbeat
     node = getattr(sender, "hostname", None)
     client = None if get_settings().embedded else _client()
     if node is None or client is None:
         return
-
-    def beat() -> None:
-        while not _stop.is_set():
-            try:
-                client.set(KEY_PREFIX + node, str(time.time()), ex=TTL_S)
-            except redis.RedisError:
-                log.debug("node heartbeat not written", exc_info=True)
-            _stop.wait(BEAT_S)
-
-    threading.Thread(target=beat, name="agentsearch-node-heartbeat", daemon=True).start()
+    _heartbeat = Ticker(partial(_refresh, client, node), BEAT_S, "agentsearch-node-heartbeat", at_once=True)
+    _heartbeat.start()
 
 
 @worker_shutdown.connect
 def _stop_node_heartbeat(sender=None, **_kwargs) -> None:
-    _stop.set()
+    if _heartbeat is not None:
+        _heartbeat.stop()
 
 
 def alive_nodes() -> set[str] | None:

@@ -1,4 +1,4 @@
-"""Celery's hooks for logs and traces in worker processes (imported by ``worker.app`` to connect them).
+"""Celery's hooks for logs and traces in worker processes (``worker.app`` names it in ``HOOK_MODULES``).
 
 - ``setup_logging``: Celery leaves logging to ``pipeline.observability.logs`` (text or JSON by setting).
 - ``task_prerun``/``task_postrun``: every log line of a task carries its ``task_id`` and the ``job_id`` it serves.

@@ -11,6 +11,7 @@ from __future__ import annotations
 from celery.result import AsyncResult, ResultSet
 
 from pipeline.job.state import AgentSpec, JobState
+from worker.agentic_canvas import build_agentic_head
 from worker.canvas import build_job_canvas
 
 
@@ -29,8 +30,6 @@ def task_ids(result: AsyncResult | None) -> list[str]:
 def enqueue_job(job_id: str, specs: list[AgentSpec], state: JobState, default_timeout_s: float) -> list[str]:
     if state.agentic is not None:
         # Iterative mode: the head only; its loops and tail are enqueued by the tasks themselves.
-        from worker.agentic_canvas import build_agentic_head
-
         return task_ids(build_agentic_head(job_id, specs, default_timeout_s).apply_async((state.dump(),)))
     canvas = build_job_canvas(job_id, specs, default_timeout_s, list(state.collections) or None)
     return task_ids(canvas.apply_async((state.dump(),)))

@@ -1,4 +1,8 @@
-"""Search jobs: submit, read status and the final response, download artifacts."""
+"""Search jobs: submit, read status and the final response, download artifacts.
+
+What a submit decides (checks, idempotency, the cache, the job's row and first state) is ``pipeline.job.submit``;
+this route parses the request, puts a new job on the queues and waits for it when asked to.
+"""
 
 from __future__ import annotations
 
@@ -8,28 +12,24 @@ import json
 import logging
 import time
 import uuid
-from datetime import timedelta
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import ValidationError
-from sqlalchemy import func, select, text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import func, select
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import CurrentUser
-from api.errors import from_validation_error, not_found, unprocessable
+from api.errors import http_error, not_found
 from api.request_guard import GuardedRoute
-from api.routes.collections import get_collection
-from api.routes.profiles import agentic_spec
-from api.schemas import SearchRequest
+from pipeline.job.refusal import Refusal
+from pipeline.job.request import SearchRequest
 from pipeline.job.state import AgentSpec, JobState
 from pipeline.job.store import TERMINAL, JobStore
-from pipeline.platform.db import AgentConfigRow, CollectionAgent, Job, utcnow
-from pipeline.platform.kv import canonical_hash
-from pipeline.retrieval.config import SearchConfig
+from pipeline.job.submit import Submission, submit_job
+from pipeline.platform.db import Job
+from pipeline.services import Services
 from worker.submit import enqueue_job
 
 router = APIRouter(tags=["jobs"], route_class=GuardedRoute)
@@ -37,29 +37,6 @@ log = logging.getLogger("agentsearch.api")
 # How often a waiting request or an event stream reads its job: a few reads a second per waiter keeps the
 # database load of many waiters small and adds at most this much to what a waiter sees.
 WAIT_POLL_S = 0.2
-
-
-def collection_specs(s, collection_id: uuid.UUID, registry) -> list[AgentSpec]:
-    rows = s.execute(
-        select(AgentConfigRow, CollectionAgent)
-        .join(CollectionAgent, CollectionAgent.agent_config_id == AgentConfigRow.id)
-        .where(CollectionAgent.collection_id == collection_id, CollectionAgent.enabled, AgentConfigRow.enabled)
-    ).all()
-    return [
-        AgentSpec(
-            agent_id=cfg.agent_id,
-            stage=cfg.trigger_stage,
-            config=cfg.config,
-            config_id=str(cfg.id),
-            priority=link.priority if link.priority is not None else cfg.priority,
-            # Resolved now, so the snapshot says what ran and Celery's backstop limits follow the agent's deadline.
-            timeout_s=cfg.timeout_s or registry.get(cfg.agent_id).default_timeout_s,
-            cache_ttl_s=cfg.cache_ttl_s,
-            breaker_fail_max=cfg.breaker_fail_max,
-            breaker_reset_timeout_s=cfg.breaker_reset_timeout_s,
-        )
-        for cfg, link in rows
-    ]
 
 
 @router.post("/v1/search", status_code=202, responses={200: {"description": "an existing or cached job"}})
@@ -78,21 +55,47 @@ async def submit_search(
     (``AGENTSEARCH_MAX_WAITS_PER_USER``) it answers 202 at once and the client polls.
     """
     services = request.app.state.services
-    answered, job_id = await run_in_threadpool(_submit, body, user_id, services, idempotency_key)
-    if answered is not None:
-        return answered
+    submitted = await run_in_threadpool(_submit, services, user_id, body, idempotency_key)
+    if submitted.state is None:
+        # An earlier job answered. A cache hit is counted after the response is sent: the hit's latency is the
+        # point of the cache (-10% p50).
+        counted = BackgroundTask(services.metrics.record_cache, "job", True) if submitted.cache_hit else None
+        return _accepted(submitted.job_id, submitted.status, submitted.cached, 200, background=counted)
     slots = request.app.state.waits
     if wait and slots.acquire(user_id):
         try:
-            finished = await _wait_for(services, job_id, wait)
+            finished = await _wait_for(services, submitted.job_id, wait)
         finally:
             slots.release(user_id)
         if finished is not None:
             return JSONResponse(jsonable_encoder(finished), status_code=200)
-    return await run_in_threadpool(_accepted_by_id, services, job_id)
+    return await run_in_threadpool(_accepted_by_id, services, submitted.job_id)
 
 
-async def _wait_for(services, job_id: uuid.UUID, wait_s: float) -> dict | None:
+def _submit(services: Services, user_id: uuid.UUID, body: SearchRequest, idempotency_key: str | None) -> Submission:
+    """The job submitted and, when it is a new one, on the queues."""
+    try:
+        submitted = submit_job(services, user_id, body, idempotency_key)
+    except Refusal as exc:
+        raise http_error(exc) from None
+    if submitted.state is not None:
+        enqueue(services, str(submitted.job_id), submitted.specs, submitted.state)
+    return submitted
+
+
+def enqueue(services: Services, job_id: str, specs: list[AgentSpec], state: JobState) -> None:
+    """Put a created job on the queues and keep its task ids (for cancel); with the broker down the job is taken
+    back and the client told to come back (503), so no row waits for a worker that will never hear of it."""
+    try:
+        task_ids = enqueue_job(job_id, specs, state, services.settings.default_agent_timeout_s)
+    except Exception as exc:  # noqa: BLE001 - the broker is down: take the job back, tell the client
+        log.exception("could not enqueue job %s", job_id)
+        JobStore(services.db).discard(job_id)
+        raise HTTPException(status_code=503, detail=f"the job queue is unavailable: {type(exc).__name__}") from None
+    JobStore(services.db).record_tasks(job_id, task_ids)
+
+
+async def _wait_for(services: Services, job_id: uuid.UUID, wait_s: float) -> dict | None:
     """The job's view once it has ended, or None after ``wait_s``."""
     deadline = time.monotonic() + wait_s
     while True:
@@ -104,176 +107,20 @@ async def _wait_for(services, job_id: uuid.UUID, wait_s: float) -> dict | None:
         await asyncio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
 
 
-def _view_by_id(services, job_id: uuid.UUID) -> dict:
+def _view_by_id(services: Services, job_id: uuid.UUID) -> dict:
     with services.db.session() as s:
         return job_view(services, s.get(Job, job_id))
 
 
-def _accepted_by_id(services, job_id: uuid.UUID) -> JSONResponse:
+def _accepted_by_id(services: Services, job_id: uuid.UUID) -> JSONResponse:
     with services.db.session() as s:
-        return _accepted(s.get(Job, job_id), status_code=202)
+        job = s.get(Job, job_id)
+        return _accepted(job.id, job.status, job.cached_from is not None, 202)
 
 
-def _submit(body: SearchRequest, user_id: uuid.UUID, services, idempotency_key: str | None
-            ) -> tuple[JSONResponse | None, uuid.UUID | None]:
-    """Validate, answer from an earlier job when one fits, else create and enqueue the job: (answer, None) or
-    (None, id of the job enqueued)."""
-    settings = services.settings
-    query = body.query.strip()
-    if not query:
-        raise unprocessable(("body", "query"), "query must not be empty")
-    if len(query) > settings.max_query_chars:
-        raise unprocessable(("body", "query"), f"query is {len(query)} characters; the limit is {settings.max_query_chars}")
-    top_k = body.top_k or settings.default_top_k
-    if top_k > settings.max_top_k:
-        raise unprocessable(("body", "top_k"), f"top_k may be at most {settings.max_top_k}")
-    if body.agents is not None:
-        for i, agent_id in enumerate(body.agents):
-            if agent_id not in services.registry:
-                raise unprocessable(("body", "agents", i), f"unknown agent id {agent_id!r}")
-        if len(set(body.agents)) != len(body.agents):
-            raise unprocessable(("body", "agents"), "an agent is listed twice")
-
-    search = dict(body.search or {})
-    if "top_k" in search:
-        raise unprocessable(("body", "search", "top_k"), "set top_k at the top level of the request")
-    try:
-        SearchConfig(**{**settings.search_defaults(), **search, "top_k": top_k})
-    except ValidationError as exc:
-        raise from_validation_error(("body", "search"), exc) from None
-    agentic = agentic_spec(body, settings)
-
-    # Where each collection was named, for an error that points at the right list entry.
-    named_at: dict[uuid.UUID, tuple] = {body.collection_id: ("body", "collection_id")}
-    for i, extra in enumerate(body.also_search or []):
-        named_at.setdefault(extra, ("body", "also_search", i))
-    for i, profile in enumerate(agentic.profiles if agentic else []):
-        for j, extra in enumerate(profile.collections):
-            named_at.setdefault(extra, ("body", "profiles", i, "collections", j))
-    collection_ids = list(named_at)
-    with services.db.session() as s:
-        if idempotency_key:
-            earlier = s.scalar(
-                select(Job).where(Job.user_id == user_id, Job.idempotency_key == idempotency_key)
-            )
-            if earlier is not None:
-                return _accepted(earlier, status_code=200), None
-        epochs = {}
-        for i, collection_id in enumerate(collection_ids):
-            try:
-                collection = get_collection(s, collection_id, user_id)
-            except HTTPException:
-                if i == 0:
-                    raise
-                raise unprocessable(named_at[collection_id], f"collection {collection_id} not found") from None
-            if collection.embedding_model != settings.embedding_model:
-                raise HTTPException(
-                    status_code=409,
-                    detail=f"collection {collection.name!r} was indexed with {collection.embedding_model!r} but the "
-                    f"service embeds queries with {settings.embedding_model!r}; re-ingest it or configure that model",
-                )
-            epochs[str(collection_id)] = collection.index_epoch
-        if body.agents is not None:
-            # Ad-hoc agents run with their default configs, in the order given.
-            specs = [
-                AgentSpec(
-                    agent_id=a,
-                    stage=services.registry.get(a).stage,
-                    priority=i * 10,
-                    timeout_s=services.registry.get(a).default_timeout_s,
-                )
-                for i, a in enumerate(body.agents)
-            ]
-        else:
-            specs = collection_specs(s, body.collection_id, services.registry)
-        snapshot = [spec.model_dump(mode="json") for spec in specs]
-        cache_key = canonical_hash(
-            [query, top_k, body.cot, search, snapshot, epochs, settings.embedding_model, settings.openai_model,
-             *([agentic.model_dump(mode="json")] if agentic else [])]
-        )
-        job = Job(
-            # Chosen here, not by the database, so a cached response can name its job in the same INSERT.
-            id=uuid.uuid4(),
-            user_id=user_id,
-            collection_id=body.collection_id,
-            query=query,
-            status="queued",
-            request=body.model_dump(mode="json"),
-            config_snapshot=snapshot,
-            deadline_at=utcnow() + timedelta(seconds=settings.job_deadline_s),
-            idempotency_key=idempotency_key,
-            cache_key=cache_key,
-        )
-        hit = None
-        # Skipping what was seen makes each run's answer depend on the runs before it: never answered from cache.
-        if body.use_cache and not (agentic and agentic.seen.enabled):
-            candidates = s.scalars(
-                select(Job)
-                .where(Job.user_id == user_id, Job.cache_key == cache_key, Job.status == "succeeded",
-                       Job.cached_from.is_(None))
-                .order_by(Job.finished_at.desc())
-                .limit(5)
-            ).all()
-            # Only a complete answer is reused: one with a failed agent or search error deserves a new try.
-            hit = next((c for c in candidates if c.response and c.response.get("complete")), None)
-            if hit is None:
-                services.metrics.record_cache("job", False)
-        if hit is not None:
-            # The whole job is answered from the stored response: no Celery, no agents.
-            now = utcnow()
-            job.status, job.stage, job.cached_from = "succeeded", "done", hit.id
-            job.stage_log = [{"stage": "done", "at": now.isoformat(), "cached": True}]
-            job.response = {**hit.response, "job_id": str(job.id), "cached": True,
-                            "cached_from": str(hit.id)}
-            job.agent_runs, job.timings_ms = hit.agent_runs, {}
-            job.started_at = job.finished_at = now
-            if s.bind.dialect.name == "postgresql":
-                # This row only points at a stored response, so it need not wait for its WAL flush: -16% p50 in
-                # bench/cache_hit.py. A server crash in the next few hundred ms may lose the pointer, never a job's work.
-                s.execute(text("SET LOCAL synchronous_commit TO OFF"))
-        s.add(job)
-        try:
-            s.flush()
-        except IntegrityError:
-            raise HTTPException(status_code=409, detail="a job with this Idempotency-Key is being created") from None
-        job_id = job.id
-        if job.response is not None:
-            # Counted after the response is sent: the hit's latency is the point of the cache (-10% p50).
-            return _accepted(job, status_code=200,
-                             background=BackgroundTask(services.metrics.record_cache, "job", True)), None
-        state = JobState(
-            job_id=str(job_id),
-            collection_id=str(body.collection_id),
-            user_id=str(user_id),
-            query=query,
-            original_query=query,
-            top_k=top_k,
-            cot=body.cot,
-            search=search,
-            collections=epochs,
-            agentic=agentic.model_dump(mode="json") if agentic else None,
-        )
-        job.initial_state = state.dump()
-    try:
-        task_ids = enqueue_job(str(job_id), specs, state, settings.default_agent_timeout_s)
-    except Exception as exc:  # noqa: BLE001 - the broker is down: take the job back, tell the client
-        log.exception("could not enqueue job %s", job_id)
-        with services.db.session() as s:
-            job = s.get(Job, job_id)
-            if job is not None:
-                s.delete(job)
-        raise HTTPException(status_code=503, detail=f"the job queue is unavailable: {type(exc).__name__}") from None
-    JobStore(services.db).record_tasks(str(job_id), task_ids)
-    return None, job_id
-
-
-def _accepted(job: Job, status_code: int, background: BackgroundTask | None = None) -> JSONResponse:
-    body = {
-        "job_id": str(job.id),
-        "status": job.status,
-        "cached": job.cached_from is not None,
-        "url": f"/v1/jobs/{job.id}",
-    }
+def _accepted(job_id: uuid.UUID, status: str, cached: bool, status_code: int,
+              background: BackgroundTask | None = None) -> JSONResponse:
+    body = {"job_id": str(job_id), "status": status, "cached": cached, "url": f"/v1/jobs/{job_id}"}
     return JSONResponse(body, status_code=status_code, headers={"Location": body["url"]}, background=background)
 
 
@@ -284,7 +131,7 @@ def _job(s, job_id: uuid.UUID, user_id: uuid.UUID) -> Job:
     return job
 
 
-def job_view(services, job: Job) -> dict:
+def job_view(services: Services, job: Job) -> dict:
     """A job as the API shows it; artifacts inlined as base64 (stored once, in the job that made them)."""
     view = {
         "job_id": str(job.id),

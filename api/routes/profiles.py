@@ -1,92 +1,41 @@
 """Profile sets: a user's specialist profiles, run on demand or on a schedule, with every run's results listed.
 
-Also what ``POST /v1/search`` needs for ``mode: "iterative"``: the request's agentic part, validated, with errors
-that point at the field.
+A set's profiles are checked as a search request's are (``pipeline.agentic.spec.checked_spec``), with errors that
+point at the field.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
-from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from api.auth import CurrentUser
-from api.errors import from_validation_error, not_found, unprocessable
+from api.errors import http_error, not_found, unprocessable
 from api.request_guard import GuardedRoute
 from api.routes.collections import get_collection
+from api.routes.jobs import enqueue
 from api.schemas import ProfileSetCreate
-from pipeline.agentic.config import IterativeConfig
-from pipeline.agentic.profiles import ProfileSet
 from pipeline.agentic.schedule import create_run
-from pipeline.agentic.seen import SeenPolicy
-from pipeline.agentic.spec import AgenticSpec
-from pipeline.job.store import JobStore
+from pipeline.agentic.spec import AgenticSpec, checked_spec
+from pipeline.job.refusal import Refusal
 from pipeline.platform.db import Job, ProfileRun, ProfileSetRow, utcnow
 from pipeline.platform.settings import Settings
-from worker.submit import enqueue_job
 
 router = APIRouter(prefix="/v1/profile-sets", tags=["profiles"], route_class=GuardedRoute)
 log = logging.getLogger("agentsearch.api")
 
 
-def _validated(iterative: dict | None, profiles: list[dict] | None, seen: dict | None, settings: Settings,
-               source: str = "job") -> AgenticSpec:
-    """Each part on its own first, so a 422 names the field that is wrong."""
-    for loc, check in ((("body", "iterative"), lambda: IterativeConfig.model_validate(iterative or {})),
-                       (("body", "seen"), lambda: SeenPolicy.model_validate(seen or {}))):
-        try:
-            check()
-        except ValidationError as exc:
-            raise from_validation_error(loc, exc) from None
-    if profiles:
-        try:
-            ProfileSet(profiles=profiles)
-        except ValidationError as exc:
-            raise from_validation_error(("body",), exc) from None
+def _validated(body: ProfileSetCreate, settings: Settings) -> AgenticSpec:
     try:
-        return AgenticSpec.for_request(iterative, profiles, seen, settings.test_mode, settings.seen_window_days,
-                                       settings.seen_near_duplicate, source=source)
-    except ValidationError as exc:  # a profile's overrides that do not fit the iterative settings
-        raise from_validation_error(("body", "profiles"), exc) from None
-
-
-def agentic_spec(body, settings: Settings) -> AgenticSpec | None:
-    """The agentic part of a search request; None for the single pass."""
-    if body.mode != "iterative":
-        for name in ("iterative", "profiles", "seen"):
-            if getattr(body, name) is not None:
-                raise unprocessable(("body", name), f"{name} needs mode 'iterative'")
-        return None
-    return _validated(body.iterative, body.profiles, body.seen, settings)
-
-
-class ScheduleTicker:
-    """Embedded mode's stand-in for Celery beat's profile schedule: calls ``tick`` every ``interval_s``."""
-
-    def __init__(self, tick: Callable[[], Any], interval_s: float) -> None:
-        self.tick, self.interval_s = tick, interval_s
-        self._stop = threading.Event()
-
-    def start(self) -> None:
-        threading.Thread(target=self._run, name="agentsearch-profile-schedule", daemon=True).start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.tick()
-            except Exception:  # noqa: BLE001 - retried at the next tick
-                log.exception("profile schedule tick failed")
-
-    def stop(self) -> None:
-        self._stop.set()
+        return checked_spec(body.iterative, body.profiles, body.seen, settings)
+    except Refusal as exc:
+        raise http_error(exc) from None
 
 
 def _out(row: ProfileSetRow) -> dict[str, Any]:
@@ -109,7 +58,7 @@ def _owned(s, set_id: uuid.UUID, user_id: uuid.UUID) -> ProfileSetRow:
 @router.post("", status_code=201)
 def create_profile_set(body: ProfileSetCreate, user_id: CurrentUser, request: Request) -> dict[str, Any]:
     services = request.app.state.services
-    spec = _validated(body.iterative, body.profiles, body.seen, services.settings)
+    spec = _validated(body, services.settings)
     with services.db.session() as s:
         get_collection(s, body.collection_id, user_id)
         for i, profile in enumerate(spec.profiles):
@@ -163,16 +112,7 @@ def run_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request) -
     if created is None:
         raise not_found("profile set", set_id)
     job_id, state = created
-    try:
-        task_ids = enqueue_job(job_id, [], state, services.settings.default_agent_timeout_s)
-    except Exception as exc:  # noqa: BLE001 - the broker is down: take the run back, tell the client
-        log.exception("could not enqueue profile set run %s", job_id)
-        with services.db.session() as s:
-            job = s.get(Job, uuid.UUID(job_id))
-            if job is not None:
-                s.delete(job)
-        raise HTTPException(status_code=503, detail=f"the job queue is unavailable: {type(exc).__name__}") from None
-    JobStore(services.db).record_tasks(job_id, task_ids)
+    enqueue(services, job_id, [], state)  # with the broker down, the run is taken back and the client told (503)
     return {"job_id": job_id, "status": "queued", "url": f"/v1/jobs/{job_id}"}
 
 

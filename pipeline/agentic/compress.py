@@ -3,11 +3,13 @@
 - ``extractive_compress``: the sentences that share the most stemmed terms with the query, with a bonus for those
   carrying names, numbers or dates, read in their original order, until ``max_chars``; a document with no sentence
   about the query keeps its lead.
-- ``Compressor``: the LLM (the seed's rules: keep proper nouns, dates, figures and key statements; drop navigation,
-  boilerplate and unrelated content) when one is given, else extractive. An LLM reply that is empty, longer than the
-  document, or holds a number the document does not (an invented figure) is replaced by the extractive version.
-- ``compress_documents``: a batch with bounded concurrency (the seed's semaphore of 2), order kept; each document
-  records how it was compressed in ``metadata["compressed"]``.
+- ``Compressor``: the LLM (told to keep proper nouns, dates, figures and key statements, which answers cite, and to
+  drop navigation, boilerplate and unrelated content) when one is given, else extractive. An LLM reply that is
+  empty, longer than the document, or holds a number the document does not (an invented figure) is replaced by the
+  extractive version.
+- ``compress_documents``: a batch two at a time by default (``concurrency``), which bounds the calls one job makes
+  to the LLM endpoint at once; order kept; each document records how it was compressed in
+  ``metadata["compressed"]``.
 
 Usage::
 

@@ -1,25 +1,35 @@
 """Settings of the iterative mode, validated when built: a bad value is refused when a job is submitted.
 
-The defaults are the seed's: keep results scoring at least 4.0 in the first iteration and 3.8 after, 5 results
-evaluated per iteration, stop at the target count or when the budget of iterations is spent. Without
+The defaults: keep results scoring at least 4.0 (of 5) in the first iteration and 3.8 after (a later iteration's
+results come from a refined query; the slightly lower bar lets them add to what the first kept), 5 results
+evaluated per iteration, stop at the target count or when the budget of iterations is spent. docs/evaluation.md
+measures them. Without
 ``max_iterations`` the budget (1-3) is chosen from the query's complexity (``sufficiency.choose_budget``).
 
 Usage::
 
     config = IterativeConfig(target=3, max_iterations=2, thresholds=Thresholds(first=4.0, later=3.8))
     config.thresholds.base(1), config.thresholds.base(2)     # 4.0, 3.8
-    config = reduced_for_test_mode(config)                   # the seed's TEST_MODE limits
+    config = reduced_for_test_mode(config)                   # AGENTSEARCH_TEST_MODE's limits
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from pipeline.retrieval.config import SearchConfig
 
-# The seed's TEST_MODE: one iteration, one result wanted, two results fetched per search.
+# Test mode (AGENTSEARCH_TEST_MODE): one iteration, one result wanted, two results fetched per search, so a whole
+# iterative job runs in a few seconds.
 TEST_MODE_MAX_ITERATIONS = 1
 TEST_MODE_TARGET = 1
 TEST_MODE_PER_ITERATION = 2
@@ -88,7 +98,7 @@ def check_search_overrides(value: dict[str, Any]) -> dict[str, Any]:
 
 
 def reduced_for_test_mode(config: IterativeConfig) -> IterativeConfig:
-    """The reduced limits of test mode (``AGENTSEARCH_TEST_MODE``): never more than the seed's TEST_MODE allows."""
+    """The reduced limits of test mode (``AGENTSEARCH_TEST_MODE``): a config may ask for less, never for more."""
     return config.model_copy(update={
         "max_iterations": min(config.max_iterations or TEST_MODE_MAX_ITERATIONS, TEST_MODE_MAX_ITERATIONS),
         "target": min(config.target, TEST_MODE_TARGET),

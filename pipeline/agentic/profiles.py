@@ -1,5 +1,5 @@
 """Specialist profiles: several iterative searches side by side, each with its own query, target and thresholds,
-merged by category in the seed's shape::
+merged by category, one list per profile's category with the counts beside them::
 
     {"<category>": [item, ...], ..., "total": n, "by_category_count": {"<category>": k, ...}}
 
@@ -121,7 +121,8 @@ def _identity(judged: JudgedDocument) -> str:
 
 
 def merge_by_category(results: dict[str, list[JudgedDocument]]) -> dict[str, Any]:
-    """The seed's merged shape; a document found by several profiles stays only where it scored best."""
+    """``{category: [item, ...], "total": n, "by_category_count": {...}}``; a document found by several profiles
+    stays only where it scored best."""
     best: dict[str, tuple[float, str]] = {}
     for category, judged_list in results.items():
         for judged in judged_list:

@@ -1,10 +1,10 @@
 """The next iteration's query, learned from what the last ones kept and discarded.
 
-- ``LLMRefiner``: the seed's refinement prompt (the original query, the discarded results with their scores and
-  reasons, the rules: drop terms that led to poor results, add specificity, stay concise); the reply is the new
-  query as plain text. A failed call or an unusable reply reuses the original query, as the seed does, and says so.
-  Unlike the seed, it sees every discarded result of the run (the most recent ``max_discarded``), not only the last
-  batch, so it does not walk back into what an earlier iteration rejected.
+- ``LLMRefiner``: the prompt gives the original query, the discarded results with their scores and reasons, and
+  the rules (drop terms that led to poor results, add specificity, stay concise); the reply is the new query as
+  plain text. A failed call or an unusable reply reuses the original query (the next search still moves on: the
+  seen-memo skips what was evaluated) and says so. It sees every discarded result of the run (the most recent
+  ``max_discarded``), not only the last batch, so it does not walk back into what an earlier iteration rejected.
 - ``OfflineRefiner``: pseudo-relevance feedback. Terms frequent in the kept documents and (nearly) absent from the
   discarded ones — and from the ``background``, the other results the search found but nobody evaluated, which keeps
   words common to the whole neighbourhood ("company", "energy") out — are added; query terms found in most

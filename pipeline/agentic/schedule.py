@@ -17,10 +17,10 @@ from sqlalchemy import select
 
 from pipeline.agentic.spec import AgenticSpec
 from pipeline.job.state import JobState
+from pipeline.job.store import JobStore
 from pipeline.platform.db import (
     Collection,
     Database,
-    Job,
     ProfileRun,
     ProfileSetRow,
     utcnow,
@@ -63,16 +63,13 @@ def create_run(db: Database, settings: Settings, set_id: uuid.UUID, trigger: str
             collection = s.get(Collection, collection_id)
             if collection is not None and collection.user_id == row.user_id:
                 epochs[str(collection_id)] = collection.index_epoch
-        query = row.query or row.name
-        job = Job(user_id=row.user_id, collection_id=row.collection_id, query=query, status="queued",
-                  request={"profile_set_id": str(row.id), "mode": "iterative", "trigger": trigger},
-                  config_snapshot=[], deadline_at=utcnow() + timedelta(seconds=settings.job_deadline_s))
-        s.add(job)
-        s.flush()
-        state = JobState(job_id=str(job.id), collection_id=str(row.collection_id), user_id=str(row.user_id),
+        query, job_id = row.query or row.name, uuid.uuid4()
+        state = JobState(job_id=str(job_id), collection_id=str(row.collection_id), user_id=str(row.user_id),
                          query=query, original_query=query, top_k=settings.max_top_k, collections=epochs,
                          agentic=spec.model_dump(mode="json"))
-        job.initial_state = state.dump()
-        s.add(ProfileRun(profile_set_id=row.id, job_id=job.id, trigger=trigger))
+        JobStore(db).create(s, job_id, row.user_id, row.collection_id, query,
+                            request={"profile_set_id": str(row.id), "mode": "iterative", "trigger": trigger},
+                            deadline_s=settings.job_deadline_s, state=state)
+        s.add(ProfileRun(profile_set_id=row.id, job_id=job_id, trigger=trigger))
         row.last_run_at = utcnow()
-        return str(job.id), state
+        return str(job_id), state

@@ -1,10 +1,11 @@
-"""Scoring results on the seed's four criteria (1-5 each, overall = their mean) and keeping those at or above a
-threshold.
+"""Scoring results on four criteria: relevance, actionability, source quality, recency/impact (1-5 each, overall =
+their mean), and keeping those at or above a threshold.
 
 - ``LLMScorer``: one chat completion scores a batch. The reply is parsed defensively (``parse_json_reply``:
   fences and text around the JSON are tolerated; a list, or an object holding one, is accepted; entries are matched
-  to documents by number or id). A reply with no usable evaluation keeps every document, as the seed does, and says
-  why in ``Scoring.error`` (method ``keep_all``); a document the reply left out is kept the same way.
+  to documents by number or id). A reply with no usable evaluation keeps every document (a scoring failure must not
+  empty the job's results) and says why in ``Scoring.error`` (method ``keep_all``); a document the reply left out
+  is kept the same way.
 - ``OfflineScorer``: the criteria from retrieval signals. Relevance is the mean of the query's stemmed-term
   coverage, the embedding cosine of query and document, and the retrieval score; source quality comes from
   ``authority`` and blocked domains; recency from a ``published`` date, only when the search weighs recency
@@ -103,7 +104,8 @@ def adaptive_threshold(overalls: list[float], base: float, max_shift: float) -> 
 
 
 def judge(scoring: Scoring, base: float, thresholds: Thresholds) -> Judgement:
-    """Keep a document scoring at least the threshold, and every document without a score (the seed's fallback)."""
+    """Keep a document scoring at least the threshold, and every document without a score (a failed evaluation
+    keeps rather than drops)."""
     scored = [e.overall for e in scoring.evaluations if e.overall is not None]
     threshold = adaptive_threshold(scored, base, thresholds.max_shift) if thresholds.adaptive else base
     evaluations = [

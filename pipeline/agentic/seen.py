@@ -1,10 +1,10 @@
 """Seen-content dedup across runs: what a user was shown is recorded (per profile, with its source and time), and
 later runs skip items seen within the last ``window_days`` — by document id, by URL, and by semantic near-duplicate
-(embedding cosine at or above ``near_duplicate``), which catches the same article at another URL: the gap the seed
-names in its own dedup, which only compared URLs.
+(embedding cosine at or above ``near_duplicate``), which catches the same article at another URL (syndicated
+copies, tracking parameters, mirrors), which comparing URLs alone misses.
 
-By default the skip is across all of the user's profiles (the seed checked every source of the last days); with
-``scope="profile"`` a profile only skips what it showed itself.
+By default the skip is across all of the user's profiles, since a briefing should not show a user again what
+another profile showed them in the last days; with ``scope="profile"`` a profile only skips what it showed itself.
 
 Usage::
 
@@ -150,7 +150,7 @@ class SeenFilter:
             try:
                 self._recent = self.store.recent(self.user_id, since,
                                                  self.profile if self.policy.scope == "profile" else None)
-            except Exception as exc:  # noqa: BLE001 - as in the seed: no dedup rather than no results
+            except Exception as exc:  # noqa: BLE001 - a failed lookup costs the dedup, never the job's results
                 self.error = f"seen-content lookup failed, nothing skipped: {type(exc).__name__}: {exc}"
                 self._recent = []
         return self._recent

@@ -8,6 +8,7 @@ was the last one; only that caller goes on to merge.
 Usage::
 
     spec = AgenticSpec.for_request({"target": 3}, profiles=None, seen=None, test_mode=False)
+    spec = checked_spec(body.iterative, body.profiles, body.seen, settings)   # a Refusal names the field at fault
     plans = spec.plans(query, state.collections)              # [LoopPlan(profile="", query=..., config=..., ...)]
     store = LoopStore(db)
     store.start(job_id, plans[0].profile, LoopState.start(plans[0].query, plans[0].config))
@@ -21,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import select
 
 from pipeline.agentic.config import IterativeConfig, reduced_for_test_mode
@@ -30,7 +31,9 @@ from pipeline.agentic.profiles import Profile, ProfileSet, merge_by_category
 from pipeline.agentic.runtime import SearchTarget
 from pipeline.agentic.seen import SeenPolicy
 from pipeline.documents import Document
+from pipeline.job.refusal import invalid_fields
 from pipeline.platform.db import AgenticLoop, Database, Job
+from pipeline.platform.settings import Settings
 
 
 class AgenticSpec(BaseModel):
@@ -73,6 +76,28 @@ class AgenticSpec(BaseModel):
             targets = [SearchTarget(f"c_{c.hex}", str(c), collections.get(str(c), 0)) for c in profile.collections]
             plans.append(LoopPlan(profile.name, profile.render(query), config, targets or default_targets))
         return plans
+
+
+def checked_spec(iterative: dict[str, Any] | None, profiles: list[dict[str, Any]] | None,
+                 seen: dict[str, Any] | None, settings: Settings, source: str = "job") -> AgenticSpec:
+    """``AgenticSpec.for_request`` for a request's parts, each validated on its own first, so the ``Refusal``
+    (``pipeline.job.refusal``) names the field that is wrong."""
+    for loc, check in ((("body", "iterative"), lambda: IterativeConfig.model_validate(iterative or {})),
+                       (("body", "seen"), lambda: SeenPolicy.model_validate(seen or {}))):
+        try:
+            check()
+        except ValidationError as exc:
+            raise invalid_fields(loc, exc) from None
+    if profiles:
+        try:
+            ProfileSet(profiles=profiles)
+        except ValidationError as exc:
+            raise invalid_fields(("body",), exc) from None
+    try:
+        return AgenticSpec.for_request(iterative, profiles, seen, settings.test_mode, settings.seen_window_days,
+                                       settings.seen_near_duplicate, source=source)
+    except ValidationError as exc:  # a profile's overrides that do not fit the iterative settings
+        raise invalid_fields(("body", "profiles"), exc) from None
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,13 @@ iterations does a query deserve?
 - ``query_aspects``: the parts a query asks about ("revenue in Q4 2025 and how it compared with 2024" has two),
   split at question marks, semicolons, "and", "or", "versus", "compared with/to", "as well as" and commas.
 - ``choose_budget``: 1 iteration for a simple factual query, 2 for a composite one, 3 for a complex multi-part
-  question (the seed's design): by the number of aspects and of content terms.
+  question, by the number of aspects and of content terms: each part of a question may need a search of its own,
+  and a simple one is answered by the first.
 - ``OfflineGrader``: an aspect is covered when one kept document holds at least ``min_coverage`` of its stemmed
   terms; sufficient when every aspect is covered. Each uncovered aspect becomes a follow-up query.
-- ``LLMGrader``: the seed's grader (complete: answers the core question with enough depth; incomplete: partial,
-  tangential or unspecific) as JSON ``{"sufficient", "missing", "follow_up_queries"}``; a failed call or an
-  unusable reply falls back to the offline grade and says why.
+- ``LLMGrader``: asks the LLM whether the kept results are complete (they answer the core question with enough
+  depth) or not (partial, tangential or unspecific), as JSON ``{"sufficient", "missing", "follow_up_queries"}``; a
+  failed call or an unusable reply falls back to the offline grade and says why.
 
 Usage::
 

@@ -17,14 +17,13 @@ Usage::
 
 from __future__ import annotations
 
-import functools
 import re
 import shutil
 import subprocess
 import tempfile
 import wave
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import lameenc
 from pydantic import Field
@@ -34,6 +33,7 @@ from pipeline.agents.base import (
     AgentConfig,
     AgentContext,
     AgentSkipped,
+    Loaded,
     ResponseAgent,
     ResponseAgentInput,
 )
@@ -70,9 +70,8 @@ def _espeak() -> str:
     return path
 
 
-@functools.lru_cache(maxsize=1)
 def installed_voices() -> frozenset[str]:
-    """The language names espeak-ng accepts after ``-v`` ("en-us", "de", "cmn", ...), read once per process."""
+    """The language names espeak-ng accepts after ``-v`` ("en-us", "de", "cmn", ...)."""
     out = subprocess.run([_espeak(), "--voices"], capture_output=True, text=True, timeout=10, check=True).stdout
     names = set()
     for line in out.splitlines()[1:]:  # header: Pty Language Age/Gender VoiceName File Other Languages
@@ -112,6 +111,8 @@ class AudioSummary(ResponseAgent):
     version = "1"
     description = "The answer read aloud (espeak-ng, MP3) in the language the query was detected in."
     default_timeout_s = 30.0
+    # Asked of espeak-ng once per process, shared by every instance.
+    voices: ClassVar[Loaded[frozenset[str]]] = Loaded(installed_voices)
 
     class Config(AgentConfig):
         voice: str | None = Field(
@@ -125,12 +126,17 @@ class AudioSummary(ResponseAgent):
         bitrate_kbps: Literal[32, 48, 64, 96, 128] = 64
         filename: str = Field("summary.mp3", pattern=r"^[\w.-]+\.mp3$")
 
+    def warm_up(self) -> None:
+        # Without espeak-ng there is nothing to load; ``run`` says what to install (or skips an empty answer first).
+        if shutil.which(ESPEAK) is not None:
+            self.voices.get()
+
     def run(self, inp: ResponseAgentInput, ctx: AgentContext) -> AgentArtifact:
         if not inp.answer.strip():
             raise AgentSkipped("no answer to read out")
         cfg = self.config
         espeak = _espeak()
-        voices = installed_voices()
+        voices = self.voices.get()
         language = inp.metadata.get("language")
         if cfg.voice is not None:
             if cfg.voice not in voices:

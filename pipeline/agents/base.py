@@ -18,16 +18,29 @@ Usage::
             return PreSearchOutput(query=query, metadata={"shouted": True})
 
     Shouter({"exclaim": True}).run(PreSearchInput(query="hi"), AgentContext(pipeline_stage=Stage.PRE_SEARCH))
+
+An agent with heavy setup (a model, a dictionary) does it in ``warm_up``, which the runner calls once per process
+before the first run, keeping what it loads in a ``Loaded`` on the class.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic.json_schema import SkipJsonSchema
 
 from pipeline.documents import CotStep, Document, Source
+
+if TYPE_CHECKING:  # types only: the contract stays free of the LLM client and the database
+    from pipeline.platform.llm import LLMClient
+    from pipeline.security.egress import EgressPolicy
+    from pipeline.security.registered_tools import RegisteredTool
+
+T = TypeVar("T")
 
 
 class Stage(StrEnum):
@@ -85,7 +98,8 @@ class AgentArtifact(BaseModel):
 
 
 class AgentResult(BaseModel):
-    """One agent invocation as recorded in the job: the seed's fields plus status, timing and cache use."""
+    """One agent invocation as recorded in the job: what it returned (``data``, ``metadata``, ``errors``), whether it
+    succeeded, and how: status, timing and cache use."""
 
     agent_id: str
     config_id: str | None = None
@@ -99,7 +113,48 @@ class AgentResult(BaseModel):
     cache_hit: bool = False
 
 
+class Gate(Protocol):
+    """A circuit breaker as an agent sees one: may a call go out now, and how did it end."""
+
+    def admits(self) -> bool: ...
+
+    def record(self, error: BaseException | None) -> None: ...
+
+
+class Toolbox(Protocol):
+    """What an agent may use beyond its input, as ``ctx.tools``: search, embeddings, the collection's lexicon, the
+    LLM, registered tools, a shared breaker for its own dependency.
+
+    The service's toolbox is ``pipeline.agents.toolbox.AgentTools``, bound to the job's user. Evaluation runs
+    (``pipeline.eval.retrieval.CorpusTools``) and tests hand in smaller ones with the members their agents use; an
+    agent that may meet one asks for what is optional with ``getattr`` (or ``ctx.llm`` for the LLM).
+    """
+
+    @property
+    def llm(self) -> LLMClient | None: ...
+
+    @property
+    def egress_policy(self) -> EgressPolicy: ...
+
+    def search(self, collection_id: str, query: str, top_k: int = 10, strategy: str = "hybrid") -> list[Document]: ...
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+    def vocabulary(self, collection_id: str) -> dict[str, int]: ...
+
+    def acronyms(self, collection_id: str) -> dict[str, str]: ...
+
+    def registered_tool(self, kind: str, name: str) -> RegisteredTool: ...
+
+    def owned_collection(self, collection_id: str) -> Any: ...
+
+    def breaker(self, name: str, fail_max: int, reset_timeout_s: float) -> Gate: ...
+
+
 class AgentContext(BaseModel):
+    # The toolbox is a live object of any class that fits ``Toolbox``: taken as given, never validated.
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
     collection_id: str | None = None
     user_id: str | None = None
     conversation_id: str | None = None
@@ -110,9 +165,14 @@ class AgentContext(BaseModel):
     pipeline_stage: Stage
     previous_agent_results: list[AgentResult] = Field(default_factory=list)
     collection_epoch: int = Field(0, description="The collection's index epoch: part of every agent cache key.")
-    # What an agent may use beyond its input: search, embeddings, the collection's lexicon, the LLM.
-    # A live object, never serialised; None in contexts built without services (plain unit tests).
-    tools: Any = Field(None, exclude=True)
+    # What an agent may use beyond its input (``Toolbox``). A live object, never serialised; None in contexts built
+    # without services (plain unit tests).
+    tools: SkipJsonSchema[SkipValidation[Toolbox | None]] = Field(None, exclude=True)
+
+    @property
+    def llm(self) -> LLMClient | None:
+        """The service's LLM client; None without a toolbox or without an LLM configured (the offline path)."""
+        return getattr(self.tools, "llm", None)
 
 
 class AgentConfig(BaseModel):
@@ -144,8 +204,43 @@ class Agent:
         else:
             self.config = self.Config.model_validate(config or {})
 
+    def warm_up(self) -> None:
+        """Heavy setup (a model, a dictionary, fonts): called by the runner once per process for each agent class
+        and config, before that agent's first run and within its deadline. Nothing by default.
+
+        The runner builds a new agent for every call, so what is loaded is kept on the class (``Loaded``); and
+        ``run`` must not depend on ``warm_up`` having been called, since tests and evaluations call ``run`` alone.
+        """
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config!r})"
+
+
+class Loaded(Generic[T]):
+    """What an agent's ``warm_up`` loads: made by ``load`` on the first ``get`` in a process (once, whichever
+    thread asks first) and shared by every instance; a failed load is tried again on the next ``get``.
+
+    Usage::
+
+        class SpellChecker(PreSearchAgent):
+            english: ClassVar[Loaded[SymSpell]] = Loaded(load_english_dictionary)
+
+            def warm_up(self) -> None:
+                self.english.get()
+    """
+
+    def __init__(self, load: Callable[[], T]) -> None:
+        self._load = load
+        self._lock = threading.Lock()
+        self._value: T | None = None
+        self._done = False
+
+    def get(self) -> T:
+        if not self._done:
+            with self._lock:
+                if not self._done:
+                    self._value, self._done = self._load(), True
+        return self._value  # type: ignore[return-value]
 
 
 class PreSearchAgent(Agent):

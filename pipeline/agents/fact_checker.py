@@ -213,7 +213,7 @@ class FactChecker(PostSearchAgent):
         # The owner's own collection, checked again now: a config row may name one that is not (any more).
         resolve_references(self, tools)
         analyzer = KeywordAnalyzer(cfg.language)
-        llm = getattr(tools, "llm", None) if cfg.mode in ("llm", "auto") else None
+        llm = ctx.llm if cfg.mode in ("llm", "auto") else None
         evidence_cache: dict[str, list[tuple[str, str]]] = {}
         vectors: dict[str, np.ndarray] = {}  # text -> unit vector, shared by the documents of this run
 

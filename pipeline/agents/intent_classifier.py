@@ -119,7 +119,7 @@ class IntentClassifier(PreSearchAgent):
 
     def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
         mode = self.config.mode
-        llm = getattr(ctx.tools, "llm", None) if ctx.tools is not None else None
+        llm = ctx.llm
         warning = None
         if mode == "llm" and llm is None:
             raise AgentSkipped("mode 'llm' but no LLM endpoint configured")

@@ -10,9 +10,16 @@ Usage::
 from __future__ import annotations
 
 from langdetect import DetectorFactory, LangDetectException, detect_langs
+from langdetect.detector_factory import init_factory
 from pydantic import Field
 
-from pipeline.agents.base import AgentConfig, AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput
+from pipeline.agents.base import (
+    AgentConfig,
+    AgentContext,
+    PreSearchAgent,
+    PreSearchInput,
+    PreSearchOutput,
+)
 
 # langdetect is randomised; a fixed seed makes one query always detect the same way (and cache cleanly).
 DetectorFactory.seed = 0
@@ -27,6 +34,9 @@ class LanguageDetector(PreSearchAgent):
     class Config(AgentConfig):
         min_confidence: float = Field(0.5, ge=0.0, le=1.0, description="Below this, report the fallback language.")
         fallback_language: str = Field("en", min_length=2, max_length=8)
+
+    def warm_up(self) -> None:
+        init_factory()  # langdetect's language profiles, which it keeps for the process
 
     def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
         try:

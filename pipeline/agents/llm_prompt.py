@@ -128,7 +128,7 @@ class LlmPrompt(PreSearchAgent):
         return self.config.template.format(**values)
 
     def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
-        llm = getattr(ctx.tools, "llm", None) if ctx.tools is not None else None
+        llm = ctx.llm
         if llm is None:
             raise AgentSkipped(
                 "no LLM endpoint configured (set AGENTSEARCH_OPENAI_BASE_URL and AGENTSEARCH_OPENAI_MODEL); "

@@ -30,8 +30,8 @@ directory. An HTTP server is reached through the egress guard (``pipeline.securi
 link-local or metadata address is refused at connect time unless the operator allowed it (``--allow-internal``
 for the tool's host, ``AGENTSEARCH_EGRESS_ALLOW``).
 
-Why a response agent: the seed's example (slides titled by the query, ``max_slides`` from settings) is a tool that
-*makes something from the answer*; at the response stage every pipeline field (answer, sources, documents,
+Why a response agent: the tools this is for (slides titled by the query, ``max_slides`` from settings) *make
+something from the answer*; at the response stage every pipeline field (answer, sources, documents,
 reasoning) can be mapped, and the tool's result becomes a downloadable artifact of the job like the built-in
 generators'. What the artifact holds, by the result's content: an embedded binary resource, image or audio
 (the first one) is stored as those bytes with its MIME type (a tool that renders a PPTX returns one); else

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import io
 import re
-import threading
 from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 from xml.sax.saxutils import escape
 
 from pydantic import Field
@@ -41,6 +40,7 @@ from pipeline.agents.base import (
     AgentSkipped,
     CotStep,
     Document,
+    Loaded,
     ResponseAgent,
     ResponseAgentInput,
     Source,
@@ -52,34 +52,29 @@ _PAGE_SIZES = {"A4": A4, "letter": letter}
 _ACCENT = colors.HexColor("#1f5fa8")
 _MUTED = colors.HexColor("#666666")
 
-_font_lock = threading.Lock()
-_fonts: tuple[str, str] | None = None
 
-
-def _register_fonts() -> tuple[str, str]:
-    """Regular and bold font names: DejaVu Sans from matplotlib's data when installed, else the built-in Helvetica."""
-    global _fonts
-    with _font_lock:
-        if _fonts is None:
-            _fonts = ("Helvetica", "Helvetica-Bold")
-            spec = find_spec("matplotlib")
-            if spec and spec.origin:
-                ttf = Path(spec.origin).parent / "mpl-data" / "fonts" / "ttf"
-                faces = {
-                    "DejaVuSans": "DejaVuSans.ttf",
-                    "DejaVuSans-Bold": "DejaVuSans-Bold.ttf",
-                    "DejaVuSans-Oblique": "DejaVuSans-Oblique.ttf",
-                    "DejaVuSans-BoldOblique": "DejaVuSans-BoldOblique.ttf",
-                }
-                if all((ttf / f).is_file() for f in faces.values()):
-                    for name, file in faces.items():
-                        pdfmetrics.registerFont(TTFont(name, str(ttf / file)))
-                    pdfmetrics.registerFontFamily(
-                        "DejaVuSans", normal="DejaVuSans", bold="DejaVuSans-Bold", italic="DejaVuSans-Oblique",
-                        boldItalic="DejaVuSans-BoldOblique",
-                    )
-                    _fonts = ("DejaVuSans", "DejaVuSans-Bold")
-        return _fonts
+def register_fonts() -> tuple[str, str]:
+    """Regular and bold font names: DejaVu Sans from matplotlib's data when installed (registered with reportlab),
+    else the built-in Helvetica."""
+    fonts = ("Helvetica", "Helvetica-Bold")
+    spec = find_spec("matplotlib")
+    if spec and spec.origin:
+        ttf = Path(spec.origin).parent / "mpl-data" / "fonts" / "ttf"
+        faces = {
+            "DejaVuSans": "DejaVuSans.ttf",
+            "DejaVuSans-Bold": "DejaVuSans-Bold.ttf",
+            "DejaVuSans-Oblique": "DejaVuSans-Oblique.ttf",
+            "DejaVuSans-BoldOblique": "DejaVuSans-BoldOblique.ttf",
+        }
+        if all((ttf / f).is_file() for f in faces.values()):
+            for name, file in faces.items():
+                pdfmetrics.registerFont(TTFont(name, str(ttf / file)))
+            pdfmetrics.registerFontFamily(
+                "DejaVuSans", normal="DejaVuSans", bold="DejaVuSans-Bold", italic="DejaVuSans-Oblique",
+                boldItalic="DejaVuSans-BoldOblique",
+            )
+            fonts = ("DejaVuSans", "DejaVuSans-Bold")
+    return fonts
 
 
 def _text(value: str) -> str:
@@ -140,6 +135,8 @@ class PdfReport(ResponseAgent):
     version = "1"
     description = "A PDF report: the answer with citation markers, reasoning steps, sources with scores, page numbers."
     default_timeout_s = 20.0
+    # Registered with reportlab once per process, shared by every instance: (regular, bold) font names.
+    fonts: ClassVar[Loaded[tuple[str, str]]] = Loaded(register_fonts)
 
     class Config(AgentConfig):
         title: str | None = Field(None, max_length=300, description="Report title; the query when unset.")
@@ -147,11 +144,14 @@ class PdfReport(ResponseAgent):
         include_cot: bool = Field(True, description="Print the reasoning steps when the job has them.")
         filename: str = Field("report.pdf", pattern=r"^[\w.-]+\.pdf$")
 
+    def warm_up(self) -> None:
+        self.fonts.get()
+
     def run(self, inp: ResponseAgentInput, ctx: AgentContext) -> AgentArtifact:
         if not inp.answer.strip():
             raise AgentSkipped("no answer to report")
         cfg = self.config
-        fonts = _register_fonts()
+        fonts = self.fonts.get()
         styles = self._styles(fonts)
         title = cfg.title or inp.query
         generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

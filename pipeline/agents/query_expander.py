@@ -118,7 +118,7 @@ class QueryExpander(PreSearchAgent):
     def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
         collection_id = inp.collection_id or ctx.collection_id
         has_collection = ctx.tools is not None and bool(collection_id)
-        llm = getattr(ctx.tools, "llm", None) if ctx.tools is not None else None
+        llm = ctx.llm
         mode = self.config.mode
         if mode == "llm" and llm is None:
             raise AgentSkipped("mode 'llm' but no LLM endpoint configured")

@@ -4,9 +4,9 @@ Four rules, each off when unset:
 
 - ``min_score``: a document scored below it goes (after a reranker, this is the reranker's score);
 - ``blocked_domains``: a document whose ``metadata["url"]`` host is one of them, or a subdomain of one, goes (the
-  default list is the seed's low-quality domains: medium.com, dev.to, hackernoon.com, towardsdatascience.com,
-  levelup.gitconnected.com; ``www.medium.com`` and ``blog.medium.com`` match ``medium.com``, ``notmedium.com`` does
-  not);
+  default list is open blogging platforms, where anyone publishes without review: medium.com, dev.to,
+  hackernoon.com, towardsdatascience.com, levelup.gitconnected.com; ``www.medium.com`` and ``blog.medium.com``
+  match ``medium.com``, ``notmedium.com`` does not);
 - ``max_age_days``: a document whose ``metadata["published"]`` (ISO date or date-time) is older than that, counted
   from ``reference_date`` (today, UTC, by default), goes; undated or unparseable ones stay unless
   ``keep_undated`` is false;

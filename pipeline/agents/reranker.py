@@ -266,7 +266,7 @@ class Reranker(PostSearchAgent):
         offline_order = [i for _, i, _ in sorted(scored, key=lambda s: (-s[0], s[1]))]
 
         order = offline_order
-        want_llm = cfg.mode == "llm" or (cfg.mode == "auto" and getattr(ctx.tools, "llm", None) is not None)
+        want_llm = cfg.mode == "llm" or (cfg.mode == "auto" and ctx.llm is not None)
         if want_llm:
             order = self._llm_order(inp.query, docs, offline_order, best_passages, ctx, summary)
 
@@ -319,7 +319,7 @@ class Reranker(PostSearchAgent):
 
     def _llm_order(self, query, docs, offline_order, best_passages, ctx, summary) -> list[int]:
         cfg = self.config
-        llm = getattr(ctx.tools, "llm", None)
+        llm = ctx.llm
         if llm is None:
             summary["llm_error"] = "no LLM endpoint configured; kept the offline order"
             return offline_order

@@ -1,5 +1,7 @@
 """The one place where agents are called: deadline, failure isolation, shared circuit breaker, result cache.
 
+Before an agent's first run in the process the runner calls its ``warm_up`` (heavy setup: a model, a dictionary).
+
 An agent never fails the job. Whatever happens (an exception, a deadline passed, an open circuit, a bad config)
 comes back as an ``AgentRun`` with a status (ok / error / timeout / circuit_open / skipped) and the caller keeps
 its state unchanged for anything but ``ok``.
@@ -21,7 +23,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 from pydantic import BaseModel, ValidationError
@@ -37,6 +39,9 @@ from pipeline.platform.breakers import BreakerBoard
 from pipeline.platform.cache import ResultCache
 from pipeline.platform.kv import canonical_hash
 from pipeline.platform.settings import Settings
+
+if TYPE_CHECKING:  # the toolbox uses the runner's breakers and cache: a runtime import would be a circle
+    from pipeline.agents.toolbox import AgentTools
 
 T = TypeVar("T")
 
@@ -109,15 +114,18 @@ class AgentRunner:
         registry: AgentRegistry,
         redis_client: redis.Redis,
         settings: Settings,
-        tools: Any = None,
+        tools: AgentTools | None = None,
         metrics: MetricsRecorder | None = None,
     ) -> None:
         self.registry = registry
         self.settings = settings
-        self.tools = tools  # handed to agents as ctx.tools (pipeline.agents.toolbox.AgentTools)
+        self.tools = tools  # bound to each run's user and handed to the agent as ctx.tools
         self.cache = ResultCache(redis_client)
         self.breakers = BreakerBoard(redis_client)
         self.metrics = metrics or MetricsRecorder(redis_client)
+        # (agent class, config hash) whose warm_up has succeeded in this process: the runner is per process
+        # (services are made afresh after a fork), and so is what an agent loads.
+        self._warm: set[tuple[type[Agent], str]] = set()
 
     def run(self, spec: AgentSpec, inp: BaseModel, ctx: AgentContext) -> tuple[AgentRun, BaseModel | None]:
         with log_context(agent_id=spec.agent_id), agent_span(spec.agent_id, spec.stage.value) as span:
@@ -174,8 +182,12 @@ class AgentRunner:
         timeout_s = spec.timeout_s or agent.default_timeout_s or self.settings.default_agent_timeout_s
         ttl_s = spec.cache_ttl_s if spec.cache_ttl_s is not None else agent.cache_ttl_s
 
+        def warm_then_run() -> BaseModel:
+            self._warm_up(agent, config_hash)
+            return agent.run(inp, ctx)
+
         def invoke() -> BaseModel:
-            return call_with_deadline(lambda: agent.run(inp, ctx), timeout_s, spec.agent_id)
+            return call_with_deadline(warm_then_run, timeout_s, spec.agent_id)
 
         try:
             if agent.cacheable and ttl_s > 0:
@@ -196,6 +208,14 @@ class AgentRunner:
         if not hit:
             breaker.record(None)
         return finish("ok", output=output, hit=hit)
+
+    def _warm_up(self, agent: Agent, config_hash: str) -> None:
+        """The agent's heavy setup before its first run in this process. Within the run's deadline, as a load in
+        ``run`` would be; a warm-up that fails is that run's error and is tried again by the next run."""
+        key = (type(agent), config_hash)
+        if key not in self._warm:
+            agent.warm_up()
+            self._warm.add(key)
 
     @staticmethod
     def _checked(agent: Agent, output: Any) -> BaseModel:

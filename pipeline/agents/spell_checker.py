@@ -1,11 +1,11 @@
 """Pre-search: correct misspelt words in the query with symspellpy, without "correcting" the collection's own terms.
 
-Two dictionaries are consulted: symspellpy's bundled English frequency list (82,765 words, loaded once per process)
-and the collection's vocabulary (``ctx.tools.vocabulary``), whose words count as known and, at an equal edit
-distance, win over the English list as if they had a very high count. So "reveune" becomes "revenue" while
-"Northwind" or "electrolyser" stay as they are when the collection uses them. Numbers, acronyms (all capitals),
-words with digits, short words and words listed in ``keep`` are never touched; a correction keeps the word's case
-pattern ("Reveune" -> "Revenue").
+Two dictionaries are consulted: symspellpy's bundled English frequency list (82,765 words, loaded once per process
+by ``warm_up``) and the collection's vocabulary (``ctx.tools.vocabulary``), whose words count as known and, at an
+equal edit distance, win over the English list as if they had a very high count. So "reveune" becomes "revenue"
+while "Northwind" or "electrolyser" stay as they are when the collection uses them. Numbers, acronyms (all
+capitals), words with digits, short words and words listed in ``keep`` are never touched; a correction keeps the
+word's case pattern ("Reveune" -> "Revenue").
 
 Usage::
 
@@ -21,11 +21,20 @@ import importlib.resources
 import re
 import threading
 from collections import OrderedDict
+from typing import ClassVar
 
 from pydantic import Field
 from symspellpy import SymSpell, Verbosity
 
-from pipeline.agents.base import AgentConfig, AgentContext, AgentSkipped, PreSearchAgent, PreSearchInput, PreSearchOutput
+from pipeline.agents.base import (
+    AgentConfig,
+    AgentContext,
+    AgentSkipped,
+    Loaded,
+    PreSearchAgent,
+    PreSearchInput,
+    PreSearchOutput,
+)
 
 DICTIONARY_FILE = "frequency_dictionary_en_82_765.txt"
 MAX_DISTANCE = 2
@@ -34,27 +43,20 @@ PREFIX_LENGTH = 7
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)*")
 _TOKEN = re.compile(r"\S+")
 
-_english: SymSpell | None = None
-_english_lock = threading.Lock()
 # Domain dictionaries of recently seen collections, by (collection id, epoch, vocabulary fingerprint).
 _domain: OrderedDict[tuple, SymSpell] = OrderedDict()
 _domain_lock = threading.Lock()
 _DOMAIN_CACHE_SIZE = 16
 
 
-def english_dictionary() -> SymSpell:
-    """symspellpy's bundled English frequency dictionary, loaded once per process (about a second)."""
-    global _english
-    if _english is None:
-        with _english_lock:
-            if _english is None:
-                sym = SymSpell(max_dictionary_edit_distance=MAX_DISTANCE, prefix_length=PREFIX_LENGTH)
-                path = importlib.resources.files("symspellpy") / DICTIONARY_FILE
-                with importlib.resources.as_file(path) as file:
-                    if not sym.load_dictionary(str(file), term_index=0, count_index=1, encoding="utf-8"):
-                        raise RuntimeError(f"could not load symspellpy's {DICTIONARY_FILE}")
-                _english = sym
-    return _english
+def load_english_dictionary() -> SymSpell:
+    """symspellpy's bundled English frequency dictionary (about a second to load)."""
+    sym = SymSpell(max_dictionary_edit_distance=MAX_DISTANCE, prefix_length=PREFIX_LENGTH)
+    path = importlib.resources.files("symspellpy") / DICTIONARY_FILE
+    with importlib.resources.as_file(path) as file:
+        if not sym.load_dictionary(str(file), term_index=0, count_index=1, encoding="utf-8"):
+            raise RuntimeError(f"could not load symspellpy's {DICTIONARY_FILE}")
+    return sym
 
 
 def domain_dictionary(key: tuple, vocabulary: dict[str, int]) -> SymSpell:
@@ -87,8 +89,10 @@ class SpellChecker(PreSearchAgent):
         "Corrects misspellings with symspellpy (bundled English dictionary) plus the collection's vocabulary, so "
         "domain terms are kept."
     )
-    default_timeout_s = 15.0  # the first call in a process loads the dictionary
+    default_timeout_s = 15.0  # the first call in a process loads the dictionary (warm_up, within the deadline)
     cache_ttl_s = 3600
+    # Loaded once per process, shared by every instance.
+    english: ClassVar[Loaded[SymSpell]] = Loaded(load_english_dictionary)
 
     class Config(AgentConfig):
         max_edit_distance: int = Field(2, ge=1, le=MAX_DISTANCE, description="Largest edit distance corrected.")
@@ -106,12 +110,15 @@ class SpellChecker(PreSearchAgent):
             description="Query languages (ISO 639-1, from language_detector or translator) the checker runs on.",
         )
 
+    def warm_up(self) -> None:
+        self.english.get()
+
     def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
         language = inp.metadata.get("translated_to") or inp.metadata.get("language")
         known = [code.lower() for code in self.config.languages]
         if isinstance(language, str) and language and language.lower() not in known:
             raise AgentSkipped(f"query language {language!r} is not one the spell checker has a dictionary for {known}")
-        english = english_dictionary()
+        english = self.english.get()
         domain, domain_words = self._domain(inp, ctx)
         keep = {w.lower() for w in self.config.keep}
         corrections: dict[str, str] = {}

@@ -1,4 +1,4 @@
-"""What agents may use beyond their input, handed to them as ``ctx.tools``.
+"""The service's agent toolbox (``pipeline.agents.base.Toolbox``), handed to agents as ``ctx.tools``.
 
 Agents stay free of clients and connections: they ask the toolbox. Everything here is per process and lazy.
 
@@ -9,13 +9,13 @@ words used for a collection that does not exist. An unbound toolbox reads no col
 
 Usage (inside an agent's ``run``)::
 
-    tools: AgentTools = ctx.tools
+    tools = ctx.tools                                        # AgentTools in a job
     docs = tools.search(ctx.collection_id, "turbine maintenance", top_k=5, strategy="keyword")
     vectors = tools.embed(["a phrase", "another"])
     counts = tools.vocabulary(ctx.collection_id)            # {word: count} of the collection's text
     acronyms = tools.acronyms(ctx.collection_id)            # {"PPA": "power purchase agreement", ...}
-    if tools.llm is not None:
-        reply = tools.llm.complete([{"role": "user", "content": "..."}], timeout_s=10)
+    if ctx.llm is not None:                                  # tools.llm, or None without one configured
+        reply = ctx.llm.complete([{"role": "user", "content": "..."}], timeout_s=10)
 """
 
 from __future__ import annotations
@@ -24,30 +24,38 @@ import json
 import uuid
 from collections import Counter
 from functools import cached_property
+from typing import TYPE_CHECKING
 
+from redis.exceptions import RedisError
 from sqlalchemy import select
 
+from pipeline.agents.base import Gate
 from pipeline.agents.references import UserResources, collection_missing
+from pipeline.agents.runner import OPEN_GATE
 from pipeline.documents import Document
-from pipeline.platform.db import Collection, DocumentRow
+from pipeline.platform.db import Collection, DocumentRow, milvus_collection_name
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.config import SearchConfig
 from pipeline.security.egress import EgressPolicy
 from pipeline.security.registered_tools import RegisteredTool
 from pipeline.text import words
+from pipeline.text.acronyms import mine_acronyms
+
+if TYPE_CHECKING:  # the composition root builds this toolbox: a runtime import would be a circle
+    from pipeline.services import Services
 
 LEXICON_TTL_S = 24 * 3600
 
 
 class AgentTools:
-    def __init__(self, services, user_id: str | None = None, _root: "AgentTools | None" = None) -> None:
+    def __init__(self, services: Services, user_id: str | None = None, _root: AgentTools | None = None) -> None:
         self._services = services
         self._root = _root or self
         self.user_id = user_id
         self._resources = UserResources(services.db, user_id) if user_id is not None else None
         self._owned: dict[str, Collection] = {}  # collection id -> row, for one agent call
 
-    def for_user(self, user_id: str | None) -> "AgentTools":
+    def for_user(self, user_id: str | None) -> AgentTools:
         """This toolbox for one agent call of one user's job: collections are that user's only."""
         return AgentTools(self._services, str(user_id) if user_id is not None else None, _root=self._root)
 
@@ -81,12 +89,8 @@ class AgentTools:
             self._owned[key] = self._resources.owned_collection(key)
         return self._owned[key]
 
-    def breaker(self, name: str, fail_max: int, reset_timeout_s: float):
+    def breaker(self, name: str, fail_max: int, reset_timeout_s: float) -> Gate:
         """A circuit breaker shared by every worker through Redis, for an agent's own dependency (an endpoint)."""
-        from redis.exceptions import RedisError
-
-        from pipeline.agents.runner import OPEN_GATE
-
         try:
             return self._services.runner.breakers.get(f"tool:{name}", fail_max, reset_timeout_s)
         except RedisError:
@@ -96,8 +100,6 @@ class AgentTools:
         return self._services.embedder.embed(texts)
 
     def search(self, collection_id: str, query: str, top_k: int = 10, strategy: str = "hybrid") -> list[Document]:
-        from pipeline.platform.db import milvus_collection_name
-
         epoch = self.epoch(collection_id)  # first: it refuses a collection the user does not own
         config = SearchConfig(strategy=strategy, top_k=top_k, fusion=self._services.settings.search_fusion)
         result = self._services.retriever.search(
@@ -125,8 +127,6 @@ class AgentTools:
 
     def acronyms(self, collection_id: str) -> dict[str, str]:
         """Acronym definitions mined from the collection's text, cached per index epoch."""
-        from pipeline.text.acronyms import mine_acronyms
-
         return self._lexicon(collection_id, "acronyms", mine_acronyms)
 
     def _lexicon(self, collection_id: str, kind: str, build) -> dict:

@@ -82,7 +82,7 @@ class Translator(PreSearchAgent):
             detected = None
         if detected and _same_language(detected, target):
             raise AgentSkipped(f"the query is already in the target language {target!r}")
-        llm = getattr(ctx.tools, "llm", None) if ctx.tools is not None else None
+        llm = ctx.llm
         if llm is None:
             raise AgentSkipped(
                 "no LLM endpoint configured (set AGENTSEARCH_OPENAI_BASE_URL and AGENTSEARCH_OPENAI_MODEL); "

@@ -18,7 +18,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.agentic.config import IterativeConfig
 from pipeline.agentic.loop import LoopState, final_documents, run_loop
@@ -27,12 +27,15 @@ from pipeline.eval.retrieval import percentile
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.retriever import Retriever
 
+if TYPE_CHECKING:  # types only: the services take seconds to load
+    from pipeline.services import Services
+
 
 def _rate(hits: list[bool]) -> float:
     return round(sum(hits) / len(hits), 4) if hits else 0.0
 
 
-def run_iterative_eval(services, collection: str, queries: dict[str, str], qrels: dict[str, dict[str, int]],
+def run_iterative_eval(services: Services, collection: str, queries: dict[str, str], qrels: dict[str, dict[str, int]],
                        config: IterativeConfig, defaults: dict[str, Any], llm=None,
                        progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     model = services.settings.embedding_model

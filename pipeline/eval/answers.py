@@ -17,8 +17,12 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.eval.retrieval import percentile
+
+if TYPE_CHECKING:  # types only: the services take seconds to load, which `agentsearch --help` would pay
+    from pipeline.services import Services
 
 
 def load_gold_answers(path: Path) -> dict[str, list[str]]:
@@ -40,7 +44,7 @@ def holds_gold_span(answer: str, spans: list[str]) -> bool:
     return any(span.casefold() in text for span in spans)
 
 
-def run_answer_eval(services, collection: str, queries: dict[str, str], gold: dict[str, list[str]],
+def run_answer_eval(services: Services, collection: str, queries: dict[str, str], gold: dict[str, list[str]],
                     llm=None, progress=None, details: list | None = None) -> dict:
     """Each question with gold spans: search, answer, check. ``details`` (a list) receives one record per question."""
     from pipeline.job import steps

@@ -14,6 +14,11 @@ import csv
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # types only: the services take seconds to load, which `agentsearch --help` would pay
+    from pipeline.platform.settings import Settings
+    from pipeline.services import Services
 
 
 def load_beir_corpus(path: Path) -> list[dict]:
@@ -90,7 +95,7 @@ def score_run(run: dict[str, list[str]], qrels: dict[str, dict[str, int]], laten
     }
 
 
-def corpus_collection_name(corpus_path: Path, settings) -> str:
+def corpus_collection_name(corpus_path: Path, settings: Settings) -> str:
     """One Milvus collection per (corpus file version, model, chunking): reused while none of them changes."""
     from pipeline.platform.kv import canonical_hash
 
@@ -102,7 +107,8 @@ def corpus_collection_name(corpus_path: Path, settings) -> str:
     return f"eval_{key[:16]}"
 
 
-def ensure_corpus_indexed(services, corpus_path: Path, progress=None, batch_docs: int = 256) -> tuple[str, int, bool]:
+def ensure_corpus_indexed(services: Services, corpus_path: Path, progress=None, batch_docs: int = 256
+                          ) -> tuple[str, int, bool]:
     """Index a BEIR corpus through the same ingestion code jobs use. Returns (collection, chunks, reused)."""
     from pipeline.ingest import ChunkingConfig, index_documents
 
@@ -131,7 +137,8 @@ def ensure_corpus_indexed(services, corpus_path: Path, progress=None, batch_docs
     return name, total, False
 
 
-def run_retrieval_eval(services, collection: str, queries: dict[str, str], config, progress=None) -> tuple[dict, dict]:
+def run_retrieval_eval(services: Services, collection: str, queries: dict[str, str], config, progress=None
+                       ) -> tuple[dict, dict]:
     """Every query through ``Retriever.search``, the path jobs use (caching off, so latency is real work)."""
     import time
 
@@ -153,7 +160,7 @@ def run_retrieval_eval(services, collection: str, queries: dict[str, str], confi
 class CorpusTools:
     """The agent toolbox over an evaluation collection that lives only in Milvus (no document rows)."""
 
-    def __init__(self, services, collection: str, docs: list[dict]) -> None:
+    def __init__(self, services: Services, collection: str, docs: list[dict]) -> None:
         from pipeline.retrieval.retriever import Retriever
 
         self._retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
@@ -190,8 +197,8 @@ class CorpusTools:
         return OPEN_GATE
 
 
-def run_agents_eval(services, collection: str, docs: list[dict], queries: dict[str, str], config, agent_ids: list[str],
-                    rerank_depth: int = 20, progress=None) -> tuple[dict, dict]:
+def run_agents_eval(services: Services, collection: str, docs: list[dict], queries: dict[str, str], config,
+                    agent_ids: list[str], rerank_depth: int = 20, progress=None) -> tuple[dict, dict]:
     """Queries through pre-search agents, the search, and post-search agents (on the top ``rerank_depth``), with
     each agent's default config: the before/after of an agent on a benchmark."""
     import time

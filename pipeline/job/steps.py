@@ -19,6 +19,8 @@ on, and the task around it retries or fails the job. A search that failed in par
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pipeline.agents.base import (
     AgentContext,
     PostSearchInput,
@@ -36,6 +38,9 @@ from pipeline.observability.tracing import traced_stage
 from pipeline.platform.db import milvus_collection_name
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.outcome import degraded_reasons
+
+if TYPE_CHECKING:  # types only: steps get their parts passed in, and the tests hand in fakes
+    from pipeline.services import Services
 
 
 def _context(state: JobState, stage: Stage) -> AgentContext:
@@ -73,7 +78,7 @@ def search_config(state: JobState, defaults: dict) -> SearchConfig:
 
 
 @traced_stage("core_search")
-def core_search_step(state: JobState, services, collection_id: str | None = None) -> JobState:
+def core_search_step(state: JobState, services: Services, collection_id: str | None = None) -> JobState:
     """Search one collection (the job's own by default) and keep the top-k documents."""
     state = state.model_copy(deep=True)
     if state.skip_search:
@@ -205,13 +210,14 @@ def response_step(state: JobState, spec: AgentSpec, runner: AgentRunner, artifac
 
 
 def assemble_response(state: JobState, response_runs: list[AgentRun]) -> dict:
-    """The final response in the seed's shape, with artifacts by reference (the API inlines their bytes)."""
+    """The job's response (answer, sources, reasoning steps, every agent's outcome, artifacts, metadata, timings),
+    with artifacts by reference (the API inlines their bytes)."""
     runs = [*state.agent_runs, *response_runs]
     # A search that failed outright never gets here (the job fails); one that failed in part is said to be so.
     degraded = degraded_reasons(state.metadata.get("search") or {})
     return {
         "job_id": state.job_id,
-        # Only a complete response is reused by the whole-job cache (api.routes.jobs).
+        # Only a complete response is reused by the whole-job cache (JobStore.find_cached).
         "complete": not degraded and all(r.status in ("ok", "skipped") for r in runs),
         "degraded": bool(degraded),
         "degraded_reasons": degraded,

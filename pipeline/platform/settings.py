@@ -103,7 +103,8 @@ class Settings(BaseSettings):
     job_deadline_s: float = Field(600.0, gt=0)
     reaper_interval_s: float = Field(30.0, gt=0, description="How often overdue jobs are looked for.")
     artifact_max_bytes: int = Field(20 * 1024 * 1024, ge=1)
-    # The seed's TEST_MODE: agentic jobs run with reduced limits (1 iteration, 1 result wanted, 2 per search).
+    # Agentic jobs with reduced limits (1 iteration, 1 result wanted, 2 per search): a whole iterative job in a few
+    # seconds, for tests and trying a deployment out.
     test_mode: bool = Field(False, description="Reduced limits for agentic modes (pipeline.agentic.config).")
     seen_window_days: float = Field(5.0, ge=0, le=365, description="Agentic runs skip what a user saw this recently.")
     seen_near_duplicate: float = Field(0.9, gt=0, le=1, description="Embedding cosine counting as already seen.")

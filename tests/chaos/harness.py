@@ -1,6 +1,6 @@
 """What the fault drills share: a stack with the drill agents, job submission and bookkeeping, and the figures.
 
-The stack is the real deployment on this machine (``api.devstack.DevStack``) with a PostgreSQL server of its own,
+The stack is the real deployment on this machine (``devstack.DevStack``) with a PostgreSQL server of its own,
 so a drill can stop it without touching the machine's shared server, and ``agentsearch beat`` running the reaper.
 Every figure a drill measures is written to ``.agentsearch/chaos/results.json`` (or ``$CHAOS_RESULTS``) and printed.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from api.devstack import REPO, DevStack
+from devstack import REPO, DevStack
 
 SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
 RESULTS = Path(os.environ.get("CHAOS_RESULTS", REPO / ".agentsearch" / "chaos" / "results.json"))

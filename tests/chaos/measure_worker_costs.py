@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from api.devstack import REPO
+from devstack import REPO
 from pipeline.agents.base import Document
 from pipeline.job.state import JobState
 from pipeline.job.steps import answer_step

@@ -74,7 +74,7 @@ def longest_hard_time_limit_s(settings: Settings) -> float:
 
 def assert_window_spans_several_heartbeats(command: str) -> None:
     """A probe that allowed barely one heartbeat's gap would restart a busy but healthy worker."""
-    from worker.app import HEARTBEAT_INTERVAL_S
+    from worker.lifecycle import HEARTBEAT_INTERVAL_S
 
     minutes = re.search(r"-mmin -(\d+)\b", command)
     assert minutes, f"no `find -mmin -N` age test in {command!r}"

@@ -1,4 +1,4 @@
-"""A real distributed stack for the integration tests (``api.devstack``).
+"""A real distributed stack for the integration tests (``devstack``).
 
 PostgreSQL (a fresh database), a Redis server of the suite's own, ``milvus-lite server`` on a free port, a prefork
 Celery worker subprocess with two processes, and the API as its own subprocess: the same processes a deployment
@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.devstack import BIN, REPO, DevStack, free_port, wait_for  # noqa: F401 - shared with the tests
+from devstack import BIN, REPO, DevStack, free_port, wait_for  # noqa: F401 - shared with the tests
 
 SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
 # How long the stack's searches and ingests wait for Milvus (1 + 2 + 4 + 3 s of backoff); the default is 60 s.

@@ -1,4 +1,4 @@
-"""Pre-search agents on the real stack: the seed's detector -> translator -> expander chain, and acronyms mined from
+"""Pre-search agents on the real stack: the detector -> translator -> expander chain, and acronyms mined from
 the ingested sample corpus. No LLM endpoint is configured for the stack, so the translator must report ``skipped``."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ CORPUS = {d["id"]: d for d in (json.loads(line) for line in SAMPLE_CORPUS.read_t
 def test_detector_translator_expander_run_as_a_chain_without_an_llm(stack, collection):
     assert not stack.env.get("AGENTSEARCH_OPENAI_BASE_URL"), "this test needs a stack without an LLM endpoint"
     with stack.http() as http:
-        # Given out of order on purpose: the seed's priorities decide (detector 0, translator 10, expander 20).
+        # Given out of order on purpose: the priorities decide (detector 0, translator 10, expander 20).
         use_agents(
             http,
             collection,

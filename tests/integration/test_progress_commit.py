@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from sqlalchemy import event, text
 
-from api.devstack import PG_ADMIN
+from devstack import PG_ADMIN
 from pipeline.job.state import JobState
 from pipeline.job.store import JobStore
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Database, Job

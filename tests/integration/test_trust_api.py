@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from api.devstack import BIN, REPO, free_port, start_process, stop_process, wait_for
+from devstack import BIN, REPO, free_port, start_process, stop_process, wait_for
 from pipeline.security.users import SHOWN_CHARS
 from tests.integration.conftest import runs_by_agent, search, use_agents, wait_job
 
@@ -52,22 +52,24 @@ def own_collection(http: httpx.Client, name: str, documents: list[dict] | None =
 
 
 def test_one_users_agent_limits_never_open_the_circuit_for_another_user(stack, collection):
-    """Finding 4: a user's 0.1 ms deadline and fail_max 1 on a built-in agent opened its breaker for everyone."""
+    """Finding 4: a user's tiny deadline and fail_max 1 on an agent opened its breaker for every user."""
+    same_config = {"sleep_s": 0.3}  # what the breaker was keyed on: the agent and its config, not its limits
     with stack.http() as a:
-        use_agents(a, collection, {"agent_id": "language_detector", "name": f"tight-{uuid.uuid4().hex[:6]}",
-                                   "timeout_s": 0.0001, "breaker_fail_max": 1, "breaker_reset_timeout_s": 600})
+        use_agents(a, collection, {"agent_id": "test_sleepy", "name": f"tight-{uuid.uuid4().hex[:6]}",
+                                   "config": same_config, "timeout_s": 0.05, "breaker_fail_max": 1,
+                                   "breaker_reset_timeout_s": 600})
         first = search(a, collection, f"Which wind farms? {uuid.uuid4().hex[:6]}", use_cache=False)
         second = search(a, collection, f"Which wind farms? {uuid.uuid4().hex[:6]}", use_cache=False)
         use_agents(a, collection)  # A's collection back to no agents for the tests after this one
-    assert runs_by_agent(first)["language_detector"]["status"] == "timeout"
-    assert runs_by_agent(second)["language_detector"]["status"] == "circuit_open"  # A's own circuit did open
+    assert runs_by_agent(first)["test_sleepy"]["status"] == "timeout"
+    assert runs_by_agent(second)["test_sleepy"]["status"] == "circuit_open"  # A's own circuit did open
     key_b = stack.create_user(f"breaker-b-{uuid.uuid4().hex[:6]}")
     with stack.http(key_b) as b:
         own = own_collection(b, "b-docs", [{"id": "b1", "title": "Tides", "text": "Tidal power in the Bay of Fundy."}])
-        # The same agent with the same (default) config as A's: before, the two shared one breaker.
-        job = search(b, own, "tidal power", agents=["language_detector"], use_cache=False)
+        use_agents(b, own, {"agent_id": "test_sleepy", "config": same_config, "timeout_s": 5})
+        job = search(b, own, "tidal power", use_cache=False)
     assert job["status"] == "succeeded"
-    assert runs_by_agent(job)["language_detector"]["status"] == "ok", job["response"]["agents"]
+    assert runs_by_agent(job)["test_sleepy"]["status"] == "ok", job["response"]["agents"]
 
 
 # -- availability ---------------------------------------------------------------------------------------------

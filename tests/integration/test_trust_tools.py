@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from api.devstack import ingest_through_api
+from devstack import ingest_through_api
 from pipeline.text import split_sentences
 from tests.integration.conftest import (
     REPO,

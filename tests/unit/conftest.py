@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import fakeredis
@@ -37,3 +38,79 @@ def fake_server():
 @pytest.fixture
 def redis_client(fake_server):
     return fakeredis.FakeRedis(server=fake_server)
+
+
+@pytest.fixture
+def install_services():
+    """Makes a test's ``Services`` this process's (what tasks called in process get from ``get_services``), and
+    puts back the one before when the test ends."""
+    from pipeline.services import use_services
+
+    replaced = []
+
+    def install(services):
+        replaced.append(use_services(services))
+        return services
+
+    yield install
+    if replaced:
+        use_services(replaced[0])
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    """The embedded app (SQLite in a temporary directory, in-process Celery worker threads), one per test module:
+    starting and stopping its worker costs about two seconds. It gets its own services; whatever services the tests
+    before it left come back afterwards."""
+    from pipeline.platform.settings import get_settings
+    from pipeline.services import reset_services, use_services
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name in list(os.environ):
+            if name.upper().startswith("AGENTSEARCH_"):
+                mp.delenv(name)
+        mp.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path_factory.mktemp("agentsearch-api")))
+        get_settings.cache_clear()
+        previous = use_services(None)
+        reset_services()
+
+        from api.app import (
+            create_app,  # imported late: the worker's Celery app reads the settings at import time
+        )
+
+        application = create_app()
+        assert application.state.services.settings.embedded
+        try:
+            yield application
+        finally:
+            application.state.services.close()
+            use_services(previous)
+            get_settings.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def client(app):
+    """A client of the embedded app, signed in as a user of its own; its lifespan runs the migrations and the
+    embedded worker."""
+    from fastapi.testclient import TestClient
+
+    from pipeline.security.users import UserStore
+
+    with TestClient(app) as c:
+        _, key = UserStore(app.state.services.db).create(f"api-{uuid.uuid4().hex[:8]}")
+        c.headers["Authorization"] = f"Bearer {key}"
+        yield c
+
+
+@pytest.fixture
+def make_runner(tmp_path, redis_client):
+    """``make_runner(Echo, Broken, metrics=...)``: an ``AgentRunner`` of those agent classes on the test's fake Redis,
+    with default settings."""
+    from pipeline.agents.registry import AgentRegistry
+    from pipeline.agents.runner import AgentRunner
+    from pipeline.platform.settings import Settings
+
+    def make(*agents, **kwargs) -> AgentRunner:
+        return AgentRunner(AgentRegistry(list(agents)), redis_client, Settings(data_dir=tmp_path), **kwargs)
+
+    return make

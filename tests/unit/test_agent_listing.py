@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 from click.testing import CliRunner
 
-from api.cli import main
 from api.routes.agents import list_agents
+from cli import main
 from pipeline.agents.registry import AgentRegistry
 
 

@@ -1,70 +1,20 @@
 """The HTTP API of the agentic modes: iterative search requests and profile sets are validated field by field, and a
-user sees only its own profile sets. One embedded app (SQLite, in-process worker threads) serves the module."""
+user sees only its own profile sets. One embedded app (``app`` and ``client`` in conftest.py) serves the module."""
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
-from sqlalchemy import func, select
+
+from tests.support.api_checks import jobs_written, locs, new_collection
 
 MISSING = "6b0f9a52-1d4e-4c8a-9a55-0e1c2f3d4b5a"
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        for name in list(os.environ):
-            if name.upper().startswith("AGENTSEARCH_"):
-                mp.delenv(name)
-        mp.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path_factory.mktemp("agentsearch-agentic-api")))
-
-        import pipeline.services as services_module
-        from pipeline.platform.settings import get_settings
-
-        mp.setattr(services_module, "_services", None)
-        get_settings.cache_clear()
-        services_module.reset_services()
-
-        from api.app import create_app
-
-        application = create_app()
-        try:
-            yield application
-        finally:
-            application.state.services.close()
-            get_settings.cache_clear()
-
-
-@pytest.fixture(scope="module")
-def client(app):
-    from fastapi.testclient import TestClient
-
-    from pipeline.security.users import UserStore
-
-    with TestClient(app) as c:
-        _, key = UserStore(app.state.services.db).create(f"agentic-{uuid.uuid4().hex[:8]}")
-        c.headers["Authorization"] = f"Bearer {key}"
-        yield c
-
-
-@pytest.fixture(scope="module")
 def collection_id(client) -> str:
-    response = client.post("/v1/collections", json={"name": f"briefings {uuid.uuid4().hex[:8]}"})
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
-
-
-def locs(response) -> list[list]:
-    return [err["loc"] for err in response.json()["detail"]]
-
-
-def jobs_written(app) -> int:
-    from pipeline.platform.db import Job
-
-    with app.state.services.db.session() as s:
-        return s.scalar(select(func.count()).select_from(Job))
+    return new_collection(client, "briefings")
 
 
 @pytest.mark.parametrize("body, loc", [

@@ -158,7 +158,7 @@ def judged(doc_id: str, overall: float, url: str | None = None) -> JudgedDocumen
                           evaluation=Evaluation(document_id=doc_id, overall=overall), iteration=1, query="q")
 
 
-def test_merge_by_category_has_the_seeds_shape_and_lists_a_shared_result_once():
+def test_merge_by_category_lists_categories_with_counts_and_a_shared_result_once():
     merged = merge_by_category({
         "research": [judged("p1", 4.6), judged("shared", 4.0, url="https://x.example/a")],
         "industry": [judged("n1", 4.1), judged("shared-copy", 4.4, url="https://x.example/a"), judged("n2", 3.9)],

@@ -51,7 +51,7 @@ def test_config_refuses_impossible_settings_when_built():
     assert Thresholds().base(1) == 4.0 and Thresholds().base(2) == Thresholds().base(7) == 3.8
 
 
-def test_test_mode_reduces_the_limits_to_the_seeds_test_mode():
+def test_test_mode_reduces_the_limits_to_one_iteration_one_result_two_per_search():
     reduced = reduced_for_test_mode(IterativeConfig(target=5, max_iterations=3, per_iteration=5))
     assert (reduced.target, reduced.max_iterations, reduced.per_iteration) == (1, 1, 2)
     unset = reduced_for_test_mode(IterativeConfig())

@@ -1,85 +1,31 @@
 """The HTTP API refuses bad requests with FastAPI's 422 shape, and a refused request writes nothing.
 
-One embedded app (SQLite in a temporary directory, in-process Celery worker threads) serves the whole module:
-starting and stopping the worker costs about two seconds. No test here writes an agent config or a job, so each
-test can check that those tables are still empty; collections get unique names per test.
+One embedded app (``app`` and ``client`` in conftest.py) serves the whole module. No test here writes an agent
+config or a job, so each test can check that those tables are still empty; collections get unique names per test.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
+
+from tests.support.api_checks import jobs_written, locs, new_collection
 
 COLLECTION_MISSING = "6b0f9a52-1d4e-4c8a-9a55-0e1c2f3d4b5a"
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
-        for name in list(os.environ):
-            if name.upper().startswith("AGENTSEARCH_"):
-                mp.delenv(name)
-        mp.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path_factory.mktemp("agentsearch-api")))
-
-        import pipeline.services as services_module
-        from pipeline.platform.settings import get_settings
-
-        # Whatever services another test left behind come back afterwards; this module gets its own.
-        mp.setattr(services_module, "_services", None)
-        get_settings.cache_clear()
-        services_module.reset_services()
-
-        from api.app import (
-            create_app,  # imported late: worker.app reads the settings at import time
-        )
-
-        application = create_app()
-        assert application.state.services.settings.embedded
-        try:
-            yield application
-        finally:
-            application.state.services.close()
-            get_settings.cache_clear()
-
-
-@pytest.fixture(scope="module")
-def client(app):
-    from fastapi.testclient import TestClient
-
-    from pipeline.security.users import UserStore
-
-    with TestClient(app) as c:  # runs the lifespan: migrations and the embedded worker
-        _, key = UserStore(app.state.services.db).create(f"validator-{uuid.uuid4().hex[:8]}")
-        c.headers["Authorization"] = f"Bearer {key}"
-        yield c
-
-
 @pytest.fixture
 def collection_id(client) -> str:
-    response = client.post("/v1/collections", json={"name": f"annual reports {uuid.uuid4().hex[:8]}"})
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
-
-
-def locs(response) -> list[list]:
-    return [err["loc"] for err in response.json()["detail"]]
-
-
-def job_count(app) -> int:
-    from pipeline.platform.db import Job
-
-    with app.state.services.db.session() as s:
-        return s.scalar(select(func.count()).select_from(Job))
+    return new_collection(client, "annual reports")
 
 
 def assert_nothing_written(client, app) -> None:
     response = client.get("/v1/agent-configs")
     assert response.status_code == 200
     assert response.json() == []
-    assert job_count(app) == 0
+    assert jobs_written(app) == 0
 
 
 # --- health ---------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from pipeline.job.steps import response_step
 from pipeline.job.store import JobStore
 from pipeline.platform.db import DEFAULT_USER_ID, ArtifactRow, Collection, Job, utcnow
 from pipeline.platform.settings import Settings
-from worker import tasks
+from worker import steps as step_tasks
 from worker.canvas import build_job_canvas, response_steps
 
 SHORT = AgentSpec(agent_id="executive_summary", stage=Stage.RESPONSE, config_id="cfg-b", priority=0,
@@ -63,13 +63,13 @@ def test_the_canvas_tells_a_second_config_its_rank_and_leaves_the_first_message_
 
 
 @pytest.fixture
-def services(tmp_path, monkeypatch):
+def services(tmp_path, monkeypatch, install_services):
     settings = Settings(data_dir=tmp_path)
     upgrade(settings.database_url)
     services = services_module.Services(settings)
-    monkeypatch.setattr(services_module, "_services", services)
+    install_services(services)
     ledger = StepLedger(fakeredis.FakeRedis(server=fakeredis.FakeServer()), ttl_s=600)
-    monkeypatch.setattr(tasks, "_ledger", lambda: ledger)
+    monkeypatch.setattr(step_tasks, "step_ledger", lambda: ledger)
     yield services
     services.close()
 
@@ -100,7 +100,7 @@ def artifact_rows(services, job_id: str) -> dict[str, bytes]:
 
 
 def run_responders(state: JobState, specs: list[AgentSpec]) -> list[dict]:
-    return [tasks.response_agent(state.dump(), s.kwargs["spec"], **({"name_rank": s.kwargs["name_rank"]}
+    return [step_tasks.response_agent(state.dump(), s.kwargs["spec"], **({"name_rank": s.kwargs["name_rank"]}
                                                                      if "name_rank" in s.kwargs else {}))
             for s in response_steps(specs, 30.0)]
 
@@ -113,7 +113,7 @@ def test_two_configs_of_one_agent_keep_both_artifacts_and_a_redelivery_replaces_
     assert set(stored) == {"executive_summary.txt", "executive_summary-2.txt"}
     assert stored["executive_summary.txt"].count(b"\n- ") == 3  # LONG (cfg-a): all three points
     assert stored["executive_summary-2.txt"].count(b"\n- ") == 1  # SHORT (cfg-b): one
-    tasks._ledger().clear(state.job_id)  # the outputs died with their process: both steps run again
+    step_tasks.step_ledger().clear(state.job_id)  # the outputs died with their process: both steps run again
     run_responders(state, [SHORT, LONG])
     assert artifact_rows(services, state.job_id) == stored
 

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from bench import hop, suite  # noqa: E402
-from bench.agents import NOOP_AGENTS, noop_agent_ids  # noqa: E402
-from pipeline.agents.base import AgentContext, PreSearchInput, Stage  # noqa: E402
-from pipeline.agents.registry import AgentRegistry  # noqa: E402
+from bench import hop, suite
+from bench.agents import NOOP_AGENTS, noop_agent_ids
+from pipeline.agents.base import AgentContext, PreSearchInput, Stage
+from pipeline.agents.registry import AgentRegistry
 
 
 def test_a_hop_is_the_difference_of_medians_per_added_step():
@@ -31,7 +25,7 @@ def test_a_hop_is_the_difference_of_medians_per_added_step():
 
 
 def test_bench_hop_writes_the_three_figures(tmp_path, monkeypatch):
-    from api.cli import main
+    from cli import main
 
     calls = []
 

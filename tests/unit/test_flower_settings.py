@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from api.cli import main
+from cli import main
 from pipeline.platform.settings import Settings, get_settings
 
 BROKER = "redis://127.0.0.1:1/0"  # never contacted: every case here stops before Flower starts

@@ -261,7 +261,7 @@ def test_the_llm_is_told_the_users_question_and_what_was_searched(fake, llm):
 
 
 @pytest.fixture
-def services_with_llm(tmp_path, monkeypatch, fake):
+def services_with_llm(tmp_path, install_services, fake):
     import pipeline.services as services_module
 
     settings = Settings(data_dir=tmp_path, openai_base_url=fake.base_url, openai_model="fake-model",
@@ -270,13 +270,13 @@ def services_with_llm(tmp_path, monkeypatch, fake):
 
     upgrade(settings.database_url)  # the task records its progress in the jobs table (no row: nothing written)
     services = services_module.Services(settings)
-    monkeypatch.setattr(services_module, "_services", services)
+    install_services(services)
     yield services
     services.close()
 
 
 def test_the_generate_answer_task_answers_with_the_configured_llm(services_with_llm, fake):
-    from worker.tasks import generate_answer
+    from worker.steps import generate_answer
 
     fake.script(reply("The New England Patriots [2]."))
     out = JobState.load(generate_answer(state().dump()))  # no job row: progress is a no-op
@@ -287,7 +287,7 @@ def test_the_generate_answer_task_answers_with_the_configured_llm(services_with_
 
 
 def test_the_generate_answer_task_falls_back_with_embeddings_when_the_llm_refuses(services_with_llm, fake):
-    from worker.tasks import generate_answer
+    from worker.steps import generate_answer
 
     fake.script(FakeLLM.error(401, "invalid api key"))
     out = JobState.load(generate_answer(state().dump()))

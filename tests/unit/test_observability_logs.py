@@ -16,11 +16,9 @@ from pipeline.agents.base import (
     PreSearchOutput,
     Stage,
 )
-from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
 from pipeline.job.state import AgentSpec
 from pipeline.observability.logs import configure_logging, current_ids, log_context
-from pipeline.platform.settings import Settings
 from worker.observability import job_id_of
 
 agent_log = logging.getLogger("agentsearch.test.chatty")
@@ -56,8 +54,8 @@ def captured():
 
 
 @pytest.fixture
-def runner(tmp_path, redis_client) -> AgentRunner:
-    return AgentRunner(AgentRegistry([Chatty]), redis_client, Settings(data_dir=tmp_path))
+def runner(make_runner) -> AgentRunner:
+    return make_runner(Chatty)
 
 
 def json_lines(stream: io.StringIO) -> list[dict]:
@@ -111,7 +109,7 @@ def test_text_format_appends_only_the_bound_ids(captured, runner):
     assert "task_id" not in line
 
 
-def test_a_failing_agent_is_logged_with_its_ids(captured, tmp_path, redis_client):
+def test_a_failing_agent_is_logged_with_its_ids(captured, make_runner):
     class Failing(PreSearchAgent):
         agent_id = "failing"
         cacheable = False
@@ -120,7 +118,7 @@ def test_a_failing_agent_is_logged_with_its_ids(captured, tmp_path, redis_client
             raise RuntimeError("thesaurus down")
 
     stream = captured("json")
-    runner = AgentRunner(AgentRegistry([Failing]), redis_client, Settings(data_dir=tmp_path))
+    runner = make_runner(Failing)
     with log_context(job_id="job-9", task_id="task-9"):
         run, _ = runner.run(AgentSpec(agent_id="failing", stage=Stage.PRE_SEARCH), PreSearchInput(query="q"),
                             AgentContext(pipeline_stage=Stage.PRE_SEARCH))

@@ -23,7 +23,6 @@ from pipeline.agents.base import (
     ResponseAgentInput,
     Stage,
 )
-from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
 from pipeline.job.state import AgentRun, AgentSpec
 from pipeline.observability.exposition import AgentSearchCollector
@@ -77,8 +76,8 @@ PRE = AgentContext(pipeline_stage=Stage.PRE_SEARCH)
 
 
 @pytest.fixture
-def runner(tmp_path, redis_client) -> AgentRunner:
-    return AgentRunner(AgentRegistry([Echo, Broken, Skipper, Slow, Memo]), redis_client, Settings(data_dir=tmp_path))
+def runner(make_runner) -> AgentRunner:
+    return make_runner(Echo, Broken, Skipper, Slow, Memo)
 
 
 def spec(agent_id: str, **kw) -> AgentSpec:
@@ -204,9 +203,9 @@ def test_queue_lengths_count_every_priority_list_of_the_broker(redis_client):
     assert "agentsearch_queue_length" not in scrape(redis_client)  # no broker to ask (embedded mode)
 
 
-def test_with_redis_down_the_run_is_unaffected_and_recording_resumes_later(tmp_path, fake_server, redis_client):
+def test_with_redis_down_the_run_is_unaffected_and_recording_resumes_later(make_runner, fake_server, redis_client):
     recorder = MetricsRecorder(redis_client, retry_after_s=0)
-    runner = AgentRunner(AgentRegistry([Echo, Broken]), redis_client, Settings(data_dir=tmp_path), metrics=recorder)
+    runner = make_runner(Echo, Broken, metrics=recorder)
     fake_server.connected = False
     run, out = runner.run(spec("echo"), QUERY, PRE)
     assert (run.status, out.query) == ("ok", QUERY.query)
@@ -228,9 +227,8 @@ def test_recording_pauses_after_a_failure_instead_of_waiting_on_redis_each_run(f
     assert redis_client.hgetall("agentsearch:metrics:cache") == {}
 
 
-def test_metrics_route_answers_without_credentials(tmp_path, redis_client):
-    runner = AgentRunner(AgentRegistry([Echo]), redis_client, Settings(data_dir=tmp_path))
-    runner.run(spec("echo"), QUERY, PRE)
+def test_metrics_route_answers_without_credentials(tmp_path, make_runner, redis_client):
+    make_runner(Echo).run(spec("echo"), QUERY, PRE)
 
     class Services:
         settings = Settings(data_dir=tmp_path)

@@ -21,12 +21,9 @@ from pipeline.agents.base import (
     ResponseAgent,
     Stage,
 )
-from pipeline.agents.registry import AgentRegistry
-from pipeline.agents.runner import AgentRunner
 from pipeline.job import steps
 from pipeline.job.state import AgentSpec, ArtifactRef, JobState
 from pipeline.observability import tracing
-from pipeline.platform.settings import Settings
 from pipeline.retrieval.retriever import RetrievalResult
 
 SEEN_IN_AGENT: list[trace.SpanContext] = []
@@ -82,10 +79,10 @@ def spans():
 
 
 @pytest.fixture
-def services(tmp_path, redis_client):
-    settings = Settings(data_dir=tmp_path)
-    runner = AgentRunner(AgentRegistry([Expander, BrokenFilter, Summary]), redis_client, settings)
-    return SimpleNamespace(settings=settings, runner=runner, retriever=FakeRetriever(), artifacts=FakeArtifacts())
+def services(make_runner):
+    runner = make_runner(Expander, BrokenFilter, Summary)
+    return SimpleNamespace(settings=runner.settings, runner=runner, retriever=FakeRetriever(),
+                           artifacts=FakeArtifacts())
 
 
 def hop(state: JobState) -> JobState:

@@ -536,7 +536,7 @@ def test_relevance_filter_min_score_undated_and_defaults():
         {"document_id": "high", "reason": "undated", "detail": "no usable metadata.published"},
         {"document_id": "low", "reason": "min_score", "detail": "score 0.2000 below 0.5"},
     ]
-    # Defaults: the seed's domain list applies (also to a URL without a scheme); no score or age rule.
+    # Defaults: the blocked-domain list applies (also to a URL without a scheme); no score or age rule.
     out = run(RelevanceFilter(), docs)
     assert [d.id for d in out.documents] == ["high"]
     assert out.metadata["filtered"][0]["reason"] == "low_quality_domain"

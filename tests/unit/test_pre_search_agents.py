@@ -29,7 +29,7 @@ from pipeline.agents.intent_classifier import IntentClassifier
 from pipeline.agents.query_expander import QueryExpander
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
-from pipeline.agents.spell_checker import SpellChecker, english_dictionary
+from pipeline.agents.spell_checker import SpellChecker
 from pipeline.agents.translator import Translator
 from pipeline.job.state import AgentSpec, JobState
 from pipeline.job.steps import pre_search_step
@@ -202,8 +202,9 @@ def test_spell_checker_skips_queries_in_a_language_it_has_no_dictionary_for():
 
 
 def test_spell_checker_loads_the_english_dictionary_once_per_process():
-    assert english_dictionary() is english_dictionary()
-    assert english_dictionary().words["revenue"] > 1_000_000
+    SpellChecker().warm_up()
+    assert SpellChecker().english.get() is SpellChecker({"max_edit_distance": 1}).english.get()
+    assert SpellChecker.english.get().words["revenue"] > 1_000_000
 
 
 @pytest.mark.parametrize("config", [{"max_edit_distance": 3}, {"min_word_length": 1}, {"languages": []}, {"lang": "en"}])
@@ -501,7 +502,7 @@ def test_translator_refuses_bad_config(config):
         Translator(config)
 
 
-# --- the seed's chain through the runner: detector (0) -> translator (10) -> expander (20) ----------------------
+# --- the chain through the runner: detector (0) -> translator (10) -> expander (20) -----------------------------
 
 
 def run_chain(tools, redis_client, tmp_path, query: str) -> JobState:

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
-from api.cli import main
+from cli import main
 from migrations import upgrade
 from pipeline.agents.external_enricher import ExternalEnricher
 from pipeline.agents.fact_checker import FactChecker

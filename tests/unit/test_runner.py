@@ -514,3 +514,46 @@ def test_waiter_that_gives_up_on_the_lock_uses_the_value_the_holder_stored(redis
     value, hit = cache.get_or_compute(key, 60, 0.6, lambda: computed.append(1) or "value computed twice")
     assert (value, hit) == ("value from the other worker", True)
     assert computed == []
+
+
+# --- warm-up ----------------------------------------------------------------------------------------------------
+
+
+class Warmed(PreSearchAgent):
+    """Counts its warm-ups; fails the first one when told to."""
+
+    agent_id = "warmed"
+    cacheable = False
+    warm_ups: Counter[str] = Counter()
+    fail_next_warm_up = False
+
+    class Config(AgentConfig):
+        model: str = "small"
+
+    def warm_up(self):
+        Warmed.warm_ups[self.config.model] += 1
+        if Warmed.fail_next_warm_up:
+            Warmed.fail_next_warm_up = False
+            raise OSError("model file missing")
+
+    def run(self, inp, ctx):
+        return PreSearchOutput(query=inp.query)
+
+
+def test_warm_up_runs_once_per_process_for_each_agent_config_before_its_first_run(redis_client, settings):
+    Warmed.warm_ups.clear()
+    runner = AgentRunner(AgentRegistry([Warmed]), redis_client, settings)
+    for _ in range(3):
+        assert runner.run(spec("warmed"), QUERY, PRE_CTX)[0].status == "ok"
+    runner.run(spec("warmed", config={"model": "large"}), QUERY, PRE_CTX)
+    assert Warmed.warm_ups == {"small": 1, "large": 1}
+
+
+def test_a_failed_warm_up_is_that_runs_error_and_is_tried_again(redis_client, settings):
+    Warmed.warm_ups.clear()
+    Warmed.fail_next_warm_up = True
+    runner = AgentRunner(AgentRegistry([Warmed]), redis_client, settings)
+    run, out = runner.run(spec("warmed"), QUERY, PRE_CTX)
+    assert (run.status, out) == ("error", None) and "model file missing" in run.errors[0]
+    assert runner.run(spec("warmed"), QUERY, PRE_CTX)[0].status == "ok"
+    assert Warmed.warm_ups == {"small": 2}

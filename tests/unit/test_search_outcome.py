@@ -27,7 +27,7 @@ from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.outcome import SearchFailed, degraded_reasons, search_failure
 from pipeline.retrieval.retriever import Retriever
 from pipeline.retrieval.vector_store import Hit
-from worker import tasks
+from worker import steps as step_tasks
 
 RELEASED = "MilvusException: Collection 'c1' is in state 'released'; call load() before search/get/query"
 
@@ -151,14 +151,13 @@ class DownRetriever:
 
 
 @pytest.fixture
-def services(tmp_path, monkeypatch):
+def services(tmp_path, monkeypatch, install_services):
     settings = Settings(data_dir=tmp_path, milvus_retry_s=10)
     upgrade(settings.database_url)
-    services = services_module.Services(settings)
-    services.__dict__["_retriever"] = DownRetriever()
-    monkeypatch.setattr(services_module, "_services", services)
+    services = services_module.Services(settings).use(retriever=DownRetriever())
+    install_services(services)
     ledger = StepLedger(fakeredis.FakeRedis(server=fakeredis.FakeServer()), ttl_s=600)
-    monkeypatch.setattr(tasks, "_ledger", lambda: ledger)
+    monkeypatch.setattr(step_tasks, "step_ledger", lambda: ledger)
     yield services
     services.close()
 
@@ -176,18 +175,18 @@ def new_job(services) -> JobState:
 
 
 def run_search(state: JobState, retries: int, collection_id: str | None = None):
-    tasks.core_search.push_request(retries=retries)
+    step_tasks.core_search.push_request(retries=retries)
     try:
-        return tasks.core_search.run(state.dump(), collection_id)
+        return step_tasks.core_search.run(state.dump(), collection_id)
     finally:
-        tasks.core_search.pop_request()
+        step_tasks.core_search.pop_request()
 
 
 def test_a_search_that_failed_outright_is_searched_again_then_fails_the_job(services):
     state = new_job(services)
     with pytest.raises(Retry):
         run_search(state, retries=0)  # Milvus may be restarting: not handed on as "no documents"
-    assert tasks._ledger().get(state.job_id, "core_search:") is None  # a redelivered copy searches again
+    assert step_tasks.step_ledger().get(state.job_id, "core_search:") is None  # a redelivered copy searches again
     with pytest.raises(SearchFailed, match="semantic search failed.*released.*after 5 attempts"):
         run_search(state, retries=4)  # 1 + 2 + 4 + 3 s waited: MILVUS_RETRY_S=10 spent
     assert services.retriever.calls == 2
@@ -198,4 +197,4 @@ def test_one_collection_of_several_hands_its_failure_on_to_the_merge(services):
     handed_on = JobState.load(run_search(state, retries=4, collection_id=state.collection_id))
     assert handed_on.documents == [] and handed_on.metadata["search"]["attempts"] == 5
     with pytest.raises(SearchFailed):
-        tasks.merge_search.run([handed_on.dump(), handed_on.dump()])
+        step_tasks.merge_search.run([handed_on.dump(), handed_on.dump()])

@@ -18,14 +18,14 @@ from pipeline.platform.settings import Settings
 
 
 @pytest.fixture
-def services(tmp_path, monkeypatch):
+def services(tmp_path, install_services):
     import pipeline.services as services_module
     from migrations import upgrade
 
     settings = Settings(data_dir=tmp_path, agent_modules=["agentsearch_test_agents"])
     upgrade(settings.database_url)
     services = services_module.Services(settings)
-    monkeypatch.setattr(services_module, "_services", services)
+    install_services(services)
     yield services
     services.close()
 
@@ -52,7 +52,7 @@ def spec(agent_id: str, stage: Stage) -> dict:
 
 
 def test_an_agent_step_writes_once_and_its_record_arrives_with_the_next_step(services, job, monkeypatch):
-    from worker.tasks import generate_answer, post_search_agent, pre_search_agent
+    from worker.steps import generate_answer, post_search_agent, pre_search_agent
 
     commits = []
     event.listen(services.db.engine, "commit", lambda conn: commits.append(1))
@@ -77,7 +77,7 @@ def test_an_agent_step_writes_once_and_its_record_arrives_with_the_next_step(ser
 
 
 def test_a_step_of_a_cancelled_job_does_no_work(services, job):
-    from worker.tasks import pre_search_agent
+    from worker.steps import pre_search_agent
 
     assert JobStore(services.db).cancel(job.job_id)
     out = pre_search_agent(job.dump(), spec("year_scoper", Stage.PRE_SEARCH))

@@ -1,4 +1,5 @@
-"""The Celery settings at-least-once delivery depends on, and the rule that work under way goes first."""
+"""The Celery settings at-least-once delivery depends on, the rule that work under way goes first, and how a
+worker shares its cores."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 from types import SimpleNamespace
 
 import worker.app as worker_app
+import worker.lifecycle as lifecycle
 from pipeline.platform.settings import Settings
 
 
@@ -42,12 +44,12 @@ def test_other_brokers_keep_their_own_order(monkeypatch):
 
 
 def test_pool_processes_share_the_cores_unless_the_operator_chose(monkeypatch):
-    monkeypatch.setattr(worker_app, "_torch_threads", None)
-    monkeypatch.setattr(worker_app, "get_settings", lambda: Settings(broker_url="redis://127.0.0.1:6379/0"))
+    monkeypatch.setattr(lifecycle, "_torch_threads", None)
+    monkeypatch.setattr(lifecycle, "get_settings", lambda: Settings(broker_url="redis://127.0.0.1:6379/0"))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    worker_app._share_cores(sender=SimpleNamespace(concurrency=2))
-    assert worker_app._torch_threads == max(1, len(os.sched_getaffinity(0)) // 2)
-    monkeypatch.setattr(worker_app, "_torch_threads", None)
+    lifecycle._share_cores(sender=SimpleNamespace(concurrency=2))
+    assert lifecycle._torch_threads == max(1, len(os.sched_getaffinity(0)) // 2)
+    monkeypatch.setattr(lifecycle, "_torch_threads", None)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    worker_app._share_cores(sender=SimpleNamespace(concurrency=2))
-    assert worker_app._torch_threads is None
+    lifecycle._share_cores(sender=SimpleNamespace(concurrency=2))
+    assert lifecycle._torch_threads is None

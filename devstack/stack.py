@@ -1,10 +1,4 @@
-"""The distributed deployment as local processes: for integration tests, benchmarks and fault drills.
-
-A Redis server of its own on a free port (the broker, results and caches on separate db numbers), a fresh
-PostgreSQL database on the machine's server (or, with ``own_postgres=True``, a PostgreSQL server of its own that a
-drill may stop), ``milvus-lite server``, migrations, a user with a key, N prefork ``agentsearch worker`` processes,
-optionally ``agentsearch beat`` (the reaper), and the API: the processes a deployment runs, on this machine. Two
-stacks never share a broker, so their workers never take each other's tasks.
+"""One dev stack: Redis, PostgreSQL, ``milvus-lite server``, workers, beat and the API as local processes.
 
 Usage::
 
@@ -12,160 +6,44 @@ Usage::
         with stack.http() as http:
             http.post("/v1/collections", json={"name": "docs"})
         stack.restart_redis()                 # a fault drill
+        key = stack.create_user("bob")        # through `agentsearch users create`, as an operator would
 
-    with DevStack(workdir, own_postgres=True, beat=True) as stack:
-        stack.stop_postgres()                 # the database goes away; the machine's shared server is untouched
-        stack.start_postgres()
-        stack.kill_worker(0)                  # SIGKILL a whole node: its main process and its pool
-        stack.restart_milvus(down_s=2)        # Milvus restarts on its data dir: collections come back released
+The package docstring (``devstack/__init__.py``) says what a stack is made of and the drills it offers.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 import httpx
+import psycopg
+import redis
 
-REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
-PG_ADMIN = os.environ.get("AGENTSEARCH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+from devstack.ingest import ingest_through_api
+from devstack.postgres import PG_ADMIN, OwnPostgres
+from devstack.processes import (
+    BIN,
+    REPO,
+    free_port,
+    start_process,
+    stop_process,
+    wait_for,
+)
+
+# The stack's Redis holds the broker, the results and the caches on separate db numbers.
 BROKER_DB, RESULTS_DB, CACHE_DB = 0, 1, 2
-PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(predicate, timeout_s: float, what: str, proc: subprocess.Popen | None = None, log: Path | None = None):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            tail = log.read_text()[-3000:] if log and log.exists() else ""
-            raise RuntimeError(f"{what}: process exited with {proc.returncode}\n{tail}")
-        try:
-            if predicate():
-                return
-        except Exception:  # noqa: BLE001 - not up yet
-            pass
-        time.sleep(0.2)
-    tail = log.read_text()[-3000:] if log and log.exists() else ""
-    raise TimeoutError(f"{what} not ready after {timeout_s} s\n{tail}")
-
-
-def start_process(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    # A session of its own: stopping it reaches the prefork children too.
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-
-
-def pg_binary(name: str) -> str:
-    """A PostgreSQL server binary (initdb, pg_ctl): on PATH, or in Debian's versioned directory (newest first)."""
-    for directory in PG_BIN_DIRS:
-        if (directory / name).exists():
-            return str(directory / name)
-    found = shutil.which(name)
-    if found is None:
-        raise RuntimeError(f"{name} not found: install the PostgreSQL server package")
-    return found
-
-
-class OwnPostgres:
-    """A PostgreSQL server in a directory of its own, on a free port, trust auth: one a drill may stop and start.
-
-    The server refuses to run as root, so as root it runs as the ``postgres`` system user, in a directory that user
-    owns (outside the caller's work dir, whose parents a system user may not be allowed to enter).
-    """
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.as_user: list[str] = []
-        if os.geteuid() == 0:
-            self.as_user = ["runuser", "-u", "postgres", "--"]
-        self.dir = Path(tempfile.mkdtemp(prefix="agentsearch-pg-"))
-        self.data = self.dir / "data"
-        self.log = self.dir / "postgres.log"
-        self.admin_url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def _run(self, *cmd: str) -> None:
-        done = subprocess.run([*self.as_user, *cmd], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stdout}\n{done.stderr}")
-
-    def init(self) -> None:
-        if self.as_user:
-            shutil.chown(self.dir, "postgres", "postgres")
-        self._run(pg_binary("initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "--no-sync",
-                  "-E", "UTF8", "--locale=C")
-        self.start()
-
-    def start(self) -> None:
-        # fsync off: a drill's database is thrown away; durability across a crash of the machine is not the point.
-        options = (f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='{self.dir}' "
-                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
-        self._run(pg_binary("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60",
-                  "start")
-
-    def stop(self, mode: str = "fast") -> None:
-        """``fast``: clients are disconnected and the server stops cleanly; ``immediate``: as if it crashed."""
-        self._run(pg_binary("pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop")
-
-    def running(self) -> bool:
-        return (self.data / "postmaster.pid").exists()
-
-    def remove(self) -> None:
-        if self.running():
-            try:
-                self.stop("immediate")
-            except RuntimeError:
-                pass
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def stop_process(proc: subprocess.Popen, timeout_s: float = 15, sig: int = signal.SIGTERM) -> None:
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, sig)
-    try:
-        proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(5)
-
-
-def ingest_through_api(http: httpx.Client, name: str, documents: list[dict], timeout_s: float = 600) -> str:
-    """Create a collection, send the documents, wait until the workers indexed them all; the collection id."""
-    created = http.post("/v1/collections", json={"name": name})
-    created.raise_for_status()
-    collection_id = created.json()["id"]
-    for start in range(0, len(documents), 256):
-        http.post(f"/v1/collections/{collection_id}/documents",
-                  json={"documents": documents[start:start + 256]}).raise_for_status()
-    deadline = time.monotonic() + timeout_s
-    while True:
-        counts = http.get(f"/v1/collections/{collection_id}").json()["documents"]
-        if counts["pending"] == 0:
-            if counts.get("failed"):
-                raise RuntimeError(f"indexing failed for some documents: {counts}")
-            return collection_id
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"indexing stuck: {counts}")
-        time.sleep(0.3)
 
 
 class DevStack:
+    """The processes of a distributed deployment, on this machine, for as long as the ``with`` block lasts."""
+
     def __init__(self, workdir: Path, workers: int = 1, concurrency: int = 2, queues: str = "celery,artifacts",
                  extra_env: dict[str, str] | None = None, user: str = "local-user", own_postgres: bool = False,
                  beat: bool = False) -> None:
@@ -219,8 +97,6 @@ class DevStack:
         self.stop()
 
     def start(self) -> None:
-        import psycopg
-
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.postgres is not None:
             self.postgres.init()
@@ -241,8 +117,6 @@ class DevStack:
             self.wait_worker_ready(i)
 
     def stop(self) -> None:
-        import psycopg
-
         for proc in [self.api_proc, self.beat_proc, *reversed(self.worker_procs), self.milvus_proc,
                      self.redis_proc]:
             if proc is not None:
@@ -263,8 +137,6 @@ class DevStack:
             ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "yes", "--appendfsync", "everysec", "--dir", str(self.workdir),
              "--maxmemory-policy", "noeviction"], self.env, self.logs["redis"])
-        import redis
-
         wait_for(lambda: redis.Redis.from_url(self.redis_base).ping(), 20, "redis", self.redis_proc, self.logs["redis"])
 
     def restart_redis(self, down_s: float = 2.0) -> None:
@@ -369,8 +241,6 @@ class DevStack:
                             headers={"Authorization": f"Bearer {api_key or self.api_key}"})
 
     def sql(self, query: str, *params):
-        import psycopg
-
         with psycopg.connect(self.database_url.replace("+psycopg", "")) as conn:
             return conn.execute(query, params).fetchall()
 

@@ -1,27 +1,23 @@
-"""A small HTTP client for the API, and an in-process server for when none is running.
+"""A small HTTP client for the API: what ``ingest``, ``search`` and ``demo`` send, and the errors they report.
 
 Usage::
 
-    with api_session(settings) as client:           # AGENTSEARCH_API_URL + AGENTSEARCH_API_KEY, or a server started here
-        collection = client.ensure_collection("docs")
-        job = client.search(collection["id"], "solar output", wait_s=120)
+    client = ApiClient("http://127.0.0.1:8000", api_key)
+    collection = client.ensure_collection("docs")
+    client.add_documents(collection["id"], documents)
+    job = client.wait_job(client.submit(collection["id"], "solar output"))
+
+``cli.session.api_session`` gives one connected to the configured API, or to one it starts in this process.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
-
-from pipeline.platform.settings import Settings
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 # Half the API's default request limit (AGENTSEARCH_MAX_REQUEST_BYTES), so a batch of long documents still fits.
@@ -126,70 +122,3 @@ def _batches(documents: list[dict], most: int, most_bytes: int) -> Iterator[list
         size += doc_size
     if batch:
         yield batch
-
-
-def write_artifacts(job: dict, out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for artifact in (job.get("response") or {}).get("agent_artifacts", []):
-        path = out_dir / Path(artifact["filename"]).name
-        path.write_bytes(base64.b64decode(artifact["data"]))
-        written.append(path)
-    return written
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-@contextmanager
-def local_server(host: str = "127.0.0.1", port: int | None = None) -> Iterator[tuple[str, str]]:
-    """Serve the API from a thread of this process (embedded mode: the Celery worker threads come with it).
-
-    Yields the URL and a key of the local user that lives only as long as the server.
-    """
-    import uvicorn
-
-    from api.app import create_app
-    from pipeline.platform.db import DEFAULT_USER_ID
-    from pipeline.security.users import UserStore
-
-    port = port or free_port(host)
-    app = create_app()
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, name="agentsearch-api", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the in-process API did not start")
-        time.sleep(0.05)
-    users = UserStore(app.state.services.db)
-    key = users.issue_key_for(DEFAULT_USER_ID, label="local session")
-    try:
-        yield f"http://{host}:{port}", key
-    finally:
-        users.delete_key(key)
-        server.should_exit = True
-        thread.join(15)
-
-
-@contextmanager
-def api_session(settings: Settings) -> Iterator[ApiClient]:
-    if settings.api_url:
-        if not settings.api_key:
-            raise ApiError("AGENTSEARCH_API_URL is set but AGENTSEARCH_API_KEY is not: create a key with `agentsearch users create NAME`")
-        client = ApiClient(settings.api_url, settings.api_key)
-        try:
-            yield client
-        finally:
-            client.close()
-        return
-    with local_server() as (url, key):
-        client = ApiClient(url, key)
-        try:
-            yield client
-        finally:
-            client.close()

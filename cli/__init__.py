@@ -1,0 +1,50 @@
+"""The ``agentsearch`` command line.
+
+    agentsearch demo                                   ingest a sample corpus and run one search job end to end
+    agentsearch api | worker | beat | flower | migrate run the services
+    agentsearch ingest FILE --collection NAME          JSON Lines documents (id, title, text, metadata)
+    agentsearch search "QUERY" --collection NAME [--agents a,b] [--wait] [--out DIR]
+    agentsearch eval retrieval|answers ...             benchmark retrieval (BEIR) or answers (gold spans)
+    agentsearch eval iterative ...                     iterative mode vs single-shot search (BEIR)
+    agentsearch agents list [--json]                   the registered agents
+    agentsearch users create NAME | list | new-key NAME | revoke PREFIX    API users and their keys
+    agentsearch tools add NAME --kind mcp|http ... | list | remove NAME     tools agent configs may name
+    agentsearch bench hop --agents N --jobs M [--json OUT]          per-agent hop vs a raw Celery chain
+
+``ingest`` and ``search`` talk to the API at AGENTSEARCH_API_URL with AGENTSEARCH_API_KEY; unset, they start one in
+this process and act as the local user.
+
+Where each command lives: ``cli/serve.py`` (api, worker, beat, flower, migrate), ``cli/documents.py`` (ingest),
+``cli/search.py``, ``cli/demo.py``, ``cli/eval.py``, ``cli/agents.py``, ``cli/users.py``, ``cli/tools.py``,
+``cli/benchmarks.py`` (bench); the API client they share is ``cli/client.py`` with ``cli/session.py``.
+
+A command imports what only it needs (SQLAlchemy and Alembic, the agents, the API, Celery, the benchmarks) when it
+runs, not at the top of its module: so ``agentsearch --help``, ``search`` and ``ingest`` start in about 0.25 s, not
+0.6 s or, with the API loaded, 2.5 s.
+
+Usage::
+
+    from cli import main                  # the click group: the `agentsearch` entry point, `python -m cli`
+    CliRunner().invoke(main, ["agents", "list", "--json"])
+"""
+
+from __future__ import annotations
+
+import click
+
+from cli import agents, demo, documents, search, serve, tools, users
+from cli.benchmarks import bench_group
+from cli.errors import fail
+from cli.eval import eval_group
+
+__all__ = ["fail", "main"]
+
+
+@click.group()
+def main() -> None:
+    """agentsearch: distributed agentic search."""
+
+
+for command in (serve.migrate, serve.api, serve.worker, serve.beat, serve.flower, documents.ingest, search.search,
+                demo.demo, eval_group, agents.agents, users.users, tools.tools, bench_group):
+    main.add_command(command)

@@ -1,0 +1,212 @@
+"""``agentsearch eval``: retrieval, iterative mode and answers measured on benchmark data (figures in docs/).
+
+Usage::
+
+    agentsearch eval retrieval --corpus corpus.jsonl --queries queries.jsonl --qrels qrels.tsv [--strategy hybrid]
+    agentsearch eval iterative --corpus corpus.jsonl --queries queries.jsonl --qrels qrels.tsv [--llm]
+    agentsearch eval answers --corpus corpus.jsonl --queries queries.jsonl --answers answers.jsonl
+
+Each indexes the corpus once into a collection of its own (reused on the next run) and goes through the same
+search and answer code jobs use, in this process.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from pydantic import ValidationError
+
+from cli.errors import fail
+from pipeline.agentic.config import IterativeConfig, Thresholds
+from pipeline.eval.answers import load_gold_answers, run_answer_eval
+from pipeline.eval.retrieval import (
+    ensure_corpus_indexed,
+    load_beir_corpus,
+    load_beir_queries,
+    load_qrels,
+    run_agents_eval,
+    run_retrieval_eval,
+    score_run,
+)
+from pipeline.platform.settings import get_settings
+from pipeline.retrieval.config import SearchConfig
+
+# The services (the embedding model, Milvus), the LLM client and the agentic loop are imported by the command that
+# uses them: they take seconds to load, which `agentsearch --help` and every other command would pay.
+
+DATA_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+JSON_OUT = click.Path(dir_okay=False, path_type=Path)
+
+
+@click.group("eval")
+def eval_group() -> None:
+    """Measure retrieval and answers on benchmark data."""
+
+
+def beir_data(command):
+    """The options naming a BEIR data set: ``--corpus``, ``--queries`` and ``--qrels`` (relevance judgements)."""
+    for name in ("--qrels", "--queries", "--corpus"):
+        command = click.option(name, type=DATA_FILE, required=True)(command)
+    return command
+
+
+def _index_corpus(services, corpus: Path, n_docs: int, label: str) -> str:
+    """The corpus's collection, indexed now or reused from an earlier run, with a progress bar."""
+    with click.progressbar(length=n_docs, label=label) as bar:
+        collection, chunks, reused = ensure_corpus_indexed(services, corpus, progress=bar.update)
+    click.echo(f"collection {collection}: {chunks} chunks ({'reused' if reused else 'indexed now'})")
+    return collection
+
+
+def _write_report(report: dict, json_out: Path | None) -> None:
+    if json_out:
+        json_out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+@eval_group.command("retrieval")
+@beir_data
+@click.option("--strategy", type=click.Choice(["semantic", "keyword", "hybrid", "adaptive"]), default=None,
+              help="Default: the service's default strategy.")
+@click.option("--fusion", type=click.Choice(["rrf", "weighted"]), default=None)
+@click.option("--limit", type=int, default=None, help="Only the first N queries.")
+@click.option("--agents", "agent_list", default=None,
+              help="Pre- and post-search agents (default configs) around the search, e.g. query_expander,reranker.")
+@click.option("--rerank-depth", type=int, default=20, show_default=True,
+              help="With --agents: how many top results the post-search agents see.")
+@click.option("--json", "json_out", type=JSON_OUT, default=None)
+def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | None, fusion: str | None,
+                   agent_list: str | None, rerank_depth: int,
+                   limit: int | None, json_out: Path | None) -> None:
+    """nDCG@10, Recall@100, MRR@10 and latency of a BEIR data set, through the retrieval path jobs use."""
+    from pipeline.services import get_services
+
+    try:
+        judged = load_qrels(qrels)
+        asked = {q: t for q, t in load_beir_queries(queries).items() if q in judged}
+        n_docs = len(load_beir_corpus(corpus))
+    except (ValueError, KeyError) as exc:
+        fail(str(exc))
+    if limit:
+        asked = dict(list(asked.items())[:limit])
+    settings = get_settings()
+    overrides = {k: v for k, v in {"strategy": strategy, "fusion": fusion}.items() if v}
+    config = SearchConfig(**{**settings.search_defaults(), **overrides, "top_k": 100, "candidates": 100})
+    services = get_services()
+    collection = _index_corpus(services, corpus, n_docs, "indexing corpus ")
+    agent_ids = [a.strip() for a in agent_list.split(",") if a.strip()] if agent_list else []
+    for agent_id in agent_ids:
+        if agent_id not in services.registry or services.registry.get(agent_id).stage == "response":
+            fail(f"--agents: {agent_id!r} is not a pre- or post-search agent")
+    with click.progressbar(length=len(asked), label="running queries") as bar:
+        if agent_ids:
+            run, extra = run_agents_eval(services, collection, load_beir_corpus(corpus), asked, config, agent_ids,
+                                         rerank_depth, progress=bar.update)
+        else:
+            run, extra = run_retrieval_eval(services, collection, asked, config, progress=bar.update)
+    report = {**score_run(run, judged, extra["latencies_ms"]), "strategy": config.strategy, "fusion": config.fusion,
+              "agents": agent_ids}
+    click.echo(
+        f"strategy {config.strategy} ({config.fusion}){' + ' + ','.join(agent_ids) if agent_ids else ''}: nDCG@10 {report['ndcg@10']:.4f}  Recall@100 "
+        f"{report['recall@100']:.4f}  MRR@10 {report['mrr@10']:.4f}  latency p50 {report['latency_ms']['p50']:.1f} ms "
+        f"p95 {report['latency_ms']['p95']:.1f} ms  ({report['queries']} queries)"
+    )
+    _write_report(report, json_out)
+
+
+@eval_group.command("iterative")
+@beir_data
+@click.option("--target", type=int, default=5, show_default=True, help="Results the iterative mode aims to keep.")
+@click.option("--max-iterations", type=int, default=None, help="Budget; default: chosen by query complexity (1-3).")
+@click.option("--per-iteration", type=int, default=5, show_default=True, help="New results evaluated per iteration.")
+@click.option("--first-threshold", type=float, default=4.0, show_default=True)
+@click.option("--later-threshold", type=float, default=3.8, show_default=True)
+@click.option("--adaptive-threshold", is_flag=True, help="Move thresholds with each batch's score distribution.")
+@click.option("--sufficiency/--no-sufficiency", default=True, show_default=True,
+              help="Stop early when the kept results cover the query.")
+@click.option("--llm/--no-llm", "use_llm", default=False, show_default=True,
+              help="Evaluate and refine with the configured LLM (AGENTSEARCH_OPENAI_*) instead of offline signals.")
+@click.option("--limit", type=int, default=None, help="Only the first N queries.")
+@click.option("--json", "json_out", type=JSON_OUT, default=None)
+def eval_iterative(corpus: Path, queries: Path, qrels: Path, target: int, max_iterations: int | None,
+                   per_iteration: int, first_threshold: float, later_threshold: float, adaptive_threshold: bool,
+                   sufficiency: bool, use_llm: bool, limit: int | None, json_out: Path | None) -> None:
+    """Iterative mode vs single-shot search: share of queries with a relevant document in the kept set."""
+    from pipeline.eval.agentic import run_iterative_eval
+    from pipeline.platform.llm import LLMClient
+    from pipeline.services import get_services
+
+    try:
+        config = IterativeConfig(target=target, max_iterations=max_iterations, per_iteration=per_iteration,
+                                 sufficiency=sufficiency, llm="auto" if use_llm else "off",
+                                 thresholds=Thresholds(first=first_threshold, later=later_threshold,
+                                                       adaptive=adaptive_threshold))
+        judged = load_qrels(qrels)
+        asked = {q: t for q, t in load_beir_queries(queries).items() if q in judged}
+        n_docs = len(load_beir_corpus(corpus))
+    except (ValidationError, ValueError, KeyError) as exc:
+        fail(str(exc))
+    if limit:
+        asked = dict(list(asked.items())[:limit])
+    services = get_services()
+    llm = LLMClient.from_settings(services.settings) if use_llm else None
+    if use_llm and llm is None:
+        fail("--llm needs AGENTSEARCH_OPENAI_BASE_URL and AGENTSEARCH_OPENAI_MODEL")
+    collection = _index_corpus(services, corpus, n_docs, "indexing corpus ")
+    defaults = {**services.settings.search_defaults(), "candidates": 100}
+    with click.progressbar(length=len(asked), label="running queries") as bar:
+        report = run_iterative_eval(services, collection, asked, judged, config, defaults, llm=llm,
+                                    progress=bar.update)
+    it, single = report["iterative"], report["single_shot"]
+    click.echo(
+        f"iterative ({'LLM' if llm else 'offline'}): relevant in kept set {it['hit_rate']:.4f}, mean kept "
+        f"{it['mean_kept']:.2f} (empty {it['empty_share']:.1%}), examined {it['mean_examined']:.2f}, iterations "
+        f"{it['mean_iterations']:.2f}, stops {it['stop_reasons']}, p50 {it['latency_ms']['p50']:.0f} ms\n"
+        f"single shot: top-{single['top_target']['k']} {single['top_target']['hit_rate']:.4f}, same size as kept "
+        f"{single['matched_size']['hit_rate']:.4f}, same size as examined {single['examined_size']['hit_rate']:.4f}"
+        f"  ({report['queries']} queries)"
+    )
+    _write_report(report, json_out)
+
+
+@eval_group.command("answers")
+@click.option("--corpus", type=DATA_FILE, required=True)
+@click.option("--queries", type=DATA_FILE, required=True)
+@click.option("--answers", "answers_path", type=DATA_FILE, required=True,
+              help='JSON Lines of {"_id", "answers": [gold spans]}.')
+@click.option("--limit", type=int, default=None, help="Only the first N questions.")
+@click.option("--json", "json_out", type=JSON_OUT, default=None)
+@click.option("--details", "details_out", type=JSON_OUT, default=None,
+              help="Write each question's answer and hit as JSON Lines here.")
+def eval_answers(corpus: Path, queries: Path, answers_path: Path, limit: int | None, json_out: Path | None,
+                 details_out: Path | None) -> None:
+    """Gold-span rate and latency of answers, through the search-and-answer path jobs use."""
+    from pipeline.platform.llm import LLMClient
+    from pipeline.services import get_services
+
+    try:
+        gold = load_gold_answers(answers_path)
+        asked = {q: t for q, t in load_beir_queries(queries).items() if gold.get(q)}
+        n_docs = len(load_beir_corpus(corpus))
+    except (ValueError, KeyError) as exc:
+        fail(str(exc))
+    if not asked:
+        fail(f"no question of {queries} has gold answers in {answers_path}")
+    if limit:
+        asked = dict(list(asked.items())[:limit])
+    services = get_services()
+    llm = LLMClient.from_settings(services.settings)
+    collection = _index_corpus(services, corpus, n_docs, "indexing corpus   ")
+    details: list[dict] = []
+    with click.progressbar(length=len(asked), label="answering questions") as bar:
+        report = run_answer_eval(services, collection, asked, gold, llm=llm, progress=bar.update, details=details)
+    click.echo(
+        f"answers ({'LLM ' + llm.model if llm else 'extractive'}): gold-span rate {report['gold_span_rate']:.4f}  "
+        f"(gold span in the retrieved documents {report['gold_span_in_documents_rate']:.4f})  latency p50 "
+        f"{report['latency_ms']['p50']:.1f} ms p95 {report['latency_ms']['p95']:.1f} ms  ({report['questions']} "
+        "questions)"
+    )
+    _write_report(report, json_out)
+    if details_out:
+        details_out.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details))

@@ -1,0 +1,108 @@
+"""The commands that run the services: ``api``, ``worker``, ``beat``, ``flower`` and the one-shot ``migrate``.
+
+Usage::
+
+    agentsearch migrate                                   # the schema to head (Alembic)
+    agentsearch api --port 8000                           # embedded mode: the worker threads run inside it
+    agentsearch worker --queues celery --concurrency 4    # distributed: needs AGENTSEARCH_BROKER_URL
+    agentsearch beat                                      # the periodic scheduler, one per deployment
+    AGENTSEARCH_FLOWER_BASIC_AUTH=admin:SECRET agentsearch flower
+
+Each command imports what it runs (uvicorn and the API, the Celery app, Alembic) when it runs: loading them all
+would make every other command, ``--help`` included, start seconds later.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from cli.errors import fail
+from pipeline.platform.settings import get_settings
+
+
+@click.command()
+def migrate() -> None:
+    """Bring the database schema up to date (Alembic)."""
+    from migrations import upgrade
+
+    settings = get_settings()
+    settings.ensure_data_dir()
+    upgrade(settings.database_url)
+    click.echo(f"database at head: {settings.database_url.split('@')[-1]}")
+
+
+@click.command()
+@click.option("--host", default=None, help="Bind address (default AGENTSEARCH_API_HOST).")
+@click.option("--port", type=int, default=None, help="Port (default AGENTSEARCH_API_PORT).")
+def api(host: str | None, port: int | None) -> None:
+    """Serve the HTTP API. In embedded mode the Celery worker threads run inside it."""
+    import uvicorn
+
+    from pipeline.observability.logs import configure_logging
+
+    settings = get_settings()
+    configure_logging(settings.log_format, settings.log_level)
+    # log_config=None: uvicorn installs no handlers of its own, so its lines take the format configured above.
+    uvicorn.run("api.app:create_app", factory=True, host=host or settings.api_host, port=port or settings.api_port,
+                log_config=None)
+
+
+@click.command()
+@click.option("--queues", default="celery,artifacts", show_default=True, help="Queues to consume.")
+@click.option("--concurrency", type=int, default=None, help="Worker processes (default AGENTSEARCH_WORKER_CONCURRENCY).")
+@click.option("--loglevel", default="INFO", show_default=True)
+@click.option("--beat", is_flag=True, help="Also run the periodic scheduler (the job reaper); in one worker only.")
+@click.option("--hostname", default=None, help="Node name (Celery's -n), e.g. w1@%h for several workers on one host.")
+def worker(queues: str, concurrency: int | None, loglevel: str, beat: bool, hostname: str | None) -> None:
+    """Run a prefork Celery worker (distributed mode)."""
+    settings = get_settings()
+    if settings.embedded:
+        fail("the worker needs a shared broker: set AGENTSEARCH_BROKER_URL (e.g. redis://127.0.0.1:6379/0); "
+             "in embedded mode `agentsearch api` runs the workers itself")
+    from worker.app import app as celery_app
+
+    celery_app.worker_main(
+        ["worker", "--pool=prefork", f"--concurrency={concurrency or settings.worker_concurrency}",
+         f"--queues={queues}", f"--loglevel={loglevel}", "--task-events",
+         *([f"--hostname={hostname}"] if hostname else []),
+         *(["--beat", f"--schedule={settings.ensure_data_dir() / 'celerybeat-schedule'}"] if beat else [])]
+    )
+
+
+@click.command()
+@click.option("--loglevel", default="INFO", show_default=True)
+def beat(loglevel: str) -> None:
+    """Run the periodic scheduler (the job reaper) on its own: exactly one per deployment."""
+    settings = get_settings()
+    if settings.embedded:
+        fail("beat schedules onto a shared broker: set AGENTSEARCH_BROKER_URL (e.g. redis://127.0.0.1:6379/0); "
+             "in embedded mode `agentsearch api` runs the reaper itself")
+    from worker.app import app as celery_app
+
+    celery_app.start(["beat", f"--schedule={settings.ensure_data_dir() / 'celerybeat-schedule'}",
+                      f"--loglevel={loglevel}"])
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (0.0.0.0 in a container).")
+@click.option("--port", type=int, default=5555, show_default=True)
+@click.option("--max-tasks", type=int, default=10000, show_default=True, help="Tasks Flower keeps in memory.")
+def flower(host: str, port: int, max_tasks: int) -> None:
+    """Run Flower (Celery monitoring) on the broker, behind HTTP basic auth (AGENTSEARCH_FLOWER_BASIC_AUTH)."""
+    settings = get_settings()
+    if settings.embedded:
+        fail("Flower watches a shared broker: set AGENTSEARCH_BROKER_URL (e.g. redis://127.0.0.1:6379/0)")
+    try:
+        credentials = settings.flower_credentials()
+    except ValueError as exc:
+        # Flower shows task arguments (queries) and can revoke tasks and shut workers down.
+        fail(f"{exc}; Flower does not start without basic auth, e.g. AGENTSEARCH_FLOWER_BASIC_AUTH=admin:SECRET")
+    # Handed over in the environment, not on the command line, which any local user can read.
+    os.environ["FLOWER_BASIC_AUTH"] = ",".join(credentials)
+    from worker.app import app as celery_app
+
+    celery_app.start(["flower", f"--address={host}", f"--port={port}", f"--max_tasks={max_tasks}",
+                      # Autoscaled workers come and go; forget the ones gone for 10 minutes.
+                      "--purge_offline_workers=600"])

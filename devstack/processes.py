@@ -1,0 +1,58 @@
+"""The process helpers a dev stack is made of: start a service in a session of its own, wait for it, stop it.
+
+Usage::
+
+    proc = start_process([str(BIN / "agentsearch"), "api", "--port", str(port)], env, workdir / "api.log")
+    wait_for(lambda: httpx.get(url).status_code == 200, 60, "api", proc, workdir / "api.log")
+    stop_process(proc)                     # SIGTERM to its whole process group, SIGKILL after 15 s
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cli.session import free_port
+
+__all__ = ["BIN", "REPO", "free_port", "start_process", "stop_process", "wait_for"]
+
+REPO = Path(__file__).resolve().parents[1]
+# The virtual environment's scripts (agentsearch, milvus-lite), beside the interpreter running this.
+BIN = Path(sys.executable).parent
+
+
+def wait_for(predicate, timeout_s: float, what: str, proc: subprocess.Popen | None = None, log: Path | None = None):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            tail = log.read_text()[-3000:] if log and log.exists() else ""
+            raise RuntimeError(f"{what}: process exited with {proc.returncode}\n{tail}")
+        try:
+            if predicate():
+                return
+        except Exception:  # noqa: BLE001 - not up yet
+            pass
+        time.sleep(0.2)
+    tail = log.read_text()[-3000:] if log and log.exists() else ""
+    raise TimeoutError(f"{what} not ready after {timeout_s} s\n{tail}")
+
+
+def start_process(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    # A session of its own: stopping it reaches the prefork children too.
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def stop_process(proc: subprocess.Popen, timeout_s: float = 15, sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)

@@ -1,0 +1,37 @@
+"""What an answer step produces (``Answer``), its sources, and the answers given when there is nothing to say."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.documents import CotStep, Document, Source
+
+NO_RESULTS = "No documents in the collection matched the query."
+NO_TEXT = "The documents that matched the query hold no text to quote."
+# The answer step's Celery limit is 120 s (worker.canvas.STEP_LIMIT_S); the LLM's whole budget, retries included,
+# stays well below it so a slow endpoint ends in the extractive fallback, not a killed task.
+ANSWER_LLM_TIMEOUT_S = 60.0
+MAX_SOURCE_CHARS = 2000
+DEFAULT_MAX_SENTENCES = 3
+
+Embed = Callable[[list[str]], list[list[float]]]
+
+
+@dataclass
+class Answer:
+    text: str
+    sources: list[Source]
+    cot_steps: list[CotStep] = field(default_factory=list)
+    method: str = "extractive"  # extractive | llm
+    fallback_reason: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def metadata(self) -> dict[str, Any]:
+        """What the job records in ``metadata.answer``."""
+        return {"method": self.method, "fallback_reason": self.fallback_reason, **self.info}
+
+
+def sources_of(documents: list[Document]) -> list[Source]:
+    return [Source(document_id=d.id, title=d.title or d.id, score=round(d.score, 6)) for d in documents]

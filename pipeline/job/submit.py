@@ -1,0 +1,213 @@
+"""Submitting a search job: the request checked against the settings and the registry, answered by an earlier job
+when one fits, else a queued job row with its first state, which the caller puts on the queues.
+
+An earlier job answers in two cases: the same ``Idempotency-Key`` (the client sent the request again), or an
+identical request (same query, options, agent configs and collection epochs: the cache key) whose job succeeded
+completely, in which case a new job row points at its stored response and nothing runs.
+
+A request the service will not take raises ``Refusal`` (``pipeline.job.refusal``): the field at fault for a 422,
+otherwise a status and its words. Nothing is written then.
+
+Usage::
+
+    submitted = submit_job(services, user_id, request, idempotency_key="retry-7")
+    if submitted.state is not None:                          # a new job: the caller enqueues it
+        task_ids = enqueue_job(str(submitted.job_id), submitted.specs, submitted.state, timeout_s)
+        JobStore(services.db).record_tasks(str(submitted.job_id), task_ids)
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from pipeline.agentic.spec import AgenticSpec, checked_spec
+from pipeline.agents.registry import AgentRegistry
+from pipeline.job.refusal import Refusal, invalid, invalid_fields, missing
+from pipeline.job.request import SearchRequest
+from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.store import JobStore
+from pipeline.platform.db import AgentConfigRow, Collection, CollectionAgent, Job
+from pipeline.platform.kv import canonical_hash
+from pipeline.platform.settings import Settings
+from pipeline.retrieval.config import SearchConfig
+from pipeline.services import Services
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What a submit decided. ``state`` is set for a new job, which the caller enqueues; without it an earlier job
+    answered: the same Idempotency-Key (``replayed``) or a stored response (``cache_hit``, a new row pointing at
+    it)."""
+
+    job_id: uuid.UUID
+    status: str
+    cached: bool
+    replayed: bool = False
+    cache_hit: bool = False
+    specs: list[AgentSpec] = field(default_factory=list)
+    state: JobState | None = None
+
+    @classmethod
+    def of(cls, job: Job, **kw) -> "Submission":
+        return cls(job_id=job.id, status=job.status, cached=job.cached_from is not None, **kw)
+
+
+def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
+                  idempotency_key: str | None = None) -> Submission:
+    """Check the request, then answer it from an earlier job or create its job (queued, not yet enqueued)."""
+    settings = services.settings
+    query, top_k, search, agentic = _checked(request, settings, services.registry)
+    named_at = _where_named(request, agentic)
+    jobs = JobStore(services.db)
+    with services.db.session() as s:
+        if idempotency_key:
+            earlier = jobs.by_idempotency_key(s, user_id, idempotency_key)
+            if earlier is not None:
+                return Submission.of(earlier, replayed=True)
+        epochs = _epochs(s, named_at, user_id, settings)
+        if request.agents is not None:
+            specs = ad_hoc_specs(request.agents, services.registry)
+        else:
+            specs = collection_specs(s, request.collection_id, services.registry)
+        snapshot = [spec.model_dump(mode="json") for spec in specs]
+        cache_key = canonical_hash(
+            [query, top_k, request.cot, search, snapshot, epochs, settings.embedding_model, settings.openai_model,
+             *([agentic.model_dump(mode="json")] if agentic else [])]
+        )
+        hit = None
+        # Skipping what was seen makes each run's answer depend on the runs before it: never answered from cache.
+        if request.use_cache and not (agentic and agentic.seen.enabled):
+            hit = jobs.find_cached(s, user_id, cache_key)
+            if hit is None:
+                services.metrics.record_cache("job", False)
+        # Chosen here, not by the database, so the state (or a cached response) names its job in the same INSERT.
+        job_id = uuid.uuid4()
+        state = None if hit is not None else JobState(
+            job_id=str(job_id),
+            collection_id=str(request.collection_id),
+            user_id=str(user_id),
+            query=query,
+            original_query=query,
+            top_k=top_k,
+            cot=request.cot,
+            search=search,
+            collections=epochs,
+            agentic=agentic.model_dump(mode="json") if agentic else None,
+        )
+        try:
+            job = jobs.create(s, job_id, user_id, request.collection_id, query,
+                              request=request.model_dump(mode="json"), deadline_s=settings.job_deadline_s,
+                              snapshot=snapshot, state=state, idempotency_key=idempotency_key,
+                              cache_key=cache_key, answered_from=hit)
+        except IntegrityError:
+            raise Refusal(409, "a job with this Idempotency-Key is being created") from None
+        if hit is not None:
+            # The whole job is answered from the stored response: no Celery, no agents.
+            return Submission.of(job, cache_hit=True)
+        return Submission.of(job, specs=specs, state=state)
+
+
+def _checked(request: SearchRequest, settings: Settings, registry: AgentRegistry
+             ) -> tuple[str, int, dict, AgenticSpec | None]:
+    """The request's query, top_k, search overrides and agentic part, each checked in the order a client reads
+    the errors: the first one found is the one refused."""
+    query = request.query.strip()
+    if not query:
+        raise invalid(("body", "query"), "query must not be empty")
+    if len(query) > settings.max_query_chars:
+        raise invalid(("body", "query"), f"query is {len(query)} characters; the limit is {settings.max_query_chars}")
+    top_k = request.top_k or settings.default_top_k
+    if top_k > settings.max_top_k:
+        raise invalid(("body", "top_k"), f"top_k may be at most {settings.max_top_k}")
+    if request.agents is not None:
+        for i, agent_id in enumerate(request.agents):
+            if agent_id not in registry:
+                raise invalid(("body", "agents", i), f"unknown agent id {agent_id!r}")
+        if len(set(request.agents)) != len(request.agents):
+            raise invalid(("body", "agents"), "an agent is listed twice")
+    search = dict(request.search or {})
+    if "top_k" in search:
+        raise invalid(("body", "search", "top_k"), "set top_k at the top level of the request")
+    try:
+        SearchConfig(**{**settings.search_defaults(), **search, "top_k": top_k})
+    except ValidationError as exc:
+        raise invalid_fields(("body", "search"), exc) from None
+    return query, top_k, search, _agentic(request, settings)
+
+
+def _agentic(request: SearchRequest, settings: Settings) -> AgenticSpec | None:
+    """The agentic part of a search request; None for the single pass."""
+    if request.mode != "iterative":
+        for name in ("iterative", "profiles", "seen"):
+            if getattr(request, name) is not None:
+                raise invalid(("body", name), f"{name} needs mode 'iterative'")
+        return None
+    return checked_spec(request.iterative, request.profiles, request.seen, settings)
+
+
+def _where_named(request: SearchRequest, agentic: AgenticSpec | None) -> dict[uuid.UUID, tuple]:
+    """Every collection the job searches, with where the request named it first: an error points at that entry."""
+    named_at: dict[uuid.UUID, tuple] = {request.collection_id: ("body", "collection_id")}
+    for i, extra in enumerate(request.also_search or []):
+        named_at.setdefault(extra, ("body", "also_search", i))
+    for i, profile in enumerate(agentic.profiles if agentic else []):
+        for j, extra in enumerate(profile.collections):
+            named_at.setdefault(extra, ("body", "profiles", i, "collections", j))
+    return named_at
+
+
+def _epochs(s: Session, named_at: dict[uuid.UUID, tuple], user_id: uuid.UUID, settings: Settings) -> dict[str, int]:
+    """Each collection's index epoch (part of the cache key). The main collection missing is a 404, as reading it
+    would be; another one is the field that named it. Another user's collection is missing too."""
+    epochs = {}
+    for i, (collection_id, loc) in enumerate(named_at.items()):
+        collection = s.get(Collection, collection_id)
+        if collection is None or collection.user_id != user_id:
+            if i == 0:
+                raise missing("collection", collection_id)
+            raise invalid(loc, f"collection {collection_id} not found")
+        if collection.embedding_model != settings.embedding_model:
+            raise Refusal(
+                409, f"collection {collection.name!r} was indexed with {collection.embedding_model!r} but the "
+                f"service embeds queries with {settings.embedding_model!r}; re-ingest it or configure that model",
+            )
+        epochs[str(collection_id)] = collection.index_epoch
+    return epochs
+
+
+def ad_hoc_specs(agent_ids: list[str], registry: AgentRegistry) -> list[AgentSpec]:
+    """Agents named in the request run with their default configs, in the order given."""
+    return [
+        AgentSpec(agent_id=a, stage=registry.get(a).stage, priority=i * 10, timeout_s=registry.get(a).default_timeout_s)
+        for i, a in enumerate(agent_ids)
+    ]
+
+
+def collection_specs(s: Session, collection_id: uuid.UUID, registry: AgentRegistry) -> list[AgentSpec]:
+    """The collection's enabled agent configs, as the job's snapshot of what runs."""
+    rows = s.execute(
+        select(AgentConfigRow, CollectionAgent)
+        .join(CollectionAgent, CollectionAgent.agent_config_id == AgentConfigRow.id)
+        .where(CollectionAgent.collection_id == collection_id, CollectionAgent.enabled, AgentConfigRow.enabled)
+    ).all()
+    return [
+        AgentSpec(
+            agent_id=cfg.agent_id,
+            stage=cfg.trigger_stage,
+            config=cfg.config,
+            config_id=str(cfg.id),
+            priority=link.priority if link.priority is not None else cfg.priority,
+            # Resolved now, so the snapshot says what ran and Celery's backstop limits follow the agent's deadline.
+            timeout_s=cfg.timeout_s or registry.get(cfg.agent_id).default_timeout_s,
+            cache_ttl_s=cfg.cache_ttl_s,
+            breaker_fail_max=cfg.breaker_fail_max,
+            breaker_reset_timeout_s=cfg.breaker_reset_timeout_s,
+        )
+        for cfg, link in rows
+    ]

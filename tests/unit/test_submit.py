@@ -1,0 +1,125 @@
+"""Submitting a search job without HTTP (``pipeline.job.submit``): a refusal says where and why and writes nothing,
+an Idempotency-Key answers with its job, an identical complete job answers from its stored response, and every job
+row comes from ``JobStore`` (SQLite in a temporary directory, fake Redis for the metrics)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from fastapi import HTTPException
+from fastapi.exceptions import RequestValidationError
+from sqlalchemy import func, select
+
+from api.errors import http_error
+from migrations import upgrade
+from pipeline.job.refusal import Refusal
+from pipeline.job.request import SearchRequest
+from pipeline.job.store import JobStore
+from pipeline.job.submit import submit_job
+from pipeline.observability.metrics import MetricsRecorder
+from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job
+from pipeline.platform.settings import Settings
+from pipeline.services import Services
+
+MISSING = uuid.UUID("6b0f9a52-1d4e-4c8a-9a55-0e1c2f3d4b5a")
+
+
+@pytest.fixture
+def services(tmp_path, redis_client):
+    settings = Settings(data_dir=tmp_path)
+    upgrade(settings.database_url)
+    services = Services(settings).use(metrics=MetricsRecorder(redis_client))
+    yield services
+    services.close()
+
+
+@pytest.fixture
+def collection_id(services) -> uuid.UUID:
+    collection_id = uuid.uuid4()
+    with services.db.session() as s:
+        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name="reports",
+                         embedding_model=services.settings.embedding_model))
+    return collection_id
+
+
+def jobs(services) -> int:
+    with services.db.session() as s:
+        return s.scalar(select(func.count()).select_from(Job))
+
+
+def submit(services, key: str | None = None, **body):
+    return submit_job(services, DEFAULT_USER_ID, SearchRequest(**body), key)
+
+
+@pytest.mark.parametrize(("body", "status", "loc"), [
+    ({"query": "   "}, 422, ("body", "query")),
+    ({"query": "Q4 revenue", "top_k": 51}, 422, ("body", "top_k")),
+    ({"query": "Q4 revenue", "agents": ["no_such_agent"]}, 422, ("body", "agents", 0)),
+    ({"query": "Q4 revenue", "search": {"top_k": 3}}, 422, ("body", "search", "top_k")),
+    ({"query": "Q4 revenue", "iterative": {"target": 2}}, 422, ("body", "iterative")),
+    ({"query": "Q4 revenue", "also_search": [MISSING]}, 422, ("body", "also_search", 0)),
+])
+def test_a_refusal_names_the_field_and_nothing_is_written(services, collection_id, body, status, loc):
+    with pytest.raises(Refusal) as refused:
+        submit(services, collection_id=collection_id, **body)
+    assert refused.value.status == status and refused.value.errors[0]["loc"] == loc
+    assert jobs(services) == 0
+
+
+def test_a_missing_collection_is_a_404_as_reading_it_would_be(services):
+    with pytest.raises(Refusal) as refused:
+        submit(services, collection_id=MISSING, query="Q4 revenue")
+    assert (refused.value.status, refused.value.detail) == (404, f"collection {MISSING} not found")
+    assert refused.value.errors is None
+
+
+def test_the_api_turns_a_refusal_into_its_own_errors():
+    invalid = http_error(Refusal(422, "query must not be empty",
+                                 [{"loc": ("body", "query"), "msg": "query must not be empty", "type": "value_error"}]))
+    assert isinstance(invalid, RequestValidationError) and invalid.errors()[0]["loc"] == ("body", "query")
+    conflict = http_error(Refusal(409, "a job with this Idempotency-Key is being created"))
+    assert isinstance(conflict, HTTPException) and (conflict.status_code, conflict.detail) == (
+        409, "a job with this Idempotency-Key is being created")
+
+
+def test_a_new_job_is_queued_with_its_first_state_for_the_caller_to_enqueue(services, collection_id):
+    submitted = submit(services, collection_id=collection_id, query="  Q4 revenue ", top_k=3)
+    assert (submitted.status, submitted.cached, submitted.cache_hit, submitted.replayed) == ("queued", False, False,
+                                                                                              False)
+    assert submitted.state.query == "Q4 revenue" and submitted.state.top_k == 3
+    initial, snapshot = JobStore(services.db).initial_state(str(submitted.job_id))
+    assert initial == submitted.state and snapshot == []
+
+
+def test_the_same_idempotency_key_answers_with_the_same_job(services, collection_id):
+    first = submit(services, "retry-7", collection_id=collection_id, query="Q4 revenue")
+    again = submit(services, "retry-7", collection_id=collection_id, query="Q4 revenue")
+    assert again.job_id == first.job_id and again.replayed and again.state is None
+    assert jobs(services) == 1
+
+
+def test_an_identical_request_is_answered_from_a_complete_job_and_points_at_it(services, collection_id, redis_client):
+    first = submit(services, collection_id=collection_id, query="Q4 revenue")
+    assert JobStore(services.db).succeed(str(first.job_id), {"answer": "412 million [1]", "complete": True}, [], {})
+    hit = submit(services, collection_id=collection_id, query="Q4 revenue")
+    assert (hit.status, hit.cached, hit.cache_hit, hit.state) == ("succeeded", True, True, None)
+    with services.db.session() as s:
+        row = s.get(Job, hit.job_id)
+        assert row.cached_from == first.job_id and row.response["cached_from"] == str(first.job_id)
+        assert row.response["job_id"] == str(hit.job_id) and row.initial_state is None
+    fresh = submit(services, collection_id=collection_id, query="Q4 revenue", use_cache=False)
+    assert fresh.state is not None  # asked not to: a new job
+    assert redis_client.hgetall("agentsearch:metrics:cache") == {b'["job","miss"]': b"1"}  # the API counts hits
+
+
+def test_an_incomplete_answer_is_never_reused(services, collection_id):
+    first = submit(services, collection_id=collection_id, query="Q4 revenue")
+    JobStore(services.db).succeed(str(first.job_id), {"answer": "partial", "complete": False}, [], {})
+    assert submit(services, collection_id=collection_id, query="Q4 revenue").cache_hit is False
+
+
+def test_a_job_taken_back_leaves_no_row(services, collection_id):
+    submitted = submit(services, collection_id=collection_id, query="Q4 revenue")
+    JobStore(services.db).discard(str(submitted.job_id))
+    assert jobs(services) == 0

@@ -1,0 +1,89 @@
+"""Ingestion tasks: documents chunked, embedded and indexed in Milvus, or deleted from it.
+
+The API stores the document rows (``pending``) and sends ``ingest_documents``; the task indexes them and marks them
+``indexed`` or ``failed``. Every change moves the collection's epoch on, which invalidates its cached searches.
+
+Usage::
+
+    ingest_documents.delay(str(collection_id), [str(row_id), ...])     # {"indexed": n, "failed": n, "chunks": n}
+    delete_documents.delay(str(collection_id), [external_id, ...])     # {"deleted": n}
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select, update
+
+from pipeline.ingest import ChunkingConfig, index_documents
+from pipeline.platform.backoff import backoff_delay
+from pipeline.platform.db import Collection, DocumentRow, milvus_collection_name
+from pipeline.retrieval.vector_store import SchemaMismatch
+from pipeline.services import Services, get_services
+from worker.app import DB_RETRY, app
+
+
+@app.task(name="agentsearch.ingest_documents", bind=True, **DB_RETRY)
+def ingest_documents(self, collection_id: str, document_ids: list[str]) -> dict[str, int]:
+    """Chunk, embed and index the given document rows; re-indexing a document replaces its earlier chunks.
+
+    Milvus away (a restart, an outage) is waited out with backoff for ``MILVUS_RETRY_S``; after that the documents
+    end ``failed`` with the error, never ``pending`` for good. Making the collection is part of it: outside the
+    retries, an ingest sent while Milvus was down left its documents pending forever, with no error anywhere. The
+    database away is waited out as by every step (``DB_RETRY``); indexing again replaces what a first try stored.
+    """
+    services = get_services()
+    settings = services.settings
+    ids = [uuid.UUID(d) for d in document_ids]
+    with services.db.session() as s:
+        collection = s.get(Collection, uuid.UUID(collection_id))
+        if collection is None:
+            return {"indexed": 0, "failed": len(ids), "chunks": 0}
+        rows = s.scalars(select(DocumentRow).where(DocumentRow.id.in_(ids), DocumentRow.status == "pending")).all()
+        docs = [(r.external_id, r.title, r.text, dict(r.metadata_ or {})) for r in rows]
+        milvus_name = collection.milvus_name
+    if not docs:
+        return {"indexed": 0, "failed": 0, "chunks": 0}  # a redelivered task whose work is already done
+    embedder, store = services.embedder, services.vector_store
+    chunking = ChunkingConfig(settings.chunk_chars, settings.chunk_overlap_chars)
+    try:
+        store.ensure_collection(milvus_name, embedder.dimension)
+        chunks = index_documents(docs, embedder.embed, services.analyzer, chunking)
+        store.delete_documents(milvus_name, [d[0] for d in docs])
+        store.upsert(milvus_name, chunks)
+    except SchemaMismatch as exc:
+        _mark_documents(services, ids, "failed", str(exc))  # waiting would not change it
+        return {"indexed": 0, "failed": len(docs), "chunks": 0}
+    except Exception as exc:
+        delay = backoff_delay(self.request.retries, settings.milvus_retry_s)
+        if delay is not None:
+            raise self.retry(exc=exc, countdown=delay, max_retries=self.request.retries + 1) from exc
+        _mark_documents(services, ids, "failed", f"indexing failed after {self.request.retries + 1} attempts over "
+                                                 f"{settings.milvus_retry_s:g} s: {type(exc).__name__}: {exc}")
+        raise
+    _mark_documents(services, ids, "indexed", None, bump_epoch=uuid.UUID(collection_id))
+    return {"indexed": len(docs), "failed": 0, "chunks": len(chunks)}
+
+
+@app.task(name="agentsearch.delete_documents", bind=True, max_retries=3)
+def delete_documents(self, collection_id: str, external_ids: list[str]) -> dict[str, int]:
+    services = get_services()
+    try:
+        services.vector_store.delete_documents(milvus_collection_name(collection_id), external_ids)
+    except Exception as exc:
+        raise self.retry(exc=exc, countdown=2 ** self.request.retries)
+    # Again now that the vectors are gone: results cached in between may still hold the document.
+    _mark_documents(services, [], "indexed", None, bump_epoch=uuid.UUID(collection_id))
+    return {"deleted": len(external_ids)}
+
+
+def _mark_documents(services: Services, ids: list[uuid.UUID], status: str, error: str | None,
+                    bump_epoch: uuid.UUID | None = None) -> None:
+    with services.db.session() as s:
+        for row in s.scalars(select(DocumentRow).where(DocumentRow.id.in_(ids))).all():
+            row.status, row.error = status, error
+        if bump_epoch is not None:
+            # Every change to the indexed content invalidates cached searches of the collection.
+            s.execute(
+                update(Collection).where(Collection.id == bump_epoch).values(index_epoch=Collection.index_epoch + 1)
+            )
