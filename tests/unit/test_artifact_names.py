@@ -7,22 +7,22 @@ a real job row (SQLite) and a Redis-API step ledger, as ``test_step_idempotency`
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 
 import fakeredis
 import pytest
 
 from migrations import upgrade
 from pipeline import services as services_module
-from pipeline.agents.base import AgentArtifact, Source, Stage
+from pipeline.agents.base import AgentArtifact, Stage
 from pipeline.job.artifact_names import name_ranks, numbered, rank_key
 from pipeline.job.artifacts import JobEnded
 from pipeline.job.ledger import StepLedger
 from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.job.steps import response_step
 from pipeline.job.store import JobStore
-from pipeline.platform.db import DEFAULT_USER_ID, ArtifactRow, Collection, Job, utcnow
+from pipeline.platform.db import ArtifactRow
 from pipeline.platform.settings import Settings
+from tests.support.jobs import answered, new_job
 from worker import steps as step_tasks
 from worker.canvas import build_job_canvas, response_steps
 
@@ -75,23 +75,8 @@ def services(tmp_path, monkeypatch, install_services):
 
 
 def answered_job(services, specs: list[AgentSpec]) -> JobState:
-    collection_id = uuid.uuid4()
-    with services.db.session() as s:
-        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name=f"c-{collection_id.hex[:6]}",
-                         embedding_model="m"))
-        s.flush()
-        job = Job(user_id=DEFAULT_USER_ID, collection_id=collection_id, query="Q4 revenue?", status="queued",
-                  config_snapshot=[spec.model_dump(mode="json") for spec in specs],
-                  deadline_at=utcnow() + timedelta(minutes=10))
-        s.add(job)
-        s.flush()
-        job_id = str(job.id)
-    state = JobState(job_id=job_id, collection_id=str(collection_id), query="Q4 revenue?",
-                     original_query="Q4 revenue?",
-                     answer="Q4 2025 revenue reached $412 million [1]. Margins rose [1]. Storage doubled [1].",
-                     sources=[Source(document_id="nw-2025-q4", title="Q4 results", score=0.9)])
-    JobStore(services.db).progress(job_id, "response", state, keep_state=True)
-    return state
+    return answered(services, new_job(services, specs),
+                    "Q4 2025 revenue reached $412 million [1]. Margins rose [1]. Storage doubled [1].")
 
 
 def artifact_rows(services, job_id: str) -> dict[str, bytes]:

@@ -19,12 +19,13 @@ from sqlalchemy.exc import OperationalError
 
 from migrations import upgrade
 from pipeline import services as services_module
-from pipeline.agents.base import Source, Stage
+from pipeline.agents.base import Stage
 from pipeline.job.ledger import StepLedger
-from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.state import AgentSpec
 from pipeline.job.store import JobStore
-from pipeline.platform.db import DEFAULT_USER_ID, ArtifactRow, Collection, Job, utcnow
+from pipeline.platform.db import ArtifactRow, Job, utcnow
 from pipeline.platform.settings import Settings
+from tests.support.jobs import answered, new_job
 from worker import steps as step_tasks
 
 REWRITER = AgentSpec(agent_id="counted_rewriter", stage=Stage.PRE_SEARCH, priority=0)
@@ -43,31 +44,6 @@ def services(tmp_path, monkeypatch, install_services):
     counted.CALLS.clear()
     yield services
     services.close()
-
-
-def new_job(services, specs: list[AgentSpec]) -> JobState:
-    collection_id = uuid.uuid4()
-    with services.db.session() as s:
-        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name=f"c-{collection_id.hex[:6]}",
-                         embedding_model="m"))
-        s.flush()
-        job = Job(user_id=DEFAULT_USER_ID, collection_id=collection_id, query="Q4 revenue?", status="queued",
-                  config_snapshot=[spec.model_dump(mode="json") for spec in specs],
-                  deadline_at=utcnow() + timedelta(minutes=10))
-        s.add(job)
-        s.flush()
-        state = JobState(job_id=str(job.id), collection_id=str(collection_id), query="Q4 revenue?",
-                         original_query="Q4 revenue?")
-        job.initial_state = state.dump()
-    return state
-
-
-def answered(services, state: JobState) -> JobState:
-    """The job as generate_answer leaves it: an answer, its sources, the state kept for assemble."""
-    state = state.model_copy(update={"answer": "Q4 2025 revenue reached $412 million [1].",
-                                     "sources": [Source(document_id="nw-2025-q4", title="Q4 results", score=0.9)]})
-    JobStore(services.db).progress(state.job_id, "response", state, keep_state=True)
-    return state
 
 
 def job_row(services, job_id: str) -> Job:
