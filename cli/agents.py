@@ -24,12 +24,11 @@ def agents() -> None:
 @click.option("--json", "as_json", is_flag=True, help='Print [{"id", "stage", "version", "config_schema", ...}].')
 def agents_list(as_json: bool) -> None:
     """Every registered agent (entry points and AGENTSEARCH_AGENT_MODULES), as GET /v1/agents shows them."""
-    # The API's own description, so both list the same entries. Imported here: the registry and the API route
-    # load SQLAlchemy and FastAPI (see cli/__init__.py).
-    from api.routes.agents import describe_registry
+    # The registry's own description, which GET /v1/agents shows too. Imported here: discovering the agents
+    # imports every agent module (see cli/__init__.py).
     from pipeline.agents.registry import AgentRegistry
 
-    described = describe_registry(AgentRegistry.discover(get_settings().agent_modules))
+    described = AgentRegistry.discover(get_settings().agent_modules).describe()
     if as_json:
         click.echo(json.dumps(described, indent=2))
         return

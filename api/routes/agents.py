@@ -23,30 +23,9 @@ from pipeline.platform.db import AgentConfigRow, CollectionAgent
 router = APIRouter(tags=["agents"], route_class=GuardedRoute)
 
 
-def describe_agent(cls) -> dict:
-    """One registry entry as ``GET /v1/agents`` and ``agentsearch agents list --json`` show it."""
-    return {
-        "id": cls.agent_id,
-        "agent_id": cls.agent_id,
-        "stage": cls.stage.value,
-        "version": cls.version,
-        "description": cls.description,
-        "default_timeout_s": cls.default_timeout_s,
-        "cacheable": cls.cacheable,
-        "cache_ttl_s": cls.cache_ttl_s,
-        "config_schema": cls.Config.model_json_schema(),
-        # Config fields that must name a registered tool or one of the user's collections.
-        "references": {field: ref.describe() for field, ref in getattr(cls, "references", {}).items()},
-    }
-
-
-def describe_registry(registry) -> list[dict]:
-    return [describe_agent(cls) for cls in registry]
-
-
 @router.get("/v1/agents", dependencies=[Depends(current_user)])
 def list_agents(request: Request) -> list[dict]:
-    return describe_registry(request.app.state.services.registry)
+    return request.app.state.services.registry.describe()
 
 
 def _out(row: AgentConfigRow) -> AgentConfigOut:

@@ -85,3 +85,24 @@ class AgentRegistry:
 
     def __len__(self) -> int:
         return len(self._agents)
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every agent as ``GET /v1/agents`` and ``agentsearch agents list --json`` show it."""
+        return [describe_agent(cls) for cls in self]
+
+
+def describe_agent(cls: type[Agent]) -> dict[str, Any]:
+    """One registry entry: id, stage, version, description, limits, config JSON schema and named resources."""
+    return {
+        "id": cls.agent_id,
+        "agent_id": cls.agent_id,
+        "stage": cls.stage.value,
+        "version": cls.version,
+        "description": cls.description,
+        "default_timeout_s": cls.default_timeout_s,
+        "cacheable": cls.cacheable,
+        "cache_ttl_s": cls.cache_ttl_s,
+        "config_schema": cls.Config.model_json_schema(),
+        # Config fields that must name a registered tool or one of the user's collections.
+        "references": {field: ref.describe() for field, ref in getattr(cls, "references", {}).items()},
+    }
