@@ -22,15 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import (
-    SCIFACT,
-    Target,
-    bench_stack,
-    ingest,
-    job_wall_ms,
-    summary,
-    wait_idle,
-)
+from bench.common import SCIFACT, Target, bench_stack, ingest, job_wall_ms, summary, wait_idle
 
 PRE_SEARCH = ["language_detector", "acronym_resolver", "spell_checker"]
 POST_SEARCH = ["reranker", "deduplicator", "relevance_filter"]

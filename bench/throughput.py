@@ -26,15 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.agents import SLEEP_S
-from bench.common import (
-    SAMPLE_CORPUS,
-    Target,
-    bench_stack,
-    ingest,
-    job_wall_ms,
-    summary,
-    wait_idle,
-)
+from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, job_wall_ms, summary, wait_idle
 
 KINDS = {
     "waiting": ["bench_sleep_pre", "bench_skip_search", "bench_sleep_post"],

@@ -27,14 +27,7 @@ Usage::
 
 from devstack.ingest import ingest_through_api
 from devstack.postgres import PG_ADMIN, OwnPostgres
-from devstack.processes import (
-    BIN,
-    REPO,
-    free_port,
-    start_process,
-    stop_process,
-    wait_for,
-)
+from devstack.processes import BIN, REPO, free_port, start_process, stop_process, wait_for
 from devstack.stack import DevStack
 
 __all__ = [

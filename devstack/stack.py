@@ -28,14 +28,7 @@ import redis
 
 from devstack.ingest import ingest_through_api
 from devstack.postgres import PG_ADMIN, OwnPostgres
-from devstack.processes import (
-    BIN,
-    REPO,
-    free_port,
-    start_process,
-    stop_process,
-    wait_for,
-)
+from devstack.processes import BIN, REPO, free_port, start_process, stop_process, wait_for
 
 # The stack's Redis holds the broker, the results and the caches on separate db numbers.
 BROKER_DB, RESULTS_DB, CACHE_DB = 0, 1, 2

@@ -20,12 +20,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.vector_store import IndexedChunk
-from pipeline.security.storable import (
-    NotStorable,
-    loads_checked,
-    problems,
-    text_problem,
-)
+from pipeline.security.storable import NotStorable, loads_checked, problems, text_problem
 from pipeline.text import split_sentences
 
 MAX_DOCUMENT_CHARS = 1_000_000

@@ -25,21 +25,8 @@ from celery.canvas import Signature
 
 from pipeline.agents.base import Stage
 from pipeline.job.state import AgentSpec
-from worker.canvas import (
-    STEP_LIMIT_S,
-    agent_step,
-    fail_job_on_error,
-    limits,
-    pipeline_step,
-    respond_and_assemble,
-)
-from worker.steps import (
-    agentic_compress,
-    generate_answer,
-    ordered,
-    post_search_agent,
-    pre_search_agent,
-)
+from worker.canvas import STEP_LIMIT_S, agent_step, fail_job_on_error, limits, pipeline_step, respond_and_assemble
+from worker.steps import agentic_compress, generate_answer, ordered, post_search_agent, pre_search_agent
 
 # The tasks worker.agentic_tasks.agentic_begin and worker.agentic_tasks.agentic_iteration.
 AGENTIC_BEGIN = "agentsearch.agentic_begin"

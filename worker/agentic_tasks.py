@@ -27,13 +27,7 @@ from pipeline.job.state import AgentSpec, JobState
 from pipeline.job.store import JobStore
 from pipeline.platform.llm import LLMClient
 from pipeline.services import Services, get_services
-from worker.agentic_canvas import (
-    AGENTIC_BEGIN,
-    AGENTIC_ITERATION,
-    build_agentic_tail,
-    build_loops,
-    iteration_step,
-)
+from worker.agentic_canvas import AGENTIC_BEGIN, AGENTIC_ITERATION, build_agentic_tail, build_loops, iteration_step
 from worker.app import app
 from worker.submit import enqueue_job
 

@@ -22,13 +22,7 @@ import threading
 from functools import partial
 from pathlib import Path
 
-from celery.signals import (
-    beat_init,
-    worker_init,
-    worker_process_init,
-    worker_ready,
-    worker_shutdown,
-)
+from celery.signals import beat_init, worker_init, worker_process_init, worker_ready, worker_shutdown
 
 from pipeline.platform.settings import get_settings
 from pipeline.platform.ticker import Ticker

@@ -17,13 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from celery.signals import (
-    setup_logging,
-    task_postrun,
-    task_prerun,
-    worker_process_init,
-    worker_process_shutdown,
-)
+from celery.signals import setup_logging, task_postrun, task_prerun, worker_process_init, worker_process_shutdown
 
 from pipeline.job.store import JobStore
 from pipeline.observability import tracing

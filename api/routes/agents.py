@@ -13,11 +13,7 @@ from api.errors import from_validation_error, not_found, unprocessable
 from api.request_guard import GuardedRoute
 from api.routes.collections import get_collection
 from api.schemas import AgentConfigCreate, AgentConfigOut, CollectionAgentsIn
-from pipeline.agents.references import (
-    UnresolvedReference,
-    UserResources,
-    resolve_config_references,
-)
+from pipeline.agents.references import UnresolvedReference, UserResources, resolve_config_references
 from pipeline.platform.db import AgentConfigRow, CollectionAgent
 
 router = APIRouter(tags=["agents"], route_class=GuardedRoute)

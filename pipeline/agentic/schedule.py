@@ -18,13 +18,7 @@ from sqlalchemy import select
 from pipeline.agentic.spec import AgenticSpec
 from pipeline.job.state import JobState
 from pipeline.job.store import JobStore
-from pipeline.platform.db import (
-    Collection,
-    Database,
-    ProfileRun,
-    ProfileSetRow,
-    utcnow,
-)
+from pipeline.platform.db import Collection, Database, ProfileRun, ProfileSetRow, utcnow
 from pipeline.platform.settings import Settings
 
 

@@ -70,12 +70,7 @@ from pipeline.agents.base import (
     PostSearchInput,
     PostSearchOutput,
 )
-from pipeline.agents.references import (
-    OperatorOnly,
-    ToolReference,
-    operator_only,
-    resolve_references,
-)
+from pipeline.agents.references import OperatorOnly, ToolReference, operator_only, resolve_references
 from pipeline.platform.breakers import AgentBreaker
 from pipeline.platform.kv import canonical_hash
 from pipeline.security.egress import EgressPolicy

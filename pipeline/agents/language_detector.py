@@ -13,13 +13,7 @@ from langdetect import DetectorFactory, LangDetectException, detect_langs
 from langdetect.detector_factory import init_factory
 from pydantic import Field
 
-from pipeline.agents.base import (
-    AgentConfig,
-    AgentContext,
-    PreSearchAgent,
-    PreSearchInput,
-    PreSearchOutput,
-)
+from pipeline.agents.base import AgentConfig, AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput
 
 # langdetect is randomised; a fixed seed makes one query always detect the same way (and cache cleanly).
 DetectorFactory.seed = 0

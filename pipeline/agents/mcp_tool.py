@@ -64,19 +64,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from pipeline.agents.base import (
-    AgentArtifact,
-    AgentConfig,
-    AgentContext,
-    ResponseAgent,
-    ResponseAgentInput,
-)
-from pipeline.agents.references import (
-    OperatorOnly,
-    ToolReference,
-    operator_only,
-    resolve_references,
-)
+from pipeline.agents.base import AgentArtifact, AgentConfig, AgentContext, ResponseAgent, ResponseAgentInput
+from pipeline.agents.references import OperatorOnly, ToolReference, operator_only, resolve_references
 from pipeline.security.egress import EgressPolicy
 from pipeline.security.registered_tools import RegisteredTool
 

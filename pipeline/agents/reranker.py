@@ -41,14 +41,7 @@ import numpy as np
 import Stemmer
 from pydantic import Field, field_validator, model_validator
 
-from pipeline.agents.base import (
-    AgentConfig,
-    AgentContext,
-    Document,
-    PostSearchAgent,
-    PostSearchInput,
-    PostSearchOutput,
-)
+from pipeline.agents.base import AgentConfig, AgentContext, Document, PostSearchAgent, PostSearchInput, PostSearchOutput
 from pipeline.platform.llm import LLMError, parse_json_reply
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.text import split_sentences

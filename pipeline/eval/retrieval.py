@@ -203,13 +203,7 @@ def run_agents_eval(services: Services, collection: str, docs: list[dict], queri
     each agent's default config: the before/after of an agent on a benchmark."""
     import time
 
-    from pipeline.agents.base import (
-        AgentContext,
-        AgentSkipped,
-        PostSearchInput,
-        PreSearchInput,
-        Stage,
-    )
+    from pipeline.agents.base import AgentContext, AgentSkipped, PostSearchInput, PreSearchInput, Stage
     from pipeline.retrieval.retriever import Retriever
 
     tools = CorpusTools(services, collection, docs)

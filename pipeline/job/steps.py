@@ -21,13 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.agents.base import (
-    AgentContext,
-    PostSearchInput,
-    PreSearchInput,
-    ResponseAgentInput,
-    Stage,
-)
+from pipeline.agents.base import AgentContext, PostSearchInput, PreSearchInput, ResponseAgentInput, Stage
 from pipeline.agents.runner import AgentRunner
 from pipeline.documents import Document
 from pipeline.job.answer import generate_answer

@@ -26,21 +26,11 @@ import logging
 from collections.abc import Iterable, Iterator, Sequence
 
 import redis
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from pipeline.observability.metrics import (
-    AGENT_STATUSES,
-    HistogramSample,
-    MetricsSnapshot,
-    read_metrics,
-)
+from pipeline.observability.metrics import AGENT_STATUSES, HistogramSample, MetricsSnapshot, read_metrics
 from pipeline.platform.breakers import shared_states
 
 log = logging.getLogger("agentsearch.metrics")

@@ -41,11 +41,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    ConsoleSpanExporter,
-    SpanExporter,
-)
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -86,9 +82,7 @@ def _exporter(name: str) -> SpanExporter:
         return ConsoleSpanExporter()
     if name == "otlp":
         try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-                OTLPSpanExporter,
-            )
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         except ImportError as exc:  # pragma: no cover - a dependency of the package; absent only in trimmed installs
             raise RuntimeError("the otlp exporter needs opentelemetry-exporter-otlp-proto-http") from exc
         return OTLPSpanExporter()  # endpoint, headers: the standard OTEL_EXPORTER_OTLP_* variables

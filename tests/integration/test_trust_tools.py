@@ -21,13 +21,7 @@ import pytest
 
 from devstack import ingest_through_api
 from pipeline.text import split_sentences
-from tests.integration.conftest import (
-    REPO,
-    SAMPLE_CORPUS,
-    runs_by_agent,
-    search,
-    use_agents,
-)
+from tests.integration.conftest import REPO, SAMPLE_CORPUS, runs_by_agent, search, use_agents
 from tests.support.json_server import JsonServer
 
 MCP_SERVER = shlex.join([sys.executable, "-m", "tests.support.mcp_server"])

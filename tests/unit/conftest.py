@@ -74,9 +74,7 @@ def app(tmp_path_factory):
         previous = use_services(None)
         reset_services()
 
-        from api.app import (
-            create_app,  # imported late: the worker's Celery app reads the settings at import time
-        )
+        from api.app import create_app  # imported late: the worker's Celery app reads the settings at import time
 
         application = create_app()
         assert application.state.services.settings.embedded

@@ -8,13 +8,7 @@ import re
 import pytest
 
 from pipeline.agentic.config import IterativeConfig, Thresholds
-from pipeline.agentic.loop import (
-    LoopState,
-    LoopTools,
-    next_action,
-    run_iteration,
-    run_loop,
-)
+from pipeline.agentic.loop import LoopState, LoopTools, next_action, run_iteration, run_loop
 from pipeline.agentic.refine import LLMRefiner
 from pipeline.agentic.scoring import CRITERIA, LLMScorer
 from pipeline.agentic.sufficiency import LLMGrader, OfflineGrader

@@ -9,21 +9,10 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agentic.compress import (
-    Compressor,
-    compress_documents,
-    extractive_compress,
-)
+from pipeline.agentic.compress import Compressor, compress_documents, extractive_compress
 from pipeline.agentic.config import IterativeConfig, Thresholds, reduced_for_test_mode
 from pipeline.agentic.refine import OfflineRefiner, clean_query_reply
-from pipeline.agentic.scoring import (
-    Evaluation,
-    OfflineScorer,
-    Scoring,
-    adaptive_threshold,
-    judge,
-    parse_evaluations,
-)
+from pipeline.agentic.scoring import Evaluation, OfflineScorer, Scoring, adaptive_threshold, judge, parse_evaluations
 from pipeline.agentic.sufficiency import OfflineGrader, choose_budget, query_aspects
 from pipeline.agents.base import Document
 from pipeline.platform.llm import LLMClient

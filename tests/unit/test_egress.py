@@ -25,11 +25,7 @@ from pipeline.security.egress import (
     literal_address,
     system_resolver,
 )
-from pipeline.security.transports import (
-    egress_refusal,
-    guarded_async_client,
-    guarded_client,
-)
+from pipeline.security.transports import egress_refusal, guarded_async_client, guarded_client
 from tests.support.json_server import JsonServer
 
 PUBLIC = "93.184.216.34"

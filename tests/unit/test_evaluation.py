@@ -8,13 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline.agents.registry import AgentRegistry
-from pipeline.eval.retrieval import (
-    mrr_at,
-    ndcg_at,
-    recall_at,
-    run_agents_eval,
-    score_run,
-)
+from pipeline.eval.retrieval import mrr_at, ndcg_at, recall_at, run_agents_eval, score_run
 from pipeline.platform.settings import Settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig

@@ -16,15 +16,7 @@ import pytest
 import uvicorn
 from pydantic import ValidationError
 
-from pipeline.agents.base import (
-    AgentContext,
-    AgentSkipped,
-    Document,
-    PreSearchInput,
-    ResponseAgentInput,
-    Source,
-    Stage,
-)
+from pipeline.agents.base import AgentContext, AgentSkipped, Document, PreSearchInput, ResponseAgentInput, Source, Stage
 from pipeline.agents.llm_prompt import LlmPrompt
 from pipeline.agents.mcp_tool import McpTool, McpToolError
 from pipeline.agents.references import ToolReference, UnresolvedReference

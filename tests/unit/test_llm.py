@@ -9,13 +9,7 @@ import uuid
 import pytest
 
 from pipeline.agents.base import Document
-from pipeline.job.answer import (
-    ANSWER_LLM_TIMEOUT_S,
-    NO_RESULTS,
-    clean_citations,
-    generate_answer,
-    llm_answer,
-)
+from pipeline.job.answer import ANSWER_LLM_TIMEOUT_S, NO_RESULTS, clean_citations, generate_answer, llm_answer
 from pipeline.job.state import JobState
 from pipeline.job.steps import answer_step
 from pipeline.platform.llm import LLMClient, LLMError, parse_json_reply

@@ -22,21 +22,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import (
-    AgentContext,
-    AgentSkipped,
-    Document,
-    PostSearchInput,
-    Stage,
-)
+from pipeline.agents.base import AgentContext, AgentSkipped, Document, PostSearchInput, Stage
 from pipeline.agents.external_enricher import ExternalEnricher, parse_path, resolve_path
 from pipeline.agents.fact_checker import FactChecker, quantities
 from pipeline.agents.pii_redactor import PiiRedactor, iban_valid, luhn_valid
-from pipeline.agents.references import (
-    CollectionReference,
-    UnresolvedReference,
-    collection_missing,
-)
+from pipeline.agents.references import CollectionReference, UnresolvedReference, collection_missing
 from pipeline.agents.relevance_filter import RelevanceFilter
 from pipeline.agents.reranker import Reranker, proximity_score, smallest_window
 from pipeline.platform.breakers import AgentBreaker

@@ -18,13 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.agents.acronym_resolver import AcronymResolver
-from pipeline.agents.base import (
-    AgentContext,
-    AgentSkipped,
-    Document,
-    PreSearchInput,
-    Stage,
-)
+from pipeline.agents.base import AgentContext, AgentSkipped, Document, PreSearchInput, Stage
 from pipeline.agents.intent_classifier import IntentClassifier
 from pipeline.agents.query_expander import QueryExpander
 from pipeline.agents.registry import AgentRegistry

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.security.storable import (
-    MAX_PROBLEMS,
-    NotStorable,
-    loads_checked,
-    problems,
-    text_problem,
-)
+from pipeline.security.storable import MAX_PROBLEMS, NotStorable, loads_checked, problems, text_problem
 
 
 def test_clean_values_have_no_problems():

@@ -27,21 +27,9 @@ Usage::
 from __future__ import annotations
 
 from pipeline.documents import Document
-from pipeline.job.answer.extractive import (
-    answer_sentences,
-    cite,
-    extractive_answer,
-    question_kind,
-)
+from pipeline.job.answer.extractive import answer_sentences, cite, extractive_answer, question_kind
 from pipeline.job.answer.llm import build_messages, clean_citations, llm_answer
-from pipeline.job.answer.result import (
-    ANSWER_LLM_TIMEOUT_S,
-    DEFAULT_MAX_SENTENCES,
-    NO_RESULTS,
-    NO_TEXT,
-    Answer,
-    Embed,
-)
+from pipeline.job.answer.result import ANSWER_LLM_TIMEOUT_S, DEFAULT_MAX_SENTENCES, NO_RESULTS, NO_TEXT, Answer, Embed
 
 __all__ = ["ANSWER_LLM_TIMEOUT_S", "DEFAULT_MAX_SENTENCES", "NO_RESULTS", "NO_TEXT", "Answer", "Embed",
            "answer_sentences", "build_messages", "cite", "clean_citations", "extractive_answer", "generate_answer",

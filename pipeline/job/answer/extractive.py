@@ -15,14 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from pipeline.documents import CotStep, Document
-from pipeline.job.answer.result import (
-    DEFAULT_MAX_SENTENCES,
-    NO_RESULTS,
-    NO_TEXT,
-    Answer,
-    Embed,
-    sources_of,
-)
+from pipeline.job.answer.result import DEFAULT_MAX_SENTENCES, NO_RESULTS, NO_TEXT, Answer, Embed, sources_of
 from pipeline.text import STOPWORDS, split_sentences, words
 
 # --- the question's shape ---------------------------------------------------------------------------------------

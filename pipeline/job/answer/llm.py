@@ -13,12 +13,7 @@ import re
 from typing import Any
 
 from pipeline.documents import CotStep, Document
-from pipeline.job.answer.result import (
-    ANSWER_LLM_TIMEOUT_S,
-    MAX_SOURCE_CHARS,
-    Answer,
-    sources_of,
-)
+from pipeline.job.answer.result import ANSWER_LLM_TIMEOUT_S, MAX_SOURCE_CHARS, Answer, sources_of
 
 SYSTEM_PROMPT = (
     "You answer questions using only the numbered sources you are given.\n"
