@@ -4,7 +4,7 @@ PYTHON  := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 SYSTEM_PYTHON ?= python3
 
-.PHONY: install services demo test unit integration deploy-check chaos bench clean
+.PHONY: install services embedding-server demo test unit integration deploy-check chaos bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv $(VENV)
@@ -20,17 +20,22 @@ install: $(STAMP)
 services:
 	scripts/ensure-services.sh espeak-ng:espeak-ng pdftotext:poppler-utils
 
+# The real embeddings server of tests/integration/test_embedding_service.py: Infinity in a virtual environment of
+# its own (.agentsearch/embedding-server, pins in devstack/embedding-server.txt); 30-60 s once, then a stamp.
+embedding-server: install
+	$(PYTHON) -m devstack.embedding_server install
+
 demo: install
 	scripts/ensure-services.sh --no-services espeak-ng:espeak-ng
 	$(VENV)/bin/agentsearch demo
 
-test: install services
+test: install services embedding-server
 	$(PYTHON) -m pytest -q
 
 unit: install
 	$(PYTHON) -m pytest -q tests/unit
 
-integration: install services
+integration: install services embedding-server
 	$(PYTHON) -m pytest -q tests/integration
 
 # docker-compose.yml, k8s/ and the Dockerfile through the real tools, pinned in the test extra; no services needed.

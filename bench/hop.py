@@ -16,13 +16,20 @@ What is measured, one job or chain at a time, on the same Redis and the same wor
 
 for each, and their ratio. The four kinds alternate in a rotating order, so load on the machine falls on all.
 
+``--baseline DIR`` starts a second stack whose processes run the code of another tree (a git worktree of an
+earlier commit, say) and measures both in the same run, every round running each kind on each stack: a change is
+measured against what it replaced under the same load.
+
     .venv/bin/python bench/hop.py --agents 20 --jobs 30 [--json out.json]
     .venv/bin/agentsearch bench hop --agents 20 --jobs 30 --json out.json      # the same
+    git worktree add /tmp/hop-before HEAD~1
+    .venv/bin/python bench/hop.py --agents 5 --jobs 40 --baseline /tmp/hop-before
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import tempfile
@@ -103,32 +110,65 @@ def _pipeline_job_ms(http, collection_id: str, agent_ids: list[str], query: str)
 def measure(target: Target, agents: int = 20, jobs: int = 30, warmup: int = 3,
             collection_id: str | None = None) -> dict:
     """Run the four kinds ``jobs`` times each (after ``warmup`` unrecorded rounds); figures and wall times."""
+    return measure_side_by_side({"": target}, agents, jobs, warmup, collection_id)[""]
+
+
+def measure_side_by_side(targets: dict[str, Target], agents: int = 20, jobs: int = 30, warmup: int = 3,
+                         collection_id: str | None = None) -> dict[str, dict]:
+    """``measure`` on several stacks at once, by label: each round runs every kind on every stack, in an order
+    that rotates from round to round, so that the stacks share the machine's load."""
     agent_ids = noop_agent_ids(agents)
-    collection_id = collection_id or _collection(target)
-    payload = _first_state(collection_id)
-    client = _celery_client(target)
-    walls: dict[str, list[float]] = {kind: [] for kind in KINDS}
-    try:
-        with target.http() as http:
-            run = {
-                "pipeline_with": lambda i: _pipeline_job_ms(http, collection_id, agent_ids,
-                                                            f"benchmark solar energy hop with {i}"),
-                "pipeline_without": lambda i: _pipeline_job_ms(http, collection_id, [],
-                                                               f"benchmark solar energy hop without {i}"),
-                "raw_with": lambda i: _raw_chain_ms(client, agents + 1, payload),
-                "raw_without": lambda i: _raw_chain_ms(client, 1, payload),
+    walls = {label: {kind: [] for kind in KINDS} for label in targets}
+    with contextlib.ExitStack() as open_:
+        run = {}
+        for label, target in targets.items():
+            cid = collection_id or _collection(target)
+            payload = _first_state(cid)
+            client = _celery_client(target)
+            open_.callback(client.close)
+            http = open_.enter_context(target.http())
+            run[label] = {
+                "pipeline_with": lambda i, h=http, c=cid: _pipeline_job_ms(h, c, agent_ids,
+                                                                         f"benchmark solar energy hop with {i}"),
+                "pipeline_without": lambda i, h=http, c=cid: _pipeline_job_ms(h, c, [],
+                                                                            f"benchmark solar energy hop without {i}"),
+                "raw_with": lambda i, cl=client, p=payload: _raw_chain_ms(cl, agents + 1, p),
+                "raw_without": lambda i, cl=client, p=payload: _raw_chain_ms(cl, 1, p),
             }
-            for i in range(-warmup, jobs):
-                order = KINDS[i % len(KINDS):] + KINDS[:i % len(KINDS)]
-                for kind in order:
-                    ms = run[kind](i)
-                    if i >= 0:
-                        walls[kind].append(ms)
-    finally:
-        client.close()
-    figures = hop_figures(agents, walls["pipeline_with"], walls["pipeline_without"], walls["raw_with"],
-                          walls["raw_without"])
-    return {**figures, "agents": agents, "jobs": jobs, "wall_ms": {k: summary(v) for k, v in walls.items()}}
+        slots = [(label, kind) for kind in KINDS for label in targets]
+        for i in range(-warmup, jobs):
+            shift = i % len(slots)
+            for label, kind in slots[shift:] + slots[:shift]:
+                ms = run[label][kind](i)
+                if i >= 0:
+                    walls[label][kind].append(ms)
+    results = {}
+    for label, by_kind in walls.items():
+        figures = hop_figures(agents, by_kind["pipeline_with"], by_kind["pipeline_without"], by_kind["raw_with"],
+                              by_kind["raw_without"])
+        results[label] = {**figures, "agents": agents, "jobs": jobs,
+                          "wall_ms": {k: summary(v) for k, v in by_kind.items()}}
+    return results
+
+
+def run_baseline_and_this(agents: int, jobs: int, baseline: Path) -> dict:
+    """Two stacks, this tree's and one whose processes run ``baseline``'s code, measured side by side."""
+    with (tempfile.TemporaryDirectory(prefix="agentsearch-bench-") as tmp,
+          bench_stack(Path(tmp) / "this") as this, _stack_of(baseline, Path(tmp) / "baseline") as before):
+        wait_idle(this)
+        wait_idle(before)
+        both = measure_side_by_side({"baseline": Target.of(before), "this": Target.of(this)}, agents, jobs)
+    ratio = both["this"]["pipeline_hop_ms"] / both["baseline"]["pipeline_hop_ms"]
+    return {**both, "baseline_tree": str(baseline), "pipeline_hop_this_over_baseline": round(ratio, 3)}
+
+
+@contextlib.contextmanager
+def _stack_of(tree: Path, workdir: Path):
+    """A bench stack whose API, workers and migrations import the code of ``tree`` (it needs the same packages)."""
+    stack = bench_stack(workdir)
+    stack.env["PYTHONPATH"] = str(tree.resolve())
+    with stack:
+        yield stack
 
 
 def run_standalone(agents: int, jobs: int, attach: bool = False) -> dict:
@@ -160,7 +200,16 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=30)
     parser.add_argument("--attach", action="store_true", help="use the running stack of the AGENTSEARCH_* settings")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="a tree (a git worktree of an earlier commit) whose code a second stack runs, "
+                             "measured side by side with this one")
     args = parser.parse_args()
+    if args.baseline:
+        result = run_baseline_and_this(args.agents, args.jobs, args.baseline)
+        print(json.dumps(result, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(result) + "\n")
+        return
     result = run_standalone(args.agents, args.jobs, args.attach)
     print(json.dumps(result, indent=2))
     if args.json:

@@ -4,7 +4,8 @@
 
 Both sides embed exactly the same chunk texts with the same batching; ingestion adds chunking, stemming for BM25,
 the Milvus upsert and the flush. Rounds alternate the two sides, and medians are reported, because these machines
-are noisy. Results go to bench/results/ingest.md.
+are noisy. Results go to bench/results/ingest.md. The model is the service's (AGENTSEARCH_EMBEDDING_MODEL, in this
+process), or the embeddings server when AGENTSEARCH_EMBEDDING_URL is set.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ def measure(corpus: Path = CORPUS, docs: int = 300, rounds: int = 3) -> dict:
     """Chunks/s of the embedding model alone and of the whole ingestion path, per round, in this process."""
     from pipeline.eval.retrieval import load_beir_corpus
     from pipeline.ingest import ChunkingConfig, chunk_text, index_documents
+    from pipeline.platform.settings import get_settings
     from pipeline.retrieval.analyzer import KeywordAnalyzer
-    from pipeline.retrieval.embedder import Embedder
+    from pipeline.retrieval.embedder import make_embedder
     from pipeline.retrieval.vector_store import VectorStore
 
     documents = load_beir_corpus(corpus)[:docs]
     chunking = ChunkingConfig()
-    embedder, analyzer = Embedder("all-MiniLM-L6-v2"), KeywordAnalyzer()
+    # The model the service would use: in this process, or the embeddings server at AGENTSEARCH_EMBEDDING_URL.
+    embedder, analyzer = make_embedder(get_settings()), KeywordAnalyzer()
     rows = [(d["id"], d["title"], d["text"], {}) for d in documents]
     texts = [f"{d['title']}. {p}" for d in documents
              for p in chunk_text(d["text"], chunking.max_chars, chunking.overlap_chars)]

@@ -4,9 +4,12 @@ Needs py-spy (``.venv/bin/pip install py-spy``; attaching to a process needs ptr
 stack like ``bench/hop.py``, runs jobs of N no-op agents back to back for ``--seconds``, sampling every prefork
 process of the worker (``--idle``: waiting on a socket counts, because round trips are what a step waits for), and
 prints the share of the steps' wall time under each frame below ``--anchor`` (``run_step``: each job's N agent
-steps, its search and its answer).
+steps, its search and its answer; ``fast_trace_task``: whole tasks, Celery's own work included). ``--tree`` prints
+the frames nested, ``--depth`` levels deep, those above ``--min-share`` percent; ``--from`` reads a kept ``--raw``
+file again instead of starting a stack.
 
     .venv/bin/python bench/profile_hop.py --seconds 40 [--raw out.txt] [--anchor run_step] [--depth 1]
+    .venv/bin/python bench/profile_hop.py --from out.txt --anchor fast_trace_task --tree --depth 4 --min-share 1
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from bench.agents import noop_agent_ids
 from bench.common import Target, bench_stack, wait_idle
 
 SITE = re.compile(r"\(/\S*/site-packages/")
+LINE = re.compile(r":\d+\)$")
 
 
 def breakdown(raw: Path, anchor: str, depth: int = 1, top: int = 25) -> list[tuple[float, str]]:
@@ -43,6 +47,41 @@ def breakdown(raw: Path, anchor: str, depth: int = 1, top: int = 25) -> list[tup
     return [(100 * n / total, frame) for frame, n in shares.most_common(top)] if total else []
 
 
+def _frame(frame: str, lines: bool) -> str:
+    frame = SITE.sub("(", frame)
+    return frame if lines else LINE.sub(")", frame)
+
+
+def tree(raw: Path, anchor: str, depth: int = 3, min_share: float = 1.0, lines: bool = False) -> list[str]:
+    """The frames below ``anchor`` nested ``depth`` levels deep, each with its inclusive share of the samples under
+    ``anchor``; those under ``min_share`` percent left out. Call sites of one function are merged unless
+    ``lines``."""
+    total, root = 0, {}
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        at = next((i for i, f in enumerate(frames) if f.startswith(anchor + " ")), None)
+        if at is None:
+            continue
+        total += int(count)
+        node = root
+        for frame in frames[at + 1 : at + 1 + depth]:
+            entry = node.setdefault(_frame(frame, lines), [0, {}])
+            entry[0] += int(count)
+            node = entry[1]
+    out: list[str] = []
+
+    def show(node: dict, level: int) -> None:
+        for frame, (count, children) in sorted(node.items(), key=lambda item: -item[1][0]):
+            if 100 * count / total >= min_share:
+                out.append(f"{100 * count / total:5.1f}%  {'  ' * level}{frame}")
+                show(children, level + 1)
+
+    if total:
+        show(root, 0)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=20)
@@ -51,7 +90,13 @@ def main() -> None:
     parser.add_argument("--raw", type=Path, default=None, help="keep py-spy's collapsed stacks here")
     parser.add_argument("--anchor", default="run_step")
     parser.add_argument("--depth", type=int, default=1)
+    parser.add_argument("--tree", action="store_true", help="frames nested down to --depth")
+    parser.add_argument("--min-share", type=float, default=1.0, help="with --tree: leave out frames under this %%")
+    parser.add_argument("--from", dest="from_raw", type=Path, default=None, help="a kept --raw file: no stack")
     args = parser.parse_args()
+    if args.from_raw:
+        _report(args.from_raw, args)
+        return
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
         sys.exit("py-spy is not installed: .venv/bin/pip install py-spy")
@@ -71,6 +116,13 @@ def main() -> None:
         recorder.wait()
         steps = jobs * (args.agents + 1)
         print(f"{jobs} jobs, {steps} agent steps sampled")
+        _report(raw, args)
+
+
+def _report(raw: Path, args: argparse.Namespace) -> None:
+    if args.tree:
+        print("\n".join(tree(raw, args.anchor, args.depth, args.min_share)))
+    else:
         for share, frame in breakdown(raw, args.anchor, args.depth):
             print(f"{share:5.1f}%  {frame}")
 

@@ -4,20 +4,24 @@ The first ``--docs`` SciFact abstracts are ingested through the API (their index
 reported beside benchmark 5). Then, for each of ``--queries`` SciFact training claims whose judged documents are
 all in that subset, two jobs run one after the other, in alternating order: the default job (3 pre-search agents,
 hybrid search, 3 post-search agents, the extractive answer, 4 response agents) and the same job without its
-response agents. Before every job the cache Redis is flushed (agent results, query embeddings, search results) and
-the whole-job cache is bypassed, so each job computes everything. A job's time is ``finished_at - created_at`` of
-its row (from the API creating it to ``assemble`` ending it).
+response agents. Before every job the cache Redis is flushed (agent results, query embeddings, search results,
+the collection's lexicon) and the whole-job cache is bypassed, so each job computes everything that is not kept
+per index epoch in the worker's own memory (the collection's word counts and acronyms, and the spell checker's
+dictionary of them: see BENCHMARKS.md, "the default job"). A job's time is ``finished_at - created_at`` of its row
+(from the API creating it to ``assemble`` ending it).
 
 Then the peak resident memory (``VmHWM`` in ``/proc/<pid>/status``) of each prefork process of the worker: they
 loaded the embedding model at start and have run the searches and answers above.
 
     .venv/bin/python bench/scifact.py [--docs 1000] [--queries 20]
+    .venv/bin/agentsearch bench default-job --queries 20 --json out.json   # benchmark 3 alone (run_standalone)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -37,7 +41,8 @@ def subset(docs: int, queries: int, corpus: Path = SCIFACT / "corpus.jsonl",
     documents = load_beir_corpus(corpus)[:docs]
     ids = {d["id"] for d in documents}
     qrels = load_qrels(qrels_path)
-    claims = [text for qid, text in load_beir_queries(queries_path).items() if qrels.get(qid) and set(qrels[qid]) <= ids]
+    claims = [text for qid, text in load_beir_queries(queries_path).items()
+              if qrels.get(qid) and set(qrels[qid]) <= ids]
     return documents, claims[:queries]
 
 
@@ -70,11 +75,14 @@ def _job(http, collection_id: str, query: str, agents: list[str]) -> dict:
 
 
 def measure_jobs(target: Target, redis_url: str, collection_id: str, claims: list[str]) -> dict:
+    """Each claim as the default job with and without its response agents (alternating which goes first), after
+    one warm-up job; wall times, per-stage medians (the jobs' ``timings_ms``) and the agents' outcomes."""
     import redis
 
     cache = redis.Redis.from_url(redis_url)
     with_rendering, without = PRE_SEARCH + POST_SEARCH + RESPONSE, PRE_SEARCH + POST_SEARCH
     walls: dict[str, list[float]] = {"with_artifacts": [], "without_artifacts": []}
+    stages: dict[str, dict[str, list[float]]] = {kind: {} for kind in walls}
     statuses: dict[str, int] = {}
     with target.http() as http:
         _job(http, collection_id, "warm-up: " + claims[0], with_rendering)  # first use: imports, fonts, model
@@ -84,10 +92,52 @@ def measure_jobs(target: Target, redis_url: str, collection_id: str, claims: lis
                 cache.flushdb()
                 job = _job(http, collection_id, claim, agents)
                 walls[kind].append(job_wall_ms(job))
+                for stage, ms in (job.get("timings_ms") or {}).items():
+                    stages[kind].setdefault(stage, []).append(ms)
                 for run in job["agents"]:
                     key = f"{run['agent_id']}:{run['status']}"
                     statuses[key] = statuses.get(key, 0) + 1
-    return {"queries": len(claims), "job_ms": {k: summary(v) for k, v in walls.items()}, "agent_statuses": statuses}
+    return {"queries": len(claims), "job_ms": {k: summary(v) for k, v in walls.items()},
+            "stage_p50_ms": {kind: {stage: round(statistics.median(v), 1) for stage, v in per.items()}
+                             for kind, per in stages.items()},
+            "agent_statuses": statuses}
+
+
+def measure_default_job(target: Target, redis_url: str, docs: int, queries: int) -> dict:
+    """Benchmark 3 on a running stack: the SciFact subset indexed through its API, then the jobs."""
+    documents, claims = subset(docs, queries)
+    if not claims:
+        raise RuntimeError(f"no SciFact claim has all its judged abstracts among the first {docs}")
+    collection_id, ingestion = ingest_subset(target, documents)
+    return {"docs": docs, "ingest_through_stack": ingestion,
+            **measure_jobs(target, redis_url, collection_id, claims)}
+
+
+def run_standalone(docs: int, queries: int, attach: bool = False) -> dict:
+    """Benchmark 3 on a stack of its own (Redis, a PostgreSQL database, milvus-lite, one worker of two prefork
+    processes, the API), or with ``attach`` on the running one the ``AGENTSEARCH_*`` settings point to (its cache
+    Redis, ``AGENTSEARCH_REDIS_URL``, is flushed before every job: never attach to a stack others use)."""
+    if attach:
+        from pipeline.platform.settings import get_settings
+
+        settings = get_settings()
+        if not (settings.api_url and settings.api_key and settings.redis_url) or settings.embedded:
+            raise RuntimeError("attach needs AGENTSEARCH_API_URL, AGENTSEARCH_API_KEY, AGENTSEARCH_REDIS_URL and a "
+                               "Redis broker (AGENTSEARCH_BROKER_URL, AGENTSEARCH_RESULT_BACKEND)")
+        target = Target(settings.api_url, settings.api_key, settings.broker_url, settings.result_backend)
+        return measure_default_job(target, settings.redis_url, docs, queries)
+    with tempfile.TemporaryDirectory(prefix="agentsearch-bench-") as tmp, bench_stack(Path(tmp)) as stack:
+        wait_idle(stack)
+        return measure_default_job(Target.of(stack), stack.redis_url, docs, queries)
+
+
+def public(result: dict) -> dict:
+    """What ``agentsearch bench default-job --json`` writes: p50 and p95 with and without artifacts, and more."""
+    jobs = result["job_ms"]
+    figures = {f"{q}_ms_{kind}": round(jobs[kind][q], 1) for q in ("p50", "p95", "min", "max")
+               for kind in ("without_artifacts", "with_artifacts")}
+    return {**figures, "queries": result["queries"], "docs": result["docs"],
+            "stage_p50_ms": result["stage_p50_ms"], "agent_statuses": result["agent_statuses"]}
 
 
 def _memory(pid: int, role: str) -> dict:
@@ -110,11 +160,9 @@ def peak_memory(stack) -> list[dict]:
 
 
 def measure(stack, docs: int, queries: int) -> dict:
-    target = Target.of(stack)
-    documents, claims = subset(docs, queries)
-    collection_id, ingestion = ingest_subset(target, documents)
-    jobs = measure_jobs(target, stack.redis_url, collection_id, claims)
-    return {"docs": docs, "ingest_through_stack": ingestion, **jobs, "worker_memory": peak_memory(stack)}
+    """Benchmarks 3 and 6 on the suite's stack."""
+    return {**measure_default_job(Target.of(stack), stack.redis_url, docs, queries),
+            "worker_memory": peak_memory(stack)}
 
 
 def main() -> None:

@@ -10,6 +10,7 @@
     agentsearch users create NAME | list | new-key NAME | revoke PREFIX    API users and their keys
     agentsearch tools add NAME --kind mcp|http ... | list | remove NAME     tools agent configs may name
     agentsearch bench hop --agents N --jobs M [--json OUT]          per-agent hop vs a raw Celery chain
+    agentsearch bench default-job --queries N [--json OUT]          the uncached default job on SciFact
 
 ``ingest`` and ``search`` talk to the API at AGENTSEARCH_API_URL with AGENTSEARCH_API_KEY; unset, they start one in
 this process and act as the local user.

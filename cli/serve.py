@@ -4,7 +4,8 @@ Usage::
 
     agentsearch migrate                                   # the schema to head (Alembic)
     agentsearch api --port 8000                           # embedded mode: the worker threads run inside it
-    agentsearch worker --queues celery --concurrency 4    # distributed: needs AGENTSEARCH_BROKER_URL
+    agentsearch worker --pool threads --queues celery     # distributed (AGENTSEARCH_BROKER_URL): the job's steps
+    agentsearch worker --queues artifacts,ingest          # prefork processes: rendering and ingestion
     agentsearch beat                                      # the periodic scheduler, one per deployment
     AGENTSEARCH_FLOWER_BASIC_AUTH=admin:SECRET agentsearch flower
 
@@ -15,6 +16,7 @@ would make every other command, ``--help`` included, start seconds later.
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
@@ -50,25 +52,45 @@ def api(host: str | None, port: int | None) -> None:
 
 
 @click.command()
-@click.option("--queues", default="celery,artifacts", show_default=True, help="Queues to consume.")
-@click.option("--concurrency", type=int, default=None, help="Worker processes (default AGENTSEARCH_WORKER_CONCURRENCY).")
+@click.option("--pool", type=click.Choice(["prefork", "threads"]), default=None,
+              help="prefork processes (CPU-heavy work) or threads in one process (steps that wait); "
+                   "default AGENTSEARCH_WORKER_POOL, else prefork.")
+@click.option("--queues", default=None,
+              help="Queues to consume; default: celery (the job's steps) for threads, all three "
+                   "(celery,artifacts,ingest) for prefork.")
+@click.option("--concurrency", type=int, default=None,
+              help="Processes (prefork, default AGENTSEARCH_WORKER_CONCURRENCY) or threads (threads, default "
+                   "AGENTSEARCH_WORKER_THREADS).")
 @click.option("--loglevel", default="INFO", show_default=True)
 @click.option("--beat", is_flag=True, help="Also run the periodic scheduler (the job reaper); in one worker only.")
 @click.option("--hostname", default=None, help="Node name (Celery's -n), e.g. w1@%h for several workers on one host.")
-def worker(queues: str, concurrency: int | None, loglevel: str, beat: bool, hostname: str | None) -> None:
-    """Run a prefork Celery worker (distributed mode)."""
+def worker(pool: str | None, queues: str | None, concurrency: int | None, loglevel: str, beat: bool,
+           hostname: str | None) -> None:
+    """Run a Celery worker (distributed mode): README "Two kinds of worker" says which pool for which queue."""
     settings = get_settings()
     if settings.embedded:
         fail("the worker needs a shared broker: set AGENTSEARCH_BROKER_URL (e.g. redis://127.0.0.1:6379/0); "
              "in embedded mode `agentsearch api` runs the workers itself")
+    pool = pool or settings.worker_pool
+    threads = pool == "threads"
+    concurrency = concurrency or (settings.worker_threads if threads else settings.worker_concurrency)
+    if threads and "AGENTSEARCH_DATABASE_POOL_SIZE" not in os.environ:
+        # Every thread may hold a connection at once (a progress write); none must wait for another's.
+        os.environ["AGENTSEARCH_DATABASE_POOL_SIZE"] = str(max(settings.database_pool_size, concurrency))
+        get_settings.cache_clear()
+    from worker.app import ALL_QUEUES
     from worker.app import app as celery_app
+    from worker import recycling
 
-    celery_app.worker_main(
-        ["worker", "--pool=prefork", f"--concurrency={concurrency or settings.worker_concurrency}",
-         f"--queues={queues}", f"--loglevel={loglevel}", "--task-events",
-         *([f"--hostname={hostname}"] if hostname else []),
-         *(["--beat", f"--schedule={settings.ensure_data_dir() / 'celerybeat-schedule'}"] if beat else [])]
-    )
+    argv = ["worker", f"--pool={pool}", f"--concurrency={concurrency}",
+            f"--queues={queues or ('celery' if threads else ','.join(ALL_QUEUES))}", f"--loglevel={loglevel}",
+            "--task-events", *([f"--hostname={hostname}"] if hostname else []),
+            *(["--beat", f"--schedule={settings.ensure_data_dir() / 'celerybeat-schedule'}"] if beat else [])]
+    celery_app.start(argv)
+    if recycling.requested():
+        # worker.recycling: hung agent threads cannot be stopped, only left behind with the process image. The
+        # same command starts again in this process (its pid, and so its supervisor, unchanged).
+        os.execv(sys.executable, [sys.executable, *sys.argv])
 
 
 @click.command()

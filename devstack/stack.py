@@ -37,11 +37,12 @@ BROKER_DB, RESULTS_DB, CACHE_DB = 0, 1, 2
 class DevStack:
     """The processes of a distributed deployment, on this machine, for as long as the ``with`` block lasts."""
 
-    def __init__(self, workdir: Path, workers: int = 1, concurrency: int = 2, queues: str = "celery,artifacts",
+    def __init__(self, workdir: Path, workers: int = 1, concurrency: int = 2, queues: str = "celery,artifacts,ingest",
                  extra_env: dict[str, str] | None = None, user: str = "local-user", own_postgres: bool = False,
-                 beat: bool = False) -> None:
+                 beat: bool = False, pool: str = "prefork") -> None:
         self.workdir = Path(workdir)
         self.workers_wanted, self.concurrency, self.queues, self.user = workers, concurrency, queues, user
+        self.pool = pool
         self.extra_env = extra_env or {}
         self.db_name = f"agentsearch_dev_{uuid.uuid4().hex[:10]}"
         self.postgres = OwnPostgres() if own_postgres else None
@@ -185,14 +186,16 @@ class DevStack:
         wait_for(lambda: httpx.get(f"{self.api_url}/readyz").status_code == 200, 60, "api", self.api_proc,
                  self.logs["api"])
 
-    def add_worker(self, queues: str | None = None, concurrency: int | None = None) -> int:
+    def add_worker(self, queues: str | None = None, concurrency: int | None = None, pool: str | None = None) -> int:
+        """One more ``agentsearch worker`` (``pool``: prefork processes or threads); its index."""
         index = len(self.worker_procs)
         log = self.workdir / f"worker-{index}.log"
         self.logs[f"worker-{index}"] = log
         name = f"w{index}-{uuid.uuid4().hex[:4]}@{socket.gethostname()}"
         proc = start_process(
-            [str(BIN / "agentsearch"), "worker", "--concurrency", str(concurrency or self.concurrency), "--queues",
-             queues or self.queues, "--loglevel", "INFO", "--hostname", name],
+            [str(BIN / "agentsearch"), "worker", "--pool", pool or self.pool, "--concurrency",
+             str(concurrency or self.concurrency), "--queues", queues or self.queues, "--loglevel", "INFO",
+             "--hostname", name],
             self.env, log)
         self.worker_procs.append(proc)
         self.worker_names.append(name)
@@ -203,7 +206,7 @@ class DevStack:
         wait_for(lambda: "ready." in log.read_text(), timeout_s, f"worker {index}", self.worker_procs[index], log)
 
     def worker_children(self, index: int = 0) -> list[int]:
-        """The prefork pool's process ids of one worker (what a SIGKILL drill aims at)."""
+        """The prefork pool's process ids of one worker (what a SIGKILL drill aims at); none for a thread pool."""
         out = subprocess.run(["pgrep", "-P", str(self.worker_procs[index].pid)], capture_output=True, text=True)
         return [int(p) for p in out.stdout.split()]
 

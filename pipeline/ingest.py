@@ -1,4 +1,5 @@
-"""Ingestion: parse JSON Lines, cut documents into sentence-aligned chunks, embed them and index them in Milvus.
+"""Ingestion: parse JSON Lines, cut documents into sentence-aligned chunks, embed them (and their sentences) and
+index them in Milvus.
 
 Usage::
 
@@ -19,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from pipeline.retrieval.analyzer import KeywordAnalyzer
+from pipeline.retrieval.sentence_vectors import chunk_units, pack
 from pipeline.retrieval.vector_store import IndexedChunk
 from pipeline.security.storable import NotStorable, loads_checked, problems, text_problem
 from pipeline.text import split_sentences
@@ -170,6 +172,9 @@ class ChunkingConfig:
     overlap_chars: int = 200
     # Large groups: the model sorts a call's texts by length, so bigger calls waste less on padding.
     embed_batch: int = 512
+    # Each chunk's sentences embedded too and stored with it (pipeline.retrieval.sentence_vectors): ingestion does
+    # about twice the model's work so that a job's reranker and answer need none of it.
+    sentence_vectors: bool = True
 
 
 def index_documents(
@@ -178,7 +183,9 @@ def index_documents(
     analyzer: KeywordAnalyzer,
     chunking: ChunkingConfig = ChunkingConfig(),
 ) -> list[IndexedChunk]:
-    """Chunk ``(document_id, title, text, metadata)`` tuples and embed every chunk, in batches across documents."""
+    """Chunk ``(document_id, title, text, metadata)`` tuples and embed every chunk, in batches across documents;
+    with ``chunking.sentence_vectors`` each chunk's sentences too (a sentence repeated in the overlap of two chunks,
+    or in two documents of one call, is embedded once)."""
     pending: list[tuple[str, str, str, dict[str, Any], int]] = []
     for document_id, title, text, metadata in docs:
         for i, piece in enumerate(chunk_text(text, chunking.max_chars, chunking.overlap_chars)):
@@ -200,4 +207,18 @@ def index_documents(
                     metadata=metadata,
                 )
             )
+    if chunking.sentence_vectors:
+        _add_sentence_vectors(chunks, embed, chunking.embed_batch)
     return chunks
+
+
+def _add_sentence_vectors(chunks: list[IndexedChunk], embed: Callable[[list[str]], list[list[float]]],
+                          batch: int) -> None:
+    units = [chunk_units(c.title, c.text) for c in chunks]
+    distinct = list(dict.fromkeys(u for own in units for u in own))
+    vectors: dict[str, list[float]] = {}
+    for start in range(0, len(distinct), batch):
+        texts = distinct[start : start + batch]
+        vectors.update(zip(texts, embed(texts), strict=True))
+    for chunk, own in zip(chunks, units, strict=True):
+        chunk.sentences = pack(own, [vectors[u] for u in own])

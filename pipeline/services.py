@@ -28,7 +28,7 @@ from pipeline.platform.db import Database
 from pipeline.platform.kv import connect_redis
 from pipeline.platform.settings import Settings, get_settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.retrieval.embedder import Embedder
+from pipeline.retrieval.embedder import TextEmbedder, make_embedder
 from pipeline.retrieval.retriever import Retriever
 from pipeline.retrieval.vector_store import VectorStore
 
@@ -54,7 +54,7 @@ class Services:
     @cached_property
     def db(self) -> Database:
         self.settings.ensure_data_dir()
-        return Database(self.settings.database_url)
+        return Database(self.settings.database_url, pool_size=self.settings.database_pool_size)
 
     @cached_property
     def redis(self) -> redis.Redis:
@@ -78,11 +78,12 @@ class Services:
         return ArtifactStore(self.db, self.settings.artifact_max_bytes)
 
     @property
-    def embedder(self) -> Embedder:
-        # Loading the model takes seconds; two threads asking at once must not load it twice.
+    def embedder(self) -> TextEmbedder:
+        # Loading the model takes seconds; two threads asking at once must not load it twice. With
+        # AGENTSEARCH_EMBEDDING_URL set it is the embeddings server's client instead: no model in this process.
         with self._lock:
             if "_embedder" not in self.__dict__:
-                self.__dict__["_embedder"] = Embedder(self.settings.embedding_model)
+                self.__dict__["_embedder"] = make_embedder(self.settings)
             return self.__dict__["_embedder"]
 
     @cached_property
@@ -118,6 +119,8 @@ class Services:
             self.db.dispose()
         if "_vector_store" in self.__dict__:
             self.__dict__["_vector_store"].close()
+        if callable(close_embedder := getattr(self.__dict__.get("_embedder"), "close", None)):
+            close_embedder()  # the embeddings server's connections; an in-process model has nothing to close
 
 
 _services: Services | None = None

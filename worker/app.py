@@ -1,10 +1,13 @@
 """The Celery app and its configuration, from ``pipeline.platform.settings``; no task and no worker hook lives here.
 
-Start a worker with ``agentsearch worker`` (or ``celery -A worker.app worker``). Response agents run on their own
-``artifacts`` queue so heavy rendering never starves search. A worker or beat process imports ``TASK_MODULES`` (the
-tasks) and ``HOOK_MODULES`` (what runs on Celery's signals: ``worker.lifecycle``, ``worker.liveness``,
-``worker.observability``) when it starts, before the first signal; this module imports none of them, so none of
-them makes a circle with it.
+Start a worker with ``agentsearch worker`` (or ``celery -A worker.app worker``). The job's steps (agents, search,
+the answer) are on the default queue, ``celery``: they mostly wait, and a thread-pool worker runs many of them at
+once. Response agents (rendering) and ingestion (embedding) compute: they have queues of their own, ``artifacts``
+and ``ingest``, for prefork workers, so that heavy work never starves search.
+
+A worker or beat process imports ``TASK_MODULES`` (the tasks) and ``HOOK_MODULES`` (what runs on Celery's signals:
+``worker.lifecycle``, ``worker.liveness``, ``worker.observability``, ``worker.recycling``, ``worker.warmup``) when
+it starts, before the first signal; this module imports none of them, so none of them makes a circle with it.
 
 Usage::
 
@@ -27,6 +30,8 @@ from pipeline.platform.settings import get_settings
 
 DEFAULT_QUEUE = "celery"
 ARTIFACTS_QUEUE = "artifacts"
+INGEST_QUEUE = "ingest"
+ALL_QUEUES = (DEFAULT_QUEUE, ARTIFACTS_QUEUE, INGEST_QUEUE)
 # The longest a task may run: the largest agent timeout a config may set (api.schemas, 3600 s) plus the hard-limit
 # margin of worker.canvas; and the longest a retry waits before it runs again (the backoff cap of the steps).
 LONGEST_TASK_S = 3600 + 15
@@ -44,7 +49,7 @@ DB_RETRY = dict(autoretry_for=DB_UNAVAILABLE, retry_backoff=1, retry_backoff_max
                 retry_jitter=False, max_retries=12)
 # What a worker (and beat) imports as it starts: every task, and the modules whose functions Celery's signals call.
 TASK_MODULES = ["worker.steps", "worker.ingestion", "worker.reaper", "worker.agentic_tasks"]
-HOOK_MODULES = ["worker.lifecycle", "worker.liveness", "worker.observability"]
+HOOK_MODULES = ["worker.lifecycle", "worker.liveness", "worker.observability", "worker.recycling", "worker.warmup"]
 
 
 def create_app() -> Celery:
@@ -60,7 +65,8 @@ def create_app() -> Celery:
     app.conf.update(
         imports=HOOK_MODULES,
         task_default_queue=DEFAULT_QUEUE,
-        task_routes={"agentsearch.response_agent": {"queue": ARTIFACTS_QUEUE}},
+        task_routes={"agentsearch.response_agent": {"queue": ARTIFACTS_QUEUE},
+                     "agentsearch.ingest_documents": {"queue": INGEST_QUEUE}},
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],

@@ -15,7 +15,7 @@ import threading
 from celery import Celery
 from celery.worker import WorkController
 
-from worker.app import ARTIFACTS_QUEUE, DEFAULT_QUEUE
+from worker.app import ALL_QUEUES
 
 
 class _ReadyWorkController(WorkController):
@@ -41,7 +41,7 @@ class EmbeddedWorker:
             app=self.app,
             pool="threads",
             concurrency=self.concurrency,
-            queues=[DEFAULT_QUEUE, ARTIFACTS_QUEUE],
+            queues=list(ALL_QUEUES),
             loglevel="WARNING",
             hostname="embedded@agentsearch",
             without_heartbeat=True,

@@ -1,9 +1,10 @@
 """What a worker or beat process does as it starts, forks and stops (Celery signals; loaded by ``worker.app``).
 
 - ``worker_init`` (the main process, before the pool forks): publish patiently, share the cores out among the pool
-  processes, load the embedding model once for all of them;
-- ``worker_process_init`` (each pool process): fresh clients, the shared model handed over (or loaded in the
-  background), torch's threads set;
+  processes, load the embedding model once for all of them; a thread-pool worker runs its steps in this very
+  process, so it loads the model for itself and starts its tracing and its thread watch (``worker.recycling``);
+- ``worker_process_init`` (each prefork pool process): fresh clients, the shared model handed over (or loaded in
+  the background), torch's threads set;
 - ``worker_ready``/``beat_init``: the liveness file touched every ``HEARTBEAT_INTERVAL_S``; beat also sweeps for
   lost and overdue jobs every ``reaper_interval_s`` (``worker.reaper``);
 - ``worker_shutdown``: both stopped.
@@ -22,12 +23,16 @@ import threading
 from functools import partial
 from pathlib import Path
 
+from celery.concurrency import get_implementation
+from celery.concurrency.thread import TaskPool as ThreadTaskPool
 from celery.signals import beat_init, worker_init, worker_process_init, worker_ready, worker_shutdown
 
+from pipeline.observability import tracing
 from pipeline.platform.settings import get_settings
 from pipeline.platform.ticker import Ticker
 from pipeline.retrieval.embedder import Embedder
 from pipeline.services import reset_services
+from worker import recycling
 from worker.app import WORKER_PUBLISH_RETRY, app
 from worker.reaper import reap_jobs
 
@@ -40,6 +45,11 @@ log = logging.getLogger("agentsearch.worker")
 _parent_embedder = None
 # Torch threads per pool process: the cores shared out among the processes.
 _torch_threads: int | None = None
+
+
+def uses_threads(worker) -> bool:
+    """Whether a starting worker (``worker_init``'s sender) runs its tasks in threads of its own process."""
+    return issubclass(get_implementation(getattr(worker, "pool_cls", None) or app.conf.worker_pool), ThreadTaskPool)
 
 
 @worker_init.connect
@@ -55,8 +65,10 @@ def _share_cores(sender=None, **_kwargs) -> None:
     processes fighting over the same cores."""
     global _torch_threads
     processes = getattr(sender, "concurrency", None)
-    # OMP_NUM_THREADS set by the operator wins (e.g. several worker nodes sharing one host's cores).
-    if not get_settings().embedded and processes and "OMP_NUM_THREADS" not in os.environ:
+    # OMP_NUM_THREADS set by the operator wins (e.g. several worker nodes sharing one host's cores). A thread-pool
+    # worker is one process: torch keeps a thread per core there.
+    if (not get_settings().embedded and processes and "OMP_NUM_THREADS" not in os.environ
+            and not uses_threads(sender)):
         _torch_threads = max(1, len(os.sched_getaffinity(0)) // int(processes))
 
 
@@ -70,12 +82,29 @@ def _load_model_before_fork(**_kwargs) -> None:
     """
     global _parent_embedder
     settings = get_settings()
-    if settings.embedded or not settings.worker_preload_embedder:
+    # With an embeddings server (AGENTSEARCH_EMBEDDING_URL) there is no model to load, and torch stays unimported.
+    if settings.embedded or not settings.worker_preload_embedder or not settings.embeds_in_process:
         return
     try:
         _parent_embedder = Embedder(settings.embedding_model)
     except Exception:  # noqa: BLE001 - each process then loads it itself, as without preloading
         log.exception("embedding model not preloaded in the main process")
+
+
+@worker_init.connect
+def _ready_to_run_threads(sender=None, **_kwargs) -> None:
+    """A thread-pool worker has no pool process to prepare: this process serves every step."""
+    if get_settings().embedded or not uses_threads(sender):
+        return
+    services = reset_services()
+    if _parent_embedder is not None:
+        services.use(embedder=_parent_embedder)
+    # Made now, before the first step: the threads then share one of each instead of racing to make them (a
+    # cached_property is not locked from Python 3.12 on). None of them connects yet.
+    for part in ("db", "redis", "runner", "metrics", "artifacts"):
+        getattr(services, part)
+    tracing.configure_tracing(services.settings.otel_exporter, "agentsearch-worker")
+    recycling.watch(threads_pool=True)
 
 
 @worker_process_init.connect
@@ -87,10 +116,11 @@ def _fresh_clients_after_fork(**_kwargs) -> None:
     if _parent_embedder is not None:
         # Services keeps its loaded model under this name; the weights are shared copy-on-write.
         services.__dict__["_embedder"] = _parent_embedder
-    elif services.settings.worker_preload_embedder:
+    elif services.settings.worker_preload_embedder and services.settings.embeds_in_process:
         # Load the model while the process waits for work, so the first search does not pay for it.
         # In a thread: Celery gives a child only a few seconds to report ready.
         threading.Thread(target=lambda: services.embedder, name="agentsearch-preload", daemon=True).start()
+    recycling.watch(threads_pool=False)
 
 
 def _touch(path: Path) -> None:

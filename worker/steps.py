@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -50,6 +51,7 @@ ASSEMBLE_WAITS, ASSEMBLE_WAIT_S = 10, 2
 ARTIFACT_SAVE_WAIT_S = 30.0
 
 _ledgers: dict[int, StepLedger] = {}
+_ledgers_lock = threading.Lock()  # a thread-pool worker's steps ask for it at once
 
 
 def step_ledger() -> StepLedger:
@@ -58,12 +60,14 @@ def step_ledger() -> StepLedger:
     Embedded mode has no redelivery and no second process, so nothing can run twice: the ledger is off there.
     """
     pid = os.getpid()  # a forked process must not use its parent's connection
-    if pid not in _ledgers:
-        settings = get_services().settings
-        url = next((u for u in (settings.result_backend, settings.broker_url) if str(u).startswith("redis")), None)
-        client = None if settings.embedded or url is None else connect_redis(url)
-        _ledgers[pid] = StepLedger(client, ttl_s=max(3600.0, settings.job_deadline_s * 4))
-    return _ledgers[pid]
+    with _ledgers_lock:
+        if pid not in _ledgers:
+            settings = get_services().settings
+            url = next((u for u in (settings.result_backend, settings.broker_url) if str(u).startswith("redis")),
+                       None)
+            client = None if settings.embedded or url is None else connect_redis(url)
+            _ledgers[pid] = StepLedger(client, ttl_s=max(3600.0, settings.job_deadline_s * 4))
+        return _ledgers[pid]
 
 
 def step_key(stage: Stage, spec: AgentSpec) -> str:
@@ -91,13 +95,18 @@ def run_step(services: Services, state: dict[str, Any], stage: str, key: str, wo
     """
     started = time.perf_counter()
     current = JobState.load(state)
-    # One write per step: the stage it begins, the records of the steps before it (the state it was handed) and
-    # the cancellation check. Its own record is written by the next step, which receives it: a second write at
-    # the end made every agent step wait for the database twice.
-    if not JobStore(services.db).progress(current.job_id, stage, current):
-        return state  # cancelled or ended: the rest of the chain passes through without work
     ledger = step_ledger()
-    done = ledger.get(current.job_id, key)
+    # Asked before the progress write and read after it: the two round trips are waited for together.
+    answer = ledger.ask(current.job_id, key)
+    try:
+        # One write per step: the stage it begins, the records of the steps before it (the state it was handed)
+        # and the cancellation check. Its own record is written by the next step, which receives it: a second
+        # write at the end made every agent step wait for the database twice.
+        going_on = JobStore(services.db).progress(current.job_id, stage, current)
+    finally:
+        done = answer()
+    if not going_on:
+        return state  # cancelled or ended: the rest of the chain passes through without work
     if done is None:  # not run before for this job (a redelivered message or a retried job finds it done)
         current = work(current)
         _timed(current, timed_as or stage, started)
@@ -173,8 +182,8 @@ def generate_answer(state: dict[str, Any]) -> dict[str, Any]:
 
     def answer(current: JobState) -> JobState:
         return steps.answer_step(current, llm=LLMClient.from_settings(settings),
-                                 # Lazy: a model that fails to load costs the answer its embedding score only.
-                                 embed=lambda texts: services.embedder.embed(texts),
+                                 # Stored sentence vectors read, the rest embedded lazily (steps.known_embed).
+                                 embed=steps.known_embed(services, current),
                                  language=settings.keyword_language)
 
     done = run_step(services, state, "answer", "answer", answer)

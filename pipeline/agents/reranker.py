@@ -2,9 +2,12 @@
 
 Offline (no API key), the new score is a weighted mean of three components, each in [0, 1]:
 
-- ``dense``: passage-level semantic similarity. Each document is cut into sentence windows (the title in front of
-  each), embedded with ``ctx.tools.embed``; the document's value is the best cosine of a passage to the query. A
-  long document that answers the query in one paragraph is no longer diluted by the rest of it.
+- ``dense``: passage-level semantic similarity. Each document is cut into windows of whole sentences; a window's
+  vector is the normalised sum of its sentences' vectors and its title's (mean pooling, as the model itself pools
+  a text's tokens), and the document's value is the best cosine of a window to the query. A long document that
+  answers the query in one paragraph is no longer diluted by the rest of it. The sentence and title vectors come
+  from ``ctx.tools.embed_known`` when the toolbox has it (the vectors ingestion stored with each chunk are read,
+  not computed again), else ``ctx.tools.embed``: composing windows from sentences is what lets a job read them.
 - ``bm25``: Okapi BM25 over the candidate set itself (Snowball-stemmed terms from ``KeywordAnalyzer``, idf over the
   candidates), divided by the best candidate's value.
 - ``proximity``: how close together the query's terms occur: ``coverage / (1 + ln(window / matched))`` where
@@ -44,7 +47,7 @@ from pydantic import Field, field_validator, model_validator
 from pipeline.agents.base import AgentConfig, AgentContext, Document, PostSearchAgent, PostSearchInput, PostSearchOutput
 from pipeline.platform.llm import LLMError, parse_json_reply
 from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.text import split_sentences
+from pipeline.text import whole_sentences
 
 LLM_SYSTEM = (
     "You rank search results. Given a query and numbered passages, order the passages by how well they answer the "
@@ -55,17 +58,31 @@ LLM_SYSTEM = (
 # --- offline components ---------------------------------------------------------------------------------------
 
 
-def passages(title: str, text: str, window: int, max_passages: int, include_title: bool = True) -> list[str]:
-    """Overlapping windows of ``window`` sentences (at most ``max_passages``, spread over the whole text)."""
-    sentences = split_sentences(text) or ([text.strip()] if text.strip() else [])
-    if not sentences:
-        return [title] if title else []
-    starts = list(range(max(1, len(sentences) - window + 1)))
+# How much a document's title weighs in each of its windows' vectors, beside the window's sentences (each 1).
+TITLE_WEIGHT = 1.0
+
+
+def sentences_of(text: str) -> list[str]:
+    """The sentences windows are made of: the whole sentences ingestion stored vectors for."""
+    return whole_sentences(text) or ([text.strip()] if text.strip() else [])
+
+
+def window_starts(count: int, window: int, max_passages: int) -> list[int]:
+    """Where each window of ``window`` sentences starts (at most ``max_passages``, spread over the whole text)."""
+    starts = list(range(max(1, count - window + 1)))
     if len(starts) > max_passages:
         step = len(starts) / max_passages
         starts = sorted({int(i * step) for i in range(max_passages)})
+    return starts
+
+
+def passages(title: str, text: str, window: int, max_passages: int, include_title: bool = True) -> list[str]:
+    """Overlapping windows of ``window`` sentences (at most ``max_passages``, spread over the whole text), as text."""
+    sentences = sentences_of(text)
+    if not sentences:
+        return [title] if title else []
     prefix = f"{title}: " if include_title and title else ""
-    return [prefix + " ".join(sentences[s : s + window]) for s in starts]
+    return [prefix + " ".join(sentences[s : s + window]) for s in window_starts(len(sentences), window, max_passages)]
 
 
 def bm25_scores(query_terms: list[str], documents_terms: list[list[str]], k1: float = 1.5,
@@ -133,6 +150,16 @@ def minmax(values: list[float]) -> list[float]:
     return [1.0 if hi == lo else (v - lo) / (hi - lo) for v in values]
 
 
+def _unit(vector: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm else vector
+
+
+def _units(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms == 0, 1.0, norms)
+
+
 # --- the LLM reply ---------------------------------------------------------------------------------------------
 
 
@@ -178,7 +205,7 @@ def parse_ranking(reply: Any, n: int) -> tuple[list[int], list[str]]:
 
 class Reranker(PostSearchAgent):
     agent_id = "reranker"
-    version = "1"
+    version = "2"  # 2: windows composed from sentence vectors
     description = ("Re-ranks documents by passage-level dense similarity, BM25 over the candidates and term "
                    "proximity; LLM listwise ranking when an endpoint is configured.")
     default_timeout_s = 60.0
@@ -280,34 +307,40 @@ class Reranker(PostSearchAgent):
         return PostSearchOutput(documents=result, metadata={"rerank": summary})
 
     def _dense(self, query: str, docs: list[Document], ctx: AgentContext):
-        """Best passage cosine per document, the best passages, or (None, [...], why) when it cannot be computed."""
+        """Best window cosine per document, the best windows as text, or (None, [...], why) when it cannot be
+        computed."""
         cfg = self.config
+        embed_known = getattr(ctx.tools, "embed_known", None)
         embed = getattr(ctx.tools, "embed", None)
-        if embed is None:
+        if embed_known is None and embed is None:
             return None, [None] * len(docs), "no agent toolbox (ctx.tools) to embed with"
-        per_doc = [passages(d.title, d.text, cfg.passage_sentences, cfg.max_passages_per_document, cfg.include_title)
-                   for d in docs]
-        flat = [p for ps in per_doc for p in ps]
+        per_doc = [sentences_of(d.text) for d in docs]
+        titles = [d.title.strip() if cfg.include_title else "" for d in docs]
+        texts = list(dict.fromkeys([query, *(s for ss in per_doc for s in ss), *(t for t in titles if t)]))
         try:
-            vectors = np.asarray(embed([query, *flat]), dtype=np.float32)
+            raw = embed_known(texts, docs) if embed_known is not None else embed(texts)
+            vectors = np.asarray(raw, dtype=np.float32)
         except Exception as exc:  # noqa: BLE001 - the other components still rank
             return None, [None] * len(docs), f"embedding failed: {type(exc).__name__}: {exc}"
-        if vectors.ndim != 2 or len(vectors) != len(flat) + 1:
+        if vectors.ndim != 2 or len(vectors) != len(texts):
             return None, [None] * len(docs), "embedding returned the wrong number of vectors"
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = vectors / np.where(norms == 0, 1.0, norms)
-        sims = vectors[1:] @ vectors[0]
-        dense, best, pos = [], [], 0
-        for ps in per_doc:
-            if not ps:
-                dense.append(0.0)
-                best.append(None)
+        row = {text: i for i, text in enumerate(texts)}
+        query_vector = _unit(vectors[0])
+        dense, best = [], []
+        for doc, sentences, title in zip(docs, per_doc, titles, strict=True):
+            title_vector = TITLE_WEIGHT * vectors[row[title]] if title else 0.0
+            if not sentences:
+                dense.append(max(0.0, float(_unit(title_vector) @ query_vector)) if title else 0.0)
+                best.append(title or None)
                 continue
-            chunk = sims[pos : pos + len(ps)]
-            j = int(np.argmax(chunk))
-            dense.append(max(0.0, float(chunk[j])))
-            best.append(ps[j])
-            pos += len(ps)
+            starts = window_starts(len(sentences), cfg.passage_sentences, cfg.max_passages_per_document)
+            windows = np.stack([vectors[[row[s] for s in sentences[i : i + cfg.passage_sentences]]].sum(axis=0)
+                                + title_vector for i in starts])
+            sims = _units(windows) @ query_vector
+            j = int(np.argmax(sims))
+            dense.append(max(0.0, float(sims[j])))
+            prefix = f"{title}: " if title else ""
+            best.append(prefix + " ".join(sentences[starts[j] : starts[j] + cfg.passage_sentences]))
         return dense, best, None
 
     def _llm_order(self, query, docs, offline_order, best_passages, ctx, summary) -> list[int]:

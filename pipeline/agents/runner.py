@@ -6,6 +6,11 @@ An agent never fails the job. Whatever happens (an exception, a deadline passed,
 comes back as an ``AgentRun`` with a status (ok / error / timeout / circuit_open / skipped) and the caller keeps
 its state unchanged for anything but ``ok``.
 
+Every agent step of every job comes through here, so a run makes two round trips to Redis when nothing changes: the
+breaker's reading with the cache lookup (and its lock), then what the run leaves behind (the cached output, the
+lock's release, the metrics) in one pipeline. The breaker is written only when the outcome changes it
+(``pipeline.platform.breakers``).
+
 Usage::
 
     runner = AgentRunner(registry, redis, settings)
@@ -16,7 +21,6 @@ Usage::
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import os
 import socket
@@ -27,16 +31,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 from pydantic import BaseModel, ValidationError
+from redis.client import Pipeline
 from redis.exceptions import RedisError
 
 from pipeline.agents.base import Agent, AgentArtifact, AgentContext, AgentSkipped
+from pipeline.agents.deadline import AgentTimeout, call_with_deadline
 from pipeline.agents.registry import AgentRegistry, UnknownAgent
 from pipeline.job.state import AgentRun, AgentSpec
 from pipeline.observability.logs import log_context
 from pipeline.observability.metrics import MetricsRecorder
 from pipeline.observability.tracing import agent_span, finish_agent_span
-from pipeline.platform.breakers import BreakerBoard
-from pipeline.platform.cache import ResultCache
+from pipeline.platform.breakers import BreakerBoard, BreakerReading
+from pipeline.platform.cache import Lookup, ResultCache, send
 from pipeline.platform.kv import canonical_hash
 from pipeline.platform.settings import Settings
 
@@ -48,46 +54,21 @@ T = TypeVar("T")
 log = logging.getLogger("agentsearch.runner")
 
 
-class AgentTimeout(Exception):
-    def __init__(self, timeout_s: float) -> None:
-        super().__init__(f"agent exceeded its {timeout_s:g} s deadline")
-
-
-def call_with_deadline(fn: Callable[[], T], timeout_s: float, name: str = "agent") -> T:
-    """Run ``fn`` in a daemon thread and stop waiting after ``timeout_s``.
-
-    Python cannot kill a thread, so a hung agent keeps its thread until it returns; the job does not wait for it.
-    In prefork workers Celery's hard time limit is the backstop that recycles such a process.
-    """
-    box: dict[str, Any] = {}
-    done = threading.Event()
-    # A new thread starts with an empty context: copy it, so the agent's log lines keep their ids and its spans
-    # their parent.
-    context = contextvars.copy_context()
-
-    def target() -> None:
-        try:
-            box["value"] = context.run(fn)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller as is
-            box["error"] = exc
-        finally:
-            done.set()
-
-    threading.Thread(target=target, name=f"agentsearch-{name}", daemon=True).start()
-    if not done.wait(timeout_s):
-        raise AgentTimeout(timeout_s)
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 class _OpenGate:
     """Stands in for a breaker that could not be reached: admits every call, records nothing."""
 
-    def admits(self) -> bool:
+    keys: tuple[str, ...] = ()
+
+    def read(self) -> None:
+        return None
+
+    def reading(self, values: Any) -> None:
+        return None
+
+    def admits(self, reading: BreakerReading | None = None) -> bool:
         return True
 
-    def record(self, error: BaseException | None) -> None:
+    def record(self, error: BaseException | None, seen: BreakerReading | None = None) -> None:
         pass
 
 
@@ -120,26 +101,40 @@ class AgentRunner:
         self.registry = registry
         self.settings = settings
         self.tools = tools  # bound to each run's user and handed to the agent as ctx.tools
+        self._redis = redis_client
         self.cache = ResultCache(redis_client)
         self.breakers = BreakerBoard(redis_client)
         self.metrics = metrics or MetricsRecorder(redis_client)
         # (agent class, config hash) whose warm_up has succeeded in this process: the runner is per process
         # (services are made afresh after a fork), and so is what an agent loads.
         self._warm: set[tuple[type[Agent], str]] = set()
+        # Several steps of a thread-pool worker may meet a cold agent at once: one loads, the others wait for it.
+        self._warming = threading.Lock()
 
     def run(self, spec: AgentSpec, inp: BaseModel, ctx: AgentContext) -> tuple[AgentRun, BaseModel | None]:
-        with log_context(agent_id=spec.agent_id), agent_span(spec.agent_id, spec.stage.value) as span:
-            run, output, cache_lookup = self._run(spec, inp, ctx)
-            finish_agent_span(span, run)
-            if run.status != "ok":
-                level = logging.WARNING if run.status in ("error", "timeout") else logging.INFO
-                log.log(level, "agent %s ended %s: %s", spec.agent_id, run.status, (run.errors or [""])[0])
-        artifact_bytes = len(output.data) if isinstance(output, AgentArtifact) else None
-        self.metrics.record_agent_run(run, cache_lookup=cache_lookup, artifact_bytes=artifact_bytes)
+        # What a run leaves in Redis after the call, the cached result with its lock's release and the metrics,
+        # goes in one round trip at its end (sent even when the run raises: the lock must not wait to expire).
+        writes = self._redis.pipeline(transaction=False)
+        shared = self.metrics.redis is self._redis  # else the metrics go to their own Redis on their own
+        try:
+            with log_context(agent_id=spec.agent_id), agent_span(spec.agent_id, spec.stage.value) as span:
+                run, output, cache_lookup = self._run(spec, inp, ctx, writes)
+                finish_agent_span(span, run)
+                if run.status != "ok":
+                    level = logging.WARNING if run.status in ("error", "timeout") else logging.INFO
+                    log.log(level, "agent %s ended %s: %s", spec.agent_id, run.status, (run.errors or [""])[0])
+            artifact_bytes = len(output.data) if isinstance(output, AgentArtifact) else None
+            self.metrics.record_agent_run(run, cache_lookup=cache_lookup, artifact_bytes=artifact_bytes,
+                                          pipe=writes if shared else None)
+        finally:
+            if not send(writes) and shared:
+                self.metrics.dropped("the agent run's writes did not reach Redis")
         return run, output
 
-    def _run(self, spec: AgentSpec, inp: BaseModel, ctx: AgentContext) -> tuple[AgentRun, BaseModel | None, bool]:
-        """The call itself; the third value says whether the agent result cache was consulted."""
+    def _run(self, spec: AgentSpec, inp: BaseModel, ctx: AgentContext,
+             writes: Pipeline) -> tuple[AgentRun, BaseModel | None, bool]:
+        """The call itself; the third value says whether the agent result cache was consulted. The cache's writes
+        are queued on ``writes``, which the caller sends."""
         started = time.perf_counter()
         cache_lookup = False
         if ctx.tools is None and self.tools is not None:
@@ -176,11 +171,22 @@ class AgentRunner:
         except RedisError:
             # Like pybreaker's own Redis storage: with Redis down the circuit fails open (calls go through).
             breaker = OPEN_GATE
-        if not breaker.admits():
-            return finish("circuit_open", error=f"circuit open after repeated failures of {spec.agent_id}")
-
         timeout_s = spec.timeout_s or agent.default_timeout_s or self.settings.default_agent_timeout_s
         ttl_s = spec.cache_ttl_s if spec.cache_ttl_s is not None else agent.cache_ttl_s
+        lookup = None
+        if agent.cacheable and ttl_s > 0:
+            # The breaker is read in the cache lookup's round trip; the lock it may take is released if refused.
+            try:
+                key = self._cache_key(agent, config_hash, inp, ctx)
+            except Exception as exc:  # noqa: BLE001 - an input that cannot be keyed is this run's error
+                return finish("error", error=f"{type(exc).__name__}: {exc}")
+            lookup = self.cache.lookup(key, timeout_s, read_along=breaker.keys)
+        reading = breaker.reading(lookup.along) if lookup is not None else breaker.read()
+        if not breaker.admits(reading):
+            if lookup is not None:
+                self.cache.release(writes, lookup)
+            return finish("circuit_open", error=f"circuit open after repeated failures of {spec.agent_id}")
+        cache_lookup = lookup is not None  # counted in the metrics: a refused run's lookup does not count
 
         def warm_then_run() -> BaseModel:
             self._warm_up(agent, config_hash)
@@ -190,32 +196,50 @@ class AgentRunner:
             return call_with_deadline(warm_then_run, timeout_s, spec.agent_id)
 
         try:
-            if agent.cacheable and ttl_s > 0:
-                cache_lookup = True
-                key = self._cache_key(agent, config_hash, inp, ctx)
-                raw, hit = self.cache.get_or_compute(key, ttl_s, timeout_s, lambda: self._checked(agent, invoke()).model_dump_json())
-                output = type(agent).Output.model_validate_json(raw)
+            if lookup is not None:
+                output, hit = self._cached(agent, lookup, ttl_s, timeout_s, invoke, writes)
             else:
                 output, hit = self._checked(agent, invoke()), False
         except AgentSkipped as exc:
             return finish("skipped", error=str(exc) or "skipped")
         except AgentTimeout as exc:
-            breaker.record(exc)
+            breaker.record(exc, reading)
             return finish("timeout", error=str(exc))
         except Exception as exc:  # noqa: BLE001 - isolation is the point: any agent error is recorded, not raised
-            breaker.record(exc)
+            breaker.record(exc, reading)
             return finish("error", error=f"{type(exc).__name__}: {exc}")
         if not hit:
-            breaker.record(None)
+            breaker.record(None, reading)
         return finish("ok", output=output, hit=hit)
+
+    def _cached(self, agent: Agent, lookup: Lookup, ttl_s: int, timeout_s: float, invoke: Callable[[], BaseModel],
+                writes: Pipeline) -> tuple[BaseModel, bool]:
+        """The agent's output from the result cache, or computed under the cache's lock (a twin computing it is
+        waited for) and queued on ``writes`` for the cache. A hit and a miss hand on the same thing: the output read
+        from JSON."""
+        if lookup.busy:
+            lookup = self.cache.wait(lookup, timeout_s)
+        if lookup.value is None:
+            try:
+                raw = self._checked(agent, invoke()).model_dump_json()
+            except BaseException:
+                self.cache.release(writes, lookup)  # errors are never cached; the next miss computes again
+                raise
+            self.cache.store(writes, lookup, raw, ttl_s)
+        else:
+            raw = lookup.value
+        return type(agent).Output.model_validate_json(raw), lookup.value is not None
 
     def _warm_up(self, agent: Agent, config_hash: str) -> None:
         """The agent's heavy setup before its first run in this process. Within the run's deadline, as a load in
         ``run`` would be; a warm-up that fails is that run's error and is tried again by the next run."""
         key = (type(agent), config_hash)
-        if key not in self._warm:
-            agent.warm_up()
-            self._warm.add(key)
+        if key in self._warm:
+            return
+        with self._warming:
+            if key not in self._warm:
+                agent.warm_up()
+                self._warm.add(key)
 
     @staticmethod
     def _checked(agent: Agent, output: Any) -> BaseModel:

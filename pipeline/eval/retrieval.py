@@ -102,7 +102,7 @@ def corpus_collection_name(corpus_path: Path, settings: Settings) -> str:
     stat = corpus_path.stat()
     key = canonical_hash(
         [str(corpus_path.resolve()), stat.st_size, int(stat.st_mtime), settings.embedding_model,
-         settings.chunk_chars, settings.chunk_overlap_chars, settings.keyword_language, "schema-2"]
+         settings.chunk_chars, settings.chunk_overlap_chars, settings.keyword_language, "schema-3"]
     )
     return f"eval_{key[:16]}"
 
@@ -170,6 +170,13 @@ class CorpusTools:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         return self._services.embedder.embed(texts)
+
+    def embed_known(self, texts: list[str], documents) -> list[list[float]]:
+        """As a job's toolbox does: the sentence vectors stored with the documents' chunks read, the rest embedded."""
+        from pipeline.retrieval.sentence_vectors import KnownVectors, stored_for
+
+        stored = stored_for(self._services.vector_store, documents, lambda _: self._collection, self._collection)
+        return KnownVectors(self.embed, stored).embed(texts)
 
     def search(self, collection_id: str, query: str, top_k: int = 10, strategy: str = "hybrid"):
         from pipeline.retrieval.config import SearchConfig

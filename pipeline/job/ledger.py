@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -26,6 +27,10 @@ class StepLedger:
         done = ledger.get(job_id, "pre_search:translator:cfg:0")
         if done is None:
             done = ledger.put(job_id, "pre_search:translator:cfg:0", run_the_step())
+
+        answer = ledger.ask(job_id, "pre_search:translator:cfg:0")   # sent now ...
+        report_progress()                                            # ... while this waits for its own round trip
+        done = answer()                                              # the same as get's; call it once, always
     """
 
     PREFIX = "agentsearch:steps:"
@@ -44,17 +49,58 @@ class StepLedger:
             return None
         return json.loads(raw) if raw is not None else None
 
+    def ask(self, job_id: str, step: str) -> Callable[[], dict[str, Any] | None]:
+        """``get`` in two halves: the read is sent now and its answer read when the returned function is called, so
+        that a round trip the caller makes meanwhile (``run_step``: its progress report to the database) and this
+        one are waited for together. The function must be called once, whatever happens in between: it gives the
+        connection back to the pool."""
+        if self.client is None:
+            return _nothing
+        pool = self.client.connection_pool
+        try:
+            connection = pool.get_connection()
+        except redis.RedisError:
+            log.warning("step ledger unreadable; step %s of job %s runs again", step, job_id, exc_info=True)
+            return _nothing
+        try:
+            connection.send_command("HGET", self.PREFIX + job_id, step)
+        except redis.RedisError:
+            log.warning("step ledger unreadable; step %s of job %s runs again", step, job_id, exc_info=True)
+            connection.disconnect()
+            pool.release(connection)
+            return _nothing
+
+        def answer() -> dict[str, Any] | None:
+            try:
+                raw = connection.read_response()
+            except BaseException as exc:
+                connection.disconnect()  # its answer may still be on the way: never handed out again as it is
+                pool.release(connection)
+                if not isinstance(exc, redis.RedisError):
+                    raise
+                log.warning("step ledger unreadable; step %s of job %s runs again", step, job_id, exc_info=True)
+                return None
+            pool.release(connection)
+            return json.loads(raw) if raw is not None else None
+
+        return answer
+
     def put(self, job_id: str, step: str, output: dict[str, Any]) -> dict[str, Any]:
         """Store the step's output unless one is stored already; return the stored one (this one, or the first)."""
         if self.client is None:
             return output
         key = self.PREFIX + job_id
         try:
-            with self.client.pipeline() as pipe:
+            with self.client.pipeline(transaction=False) as pipe:
                 pipe.hsetnx(key, step, json.dumps(output, separators=(",", ":")))
-                pipe.hget(key, step)
                 pipe.expire(key, self.ttl_s)
-                _, stored, _ = pipe.execute()
+                stored_now, _ = pipe.execute()
+            if stored_now:
+                # The usual case: this is the first output, so it is the one to hand on. Not read back: the state
+                # is kilobytes, and reading and parsing it again cost every step more than the round trip.
+                return output
+            # Another copy of the step stored its output first (a redelivery running beside the original).
+            stored = self.client.hget(key, step)
         except redis.RedisError:
             log.warning("step ledger not written; step %s of job %s", step, job_id, exc_info=True)
             return output
@@ -76,3 +122,7 @@ class StepLedger:
         except redis.RedisError:
             return {}
         return {k.decode() if isinstance(k, bytes) else k: json.loads(v) for k, v in raw.items()}
+
+
+def _nothing() -> None:
+    return None

@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import delete, or_, select, text
 from sqlalchemy.orm import Session
 
+from pipeline.job import progress_pg
 from pipeline.job.state import AgentRun, JobState
 from pipeline.platform.db import ArtifactRow, Database, Job, utcnow
 
@@ -128,13 +129,16 @@ class JobStore:
 
     def progress(self, job_id: str, stage: str, state: JobState | None = None, keep_state: bool = False) -> bool:
         """Record the stage (and state); False when the job has already ended (cancelled, reaped), so the caller
-        can skip its work: one round trip serves as both progress report and cancellation check."""
+        can skip its work: one round trip serves as both progress report and cancellation check.
+
+        On PostgreSQL it is one ``UPDATE ... RETURNING`` (``progress_pg``). A progress report need not wait for the
+        disk there (``Database.progress_engine``): the state travels with the task, and the job's end (and the state
+        kept for assemble, ``keep_state``) is committed durably. A server crash may lose the last reports, never
+        corrupt them; waiting for the WAL flush cost every step two disk syncs.
+        """
+        if self.db.engine.dialect.name == "postgresql":
+            return progress_pg.report(self.db, job_id, stage, state, keep_state, _node)
         with self.db.session() as s:
-            if not keep_state and s.get_bind().dialect.name == "postgresql":
-                # A progress report need not wait for the disk: the state travels with the task, and the job's
-                # end (and the state kept for assemble) is committed durably. A server crash may lose the last
-                # reports, never corrupt them; waiting for the WAL flush cost every step two disk syncs.
-                s.execute(text("SET LOCAL synchronous_commit TO OFF"))
             job = self._job(s, job_id)
             if job is None:
                 return True  # no row to report to (a step run on its own)

@@ -11,6 +11,8 @@ Metrics (see README "Observability"):
 - ``agentsearch_cache_hits_total{cache}``, ``agentsearch_cache_misses_total{cache}``, ``agentsearch_cache_hit_ratio``
 - ``agentsearch_breaker_state{agent,breaker}``           0 closed, 1 open, 2 half-open
 - ``agentsearch_queue_length{queue}``                    messages waiting in the broker (Redis broker only)
+- ``agentsearch_worker_abandoned_threads{worker}``      agent threads past their deadline, per worker process
+- ``agentsearch_worker_threads_abandoned_total{worker}``, ``agentsearch_worker_recycles_total{worker}``
 - ``agentsearch_metrics_store_up``                       1 when the Redis holding the above could be read
 
 Usage::
@@ -35,7 +37,7 @@ from pipeline.platform.breakers import shared_states
 
 log = logging.getLogger("agentsearch.metrics")
 
-QUEUES = ("celery", "artifacts")
+QUEUES = ("celery", "artifacts", "ingest")
 BREAKER_STATES = {"closed": 0.0, "open": 1.0, "half-open": 2.0}
 # kombu's Redis transport keeps a queue's prioritised messages in sibling lists named queue + "\x06\x16" + step.
 _PRIORITY_SEPARATOR = "\x06\x16"
@@ -128,6 +130,23 @@ class AgentSearchCollector(Collector):
         yield hits
         yield misses
         yield ratio
+
+        current = GaugeMetricFamily(
+            "agentsearch_worker_abandoned_threads", "Agent threads still running past their deadline in a worker "
+            "process (a thread-pool worker starts afresh past worker_max_abandoned_threads).", labels=["worker"],
+        )
+        total = CounterMetricFamily("agentsearch_worker_threads_abandoned", "Agent threads a worker process "
+                                    "abandoned at their deadline since it started.", labels=["worker"])
+        for worker, (now, ever) in sorted(snapshot.abandoned_threads.items()):
+            current.add_metric([worker], now)
+            total.add_metric([worker], ever)
+        recycles = CounterMetricFamily("agentsearch_worker_recycles", "Times a worker process started afresh "
+                                       "because of abandoned threads.", labels=["worker"])
+        for worker, count in sorted(snapshot.worker_recycles.items()):
+            recycles.add_metric([worker], count)
+        yield current
+        yield total
+        yield recycles
 
     def _breakers(self) -> Iterator[Metric]:
         try:

@@ -43,6 +43,11 @@ AGENT_RUNS_KEY = f"{KEY_PREFIX}:agent_runs"
 AGENT_DURATION_KEY = f"{KEY_PREFIX}:agent_duration_seconds"
 ARTIFACT_SIZE_KEY = f"{KEY_PREFIX}:artifact_size_bytes"
 CACHE_KEY = f"{KEY_PREFIX}:cache"
+# Per worker process ("host:pid"): agent threads past their deadline, and how often the process started afresh.
+ABANDONED_THREADS_KEY = f"{KEY_PREFIX}:abandoned_threads"
+RECYCLES_KEY = f"{KEY_PREFIX}:worker_recycles"
+# A process that has not reported for this long is gone (scaled down, killed): its gauge is no longer shown.
+WORKER_REPORT_TTL_S = 3600.0
 
 # Agents range from a regex (milliseconds) to an LLM call or a rendered PDF (tens of seconds).
 DURATION_BUCKETS_S: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -84,8 +89,17 @@ class MetricsRecorder:
         self._paused_until = 0.0
         self._lock = threading.Lock()
 
-    def record_agent_run(self, run: AgentRun, cache_lookup: bool = False, artifact_bytes: int | None = None) -> None:
-        """``cache_lookup``: the agent result cache was asked (hit or miss); ``artifact_bytes``: what it produced."""
+    @property
+    def redis(self) -> redis.Redis:
+        return self._redis
+
+    def record_agent_run(self, run: AgentRun, cache_lookup: bool = False, artifact_bytes: int | None = None,
+                         pipe: Pipeline | None = None) -> None:
+        """``cache_lookup``: the agent result cache was asked (hit or miss); ``artifact_bytes``: what it produced.
+
+        ``pipe``: a pipeline on this recorder's Redis that the caller sends with writes of its own (one round trip
+        for both); the caller reports a failed send with ``dropped``.
+        """
 
         def fill(pipe: Pipeline) -> None:
             pipe.hincrby(AGENT_RUNS_KEY, _field(run.agent_id, outcome(run)), 1)
@@ -95,7 +109,10 @@ class MetricsRecorder:
             if artifact_bytes is not None:
                 _observe(pipe, ARTIFACT_SIZE_KEY, ARTIFACT_BUCKETS_BYTES, run.agent_id, float(artifact_bytes))
 
-        self._write(fill)
+        if pipe is None:
+            self._write(fill)
+        elif time.monotonic() >= self._paused_until:
+            fill(pipe)
 
     def record_cache(self, cache: str, hit: bool) -> None:
         """One lookup in a cache other than the agents' (``search``, ``embedding``, the whole-job ``job`` cache)."""
@@ -114,6 +131,14 @@ class MetricsRecorder:
 
         self._write(fill)
 
+    def record_abandoned_threads(self, worker: str, current: int, total: int) -> None:
+        """A worker process's agent threads still running past their deadline, and all it ever abandoned."""
+        report = json.dumps({"current": current, "total": total, "at": time.time()})
+        self._write(lambda pipe: pipe.hset(ABANDONED_THREADS_KEY, worker, report))
+
+    def record_recycle(self, worker: str) -> None:
+        self._write(lambda pipe: pipe.hincrby(RECYCLES_KEY, worker, 1))
+
     def _write(self, fill: Callable[[Pipeline], None]) -> None:
         if time.monotonic() < self._paused_until:
             return
@@ -122,9 +147,13 @@ class MetricsRecorder:
             fill(pipe)
             pipe.execute()
         except Exception as exc:  # noqa: BLE001 - a lost measurement must never cost an agent run
-            with self._lock:
-                self._paused_until = time.monotonic() + self.retry_after_s
-            log.debug("metrics not recorded (%s: %s); paused for %g s", type(exc).__name__, exc, self.retry_after_s)
+            self.dropped(f"{type(exc).__name__}: {exc}")
+
+    def dropped(self, why: str) -> None:
+        """A write with measurements in it failed: recording pauses for ``retry_after_s``."""
+        with self._lock:
+            self._paused_until = time.monotonic() + self.retry_after_s
+        log.debug("metrics not recorded (%s); paused for %g s", why, self.retry_after_s)
 
 
 @dataclass
@@ -145,6 +174,8 @@ class MetricsSnapshot:
     agent_duration: dict[str, HistogramSample] = field(default_factory=dict)
     artifact_size: dict[str, HistogramSample] = field(default_factory=dict)
     cache: dict[tuple[str, ...], float] = field(default_factory=dict)  # (cache, "hit" | "miss")
+    abandoned_threads: dict[str, tuple[float, float]] = field(default_factory=dict)  # worker: (current, total)
+    worker_recycles: dict[str, float] = field(default_factory=dict)
 
 
 def _counters(raw: dict[bytes, bytes]) -> dict[tuple[str, ...], float]:
@@ -171,12 +202,28 @@ def _histograms(raw: dict[bytes, bytes], buckets: tuple[float, ...]) -> dict[str
 def read_metrics(redis_client: redis.Redis) -> MetricsSnapshot:
     """Everything the workers recorded, in one round trip. Raises ``RedisError`` when Redis cannot be read."""
     pipe = redis_client.pipeline(transaction=False)
-    for key in (AGENT_RUNS_KEY, AGENT_DURATION_KEY, ARTIFACT_SIZE_KEY, CACHE_KEY):
+    for key in (AGENT_RUNS_KEY, AGENT_DURATION_KEY, ARTIFACT_SIZE_KEY, CACHE_KEY, ABANDONED_THREADS_KEY,
+                RECYCLES_KEY):
         pipe.hgetall(key)
-    runs, durations, sizes, caches = pipe.execute()
+    runs, durations, sizes, caches, abandoned, recycles = pipe.execute()
     return MetricsSnapshot(
         agent_runs=_counters(runs),
         agent_duration=_histograms(durations, DURATION_BUCKETS_S),
         artifact_size=_histograms(sizes, ARTIFACT_BUCKETS_BYTES),
         cache=_counters(caches),
+        abandoned_threads=_worker_reports(abandoned),
+        worker_recycles={_text(k): float(v) for k, v in recycles.items()},
     )
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _worker_reports(raw: dict[bytes, bytes]) -> dict[str, tuple[float, float]]:
+    now, reports = time.time(), {}
+    for worker, value in raw.items():
+        report = json.loads(value)
+        if now - report["at"] <= WORKER_REPORT_TTL_S or report["current"]:
+            reports[_text(worker)] = (float(report["current"]), float(report["total"]))
+    return reports

@@ -11,6 +11,7 @@ Usage::
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from sqlalchemy import (
     JSON,
     Boolean,
     DateTime,
+    Engine,
     Float,
     ForeignKey,
     Index,
@@ -202,7 +204,7 @@ class ArtifactRow(Base):
 
 
 class Database:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, pool_size: int = 5) -> None:
         self.url = url
         if url.startswith("sqlite"):
             # Embedded mode: API thread and worker threads share one file; WAL lets readers run beside a writer.
@@ -215,8 +217,40 @@ class Database:
                 cur.execute("PRAGMA foreign_keys=ON")
                 cur.close()
         else:
-            self.engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+            self.engine = create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=10)
+        self._pool_size = pool_size
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._progress_engine: Engine | None = None
+        self._progress_lock = threading.Lock()
+
+    @property
+    def progress_engine(self) -> Engine:
+        """PostgreSQL connections for progress reports only (``JobStore.progress``): one round trip each.
+
+        Each statement commits on its own (autocommit: no ``BEGIN``, no ``COMMIT``) and does not wait for the WAL
+        flush (``synchronous_commit`` off for the connection's whole life, set once as it connects), and there is
+        no pre-ping: the caller runs a statement again once on a fresh connection when its connection turns out
+        broken. A progress report may be lost by a server crash, never corrupted; every other write goes through
+        ``engine`` and commits durably. A session setting: behind a proxy that pools by transaction it would
+        reach other clients' connections, so this engine needs a direct connection, as the service's is.
+        """
+        engine = self._progress_engine
+        if engine is not None:
+            return engine
+        with self._progress_lock:
+            if self._progress_engine is None:
+                engine = create_engine(self.url, isolation_level="AUTOCOMMIT", pool_size=self._pool_size,
+                                       max_overflow=10)
+
+                @event.listens_for(engine, "connect")
+                def _no_flush_wait(dbapi_conn, _record) -> None:
+                    cur = dbapi_conn.cursor()
+                    cur.execute("SET synchronous_commit TO OFF")
+                    cur.close()
+                    dbapi_conn.commit()  # a no-op when the driver is already in autocommit
+
+                self._progress_engine = engine
+            return self._progress_engine
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -226,6 +260,10 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        with self._progress_lock:
+            if self._progress_engine is not None:
+                self._progress_engine.dispose()
+                self._progress_engine = None
 
 
 class SeenContent(Base):

@@ -39,6 +39,17 @@ class Settings(BaseSettings):
         60.0, ge=0, le=3600, description="How long a search or an ingest waits for Milvus (backoff 1, 2, 4 ... 30 s)."
     )
     embedding_model: str = Field("all-MiniLM-L6-v2", description="Packaged model name or a local model directory.")
+    # Set, no process of the service loads a model (nor imports torch): they all ask this server, which serves the
+    # model named by embedding_model (README "An embeddings server").
+    embedding_url: str | None = Field(
+        None, description="Base URL of an OpenAI-compatible embeddings server (Infinity, TEI, vLLM), e.g. "
+                          "http://embeddings:7997/v1; POST {url}/embeddings. Unset: the model runs in process."
+    )
+    embedding_api_key: SecretStr | None = Field(None, description="Bearer key for the embeddings server.")
+    embedding_server_model: str | None = Field(
+        None, description="Model name sent to the embeddings server; default embedding_model."
+    )
+    embedding_timeout_s: float = Field(30.0, gt=0, le=600, description="Longest wait for one embeddings request.")
     keyword_language: str = Field("english", description="Snowball stemmer for BM25 keyword search.")
     chunk_chars: int = Field(1000, ge=100, le=20000, description="Largest chunk, in characters (whole sentences).")
     chunk_overlap_chars: int = Field(200, ge=0, le=5000, description="Text repeated from the previous chunk.")
@@ -53,7 +64,22 @@ class Settings(BaseSettings):
     api_port: int = Field(8000, ge=0, le=65535)
     api_url: str | None = Field(None, description="Where the CLI finds a running API; unset: it starts one in-process.")
     api_key: str | None = Field(None, description="The CLI's key for the API at api_url (`agentsearch users create`).")
-    worker_concurrency: int = Field(2, ge=1, le=64)
+    worker_concurrency: int = Field(2, ge=1, le=64, description="Processes of a prefork worker.")
+    # A thread-pool worker runs the steps that mostly wait (agents calling LLMs, HTTP, MCP; search; the answer):
+    # one process, many steps at once (README "Two kinds of worker").
+    worker_pool: Literal["prefork", "threads"] = Field(
+        "prefork", description="Default pool of `agentsearch worker`: prefork processes or threads in one process."
+    )
+    worker_threads: int = Field(32, ge=1, le=1024, description="Threads of a thread-pool worker.")
+    # A hung agent keeps its thread (Python cannot kill one); past this many at once a thread-pool worker finishes
+    # its running steps and starts afresh (worker.recycling).
+    worker_max_abandoned_threads: int = Field(
+        16, ge=1, description="Agent threads past their deadline a worker process tolerates before it is replaced."
+    )
+    database_pool_size: int = Field(
+        10, ge=1, le=500, description="Connections a process keeps open to PostgreSQL (a thread-pool worker: at "
+                                      "least its threads)."
+    )
     worker_preload_embedder: bool = Field(True, description="Worker processes load the embedding model at start.")
     # Resident memory counts the pages a process shares with its parent (the preloaded model, ~0.5 GB): the limit
     # must sit above that, or every process would be replaced after each task.
@@ -127,6 +153,10 @@ class Settings(BaseSettings):
             self.broker_url = "memory://"
         if self.result_backend is None:
             self.result_backend = "cache+memory://" if self.embedded else self.broker_url
+        # An empty variable (a compose default, a template left blank) means no server, as an unset one does.
+        self.embedding_url = (self.embedding_url or "").strip().rstrip("/") or None
+        if self.embedding_url and not self.embedding_url.startswith(("http://", "https://")):
+            raise ValueError(f"embedding_url {self.embedding_url!r} is not an http:// or https:// URL")
         self.log_level = self.log_level.upper()
         if not isinstance(logging.getLevelName(self.log_level), int):
             raise ValueError(f"log_level {self.log_level!r} is not a logging level")
@@ -145,6 +175,11 @@ class Settings(BaseSettings):
 
     def search_defaults(self) -> dict:
         return {"strategy": self.search_strategy, "fusion": self.search_fusion}
+
+    @property
+    def embeds_in_process(self) -> bool:
+        """True when this process holds the embedding model itself; False with an embeddings server."""
+        return self.embedding_url is None
 
     @property
     def embedded(self) -> bool:

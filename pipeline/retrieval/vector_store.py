@@ -1,8 +1,12 @@
-"""One Milvus collection per agentsearch collection: chunks with a dense vector and a BM25 sparse vector.
+"""One Milvus collection per agentsearch collection: chunks with a dense vector, a BM25 sparse vector and the
+vectors of their sentences.
 
 The BM25 vector is computed by Milvus itself (a ``Function`` of type BM25) from ``keywords``, a field that holds
 the chunk's text already analysed (stemmed) by ``KeywordAnalyzer``. Works against Milvus Lite (a local ``.db``
 path, one process only), ``milvus-lite server`` and Milvus standalone through the same ``MilvusClient`` calls.
+The ``sentences`` field holds the chunk's sentence vectors (``pipeline.retrieval.sentence_vectors``), read by
+``sentence_vectors`` for a job's reranker and answer; a collection made before the field existed works without it
+(its jobs embed those sentences themselves).
 
 Usage::
 
@@ -12,6 +16,7 @@ Usage::
                                          vector=[...])])
     hits = store.dense_search("c_ab12", query_vector, limit=100)
     hits = store.keyword_search("c_ab12", "stem queri", limit=100)
+    stored = store.sentence_vectors("c_ab12", ["d1#0"])          # {text_key: vector} of those chunks' sentences
 
 A Milvus server that restarts comes back with every collection released ("call load() before search"), while each
 worker process still remembers having loaded it: a search, keyword search or vector read that meets a released
@@ -26,9 +31,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import numpy as np
 from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
 
+from pipeline.retrieval.sentence_vectors import unpack
+
 MAX_TEXT_CHARS = 16000  # VARCHAR limits count bytes; this leaves room for multi-byte UTF-8
+SENTENCES_FIELD = "sentences"
 OUTPUT_FIELDS = ["document_id", "title", "text", "metadata"]
 # Milvus's "collection not loaded" (merr.ErrCollectionNotLoaded, code 101; milvus-lite answers it as "Collection
 # 'c_...' is in state 'released'; call load() before search/get/query"). pymilvus's ErrorCode names no constant for
@@ -62,6 +71,7 @@ class IndexedChunk:
     vector: list[float]
     keywords: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    sentences: str = ""  # sentence_vectors.pack of the chunk's sentences; "" when none were made
 
 
 @dataclass
@@ -81,6 +91,8 @@ class VectorStore:
         self._lock = threading.Lock()
         self._known: set[str] = set()
         self._loaded: set[str] = set()
+        # Whether each collection has the sentences field (those made before it have not), asked once per process.
+        self._with_sentences: dict[str, bool] = {}
 
     def ensure_collection(self, name: str, dimension: int) -> None:
         with self._lock:
@@ -100,6 +112,7 @@ class VectorStore:
             schema.add_field("metadata", DataType.JSON)
             schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
             schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+            schema.add_field(SENTENCES_FIELD, DataType.VARCHAR, max_length=65535)
             schema.add_function(
                 Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["keywords"],
                          output_field_names=["sparse"])
@@ -109,9 +122,11 @@ class VectorStore:
             index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
             self._client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
             self._known.add(name)
+            self._with_sentences[name] = True
 
     def _check_schema(self, name: str, dimension: int) -> None:
         fields = {f["name"]: f for f in self._client.describe_collection(name)["fields"]}
+        self._with_sentences[name] = SENTENCES_FIELD in fields
         if "sparse" not in fields:
             raise SchemaMismatch(f"Milvus collection {name} predates keyword search; re-create it and re-ingest")
         have = int(fields["vector"].get("params", {}).get("dim", dimension))
@@ -133,6 +148,7 @@ class VectorStore:
                 "keywords": (c.keywords or " ")[:MAX_TEXT_CHARS],
                 "metadata": c.metadata,
                 "vector": c.vector,
+                **({SENTENCES_FIELD: c.sentences} if self._has_sentences(name) else {}),
             }
             for c in chunks
         ]
@@ -219,10 +235,29 @@ class VectorStore:
         rows = self._on_loaded(name, lambda: self._client.get(name, ids=chunk_ids, output_fields=["vector"]), [])
         return {str(r["id"]): [float(x) for x in r["vector"]] for r in rows}
 
+    def _has_sentences(self, name: str) -> bool:
+        if name not in self._with_sentences:
+            fields = {f["name"] for f in self._client.describe_collection(name)["fields"]}
+            self._with_sentences[name] = SENTENCES_FIELD in fields
+        return self._with_sentences[name]
+
+    def sentence_vectors(self, name: str, chunk_ids: list[str]) -> dict[bytes, np.ndarray]:
+        """The stored sentence vectors of these chunks, ``{text_key(sentence): vector}``: one read, no model.
+        Empty for a collection without them (made before the field existed) or one that does not exist."""
+        if not chunk_ids or not self._client.has_collection(name) or not self._has_sentences(name):
+            return {}
+        rows = self._on_loaded(name, lambda: self._client.get(name, ids=chunk_ids, output_fields=[SENTENCES_FIELD]),
+                               [])
+        stored: dict[bytes, np.ndarray] = {}
+        for row in rows:
+            stored.update(unpack(row.get(SENTENCES_FIELD)))
+        return stored
+
     def drop_collection(self, name: str) -> None:
         with self._lock:
             self._known.discard(name)
             self._loaded.discard(name)
+            self._with_sentences.pop(name, None)
             if self._client.has_collection(name):
                 self._client.drop_collection(name)
 

@@ -21,6 +21,30 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
 
 
+# A sentence split after one of these is no sentence end: "John C. Messenger", "Dr. Ruth", "e.g. solar".
+_NOT_AN_END = re.compile(
+    r"(?:\b(?:[A-Z][a-z]+\s+[A-HJ-UWYZ]|Mr|Mrs|Ms|Dr|St|Jr|Sr|Prof|Gen|Col|Lt|Sgt|Capt|Rev|Mt|Ft|No|Nos|Vol|vs|ca|"
+    r"approx|Fig|e\.g|i\.e|cf)\.)$"
+)
+
+
+def whole_sentences(text: str) -> list[str]:
+    """``split_sentences``, with the pieces split after an initial or a title abbreviation joined again: the
+    sentences an answer cites and the reranker's passages are made of, and whose vectors ingestion stores.
+
+    Usage::
+
+        whole_sentences("John C. Messenger wrote it. It sold.")   # ["John C. Messenger wrote it.", "It sold."]
+    """
+    merged: list[str] = []
+    for piece in split_sentences(text):
+        if merged and _NOT_AN_END.search(merged[-1]):
+            merged[-1] = f"{merged[-1]} {piece}"
+        else:
+            merged.append(piece)
+    return merged
+
+
 def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 

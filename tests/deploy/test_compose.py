@@ -17,11 +17,11 @@ from tests.deploy.conftest import (
     run_probe,
     settings_from,
 )
-from worker.app import ARTIFACTS_QUEUE, DEFAULT_QUEUE
+from worker.app import ALL_QUEUES, ARTIFACTS_QUEUE, DEFAULT_QUEUE, INGEST_QUEUE
 
-APP_SERVICES = ("migrate", "api", "worker", "worker-artifacts", "beat", "flower")
-WORKERS = ("worker", "worker-artifacts")
-HEARTBEAT_CHECKED = ("worker", "worker-artifacts", "beat")
+APP_SERVICES = ("migrate", "api", "worker-threads", "worker-prefork", "beat", "flower")
+WORKERS = ("worker-threads", "worker-prefork")
+HEARTBEAT_CHECKED = ("worker-threads", "worker-prefork", "beat")
 
 
 def flag_value(command: list[str], flag: str) -> str | None:
@@ -82,7 +82,7 @@ def test_caches_and_breakers_live_in_a_capped_lru_redis(compose_config):
 def test_workers_can_be_scaled(compose_config):
     for name in WORKERS:
         service = compose_config["services"][name]
-        # Either would make `--scale worker=4` fail: a fixed name or host port can be taken only once.
+        # Either would make `--scale worker-threads=4` fail: a fixed name or host port can be taken only once.
         assert "container_name" not in service, name
         assert not service.get("ports"), name
 
@@ -90,7 +90,34 @@ def test_workers_can_be_scaled(compose_config):
 def test_workers_consume_every_queue_and_each_its_own(compose_config):
     services = compose_config["services"]
     consumed = {name: flag_value(services[name]["command"], "--queues") for name in WORKERS}
-    assert consumed == {"worker": DEFAULT_QUEUE, "worker-artifacts": ARTIFACTS_QUEUE}
+    assert consumed == {"worker-threads": DEFAULT_QUEUE, "worker-prefork": f"{ARTIFACTS_QUEUE},{INGEST_QUEUE}"}
+    assert sorted(q for queues in consumed.values() for q in queues.split(",")) == sorted(ALL_QUEUES)
+
+
+def test_steps_run_in_threads_and_computing_in_processes(compose_config):
+    services = compose_config["services"]
+    pools = {name: (flag_value(services[name]["command"], "--pool"),
+                    flag_value(services[name]["command"], "--concurrency")) for name in WORKERS}
+    assert pools == {"worker-threads": ("threads", "32"), "worker-prefork": ("prefork", "2")}
+
+
+def test_one_embeddings_server_serves_every_process_that_embeds(compose_config):
+    services = compose_config["services"]
+    server = services["embeddings"]
+    assert server["image"].startswith("michaelf34/infinity:")
+    command = server["command"]
+    assert command[0] == "v2"
+    # The name the service knows its vectors by (collections, caches) is the one served.
+    assert flag_value(command, "--served-model-name") == settings_from({}).embedding_model
+    port, prefix = flag_value(command, "--port"), flag_value(command, "--url-prefix")
+    assert server["healthcheck"]["test"][-1] == f"http://localhost:{port}/health"
+    for name in APP_SERVICES:
+        settings = settings_from(services[name]["environment"])
+        url = urlparse(settings.embedding_url)
+        assert (url.hostname, str(url.port), url.path) == ("embeddings", port, prefix), name
+        assert not settings.embeds_in_process, name
+    for name in ("api", *WORKERS):
+        assert services[name]["depends_on"]["embeddings"]["condition"] == "service_healthy", name
 
 
 def test_migrate_completes_before_anything_uses_the_database(compose_config):
@@ -98,7 +125,7 @@ def test_migrate_completes_before_anything_uses_the_database(compose_config):
     assert services["migrate"]["command"] == ["agentsearch", "migrate"]
     assert services["migrate"]["restart"] == "no"
     assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
-    for name in ("api", "worker", "worker-artifacts", "beat"):
+    for name in ("api", *WORKERS, "beat"):
         assert services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully", name
 
 

@@ -25,12 +25,13 @@ from tests.deploy.conftest import (
     run_probe,
     settings_from,
 )
-from worker.app import ARTIFACTS_QUEUE, DEFAULT_QUEUE
+from worker.app import ALL_QUEUES, ARTIFACTS_QUEUE, DEFAULT_QUEUE, INGEST_QUEUE
 
 # autoscaling/v2 HPAs need 1.23; 1.30 is the oldest release still commonly run. 1.37: the newest the validator knows.
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
 POD_OWNERS = ("Deployment", "Job")
 BUILDS = tuple(KUSTOMIZATIONS)
+WORKERS = ("worker-threads", "worker-prefork")
 
 
 def by_kind(objects: list[dict], kind: str) -> dict[str, dict]:
@@ -100,8 +101,10 @@ def test_both_kustomizations_render_the_whole_service(builds):
         expected = {
             ("Deployment", "agentsearch-api"), ("Service", "agentsearch-api"),
             ("HorizontalPodAutoscaler", "agentsearch-api"),
-            ("Deployment", "agentsearch-worker"), ("ScaledObject", "agentsearch-worker"),
-            ("Deployment", "agentsearch-worker-artifacts"), ("ScaledObject", "agentsearch-worker-artifacts"),
+            ("Deployment", "agentsearch-worker-threads"), ("ScaledObject", "agentsearch-worker-threads"),
+            ("Deployment", "agentsearch-worker-prefork"), ("ScaledObject", "agentsearch-worker-prefork"),
+            ("Deployment", "agentsearch-embeddings"), ("Service", "agentsearch-embeddings"),
+            ("HorizontalPodAutoscaler", "agentsearch-embeddings"),
             ("Deployment", "agentsearch-beat"),
             ("Deployment", "agentsearch-flower"), ("Service", "agentsearch-flower"),
             ("Job", "agentsearch-migrate"),
@@ -161,20 +164,58 @@ def test_keda_watches_the_queue_each_worker_consumes_on_the_broker(builds, build
         target = deployments[scaled["spec"]["scaleTargetRef"]["name"]]
         namespace = target["metadata"]["namespace"]
         (container,) = pod_spec(target)["containers"]
-        (trigger,) = scaled["spec"]["triggers"]
-        meta = trigger["metadata"]
-        assert trigger["type"] == "redis", name
-        assert meta["listName"] == flag_value(container["args"], "--queues"), name
-        assert int(meta["listLength"]) >= 1
-        assert meta["databaseIndex"] == broker.path.lstrip("/"), name
-        # KEDA's operator reads the address from the target's environment and connects from its own namespace.
-        address = container_env(objects, container)[meta["addressFromEnv"]]
-        host, _, port = address.rpartition(":")
-        assert host in (f"{broker.hostname}.{namespace}.svc.cluster.local", f"{broker.hostname}.{namespace}.svc",
-                        f"{broker.hostname}.{namespace}"), (name, address)
-        assert int(port) == (broker.port or 6379), name
-        watched.add(meta["listName"])
-    assert watched == {DEFAULT_QUEUE, ARTIFACTS_QUEUE}
+        # One trigger per queue the worker consumes: the backlog of any of them scales it.
+        lists = []
+        for trigger in scaled["spec"]["triggers"]:
+            meta = trigger["metadata"]
+            assert trigger["type"] == "redis", name
+            assert int(meta["listLength"]) >= 1
+            assert meta["databaseIndex"] == broker.path.lstrip("/"), name
+            # KEDA's operator reads the address from the target's environment and connects from its own namespace.
+            address = container_env(objects, container)[meta["addressFromEnv"]]
+            host, _, port = address.rpartition(":")
+            assert host in (f"{broker.hostname}.{namespace}.svc.cluster.local", f"{broker.hostname}.{namespace}.svc",
+                            f"{broker.hostname}.{namespace}"), (name, address)
+            assert int(port) == (broker.port or 6379), name
+            lists.append(meta["listName"])
+        assert lists == flag_value(container["args"], "--queues").split(","), name
+        watched.update(lists)
+    assert watched == set(ALL_QUEUES)
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_steps_run_in_threads_and_computing_in_processes(builds, build):
+    deployments = by_kind(builds[build], "Deployment")
+    workers = {}
+    for name in WORKERS:
+        (container,) = pod_spec(deployments[f"agentsearch-{name}"])["containers"]
+        args = container["args"]
+        workers[name] = (flag_value(args, "--pool"), flag_value(args, "--queues"), flag_value(args, "--concurrency"))
+    assert workers == {"worker-threads": ("threads", DEFAULT_QUEUE, "32"),
+                       "worker-prefork": ("prefork", f"{ARTIFACTS_QUEUE},{INGEST_QUEUE}", "2")}
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_one_embeddings_service_serves_every_process_that_embeds(builds, build):
+    objects = builds[build]
+    deployment = by_kind(objects, "Deployment")["agentsearch-embeddings"]
+    service = by_kind(objects, "Service")["agentsearch-embeddings"]
+    (container,) = pod_spec(deployment)["containers"]
+    args = container["args"]
+    assert container["image"].startswith("michaelf34/infinity:") and args[0] == "v2"
+    # The name the service knows its vectors by (collections, caches) is the one served.
+    assert flag_value(args, "--served-model-name") == settings_from({}).embedding_model
+    (port,) = service["spec"]["ports"]
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert port["targetPort"] == "http" and container["ports"][0]["containerPort"] == int(flag_value(args, "--port"))
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}, probe
+    url = urlparse(configmap_data(objects)["AGENTSEARCH_EMBEDDING_URL"])
+    assert (url.hostname, url.port, url.path) == (service["metadata"]["name"], port["port"],
+                                                  flag_value(args, "--url-prefix"))
+    for obj in workloads(objects, "api", *WORKERS):
+        (app,) = pod_spec(obj)["containers"]
+        assert not settings_from(container_env(objects, app)).embeds_in_process, obj["metadata"]["name"]
 
 
 @pytest.mark.parametrize("build", BUILDS)
@@ -183,7 +224,7 @@ def test_one_autoscaler_per_deployment(builds, build):
     deployments = by_kind(objects, "Deployment")
     hpa_targets = [h["spec"]["scaleTargetRef"]["name"] for h in by_kind(objects, "HorizontalPodAutoscaler").values()]
     keda_targets = [s["spec"]["scaleTargetRef"]["name"] for s in by_kind(objects, "ScaledObject").values()]
-    assert hpa_targets == ["agentsearch-api"]
+    assert sorted(hpa_targets) == ["agentsearch-api", "agentsearch-embeddings"]
     targets = hpa_targets + keda_targets
     # KEDA makes an HPA of its own: two for one Deployment would fight over the replica count.
     assert len(targets) == len(set(targets))
@@ -195,7 +236,7 @@ def test_one_autoscaler_per_deployment(builds, build):
 @pytest.mark.parametrize("build", BUILDS)
 def test_workers_outlast_their_longest_task_on_shutdown(builds, build):
     objects = builds[build]
-    for obj in workloads(objects, "worker", "worker-artifacts"):
+    for obj in workloads(objects, *WORKERS):
         (container,) = pod_spec(obj)["containers"]
         limit = longest_hard_time_limit_s(settings_from(container_env(objects, container)))
         assert pod_spec(obj)["terminationGracePeriodSeconds"] > limit, obj["metadata"]["name"]
@@ -205,7 +246,7 @@ def test_workers_outlast_their_longest_task_on_shutdown(builds, build):
 def test_worker_and_beat_liveness_is_the_heartbeat_file_age(builds, build, tmp_path):
     objects = builds[build]
     checked = 0
-    for obj in workloads(objects, "worker", "worker-artifacts", "beat"):
+    for obj in workloads(objects, *WORKERS, "beat"):
         (container,) = pod_spec(obj)["containers"]
         heartbeat_file = str(settings_from(container_env(objects, container)).worker_heartbeat_file)
         for probe_name in ("livenessProbe", "startupProbe"):
@@ -259,8 +300,10 @@ def test_every_container_runs_as_non_root_with_bounded_resources(builds, build):
             resources = container.get("resources", {})
             for bound in ("requests", "limits"):
                 assert {"cpu", "memory"} <= set(resources.get(bound, {})), (name, bound)
-            # The image's ENTRYPOINT (tini) stays PID 1 only when the manifest sets args, not command.
-            assert "command" not in container and container["args"][0] == "agentsearch", name
+            # The image's ENTRYPOINT (tini; the embeddings server's `infinity_emb`) stays when the manifest sets
+            # args, not command.
+            assert "command" not in container, name
+            assert container["args"][0] == ("v2" if component(obj) == "embeddings" else "agentsearch"), name
             # A read-only root needs writable scratch space where the code writes.
             mounts = {m["mountPath"] for m in container.get("volumeMounts", [])}
             assert "/tmp" in mounts, name
@@ -297,9 +340,12 @@ def test_flower_gets_basic_auth_and_nothing_else_does(builds, build):
 def test_the_settings_every_process_gets_are_valid(builds, build):
     objects = builds[build]
     for obj in workloads(objects):
+        if component(obj) == "embeddings":
+            continue  # not an agentsearch process
         (container,) = pod_spec(obj)["containers"]
         settings = settings_from(container_env(objects, container))
         assert not settings.embedded, obj["metadata"]["name"]
+        assert not settings.embeds_in_process, obj["metadata"]["name"]
         if component(obj) not in ("beat", "flower"):  # neither touches the database
             assert settings.database_url.startswith("postgresql"), obj["metadata"]["name"]
 

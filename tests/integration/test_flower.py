@@ -73,7 +73,7 @@ def test_flower_lists_the_running_worker_and_its_queues(flower):
     wait_for(listed, 30, "the worker in Flower", proc, log)
     (name,) = [n for n, w in found.items() if w.get("active_queues")]  # the stack runs one worker
     assert "@" in name  # Celery's node name: name@host
-    assert {q["name"] for q in found[name]["active_queues"]} == {"celery", "artifacts"}
+    assert {q["name"] for q in found[name]["active_queues"]} == {"celery", "artifacts", "ingest"}
 
     # Liveness from the worker's heartbeat events: the events the workers send are reaching Flower.
     wait_for(lambda: httpx.get(f"{url}/api/workers", params={"status": "1"}, auth=CREDENTIALS).json().get(name),

@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from bench import hop, suite
+from bench import hop, scifact, suite
 from bench.agents import NOOP_AGENTS, noop_agent_ids
 from pipeline.agents.base import AgentContext, PreSearchInput, Stage
 from pipeline.agents.registry import AgentRegistry
@@ -40,6 +40,32 @@ def test_bench_hop_writes_the_three_figures(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert calls == [(7, 3, False)]
     assert json.loads(out.read_text()) == {"pipeline_hop_ms": 6.0, "raw_celery_hop_ms": 5.0, "ratio": 1.2}
+
+
+def test_bench_default_job_writes_p50_and_p95_with_and_without_artifacts(tmp_path, monkeypatch):
+    from cli import main
+
+    calls = []
+
+    def fake_run(docs, queries, attach):
+        calls.append((docs, queries, attach))
+        return {"docs": docs, "queries": queries, "ingest_through_stack": {},
+                "job_ms": {"with_artifacts": {"p50": 240.0, "p95": 310.04, "min": 200.0, "max": 400.0, "n": 3},
+                           "without_artifacts": {"p50": 180.0, "p95": 260.0, "min": 150.0, "max": 300.0, "n": 3}},
+                "stage_p50_ms": {"without_artifacts": {"answer": 20.0}}, "agent_statuses": {"reranker:ok": 6}}
+
+    monkeypatch.setattr(scifact, "run_standalone", fake_run)
+    out = tmp_path / "job.json"
+    result = CliRunner().invoke(main, ["bench", "default-job", "--queries", "3", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert calls == [(1000, 3, False)]
+    figures = json.loads(out.read_text())
+    assert {k: figures[k] for k in ("p50_ms_without_artifacts", "p50_ms_with_artifacts", "p95_ms_without_artifacts",
+                                    "p95_ms_with_artifacts")} == {
+        "p50_ms_without_artifacts": 180.0, "p50_ms_with_artifacts": 240.0, "p95_ms_without_artifacts": 260.0,
+        "p95_ms_with_artifacts": 310.0}
+    assert figures["queries"] == 3 and figures["stage_p50_ms"] == {"without_artifacts": {"answer": 20.0}}
+    assert json.loads(result.output) == figures
 
 
 def test_the_bench_agents_register_and_stand_still():
@@ -95,3 +121,17 @@ def test_the_report_replaces_only_its_own_block(tmp_path):
     suite.write_report(suite.BEGIN + "\nnew\n" + suite.END, out)
     text = out.read_text()
     assert "intro" in text and "## Notes\n\nkept" in text and "new" in text and "old" not in text
+
+
+def test_the_hop_profile_nests_frames_under_the_anchor_with_their_shares(tmp_path):
+    from bench import profile_hop
+
+    raw = tmp_path / "stacks.txt"
+    raw.write_text(
+        "main (w.py:1);run_step (worker/steps.py:9);JobStore.progress (pipeline/job/store.py:3) 6\n"
+        "main (w.py:1);run_step (worker/steps.py:9);StepLedger.put (pipeline/job/ledger.py:5) 3\n"
+        "main (w.py:1);run_step (worker/steps.py:12);JobStore.progress (pipeline/job/store.py:4) 1\n"
+        "main (w.py:1);idle (w.py:2) 90\n")
+    assert profile_hop.tree(raw, "run_step", depth=1, min_share=5) == [
+        " 70.0%  JobStore.progress (pipeline/job/store.py)", " 30.0%  StepLedger.put (pipeline/job/ledger.py)"]
+    assert profile_hop.breakdown(raw, "run_step")[0] == (60.0, "JobStore.progress (pipeline/job/store.py:3)")

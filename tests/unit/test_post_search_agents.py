@@ -33,6 +33,7 @@ from pipeline.platform.breakers import AgentBreaker
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.embedder import Embedder
+from pipeline.retrieval.sentence_vectors import chunk_units
 from pipeline.security.egress import EgressPolicy
 from pipeline.security.registered_tools import RegisteredTool
 from tests.support.fake_llm import FakeLLM
@@ -274,6 +275,32 @@ def test_reranker_puts_the_document_that_answers_first(embedder):
     assert summary["method"] == "offline" and summary["dense"] == "ok"
     assert summary["weights"] == {"dense": 0.5, "bm25": 0.3, "proximity": 0.2}
     assert summary["order"] == ids and summary["moved"] >= 2
+
+
+class KnownTools(FakeTools):
+    """A toolbox with ``embed_known``, as a job's: texts whose vectors ingestion stored are read, not embedded."""
+
+    def __init__(self, embedder: CachedEmbedder) -> None:
+        super().__init__(embedder)
+        self.asked: list[tuple[list[str], list[str]]] = []
+
+    def embed_known(self, texts: list[str], documents: list[Document]) -> list[list[float]]:
+        self.asked.append((list(texts), [d.id for d in documents]))
+        return self.embed(texts)
+
+
+def test_reranker_reads_known_vectors_of_whole_sentences_and_titles_and_ranks_as_with_embed(embedder):
+    tools = KnownTools(embedder)
+    documents = search_order(HARROW_CANDIDATES)
+    out = run(Reranker(), documents, HARROW_QUERY, ctx_with(tools))
+    plain = run(Reranker(), documents, HARROW_QUERY, ctx_with(FakeTools(embedder)))
+    assert [d.id for d in out.documents] == [d.id for d in plain.documents]
+    assert out.metadata["rerank"]["dense"] == "ok"
+    [(texts, ids)] = tools.asked  # one call for every document
+    assert ids == HARROW_CANDIDATES and texts[0] == HARROW_QUERY
+    # What it asks for is what ingestion stores: each document's whole sentences and its title.
+    stored = {u for d in documents for u in chunk_units(d.title, d.text)}
+    assert set(texts[1:]) <= stored
 
 
 def test_reranker_without_a_toolbox_ranks_by_bm25_and_proximity_and_says_so():

@@ -175,6 +175,22 @@ def test_spell_checker_corrects_towards_the_collections_spelling(tools):
     assert out.metadata["corrections"] == {"Nortwind": "Northwind", "electrolyzer": "electrolyser"}
 
 
+def test_spell_checker_builds_the_collections_dictionary_only_for_a_word_to_correct(tools, monkeypatch):
+    from pipeline.agents import spell_checker
+
+    built, real = [], spell_checker.domain_dictionary
+
+    def counting(key, vocabulary):
+        built.append(key)
+        return real(key, vocabulary)
+
+    monkeypatch.setattr(spell_checker, "domain_dictionary", counting)
+    out = SpellChecker().run(inp("Northwind electrolyser revenue"), ctx_with(tools))  # every word known
+    assert out.metadata["corrections"] == {} and built == []
+    out = SpellChecker().run(inp("Nortwind electrolyser revenue"), ctx_with(tools))
+    assert out.metadata["corrections"] == {"Nortwind": "Northwind"} and len(built) == 1
+
+
 def test_spell_checker_leaves_numbers_acronyms_and_words_with_digits_alone(tools):
     out = SpellChecker().run(inp("EBITDA TWh Q4 2025 H2O 3.5GW reveune"), ctx_with(tools))
     assert out.query == "EBITDA TWh Q4 2025 H2O 3.5GW revenue"

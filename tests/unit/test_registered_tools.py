@@ -249,3 +249,23 @@ def test_the_bound_toolbox_finds_registered_tools_and_the_operators_egress_polic
         as_someone.registered_tool("mcp", "crm")
     assert as_someone.egress_policy == Settings(egress_allow=["10.0.0.0/8"]).egress_policy()
     assert as_someone.llm is tools.llm
+
+
+def test_a_collections_lexicon_is_kept_in_the_process_per_epoch_and_still_only_for_its_owner(db, toolbox):
+    tools, services = toolbox
+    alice, bob = make_user(db, "alice"), make_user(db, "bob")
+    alices = make_collection(db, alice, ["Turbines under a power purchase agreement (PPA)."])
+    as_alice = tools.for_user(str(alice))
+    first = as_alice.vocabulary(alices)
+    services.runner.cache._redis.flushdb()  # as benchmark 3 does before every job
+    with db.session() as s:  # the rows change without an epoch move: only a kept lexicon ignores them
+        s.add(DocumentRow(collection_id=uuid.UUID(alices), external_id="late", title="L", text="Gearboxes.",
+                          status="indexed"))
+    again = tools.for_user(str(alice))  # the next agent call (a new bound toolbox, the same process)
+    assert again.vocabulary(alices) is first and "gearboxes" not in first
+    with pytest.raises(MissingResource):
+        tools.for_user(str(bob)).vocabulary(alices)  # kept for the process, still not his
+    with db.session() as s:  # an ingest moves the epoch on: the lexicon is made again
+        s.get(Collection, uuid.UUID(alices)).index_epoch += 1
+    assert "gearboxes" in tools.for_user(str(alice)).vocabulary(alices)
+    assert tools.for_user(str(alice)).acronyms(alices) == {"PPA": "power purchase agreement"}

@@ -16,7 +16,7 @@ from typing import Any
 
 from pipeline.documents import CotStep, Document
 from pipeline.job.answer.result import DEFAULT_MAX_SENTENCES, NO_RESULTS, NO_TEXT, Answer, Embed, sources_of
-from pipeline.text import STOPWORDS, split_sentences, words
+from pipeline.text import STOPWORDS, whole_sentences, words
 
 # --- the question's shape ---------------------------------------------------------------------------------------
 
@@ -100,22 +100,8 @@ def _cosine(a: list[float], b: list[float]) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
-# A sentence split after one of these is no sentence end: "John C. Messenger", "Dr. Ruth", "e.g. solar".
-_NOT_AN_END = re.compile(
-    r"(?:\b(?:[A-Z][a-z]+\s+[A-HJ-UWYZ]|Mr|Mrs|Ms|Dr|St|Jr|Sr|Prof|Gen|Col|Lt|Sgt|Capt|Rev|Mt|Ft|No|Nos|Vol|vs|ca|"
-    r"approx|Fig|e\.g|i\.e|cf)\.)$"
-)
-
-
-def answer_sentences(text: str) -> list[str]:
-    """``split_sentences``, with the pieces split after an initial or a title abbreviation joined again."""
-    merged: list[str] = []
-    for piece in split_sentences(text):
-        if merged and _NOT_AN_END.search(merged[-1]):
-            merged[-1] = f"{merged[-1]} {piece}"
-        else:
-            merged.append(piece)
-    return merged
+# The answer's sentences are the text's whole sentences: each cited, each scored (and embedded) on its own.
+answer_sentences = whole_sentences
 
 
 @dataclass

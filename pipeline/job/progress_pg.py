@@ -1,0 +1,93 @@
+"""A progress report on PostgreSQL: one ``UPDATE ... RETURNING``, one round trip (``JobStore.progress``).
+
+What ``JobStore.progress`` does with the loaded row on SQLite is done here by the statement itself: ``queued``
+becomes ``running`` with its start time, the worker's node is recorded, the stage log grows when the stage
+changes (``jsonb ||``), and the agents' records and timings are replaced. Only a job still queued or running is
+updated, so the report is also the cancellation check; a cancel committed before it is seen (the row lock orders
+the two).
+
+Every agent step sends one, so it skips what it can: no ORM (the statement is written out and sent through
+``exec_driver_sql``), no ``BEGIN`` and ``COMMIT`` and no wait for the WAL flush (``Database.progress_engine``), no
+pre-ping (a connection found broken is replaced and the report sent once more: sending it twice changes nothing,
+as the stage log grows only when the stage changes), and the records are serialised by pydantic in one call.
+
+Usage::
+
+    ended = not report(db, job_id, "pre_search:translator", state, keep_state=False, node="w1@host")
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from pydantic import TypeAdapter
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+
+from pipeline.job.state import AgentRun, JobState
+from pipeline.platform.db import Database, utcnow
+
+_RUNS = TypeAdapter(list[AgentRun])
+
+
+def _statement(with_state: bool, keep_state: bool) -> str:
+    records = ""
+    if with_state:
+        records = "agent_runs = CAST(%(runs)s AS jsonb), timings_ms = CAST(%(timings)s AS jsonb),"
+        if keep_state:
+            records += " state = CAST(%(state)s AS jsonb),"
+    # Every column on the right-hand side is the row as it was before this statement.
+    return f"""
+        UPDATE jobs SET
+            status = CASE WHEN status = 'queued' THEN 'running' ELSE status END,
+            started_at = CASE WHEN status = 'queued' THEN COALESCE(started_at, %(now)s) ELSE started_at END,
+            worker = COALESCE(CAST(%(node)s AS varchar), worker),
+            stage_log = CASE WHEN stage IS DISTINCT FROM CAST(%(stage)s AS varchar)
+                THEN COALESCE(stage_log, CAST('[]' AS jsonb)) || jsonb_build_array(
+                    jsonb_build_object('stage', CAST(%(stage)s AS text), 'at', CAST(%(at)s AS text)))
+                ELSE stage_log END,
+            stage = CAST(%(stage)s AS varchar),
+            {records}
+            updated_at = %(now)s
+        WHERE id = %(job_id)s AND status IN ('queued', 'running')
+        RETURNING id"""
+
+
+STATEMENTS = {(False, False): _statement(False, False), (True, False): _statement(True, False),
+              (True, True): _statement(True, True)}
+STATUS = "SELECT status FROM jobs WHERE id = %(job_id)s"
+
+
+def report(db: Database, job_id: str, stage: str, state: JobState | None, keep_state: bool,
+           node: str | None) -> bool:
+    """Record the stage (and state); False when the job has ended. ``keep_state``: the state is saved too, and
+    committed durably (it is what ``assemble`` builds the response from)."""
+    now = utcnow()
+    params: dict[str, Any] = {"job_id": uuid.UUID(job_id), "stage": stage, "at": now.isoformat(), "now": now,
+                              "node": node}
+    if state is not None:
+        params["runs"] = _RUNS.dump_json(state.agent_runs).decode()
+        params["timings"] = json.dumps(state.timings_ms)
+        if keep_state:
+            params["state"] = state.model_dump_json()
+    statement = STATEMENTS[state is not None, keep_state and state is not None]
+    if keep_state:
+        with db.engine.begin() as conn:
+            return _reported(conn, statement, params)
+    try:
+        with db.progress_engine.connect() as conn:
+            return _reported(conn, statement, params)
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+    with db.progress_engine.connect() as conn:
+        return _reported(conn, statement, params)
+
+
+def _reported(conn: Connection, statement: str, params: dict[str, Any]) -> bool:
+    if conn.exec_driver_sql(statement, params).first() is not None:
+        return True
+    # Nothing updated: the job has ended (False), or it has no row (a step run on its own: nothing to stop).
+    return conn.exec_driver_sql(STATUS, {"job_id": params["job_id"]}).first() is None
