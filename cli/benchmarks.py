@@ -5,6 +5,7 @@ Usage::
     agentsearch bench hop --agents 20 --jobs 30 --json hop.json     # on a local stack of its own
     agentsearch bench hop --attach                                  # on the stack AGENTSEARCH_* point to
     agentsearch bench default-job --queries 20 --json job.json      # the uncached default job on SciFact
+    agentsearch bench concurrency --jobs 200 --json many.json       # prefork beside a thread pool
 
 The benchmarks are the ``bench`` package, installed with the project.
 """
@@ -69,6 +70,25 @@ def bench_default_job(queries: int, docs: int, attach: bool, json_out: Path | No
         figures = scifact.public(scifact.run_standalone(docs, queries, attach))
     except (RuntimeError, FileNotFoundError) as exc:
         fail(str(exc))
+    if json_out is not None:
+        json_out.write_text(json.dumps(figures) + "\n")
+    click.echo(json.dumps(figures))
+
+
+@bench_group.command("concurrency")
+@click.option("--jobs", type=click.IntRange(1), default=200, show_default=True,
+              help="Jobs submitted at once, each with two agents that wait 1 s and no search.")
+@click.option("--threads", type=click.IntRange(1, 1024), default=None,
+              help="Threads of the thread-pool worker (default: the benchmark's, see bench/concurrency.py).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help='Write {"thread_pool": {"jobs_per_s", "p50_ms", "p95_ms", "errors"}, "prefork": {...}} here.')
+def bench_concurrency(jobs: int, threads: int | None, json_out: Path | None) -> None:
+    """Many waiting jobs at once on one worker host: a prefork worker of 2 processes beside a thread-pool worker,
+    each on a local stack of its own."""
+    from bench import concurrency  # the bench stack and its SQLAlchemy: see cli/__init__.py
+
+    result = concurrency.measure(jobs, threads or concurrency.DEFAULT_THREADS)
+    figures = concurrency.public(result)
     if json_out is not None:
         json_out.write_text(json.dumps(figures) + "\n")
     click.echo(json.dumps(figures))
