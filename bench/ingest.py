@@ -2,8 +2,10 @@
 
     .venv/bin/python bench/ingest.py [--docs 1000] [--rounds 3]
 
-Both sides embed exactly the same chunk texts with the same batching; ingestion adds chunking, stemming for BM25,
-the Milvus upsert and the flush. Rounds alternate the two sides, and medians are reported, because these machines
+Both sides embed exactly the same texts with the same batching: every chunk, then each chunk's sentences (the
+vectors ingestion stores for a job's reranker and answer, ``pipeline.retrieval.sentence_vectors``; a sentence
+repeated within one call of 256 documents once); ingestion adds chunking, stemming for BM25, the Milvus upsert and
+the flush. Rates count chunks. Rounds alternate the two sides, and medians are reported, because these machines
 are noisy. Results go to bench/results/ingest.md. The model is the service's (AGENTSEARCH_EMBEDDING_MODEL, in this
 process), or the embeddings server when AGENTSEARCH_EMBEDDING_URL is set.
 """
@@ -29,6 +31,7 @@ def measure(corpus: Path = CORPUS, docs: int = 300, rounds: int = 3) -> dict:
     from pipeline.platform.settings import get_settings
     from pipeline.retrieval.analyzer import KeywordAnalyzer
     from pipeline.retrieval.embedder import make_embedder
+    from pipeline.retrieval.sentence_vectors import chunk_units
     from pipeline.retrieval.vector_store import VectorStore
 
     documents = load_beir_corpus(corpus)[:docs]
@@ -38,6 +41,11 @@ def measure(corpus: Path = CORPUS, docs: int = 300, rounds: int = 3) -> dict:
     rows = [(d["id"], d["title"], d["text"], {}) for d in documents]
     texts = [f"{d['title']}. {p}" for d in documents
              for p in chunk_text(d["text"], chunking.max_chars, chunking.overlap_chars)]
+    # The sentences ingestion embeds beside the chunks, per call of 256 documents as index_documents gets them.
+    sentences = [list(dict.fromkeys(u for d in documents[start : start + 256]
+                                    for p in chunk_text(d["text"], chunking.max_chars, chunking.overlap_chars)
+                                    for u in chunk_units(d["title"], p)))
+                 for start in range(0, len(documents), 256)] if chunking.sentence_vectors else []
     embedder.embed(texts[:64])  # warm-up: first call pays for lazy initialisation
 
     model_rates, ingest_rates = [], []
@@ -47,6 +55,9 @@ def measure(corpus: Path = CORPUS, docs: int = 300, rounds: int = 3) -> dict:
             started = time.perf_counter()
             for start in range(0, len(texts), chunking.embed_batch):
                 embedder.embed(texts[start : start + chunking.embed_batch])
+            for group in sentences:
+                for start in range(0, len(group), chunking.embed_batch):
+                    embedder.embed(group[start : start + chunking.embed_batch])
             model_rates.append(len(texts) / (time.perf_counter() - started))
 
             name = f"bench_{round_}"

@@ -6,10 +6,12 @@ process of the worker (``--idle``: waiting on a socket counts, because round tri
 prints the share of the steps' wall time under each frame below ``--anchor`` (``run_step``: each job's N agent
 steps, its search and its answer; ``fast_trace_task``: whole tasks, Celery's own work included). ``--tree`` prints
 the frames nested, ``--depth`` levels deep, those above ``--min-share`` percent; ``--from`` reads a kept ``--raw``
-file again instead of starting a stack.
+file again instead of starting a stack. Last comes what an agent step's task costs by part (``COSTS``), in
+milliseconds of sampled wall time per step (the profiler slows every part) and as a share of the task.
 
     .venv/bin/python bench/profile_hop.py --seconds 40 [--raw out.txt] [--anchor run_step] [--depth 1]
     .venv/bin/python bench/profile_hop.py --from out.txt --anchor fast_trace_task --tree --depth 4 --min-share 1
+    .venv/bin/python bench/profile_hop.py --from out.txt --jobs 37      # the parts again, from a kept file
 """
 
 from __future__ import annotations
@@ -30,6 +32,20 @@ from bench.common import Target, bench_stack, wait_idle
 
 SITE = re.compile(r"\(/\S*/site-packages/")
 LINE = re.compile(r":\d+\)$")
+# The parts of an agent step's task, each by the frames that show it is under way; a sample counts for the first
+# part one of its frames names (the deadline thread inside the cache's computation counts as the thread).
+COSTS: list[tuple[str, tuple[str, ...]]] = [
+    ("progress report (PostgreSQL)", ("JobStore.progress ",)),
+    ("step ledger (Redis)", ("StepLedger.",)),
+    ("agent deadline thread (start, wait)", ("call_with_deadline ",)),
+    ("circuit breaker (Redis)", ("AgentBreaker.", "CircuitBreaker.")),
+    ("result cache lookup and lock (Redis)", ("ResultCache.",)),
+    ("runner's writes: cache, lock, metrics (Redis)", ("MetricsRecorder.", "send (pipeline/platform/",
+                                                       "scope (pipeline/platform/overlap.py")),
+    ("rest of the runner (agent, keys, record, spans)", ("AgentRunner.run ",)),
+    ("rest of the step (state load, copy, dump)", ("run_step ",)),
+]
+CELERY = "Celery's own, per task (started, result, next message)"
 
 
 def breakdown(raw: Path, anchor: str, depth: int = 1, top: int = 25) -> list[tuple[float, str]]:
@@ -82,6 +98,25 @@ def tree(raw: Path, anchor: str, depth: int = 3, min_share: float = 1.0, lines: 
     return out
 
 
+def costs(raw: Path, jobs: int, agents: int, rate: int) -> list[tuple[str, float]]:
+    """Milliseconds of sampled wall time per agent step for each part of ``COSTS``, then Celery's own per task (what
+    every task of a job pays outside its function: a job has ``agents`` + 1 agent tasks and 3 others)."""
+    parts, celery = collections.Counter(), 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        if not any(f.startswith("fast_trace_task ") for f in frames):
+            continue
+        if not any("__protected_call__ " in f for f in frames):
+            celery += int(count)
+        elif any(f.startswith("pre_search_agent ") for f in frames):
+            part = next((name for name, marks in COSTS if any(m in f for f in frames for m in marks)), None)
+            if part is not None:
+                parts[part] += int(count)
+    steps, tasks = jobs * (agents + 1), jobs * (agents + 4)
+    return [(name, 1000 * parts[name] / rate / steps) for name, _ in COSTS] + [(CELERY, 1000 * celery / rate / tasks)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=20)
@@ -93,9 +128,10 @@ def main() -> None:
     parser.add_argument("--tree", action="store_true", help="frames nested down to --depth")
     parser.add_argument("--min-share", type=float, default=1.0, help="with --tree: leave out frames under this %%")
     parser.add_argument("--from", dest="from_raw", type=Path, default=None, help="a kept --raw file: no stack")
+    parser.add_argument("--jobs", type=int, default=None, help="with --from: the jobs it sampled (of --agents)")
     args = parser.parse_args()
     if args.from_raw:
-        _report(args.from_raw, args)
+        _report(args.from_raw, args, args.jobs)
         return
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
@@ -114,17 +150,23 @@ def main() -> None:
                 hop._pipeline_job_ms(http, collection_id, noop_agent_ids(args.agents), f"profile hop {jobs}")
                 jobs += 1
         recorder.wait()
-        steps = jobs * (args.agents + 1)
-        print(f"{jobs} jobs, {steps} agent steps sampled")
-        _report(raw, args)
+        print(f"{jobs} jobs, {jobs * (args.agents + 1)} agent steps sampled")
+        _report(raw, args, jobs)
 
 
-def _report(raw: Path, args: argparse.Namespace) -> None:
+def _report(raw: Path, args: argparse.Namespace, jobs: int | None) -> None:
     if args.tree:
         print("\n".join(tree(raw, args.anchor, args.depth, args.min_share)))
     else:
         for share, frame in breakdown(raw, args.anchor, args.depth):
             print(f"{share:5.1f}%  {frame}")
+    if jobs:
+        parts = costs(raw, jobs, args.agents, args.rate)
+        total = sum(ms for _, ms in parts)
+        print("\n" + f"{'an agent step task, by part':56s} {'ms':>6s} {'share':>6s}")
+        for name, ms in parts:
+            print(f"{name:56s} {ms:6.2f} {100 * ms / total:5.1f}%")
+        print(f"{'the whole task':56s} {total:6.2f}")
 
 
 if __name__ == "__main__":

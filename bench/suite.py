@@ -229,8 +229,9 @@ def render(result: dict, command: str) -> str:
         "",
         f"In one process (`bench/ingest.py`): the first {i['docs']} SciFact abstracts, {i['chunks']} chunks "
         f"({i['chunk_chars']} characters, {i['overlap_chars']} overlap), median of {i['rounds']} rounds, sides "
-        f"alternating; {_load(result, 'ingest')}. Both sides embed the same texts in the same batches; ingestion adds "
-        "chunking, stemming for BM25, the Milvus Lite upsert and the flush.",
+        f"alternating; {_load(result, 'ingest')}. Both sides embed the same texts in the same batches (each chunk, "
+        "then each chunk's sentences, whose vectors are stored for the jobs' reranker and answer); ingestion adds "
+        "chunking, stemming for BM25, the Milvus Lite upsert and the flush. Rates count chunks.",
         "",
         "| | chunks/s | rounds |",
         "|---|---:|---|",

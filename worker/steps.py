@@ -34,6 +34,7 @@ from pipeline.job import steps
 from pipeline.job.ledger import StepLedger
 from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.job.store import TERMINAL, JobStore
+from pipeline.platform import overlap
 from pipeline.platform.backoff import backoff_delay
 from pipeline.platform.kv import connect_redis
 from pipeline.platform.llm import LLMClient
@@ -108,9 +109,12 @@ def run_step(services: Services, state: dict[str, Any], stage: str, key: str, wo
     if not going_on:
         return state  # cancelled or ended: the rest of the chain passes through without work
     if done is None:  # not run before for this job (a redelivered message or a retried job finds it done)
-        current = work(current)
-        _timed(current, timed_as or stage, started)
-        done = ledger.put(current.job_id, key, current.dump())
+        # The agent runner's writes to the cache's Redis are sent as it ends and their answers read after the
+        # ledger's write: the two round trips are waited for together.
+        with overlap.scope():
+            current = work(current)
+            _timed(current, timed_as or stage, started)
+            done = ledger.put(current.job_id, key, current.dump())
     return done
 
 

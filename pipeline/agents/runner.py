@@ -42,8 +42,9 @@ from pipeline.observability.logs import log_context
 from pipeline.observability.metrics import MetricsRecorder
 from pipeline.observability.tracing import agent_span, finish_agent_span
 from pipeline.platform.breakers import BreakerBoard, BreakerReading
-from pipeline.platform.cache import Lookup, ResultCache, send
+from pipeline.platform.cache import Lookup, ResultCache
 from pipeline.platform.kv import canonical_hash
+from pipeline.platform.overlap import send
 from pipeline.platform.settings import Settings
 
 if TYPE_CHECKING:  # the toolbox uses the runner's breakers and cache: a runtime import would be a circle
@@ -113,7 +114,8 @@ class AgentRunner:
 
     def run(self, spec: AgentSpec, inp: BaseModel, ctx: AgentContext) -> tuple[AgentRun, BaseModel | None]:
         # What a run leaves in Redis after the call, the cached result with its lock's release and the metrics,
-        # goes in one round trip at its end (sent even when the run raises: the lock must not wait to expire).
+        # goes in one round trip at its end (sent even when the run raises: the lock must not wait to expire),
+        # whose answer a job step reads later (``pipeline.platform.overlap``).
         writes = self._redis.pipeline(transaction=False)
         shared = self.metrics.redis is self._redis  # else the metrics go to their own Redis on their own
         try:

@@ -9,6 +9,8 @@ from typing import Any
 
 import redis
 
+from pipeline.platform.overlap import send_commands
+
 log = logging.getLogger("agentsearch.jobs")
 
 
@@ -56,31 +58,21 @@ class StepLedger:
         connection back to the pool."""
         if self.client is None:
             return _nothing
-        pool = self.client.connection_pool
         try:
-            connection = pool.get_connection()
+            read = send_commands(self.client, [("HGET", self.PREFIX + job_id, step)])
         except redis.RedisError:
             log.warning("step ledger unreadable; step %s of job %s runs again", step, job_id, exc_info=True)
-            return _nothing
-        try:
-            connection.send_command("HGET", self.PREFIX + job_id, step)
-        except redis.RedisError:
-            log.warning("step ledger unreadable; step %s of job %s runs again", step, job_id, exc_info=True)
-            connection.disconnect()
-            pool.release(connection)
             return _nothing
 
         def answer() -> dict[str, Any] | None:
             try:
-                raw = connection.read_response()
-            except BaseException as exc:
-                connection.disconnect()  # its answer may still be on the way: never handed out again as it is
-                pool.release(connection)
-                if not isinstance(exc, redis.RedisError):
-                    raise
+                (raw,) = read()
+            except redis.RedisError:
                 log.warning("step ledger unreadable; step %s of job %s runs again", step, job_id, exc_info=True)
                 return None
-            pool.release(connection)
+            if isinstance(raw, redis.RedisError):
+                log.warning("step ledger unreadable (%s); step %s of job %s runs again", raw, step, job_id)
+                return None
             return json.loads(raw) if raw is not None else None
 
         return answer

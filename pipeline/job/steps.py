@@ -160,7 +160,11 @@ def known_embed(services: Services, state: JobState) -> Callable[[list[str]], li
     embeds, and a model that fails to load costs the answer its embedding score only."""
 
     def embed(texts: list[str]) -> list[list[float]]:
-        stored = stored_for(services.vector_store, state.documents, milvus_collection_name, state.collection_id)
+        # Only the job's own collections (checked when it was submitted): a document's metadata may have been
+        # rewritten by an agent on the way.
+        searched = [d for d in state.documents
+                    if (d.metadata.get("collection_id") or state.collection_id) in state.collections]
+        stored = stored_for(services.vector_store, searched, milvus_collection_name, state.collection_id)
         model = services.settings.embedding_model
         known = KnownVectors(lambda rest: services.embedder.embed(rest), stored,
                              lambda text: services.retriever.cached_embedding(text, model))

@@ -16,7 +16,7 @@ metrics) takes the steps one by one, so that the cache adds no round trip to its
     if lookup.value is None:
         writes = redis.pipeline(transaction=False)
         cache.store(writes, lookup, compute(), ttl_s=600)  # or cache.release(writes, lookup) when it failed
-        writes.execute()                                   # the value and the lock's release, with the caller's own
+        send(writes)                                       # the value and the lock's release, with the caller's own
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import redis
 from redis.client import Pipeline
 from redis.exceptions import RedisError
+
+from pipeline.platform.overlap import send
 
 # How often a miss that found a twin computing looks again for the twin's value (or the lock free).
 POLL_S = 0.05
@@ -149,12 +151,3 @@ class ResultCache:
 
 def _text(raw: bytes | str) -> str:
     return raw.decode() if isinstance(raw, bytes) else raw
-
-
-def send(pipe: Pipeline) -> bool:
-    """Send what was queued on ``pipe``; False when Redis could not take it (the lock then expires on its own)."""
-    try:
-        pipe.execute(raise_on_error=False)
-    except RedisError:
-        return False
-    return True

@@ -196,6 +196,11 @@ class Retriever:
         use_keyword = strategy in ("keyword", "hybrid") and w_kw > 0
         pool = max(config.candidates, config.top_k)
 
+        # The keyword search needs no query vector: it runs while the query is embedded (on two cores, the
+        # embedding and Milvus's BM25 search overlap instead of adding up).
+        retrievers = _Retrievers(metrics)
+        if use_keyword:
+            retrievers.start("keyword", self._keyword_job(collection, query, pool))
         vector = None
         if use_dense:
             t0 = time.perf_counter()
@@ -205,17 +210,17 @@ class Retriever:
                 metrics["errors"].append(f"embedding failed: {type(exc).__name__}: {exc}")
                 warnings.append("embedding failed; searched by keyword only")
                 metrics["fallback"] = "keyword_only"
-                use_dense, use_keyword = False, True
+                use_dense = False
+                if not use_keyword:
+                    use_keyword = True
+                    retrievers.start("keyword", self._keyword_job(collection, query, pool))
             metrics["embedding_ms"] = round((time.perf_counter() - t0) * 1000, 3)
-
-        jobs: dict[str, Callable[[], list[Hit]]] = {}
         if use_dense:
-            jobs["semantic"] = lambda: with_retries(lambda: self.store.dense_search(collection, vector, pool))
-        if use_keyword:
-            analyzed = self.analyzer.analyze(query)
-            jobs["keyword"] = lambda: with_retries(lambda: self.store.keyword_search(collection, analyzed, pool))
+            retrievers.start("semantic",
+                             lambda: with_retries(lambda: self.store.dense_search(collection, vector, pool)))
+        # The deadline and search_ms count from here, after the embedding, as when both searches started together.
         t0 = time.perf_counter()
-        hits = self._parallel(jobs, config.timeout_s, metrics, warnings)
+        hits = retrievers.wait(config.timeout_s, warnings)
         metrics["search_ms"] = round((time.perf_counter() - t0) * 1000, 3)
 
         # Best chunk per document, per retriever.
@@ -256,39 +261,9 @@ class Retriever:
             del metrics["errors"]
         return RetrievalResult(documents, metrics, warnings)
 
-    def _parallel(self, jobs: dict[str, Callable[[], list[Hit]]], timeout_s: float, metrics: dict,
-                  warnings: list[str]) -> dict[str, list[Hit]]:
-        """Run the retrievers side by side; keep what is done by the deadline."""
-        results: dict[str, list[Hit]] = {}
-        done = threading.Event()
-        lock = threading.Lock()
-        pending = set(jobs)
-
-        def run(name: str, job: Callable[[], list[Hit]]) -> None:
-            try:
-                found = job()
-                with lock:
-                    results[name] = found
-            except Exception as exc:  # noqa: BLE001 - recorded; the other retriever may still answer
-                with lock:
-                    metrics["errors"].append(f"{name} search failed: {type(exc).__name__}: {exc}")
-            finally:
-                with lock:
-                    pending.discard(name)
-                    if not pending:
-                        done.set()
-
-        if not jobs:
-            return results
-        for name, job in jobs.items():
-            threading.Thread(target=run, args=(name, job), daemon=True, name=f"search-{name}").start()
-        if not done.wait(timeout_s):
-            with lock:
-                late = sorted(pending)
-            warnings.append(f"stage deadline of {timeout_s:g} s passed; partial results without {', '.join(late)}")
-            metrics["timed_out"] = late
-        with lock:
-            return dict(results)
+    def _keyword_job(self, collection: str, query: str, pool: int) -> Callable[[], list[Hit]]:
+        analyzed = self.analyzer.analyze(query)
+        return lambda: with_retries(lambda: self.store.keyword_search(collection, analyzed, pool))
 
     def _adjust(self, fused: dict[str, float], best_hit: dict[str, Hit], config: SearchConfig) -> dict[str, float]:
         if not (config.recency_weight or config.authority_weight):
@@ -339,6 +314,49 @@ class Retriever:
             if len(kept) == config.top_k:
                 break
         return kept, removed_exact, removed_near
+
+
+class _Retrievers:
+    """The retrievers of one search, each on a thread of its own from the moment it can start; ``wait`` keeps what
+    is done by the deadline and records the others in ``metrics["timed_out"]`` (errors in ``metrics["errors"]``)."""
+
+    def __init__(self, metrics: dict) -> None:
+        self._metrics = metrics
+        self._results: dict[str, list[Hit]] = {}
+        self._pending: set[str] = set()
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._done.set()
+
+    def start(self, name: str, job: Callable[[], list[Hit]]) -> None:
+        with self._lock:
+            self._pending.add(name)
+            self._done.clear()
+        threading.Thread(target=self._run, args=(name, job), daemon=True, name=f"search-{name}").start()
+
+    def _run(self, name: str, job: Callable[[], list[Hit]]) -> None:
+        try:
+            found = job()
+            with self._lock:
+                self._results[name] = found
+        except Exception as exc:  # noqa: BLE001 - recorded; the other retriever may still answer
+            with self._lock:
+                self._metrics["errors"].append(f"{name} search failed: {type(exc).__name__}: {exc}")
+        finally:
+            with self._lock:
+                self._pending.discard(name)
+                if not self._pending:
+                    self._done.set()
+
+    def wait(self, timeout_s: float, warnings: list[str]) -> dict[str, list[Hit]]:
+        if not self._done.wait(timeout_s):
+            with self._lock:
+                late = sorted(self._pending)
+            if late:
+                warnings.append(f"stage deadline of {timeout_s:g} s passed; partial results without {', '.join(late)}")
+                self._metrics["timed_out"] = late
+        with self._lock:
+            return dict(self._results)
 
 
 def _cosine(a: list[float], b: list[float]) -> float:

@@ -135,3 +135,17 @@ def test_the_hop_profile_nests_frames_under_the_anchor_with_their_shares(tmp_pat
     assert profile_hop.tree(raw, "run_step", depth=1, min_share=5) == [
         " 70.0%  JobStore.progress (pipeline/job/store.py)", " 30.0%  StepLedger.put (pipeline/job/ledger.py)"]
     assert profile_hop.breakdown(raw, "run_step")[0] == (60.0, "JobStore.progress (pipeline/job/store.py:3)")
+
+
+def test_the_hop_profile_splits_an_agent_step_into_its_parts_and_celerys_own(tmp_path):
+    from bench import profile_hop
+
+    task = "fast_trace_task (celery/app/trace.py:1);trace_task (celery/app/trace.py:2)"
+    step = f"{task};__protected_call__ (celery/app/trace.py:3);pre_search_agent (worker/steps.py:4);run_step (w:5)"
+    raw = tmp_path / "stacks.txt"
+    raw.write_text(f"{step};JobStore.progress (pipeline/job/store.py:6) 50\n"
+                   f"{step};x (pipeline/job/steps.py:7);AgentRunner.run (r:8);call_with_deadline (d:9) 25\n"
+                   f"{task};Backend.store_result (celery/backends/base.py:10) 40\n")
+    parts = dict(profile_hop.costs(raw, jobs=1, agents=1, rate=100))  # 2 agent steps, 5 tasks
+    assert parts["progress report (PostgreSQL)"] == 250.0 and parts["agent deadline thread (start, wait)"] == 125.0
+    assert parts[profile_hop.CELERY] == 80.0 and parts["step ledger (Redis)"] == 0.0

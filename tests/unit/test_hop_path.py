@@ -8,6 +8,7 @@ import threading
 
 import fakeredis
 import pytest
+import redis
 
 from pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
 from pipeline.agents.registry import AgentRegistry
@@ -15,7 +16,9 @@ from pipeline.agents.runner import AgentRunner
 from pipeline.job.ledger import StepLedger
 from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.job.steps import pre_search_step
-from pipeline.platform.cache import ResultCache, send
+from pipeline.platform import overlap
+from pipeline.platform.cache import ResultCache
+from pipeline.platform.overlap import send
 from pipeline.platform.settings import Settings
 
 CTX = AgentContext(pipeline_stage=Stage.PRE_SEARCH, user_id="u1")
@@ -223,3 +226,49 @@ def test_a_pre_search_step_hands_on_a_new_state_and_leaves_the_one_it_was_given(
     assert [r.agent_id for r in out.agent_runs] == ["language_detector", "echo"]
     out.metadata["language"]["code"] = "de"
     assert given.metadata == {"language": {"code": "en"}}
+
+
+# --- answers read later ---------------------------------------------------------------------------------------
+
+
+def test_within_a_scope_writes_are_sent_at_once_and_their_answers_read_when_it_ends(client, trips):
+    writes = client.pipeline(transaction=False)
+    writes.set("k", "v")
+    writes.hincrby("counts", "runs", 1)
+    trips()
+    with overlap.scope():
+        assert send(writes)
+        assert trips() == 1 and client.get("k") == b"v"  # the server has it; the answers wait in the socket
+        assert len(client.connection_pool._in_use_connections) == 1
+    assert not client.connection_pool._in_use_connections
+
+
+def test_a_thread_other_than_the_scopes_reads_its_answers_at_once(client):
+    import contextvars
+
+    writes = client.pipeline(transaction=False)
+    writes.set("k", "v")
+    with overlap.scope():
+        context = contextvars.copy_context()  # what an agent's deadline thread starts with
+        sent = []
+        thread = threading.Thread(target=lambda: sent.append(context.run(send, writes)))
+        thread.start()
+        thread.join()
+        assert sent == [True] and not client.connection_pool._in_use_connections
+
+
+def test_answers_read_later_come_in_order_with_an_error_in_its_place(client):
+    client.set("text", "not a number")
+    read = overlap.send_commands(client, [("INCR", "text"), ("GET", "text")])
+    error, value = read()
+    assert isinstance(error, redis.ResponseError) and value == b"not a number"
+    assert not client.connection_pool._in_use_connections
+
+
+def test_writes_to_a_redis_that_is_down_are_reported_and_nothing_is_held(fake_server, client):
+    writes = client.pipeline(transaction=False)
+    writes.set("k", "v")
+    fake_server.connected = False
+    with overlap.scope():
+        assert not send(writes)
+    assert not client.connection_pool._in_use_connections

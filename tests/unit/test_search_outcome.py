@@ -6,6 +6,7 @@ outright is searched again with backoff, then fails the job; one that failed in 
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import timedelta
 
@@ -106,6 +107,47 @@ def test_one_retriever_failing_keeps_the_others_results_degraded_and_uncached():
     assert search_failure(result.metrics, found=len(result.documents)) is None
     assert degraded_reasons(result.metrics) == [f"keyword search failed: RuntimeError: {RELEASED}"]
     assert not any(key.startswith("search") for key in cache.stored)  # the next job searches again
+
+
+class TimedStore:
+    """Records when each search starts; the keyword search answers one document, the dense one another."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, float] = {}
+
+    def dense_search(self, name, vector, limit):
+        self.started["semantic"] = time.monotonic()
+        return [Hit(id="d1#0", document_id="d1", title="A", text="Dense.", score=0.9, metadata={})]
+
+    def keyword_search(self, name, analyzed, limit):
+        self.started["keyword"] = time.monotonic()
+        return [Hit(id="d2#0", document_id="d2", title="B", text="Keyword.", score=3.0, metadata={})]
+
+    def vectors(self, name, ids):
+        return {}
+
+
+def test_the_keyword_search_runs_while_the_query_is_embedded():
+    store, embedded = TimedStore(), []
+
+    def slow_embed(texts):
+        time.sleep(0.2)
+        embedded.append(time.monotonic())
+        return [[0.1, 0.2] for _ in texts]
+
+    result = Retriever(slow_embed, store, KeywordAnalyzer()).search("c1", "Q4 revenue", SearchConfig(top_k=3))
+    assert store.started["keyword"] < embedded[0] <= store.started["semantic"]
+    assert {d.id for d in result.documents} == {"d1", "d2"} and "errors" not in result.metrics
+
+
+def test_a_semantic_search_whose_embedding_fails_searches_by_keyword_instead():
+    def broken(texts):
+        raise RuntimeError("model away")
+
+    result = Retriever(broken, TimedStore(), KeywordAnalyzer()).search("c1", "Q4 revenue",
+                                                                       SearchConfig(strategy="semantic", top_k=3))
+    assert [d.id for d in result.documents] == ["d2"] and result.metrics["fallback"] == "keyword_only"
+    assert result.metrics["errors"] == ["embedding failed: RuntimeError: model away"]
 
 
 def _state(documents: list[Document], search: dict, collection_id: str = "c1") -> JobState:

@@ -176,3 +176,31 @@ def test_the_vector_store_reads_the_field_only_where_the_collection_has_it(monke
     assert store._client.upserted[1][0]["sentences"] == payload
     store.upsert("old", [chunk])  # an older collection takes the chunk without the field it lacks
     assert "sentences" not in store._client.upserted[1][0]
+
+
+def test_the_answers_embed_reads_the_jobs_own_collections_and_the_cached_query_only():
+    import uuid
+    from types import SimpleNamespace
+
+    from pipeline.job.state import JobState
+    from pipeline.job.steps import known_embed
+    from pipeline.platform.db import milvus_collection_name
+
+    mine, theirs = str(uuid.uuid4()), str(uuid.uuid4())
+    own, other = chunk_units("", "Own fact."), chunk_units("", "Other fact.")
+    store = FakeStore({milvus_collection_name(mine): {"d1#0": pack(own, [vector(t) for t in own])},
+                       milvus_collection_name(theirs): {"d2#0": pack(other, [vector(t) for t in other])}})
+    model = CountingEmbed()
+    services = SimpleNamespace(vector_store=store, settings=SimpleNamespace(embedding_model="m"),
+                               embedder=SimpleNamespace(embed=model),
+                               retriever=SimpleNamespace(cached_embedding=lambda text, m: vector(text).tolist()
+                                                         if text == "the query" else None))
+    state = JobState(job_id="j", collection_id=mine, query="the query", collections={mine: 0}, documents=[
+        Document(id="d1", title="", text="Own fact.", metadata={"chunk_id": "d1#0", "collection_id": mine}),
+        Document(id="d2", title="", text="Other fact.", metadata={"chunk_id": "d2#0", "collection_id": theirs})])
+    embed = known_embed(services, state)
+    assert store.reads == []  # nothing read before the answer embeds
+    vectors = embed(["the query", "Own fact.", "Other fact."])
+    assert model.asked == ["Other fact."]  # not the job's collection: embedded, never read
+    assert store.reads == [(milvus_collection_name(mine), ["d1#0"])]
+    assert np.allclose(vectors[:2], [vector("the query"), vector("Own fact.")], atol=2e-3)
