@@ -43,14 +43,14 @@ deploy-check: install
 	$(PYTHON) -m pytest -q tests/deploy
 
 # Fault drills on a real stack (killed workers, Redis, PostgreSQL and Milvus restarts, hung and flapping agents,
-# 500 jobs at once): about 11 minutes, so not part of `make test`. Figures in .agentsearch/chaos/results.json and
+# 500 jobs at once, a thread-pool worker killed): about 20 minutes, so not part of `make test`. Figures in .agentsearch/chaos/results.json and
 # docs/reliability.md.
 chaos: install services
 	CHAOS=1 $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/chaos
 
-# Speed is measured here, not in tests: one run of the six benchmarks, written to BENCHMARKS.md (raw figures in
+# Speed is measured here, not in tests: one run of the seven benchmarks, written to BENCHMARKS.md (raw figures in
 # bench/results/suite.json). BENCH_ARGS=--quick tries the suite out with small parameters (bench/results/quick.md).
-bench: install services
+bench: install services embedding-server
 	$(PYTHON) bench/suite.py $(BENCH_ARGS)
 
 clean:

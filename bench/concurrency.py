@@ -14,6 +14,10 @@ in turn, each one worker host of this machine:
 Jobs/s = jobs / (last ``finished_at`` - first ``created_at``); a job's latency is ``finished_at - created_at``;
 errors are jobs that did not succeed (or were not accepted). Each stack gets a small warm-up batch first.
 
+Then the thread-pool worker's memory: after a batch of jobs that search (hybrid, the sample corpus) and answer, its
+peak resident set (``VmHWM``) with the model in process and, on a third stack, with an embeddings server
+(``AGENTSEARCH_EMBEDDING_URL``: Infinity from ``devstack.embedding_server``), where it holds no model at all.
+
     .venv/bin/python bench/concurrency.py --jobs 200 [--threads 64] [--json out.json]
     .venv/bin/agentsearch bench concurrency --jobs 200 --json out.json      # the same
 """
@@ -28,14 +32,17 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
+from bench import scifact
 from bench.agents import SLEEP_S
-from bench.common import Target, bench_stack, job_wall_ms, summary, wait_idle
+from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, job_wall_ms, summary, wait_idle
+from devstack.embedding_server import EmbeddingServer
 
 AGENTS = ["bench_sleep_pre", "bench_skip_search", "bench_sleep_post"]
+SEARCH_AGENTS = ["bench_sleep_pre", "bench_sleep_post"]
 QUERY = "How did the grid cope with the winter peak?"
 CLIENT_THREADS = 8
 POLL_BATCH = 20
-DEFAULT_THREADS = 64
+DEFAULT_THREADS = 128  # WORKER_THREADS' default
 
 
 def _collection(target: Target) -> str:
@@ -45,11 +52,12 @@ def _collection(target: Target) -> str:
         return created.json()["id"]
 
 
-def run_batch(target: Target, collection_id: str, jobs: int, tag: str, timeout_s: float = 900) -> dict:
+def run_batch(target: Target, collection_id: str, jobs: int, tag: str, timeout_s: float = 900,
+              agents: list[str] = AGENTS) -> dict:
     """Submit ``jobs`` at once and wait for all of them; throughput, latency and errors."""
     def submit(i: int) -> str | None:
         response = client.post("/v1/search", json={"collection_id": collection_id, "query": f"{QUERY} ({tag} {i})",
-                                                   "agents": AGENTS, "use_cache": False})
+                                                   "agents": agents, "use_cache": False})
         return response.json()["job_id"] if response.status_code == 202 else None
 
     # One client shared by the submitting threads (httpx's is thread-safe): a client per request would spend
@@ -83,25 +91,60 @@ def run_batch(target: Target, collection_id: str, jobs: int, tag: str, timeout_s
             "p95_ms": round(latency["p95"], 1)}
 
 
-def measure_layout(workdir: Path, layout: str, jobs: int, threads: int, warmup: int = 10) -> dict:
-    if layout == "prefork":
-        stack = bench_stack(workdir, workers=1, concurrency=2, pool="prefork")
-    else:
-        stack = bench_stack(workdir, workers=1, concurrency=threads, pool="threads", queues="celery")
-    with stack:
-        if layout == "thread_pool":
-            index = stack.add_worker(queues="artifacts,ingest", concurrency=1, pool="prefork")
-            stack.wait_worker_ready(index)
-        wait_idle(stack)
-        target = Target.of(stack)
-        collection_id = _collection(target)
-        run_batch(target, collection_id, warmup, f"warm-up {layout}")
-        return run_batch(target, collection_id, jobs, layout)
+def _memory(stack, index: int) -> list[dict]:
+    """VmHWM, VmRSS and Pss (MiB) of one worker's processes: its main process and any prefork children."""
+    return [scifact.memory_of(stack.worker_procs[index].pid, "main"),
+            *[scifact.memory_of(pid, "prefork child") for pid in stack.worker_children(index)]]
 
 
-def measure(jobs: int = 200, threads: int = DEFAULT_THREADS) -> dict:
+def _with_search(stack, target: Target, jobs: int) -> dict:
+    """The same waiting agents around a hybrid search of the sample corpus and the extractive answer, which embed
+    (in the thread-pool process, or on the embeddings server): what the thread-pool worker's memory is read after."""
+    documents = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines() if line.strip()]
+    collection_id = ingest(target, f"corpus-{time.time_ns()}", documents)
+    return run_batch(target, collection_id, jobs, "with search", agents=SEARCH_AGENTS)
+
+
+def measure_layout(workdir: Path, layout: str, jobs: int, threads: int, search_jobs: int = 40,
+                   warmup: int = 10) -> dict:
+    """One layout on a stack of its own: ``prefork``, ``thread_pool`` or ``thread_pool_remote_embeddings`` (the
+    thread pool with an embeddings server, whose worker holds no model)."""
+    server = None
+    env: dict[str, str] = {}
+    if layout == "thread_pool_remote_embeddings":
+        server = EmbeddingServer(workdir / "embeddings")
+        server.start()
+        env["AGENTSEARCH_EMBEDDING_URL"] = server.url
+    try:
+        if layout == "prefork":
+            stack = bench_stack(workdir, workers=1, concurrency=2, pool="prefork", extra_env=env)
+        else:
+            stack = bench_stack(workdir, workers=1, concurrency=threads, pool="threads", queues="celery",
+                                extra_env=env)
+        with stack:
+            if layout != "prefork":
+                index = stack.add_worker(queues="artifacts,ingest", concurrency=1, pool="prefork")
+                stack.wait_worker_ready(index)
+            wait_idle(stack)
+            target = Target.of(stack)
+            collection_id = _collection(target)
+            figures: dict = {}
+            if layout != "thread_pool_remote_embeddings":  # the thread pool's figures are the other stack's
+                run_batch(target, collection_id, warmup, f"warm-up {layout}")
+                figures = run_batch(target, collection_id, jobs, layout)
+            if layout != "prefork":
+                figures["with_search"] = _with_search(stack, target, search_jobs)
+            figures["memory"] = _memory(stack, 0)
+            return figures
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def measure(jobs: int = 200, threads: int = DEFAULT_THREADS, remote: bool = True) -> dict:
     results: dict = {"sleep_s_per_agent": SLEEP_S, "agents": AGENTS, "threads": threads}
-    for layout in ("thread_pool", "prefork"):
+    layouts = ("thread_pool", "prefork", *(("thread_pool_remote_embeddings",) if remote else ()))
+    for layout in layouts:
         with tempfile.TemporaryDirectory(prefix=f"agentsearch-bench-{layout}-") as tmp:
             results[layout] = measure_layout(Path(tmp), layout, jobs, threads)
     prefork = results["prefork"]["jobs_per_s"]
@@ -120,8 +163,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--no-remote", action="store_true", help="skip the stack with an embeddings server")
     args = parser.parse_args()
-    result = measure(args.jobs, args.threads)
+    result = measure(args.jobs, args.threads, remote=not args.no_remote)
     print(json.dumps(result, indent=2))
     if args.json:
         args.json.write_text(json.dumps(public(result)) + "\n")

@@ -140,7 +140,7 @@ def public(result: dict) -> dict:
             "stage_p50_ms": result["stage_p50_ms"], "agent_statuses": result["agent_statuses"]}
 
 
-def _memory(pid: int, role: str) -> dict:
+def memory_of(pid: int, role: str) -> dict:
     fields = {}
     for name in (f"/proc/{pid}/status", f"/proc/{pid}/smaps_rollup"):
         for line in Path(name).read_text().splitlines():
@@ -155,8 +155,8 @@ def _memory(pid: int, role: str) -> dict:
 
 def peak_memory(stack) -> list[dict]:
     """VmHWM, VmRSS and Pss (MiB) of the stack's first worker: its main process and every prefork process."""
-    return [_memory(stack.worker_procs[0].pid, "main"),
-            *[_memory(pid, "prefork child") for pid in stack.worker_children(0)]]
+    return [memory_of(stack.worker_procs[0].pid, "main"),
+            *[memory_of(pid, "prefork child") for pid in stack.worker_children(0)]]
 
 
 def measure(stack, docs: int, queries: int) -> dict:

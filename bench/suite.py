@@ -1,11 +1,13 @@
-"""The benchmark suite (``make bench``): six measurements, one run, written to BENCHMARKS.md.
+"""The benchmark suite (``make bench``): seven measurements, one run, written to BENCHMARKS.md.
 
 1. per-agent hop: a job step beside a bare Celery task (``bench/hop.py``);
 2. whole-job cache hit through the API (``bench/cache_hit.py``);
 3. uncached default job on SciFact, with and without artifacts (``bench/scifact.py``);
 4. jobs/s with one worker process, then two, on waiting agents (``bench/throughput.py``);
 5. ingestion chunks/s beside the embedding model's own (``bench/ingest.py``), and through the stack;
-6. peak RSS of a worker process with the model loaded (``bench/scifact.py``).
+6. peak RSS of a worker process with the model loaded (``bench/scifact.py``);
+7. many waiting jobs at once, prefork beside a thread pool, and the thread-pool worker's memory with the model in
+   process and with an embeddings server (``bench/concurrency.py``, stacks of its own, last).
 
 Order: 5 first (in this process, before any stack runs), then one stack (one worker, two prefork processes) for 1,
 2, 3 and 6, then a stack of one-process workers for 4. Medians and ratios come from this one run: the machines are
@@ -28,11 +30,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import cache_hit, hop, ingest, scifact, throughput
+from bench import cache_hit, concurrency, hop, ingest, scifact, throughput
 from bench.common import REPO, Target, bench_stack, load_average, machine, wait_idle
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
-GOALS = {"hop_ratio": 1.25, "cache_hit_p50_ms": 5.0, "throughput_ratio": 1.8}
+GOALS = {"hop_ratio": 1.25, "cache_hit_p50_ms": 5.0, "throughput_ratio": 1.8, "thread_pool_jobs_per_s": 15.0,
+         "remote_worker_mib": 400.0, "default_job_p50_ms": 250.0}
 
 
 def wait_for_quiet(threshold: float, wait_s: float) -> dict:
@@ -74,6 +77,7 @@ def run(args) -> dict:
         with bench_stack(Path(tmp) / "b", workers=1, concurrency=1) as stack:
             wait_idle(stack)
             step("throughput", lambda: throughput.measure(stack, args.throughput_jobs))
+    step("concurrency", lambda: concurrency.measure(args.concurrency_jobs, args.concurrency_threads))
     result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     return result
 
@@ -264,6 +268,7 @@ def render(result: dict, command: str) -> str:
         "",
         f"Peak of a prefork process: **{peak['vm_hwm_mib']:.0f} MiB**.",
         "",
+        *_concurrency_lines(result),
         "## Goals",
         "",
         "| benchmark | goal | result |",
@@ -273,10 +278,55 @@ def render(result: dict, command: str) -> str:
         f"{_goal(c['cache_hit_ms']['p50'], GOALS['cache_hit_p50_ms'], True)} |",
         f"| 4. throughput ratio, waiting agents | ≥ {GOALS['throughput_ratio']:g} | "
         f"{_goal(t['ratio'], GOALS['throughput_ratio'], False)} |",
+        *([f"| 7. thread pool, waiting jobs/s | ≥ {GOALS['thread_pool_jobs_per_s']:g} | "
+           f"{_goal(result['concurrency']['thread_pool']['jobs_per_s'], GOALS['thread_pool_jobs_per_s'], False)} |"]
+          if "concurrency" in result else []),
+        *([f"| 7. thread-pool worker with an embeddings server, VmHWM | ≤ {GOALS['remote_worker_mib']:g} MiB | "
+           f"{_goal(_main_hwm(result['concurrency']['thread_pool_remote_embeddings']), GOALS['remote_worker_mib'], True)} |"]
+          if "thread_pool_remote_embeddings" in result.get("concurrency", {}) else []),
         "",
         END,
     ]
     return "\n".join(lines)
+
+
+def _main_hwm(layout: dict) -> float:
+    return next(r["vm_hwm_mib"] for r in layout["memory"] if r["role"] == "main")
+
+
+def _concurrency_lines(result: dict) -> list[str]:
+    if "concurrency" not in result:
+        return []
+    k = result["concurrency"]
+    rows = [("thread pool", k["thread_pool"]), ("prefork", k["prefork"])]
+    lines = [
+        "## 7. Many waiting jobs at once: a thread pool beside prefork processes",
+        "",
+        f"{k['thread_pool']['jobs']} jobs submitted at once (8 client threads), each `bench_sleep_pre`, "
+        "`bench_skip_search`, `bench_sleep_post` (two 1-s waits, no search), on one worker host, each layout on a "
+        "stack of its own: prefork, `agentsearch worker --pool prefork --concurrency 2` on every queue; thread pool, "
+        f"`agentsearch worker --pool threads --queues celery --concurrency {k['threads']}` beside a prefork worker "
+        f"of 1 process on `artifacts,ingest`; load average at its start: {_load(result, 'concurrency')}.",
+        "",
+        "| layout | jobs/s | p50 ms | p95 ms | errors |",
+        "|---|---:|---:|---:|---:|",
+        *[f"| {name} | **{r['jobs_per_s']:.2f}** | {r['p50_ms']:.0f} | {r['p95_ms']:.0f} | {r['errors']} |"
+          for name, r in rows],
+        f"| ratio thread pool / prefork | **{k['ratio']:.2f}** | | | |",
+        "",
+        "Memory of the thread-pool worker (`VmHWM`, MiB) after a further batch of "
+        f"{k['thread_pool']['with_search']['jobs']} jobs with the same agents around a hybrid search of the sample "
+        "corpus and the extractive answer:",
+        "",
+        "| thread-pool worker | VmHWM MiB | VmRSS MiB | jobs/s of that batch |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, key in (("model in process", "thread_pool"), ("embeddings server", "thread_pool_remote_embeddings")):
+        if key in k:
+            main = next(r for r in k[key]["memory"] if r["role"] == "main")
+            lines.append(f"| {name} | **{main['vm_hwm_mib']:.0f}** | {main['vm_rss_mib']:.0f} | "
+                         f"{k[key]['with_search']['jobs_per_s']:.2f} |")
+    return [*lines, ""]
 
 
 def write_report(block: str, path: Path) -> None:
@@ -298,6 +348,8 @@ def main() -> None:
     parser.add_argument("--scifact-docs", type=int, default=1000)
     parser.add_argument("--scifact-queries", type=int, default=20)
     parser.add_argument("--throughput-jobs", type=int, default=12)
+    parser.add_argument("--concurrency-jobs", type=int, default=200)
+    parser.add_argument("--concurrency-threads", type=int, default=concurrency.DEFAULT_THREADS)
     parser.add_argument("--ingest-docs", type=int, default=300)
     parser.add_argument("--ingest-rounds", type=int, default=3)
     parser.add_argument("--quiet-load", type=float, default=0.0, help="wait until the 1-minute load is below this")
@@ -309,7 +361,7 @@ def main() -> None:
     if args.quick:
         args.hop_agents, args.hop_jobs, args.cache_requests = 5, 4, 20
         args.scifact_docs, args.scifact_queries, args.throughput_jobs = 60, 2, 3
-        args.ingest_docs, args.ingest_rounds = 30, 1
+        args.ingest_docs, args.ingest_rounds, args.concurrency_jobs = 30, 1, 20
     if args.out is None:
         # A trial run must not replace the figures of a full one.
         args.out = REPO / "bench" / "results" / "quick.md" if args.quick else REPO / "BENCHMARKS.md"

@@ -75,8 +75,9 @@ def worker(pool: str | None, queues: str | None, concurrency: int | None, loglev
     threads = pool == "threads"
     concurrency = concurrency or (settings.worker_threads if threads else settings.worker_concurrency)
     if threads and "AGENTSEARCH_DATABASE_POOL_SIZE" not in os.environ:
-        # Every thread may hold a connection at once (a progress write); none must wait for another's.
-        os.environ["AGENTSEARCH_DATABASE_POOL_SIZE"] = str(max(settings.database_pool_size, concurrency))
+        # A step holds a connection only for its writes, between long waits: one per thread up to a point, not
+        # one per thread of a 128-thread pool (PostgreSQL's own default limit is 100 connections).
+        os.environ["AGENTSEARCH_DATABASE_POOL_SIZE"] = str(max(settings.database_pool_size, min(concurrency, 32)))
         get_settings.cache_clear()
     from worker.app import ALL_QUEUES
     from worker.app import app as celery_app

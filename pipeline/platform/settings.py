@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     worker_pool: Literal["prefork", "threads"] = Field(
         "prefork", description="Default pool of `agentsearch worker`: prefork processes or threads in one process."
     )
-    worker_threads: int = Field(32, ge=1, le=1024, description="Threads of a thread-pool worker.")
+    worker_threads: int = Field(128, ge=1, le=1024, description="Threads of a thread-pool worker.")
     # A hung agent keeps its thread (Python cannot kill one); past this many at once a thread-pool worker finishes
     # its running steps and starts afresh (worker.recycling).
     worker_max_abandoned_threads: int = Field(

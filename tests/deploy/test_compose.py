@@ -98,7 +98,7 @@ def test_steps_run_in_threads_and_computing_in_processes(compose_config):
     services = compose_config["services"]
     pools = {name: (flag_value(services[name]["command"], "--pool"),
                     flag_value(services[name]["command"], "--concurrency")) for name in WORKERS}
-    assert pools == {"worker-threads": ("threads", "32"), "worker-prefork": ("prefork", "2")}
+    assert pools == {"worker-threads": ("threads", "128"), "worker-prefork": ("prefork", "2")}
 
 
 def test_one_embeddings_server_serves_every_process_that_embeds(compose_config):

@@ -191,7 +191,7 @@ def test_steps_run_in_threads_and_computing_in_processes(builds, build):
         (container,) = pod_spec(deployments[f"agentsearch-{name}"])["containers"]
         args = container["args"]
         workers[name] = (flag_value(args, "--pool"), flag_value(args, "--queues"), flag_value(args, "--concurrency"))
-    assert workers == {"worker-threads": ("threads", DEFAULT_QUEUE, "32"),
+    assert workers == {"worker-threads": ("threads", DEFAULT_QUEUE, "128"),
                        "worker-prefork": ("prefork", f"{ARTIFACTS_QUEUE},{INGEST_QUEUE}", "2")}
 
 
