@@ -15,14 +15,18 @@ loaded the embedding model at start and have run the searches and answers above.
 
     .venv/bin/python bench/scifact.py [--docs 1000] [--queries 20]
     .venv/bin/agentsearch bench default-job --queries 20 --json out.json   # benchmark 3 alone (run_standalone)
+    git worktree add /tmp/before <commit>
+    .venv/bin/python bench/scifact.py --queries 20 --baseline /tmp/before  # 3, this tree beside another, one run
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -74,33 +78,47 @@ def _job(http, collection_id: str, query: str, agents: list[str]) -> dict:
     return job
 
 
+KINDS = ("with_artifacts", "without_artifacts")
+
+
 def measure_jobs(target: Target, redis_url: str, collection_id: str, claims: list[str]) -> dict:
     """Each claim as the default job with and without its response agents (alternating which goes first), after
     one warm-up job; wall times, per-stage medians (the jobs' ``timings_ms``) and the agents' outcomes."""
+    return measure_side_by_side({"this": (target, redis_url, collection_id)}, claims)["this"]
+
+
+def measure_side_by_side(stacks: dict[str, tuple[Target, str, str]], claims: list[str]) -> dict[str, dict]:
+    """``measure_jobs`` on several stacks at once (label -> target, cache Redis URL, collection id): every claim
+    runs each way on each stack, the order of the (stack, kind) slots rotating from one claim to the next, so load
+    on the machine falls on all of them alike."""
     import redis
 
-    cache = redis.Redis.from_url(redis_url)
-    with_rendering, without = PRE_SEARCH + POST_SEARCH + RESPONSE, PRE_SEARCH + POST_SEARCH
-    walls: dict[str, list[float]] = {"with_artifacts": [], "without_artifacts": []}
-    stages: dict[str, dict[str, list[float]]] = {kind: {} for kind in walls}
-    statuses: dict[str, int] = {}
-    with target.http() as http:
-        _job(http, collection_id, "warm-up: " + claims[0], with_rendering)  # first use: imports, fonts, model
+    agents = {"with_artifacts": PRE_SEARCH + POST_SEARCH + RESPONSE, "without_artifacts": PRE_SEARCH + POST_SEARCH}
+    walls = {label: {kind: [] for kind in KINDS} for label in stacks}
+    stages: dict[str, dict[str, dict[str, list[float]]]] = {label: {kind: {} for kind in KINDS} for label in stacks}
+    statuses: dict[str, dict[str, int]] = {label: {} for label in stacks}
+    with contextlib.ExitStack() as open_:
+        http = {label: open_.enter_context(target.http()) for label, (target, _, _) in stacks.items()}
+        caches = {label: redis.Redis.from_url(url) for label, (_, url, _) in stacks.items()}
+        for label, (_, _, collection_id) in stacks.items():  # first use: imports, fonts, model
+            _job(http[label], collection_id, "warm-up: " + claims[0], agents["with_artifacts"])
+        slots = [(label, kind) for kind in KINDS for label in stacks]
         for i, claim in enumerate(claims):
-            order = [("with_artifacts", with_rendering), ("without_artifacts", without)]
-            for kind, agents in order if i % 2 == 0 else order[::-1]:
-                cache.flushdb()
-                job = _job(http, collection_id, claim, agents)
-                walls[kind].append(job_wall_ms(job))
+            shift = i % len(slots)
+            for label, kind in slots[shift:] + slots[:shift]:
+                caches[label].flushdb()
+                job = _job(http[label], stacks[label][2], claim, agents[kind])
+                walls[label][kind].append(job_wall_ms(job))
                 for stage, ms in (job.get("timings_ms") or {}).items():
-                    stages[kind].setdefault(stage, []).append(ms)
+                    stages[label][kind].setdefault(stage, []).append(ms)
                 for run in job["agents"]:
                     key = f"{run['agent_id']}:{run['status']}"
-                    statuses[key] = statuses.get(key, 0) + 1
-    return {"queries": len(claims), "job_ms": {k: summary(v) for k, v in walls.items()},
-            "stage_p50_ms": {kind: {stage: round(statistics.median(v), 1) for stage, v in per.items()}
-                             for kind, per in stages.items()},
-            "agent_statuses": statuses}
+                    statuses[label][key] = statuses[label].get(key, 0) + 1
+    return {label: {"queries": len(claims), "job_ms": {k: summary(v) for k, v in walls[label].items()},
+                    "stage_p50_ms": {kind: {stage: round(statistics.median(v), 1) for stage, v in per.items()}
+                                     for kind, per in stages[label].items()},
+                    "agent_statuses": statuses[label]}
+            for label in stacks}
 
 
 def measure_default_job(target: Target, redis_url: str, docs: int, queries: int) -> dict:
@@ -129,6 +147,37 @@ def run_standalone(docs: int, queries: int, attach: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="agentsearch-bench-") as tmp, bench_stack(Path(tmp)) as stack:
         wait_idle(stack)
         return measure_default_job(Target.of(stack), stack.redis_url, docs, queries)
+
+
+def run_baseline_and_this(docs: int, queries: int, baseline: Path) -> dict:
+    """Benchmark 3 on two stacks at once, this tree's and one whose processes run ``baseline``'s code (a git worktree
+    of an earlier commit): the subset indexed into both (side by side), then every claim on both."""
+    from bench.hop import _stack_of
+
+    documents, claims = subset(docs, queries)
+    with (tempfile.TemporaryDirectory(prefix="agentsearch-bench-") as tmp,
+          bench_stack(Path(tmp) / "this") as this, _stack_of(baseline, Path(tmp) / "baseline") as before):
+        stacks = {"baseline": before, "this": this}
+        for stack in stacks.values():
+            wait_idle(stack)
+        indexed: dict[str, tuple[str, dict]] = {}
+
+        def index(label: str, stack) -> None:  # both at once: the slower one sets the wait
+            indexed[label] = ingest_subset(Target.of(stack), documents)
+
+        threads = [threading.Thread(target=index, args=item) for item in stacks.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if set(indexed) != set(stacks):
+            raise RuntimeError("indexing the SciFact subset failed on a stack (see its worker log)")
+        for stack in stacks.values():
+            wait_idle(stack)
+        both = measure_side_by_side({label: (Target.of(stack), stack.redis_url, indexed[label][0])
+                                     for label, stack in stacks.items()}, claims)
+    return {label: {"docs": docs, "ingest_through_stack": indexed[label][1], **both[label]} for label in stacks} | {
+        "baseline_tree": str(baseline)}
 
 
 def public(result: dict) -> dict:
@@ -169,7 +218,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=1000)
     parser.add_argument("--queries", type=int, default=20)
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="a tree (a git worktree of an earlier commit) whose code a second stack runs, "
+                             "measured side by side with this one (benchmark 3 only)")
     args = parser.parse_args()
+    if args.baseline:
+        result = run_baseline_and_this(args.docs, args.queries, args.baseline)
+        print(json.dumps({**{label: public(result[label]) for label in ("baseline", "this")},
+                          "ingest_through_stack": {label: result[label]["ingest_through_stack"]
+                                                   for label in ("baseline", "this")}}, indent=2))
+        return
     with tempfile.TemporaryDirectory(prefix="agentsearch-bench-") as tmp, bench_stack(Path(tmp)) as stack:
         wait_idle(stack)
         print(json.dumps(measure(stack, args.docs, args.queries), indent=2))

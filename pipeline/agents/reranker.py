@@ -58,8 +58,11 @@ LLM_SYSTEM = (
 # --- offline components ---------------------------------------------------------------------------------------
 
 
-# How much a document's title weighs in each of its windows' vectors, beside the window's sentences (each 1).
-TITLE_WEIGHT = 1.0
+# How much a document's title weighs in each of its windows' vectors, beside the window's sentences (each 1). Set
+# on SciFact (184 claims, the first 1,000 abstracts, hybrid top 20 reranked; nDCG@10): windows embedded whole, the
+# title in front, 0.8094; composed with title weight 0 / 0.5 / 1 / 2 / 3: 0.8015 / 0.8065 / 0.8066 / 0.8067 /
+# 0.8107. In a window embedded whole the title is about a quarter of the tokens, and often holds the query's topic.
+TITLE_WEIGHT = 3.0
 
 
 def sentences_of(text: str) -> list[str]:

@@ -86,9 +86,9 @@ def test_known_vectors_embed_only_what_is_neither_stored_nor_looked_up():
 def test_ingestion_stores_each_chunks_sentences_embedding_a_repeated_sentence_once():
     embed = CountingEmbed()
     text = " ".join(f"Finding {i} holds for the whole cohort of adults." for i in range(40))  # two chunks, overlap
-    chunks = index_documents([("d1", "Cohort", text, {}), ("d2", "Copy", "Finding 3 holds for the whole cohort of "
-                                                                            "adults.", {})],
-                             embed, KeywordAnalyzer(), ChunkingConfig(max_chars=1000, overlap_chars=200))
+    copy = "Finding 3 holds for the whole cohort of adults."  # a sentence of d1 again, in another document
+    chunks = index_documents([("d1", "Cohort", text, {}), ("d2", "Copy", copy, {})], embed, KeywordAnalyzer(),
+                             ChunkingConfig(max_chars=1000, overlap_chars=200))
     assert len(chunks) > 2 and chunks[-1].document_id == "d2"
     for chunk in chunks:
         stored = unpack(chunk.sentences)
