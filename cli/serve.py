@@ -79,9 +79,9 @@ def worker(pool: str | None, queues: str | None, concurrency: int | None, loglev
         # one per thread of a 128-thread pool (PostgreSQL's own default limit is 100 connections).
         os.environ["AGENTSEARCH_DATABASE_POOL_SIZE"] = str(max(settings.database_pool_size, min(concurrency, 32)))
         get_settings.cache_clear()
+    from worker import recycling
     from worker.app import ALL_QUEUES
     from worker.app import app as celery_app
-    from worker import recycling
 
     argv = ["worker", f"--pool={pool}", f"--concurrency={concurrency}",
             f"--queues={queues or ('celery' if threads else ','.join(ALL_QUEUES))}", f"--loglevel={loglevel}",

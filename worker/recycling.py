@@ -8,8 +8,8 @@ abandoned threads:
 - it is published for ``/metrics`` (``agentsearch_worker_abandoned_threads{worker}``) whenever it changed;
 - past ``worker_max_abandoned_threads`` a thread-pool worker stops taking messages, lets its running steps finish
   (a warm shutdown, as on SIGTERM); ``agentsearch worker`` then starts the same command afresh in the same
-  process (``os.execv``), which ends every hung thread. Messages it had not started go
-  back to the queue (late acknowledgement), so nothing is lost and nothing runs twice (the step ledger).
+  process (``os.execv``), which ends every hung thread. Messages it had not started go back to the queue (late
+  acknowledgement), so nothing is lost and nothing runs twice (the step ledger).
 
 Usage: nothing to call; ``worker.lifecycle`` calls ``watch(threads_pool=...)`` as the worker starts.
 """
@@ -30,7 +30,8 @@ from pipeline.services import get_services
 
 log = logging.getLogger("agentsearch.worker")
 
-# The exit status that asks `agentsearch worker` to start again (EX_TEMPFAIL: "try again later").
+# The worker's exit status when it stops to start afresh (EX_TEMPFAIL: "try again later"); `agentsearch worker`
+# asks ``requested()`` rather than the status, which Celery's command does not hand back.
 EX_RECYCLE = 75
 
 _lock = threading.Lock()
