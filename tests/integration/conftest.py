@@ -97,10 +97,10 @@ def use_agents(http: httpx.Client, collection_id: str, *configs: dict) -> list[d
     return created
 
 
-def search(http: httpx.Client, collection_id: str, query: str, **extra) -> dict:
+def search(http: httpx.Client, collection_id: str, query: str, timeout_s: float = 90, **extra) -> dict:
     response = http.post("/v1/search", json={"collection_id": collection_id, "query": query, **extra})
     assert response.status_code == 202, response.text
-    return wait_job(http, response.json()["job_id"])
+    return wait_job(http, response.json()["job_id"], timeout_s)
 
 
 def runs_by_agent(job: dict) -> dict[str, dict]:

@@ -55,10 +55,12 @@ def milvus_restored(stack, collection):
     yield
     if not stack.milvus_running():
         stack.start_milvus()
-    deadline = time.monotonic() + 90
+    # After a long outage both worker processes may still be busy with the test's retried ingests and searches:
+    # the first search back may wait its turn behind them.
+    deadline = time.monotonic() + 180
     while True:
         with stack.http() as http:
-            job = search(http, collection, unique(), agents=[], use_cache=False)
+            job = search(http, collection, unique(), agents=[], use_cache=False, timeout_s=180)
         if found_its_documents(job):
             return
         assert time.monotonic() < deadline, f"the stack does not search again after the test: {job['error']}"
