@@ -11,14 +11,15 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install -q --upgrade pip
 	# The CPU build of torch, pinned first: an unpinned torch would pull a multi-GB CUDA build.
 	$(PYTHON) -m pip install -q torch==2.13.0
-	$(PYTHON) -m pip install -q -e '.[test]'
+	$(PYTHON) -m pip install -q -e '.[test,multilingual]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
-# Redis and PostgreSQL for the integration tests; espeak-ng for audio; poppler-utils to read PDFs back in tests.
+# Redis and PostgreSQL for the integration tests; espeak-ng for audio; poppler-utils to read PDFs back in tests;
+# chromium for the web console's browser tests (tests/integration/test_console.py).
 services:
-	scripts/ensure-services.sh espeak-ng:espeak-ng pdftotext:poppler-utils
+	scripts/ensure-services.sh espeak-ng:espeak-ng pdftotext:poppler-utils chromium:chromium
 
 # The real embeddings server of tests/integration/test_embedding_service.py: Infinity in a virtual environment of
 # its own (.agentsearch/embedding-server, pins in devstack/embedding-server.txt); 30-60 s once, then a stamp.

@@ -15,17 +15,33 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sql_errors
 
+from api.mcp_server.endpoint import McpEndpoint
+from api.rate_limits import RateLimited, RateLimitHeaders
 from api.request_guard import validation_error
-from api.routes import agents, collections, health, jobs, metrics, profiles
+from api.routes import (
+    agents,
+    collections,
+    console,
+    conversations,
+    documents,
+    health,
+    jobs,
+    me,
+    metrics,
+    profiles,
+    webhooks,
+)
 from api.waits import WaitSlots
 from migrations import upgrade
 from pipeline.job.store import JobStore
 from pipeline.observability.tracing import configure_tracing
 from pipeline.platform.ticker import Ticker
+from pipeline.security.rate_windows import RateWindows
 from pipeline.services import get_services
 from worker.agentic_tasks import run_due_profile_sets
 from worker.app import app as celery_app
 from worker.embedded import EmbeddedWorker
+from worker.webhooks import sweep_webhooks
 
 log = logging.getLogger("agentsearch.api")
 
@@ -57,6 +73,7 @@ def create_app() -> FastAPI:
     services = get_services()
     settings = services.settings
     configure_tracing(settings.otel_exporter, "agentsearch-api")
+    mcp_endpoint = McpEndpoint(max_request_bytes=settings.max_request_bytes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -67,14 +84,20 @@ def create_app() -> FastAPI:
             upgrade(settings.database_url)
             embedded_worker = EmbeddedWorker(celery_app, concurrency=max(4, settings.worker_concurrency))
             embedded_worker.start()
-            # Embedded mode runs no Celery beat; these stand in for it: overdue jobs failed, due profile sets run.
+            # Embedded mode runs no Celery beat; these stand in for it: overdue jobs failed, due profile sets run,
+            # due webhook deliveries sent.
             reaper = Ticker(JobStore(services.db).reap, settings.reaper_interval_s, "agentsearch-reaper")
             reaper.start()
             schedules = Ticker(run_due_profile_sets.delay, settings.profile_schedule_interval_s,
                                "agentsearch-profile-schedule")
             schedules.start()
-        yield
+            deliveries = Ticker(sweep_webhooks.delay, settings.webhook_sweep_interval_s, "agentsearch-webhook-sweep")
+            deliveries.start()
+        # The MCP endpoint's sessions run in a task group of their own, for as long as the application serves.
+        async with mcp_endpoint.running(app):
+            yield
         if embedded_worker is not None:
+            deliveries.stop()
             schedules.stop()
             reaper.stop()
             embedded_worker.stop()
@@ -85,11 +108,20 @@ def create_app() -> FastAPI:
     app.state.services = services
     app.state.celery = celery_app
     app.state.waits = WaitSlots(settings.max_waits_per_user)
+    # Per-user request counts, in Redis for every API process (in this process without a Redis URL).
+    app.state.rate_windows = RateWindows(settings.redis_url)
+    app.add_middleware(RateLimitHeaders)
     app.add_exception_handler(RequestValidationError, validation_error)
     for error in (sql_errors.OperationalError, sql_errors.InterfaceError, sql_errors.TimeoutError):
         app.add_exception_handler(error, _database_unavailable)
     app.add_exception_handler(sql_errors.DataError, _value_not_storable)
     app.add_exception_handler(sql_errors.IntegrityError, _conflict)
-    for module in (health, collections, agents, jobs, metrics, profiles):
-        app.include_router(module.router)
+    for module in (health, collections, documents, agents, jobs, metrics, profiles, me, webhooks, conversations,
+                   console):
+        # Every route counts against its caller's limits (api/rate_limits.py) but the probes, /metrics and the
+        # console's static files (no key, no user data).
+        limited = module not in (health, metrics, console)
+        app.include_router(module.router, dependencies=[RateLimited] if limited else None)
+    # MCP over streamable HTTP (api/mcp_server/): authenticated by API key like the routes above.
+    app.add_route("/mcp", mcp_endpoint, include_in_schema=False)
     return app

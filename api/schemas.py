@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.agents.base import Stage
+from pipeline.documents import Citation
 from pipeline.ingest import DocumentIn
+from pipeline.job.stage_budget import StageTimeouts
 
 
 class Strict(BaseModel):
@@ -23,6 +25,13 @@ class Strict(BaseModel):
 class CollectionCreate(Strict):
     name: str = Field(min_length=1, max_length=255, pattern=r"^[\w .-]+$")
     description: str | None = Field(None, max_length=5000)
+    stage_timeouts: StageTimeouts | None = Field(
+        None, description="Seconds per stage for this collection's jobs (docs/stage-deadlines.md).")
+
+
+class CollectionUpdate(Strict):
+    stage_timeouts: StageTimeouts | None = Field(
+        description="Seconds per stage for this collection's jobs; null removes them (docs/stage-deadlines.md).")
 
 
 class CollectionOut(BaseModel):
@@ -33,6 +42,7 @@ class CollectionOut(BaseModel):
     index_epoch: int
     documents: dict[str, int]
     created_at: datetime
+    stage_timeouts: dict[str, float] | None = None
 
 
 class DocumentsIn(Strict):
@@ -78,6 +88,10 @@ class CollectionAgentIn(Strict):
     agent_config_id: uuid.UUID
     priority: int | None = Field(None, ge=-10_000, le=10_000)
     enabled: bool = True
+    fallback_agent_config_id: uuid.UUID | None = Field(
+        None, description="The caller's agent config of the same stage that runs in this one's place, with the same "
+        "input, when this one ends in error, timeout or an open circuit (one level: its own fallback is not run).")
+    critical: bool = Field(False, description="Fail the job when this agent (and its fallback, if any) fails.")
 
 
 class CollectionAgentsIn(Strict):
@@ -94,3 +108,52 @@ class ProfileSetCreate(Strict):
     seen: dict[str, Any] | None = Field(None, description="Seen-content policy (on by default).")
     schedule_s: float | None = Field(None, ge=60, le=30 * 86400, description="Run every this many seconds.")
     enabled: bool = True
+
+
+WebhookEvent = Literal["job.succeeded", "job.failed", "job.cancelled"]
+
+
+def _distinct_events(events: list[str] | None) -> list[str] | None:
+    if events is not None and len(set(events)) != len(events):
+        raise ValueError("an event is listed twice")
+    return events
+
+
+class WebhookCreate(Strict):
+    url: str = Field(min_length=1, max_length=2048, description="http:// or https://; a public host unless the "
+                                                                 "operator allowed it (AGENTSEARCH_EGRESS_ALLOW).")
+    events: list[WebhookEvent] = Field(min_length=1, max_length=3)
+    description: str = Field("", max_length=1000)
+
+    _events = field_validator("events")(_distinct_events)
+
+
+class WebhookUpdate(Strict):
+    url: str | None = Field(None, min_length=1, max_length=2048)
+    events: list[WebhookEvent] | None = Field(None, min_length=1, max_length=3)
+    description: str | None = Field(None, max_length=1000)
+    enabled: bool | None = Field(None, description="false: disabled; true: active again (also after failing).")
+
+    _events = field_validator("events")(_distinct_events)
+
+
+class JobResponseOut(BaseModel):
+    """A finished job's response (``pipeline.job.steps.assemble_response``): the answer, its sources and the
+    check of its citations; the other fields (agents, artifacts, metadata, timings) pass through as stored."""
+
+    model_config = ConfigDict(extra="allow")
+    answer: str | None = None
+    sources: list[dict[str, Any]] = Field(default_factory=list)
+    citations: list[Citation] = Field(
+        default_factory=list, description="Each answer sentence that cites [n], checked against source n's text: "
+        "span (offsets into that source's text) and status (docs/citations.md). Empty for a job finished before "
+        "citations were checked.")
+
+
+class JobOut(BaseModel):
+    """A job as ``GET /v1/jobs/{id}`` shows it; ``response`` once it has one."""
+
+    model_config = ConfigDict(extra="allow")
+    job_id: str
+    status: str
+    response: JobResponseOut | None = None

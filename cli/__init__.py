@@ -6,18 +6,22 @@
     agentsearch search "QUERY" --collection NAME [--agents a,b] [--wait] [--out DIR]
     agentsearch eval retrieval|answers ...             benchmark retrieval (BEIR) or answers (gold spans)
     agentsearch eval iterative ...                     iterative mode vs single-shot search (BEIR)
+    agentsearch eval followups [--scifact DIR]         follow-up retrieval with and without the contextualizer
     agentsearch agents list [--json]                   the registered agents
     agentsearch users create NAME | list | new-key NAME | revoke PREFIX    API users and their keys
+    agentsearch users limits NAME [--searches-per-minute N ...] [--reset]   a user's rate limits and quotas
     agentsearch tools add NAME --kind mcp|http ... | list | remove NAME     tools agent configs may name
     agentsearch bench hop --agents N --jobs M [--json OUT]          per-agent hop vs a raw Celery chain
     agentsearch bench default-job --queries N [--json OUT]          the uncached default job on SciFact
+    agentsearch mcp                                    the MCP server on stdio (tools: search, get_job, ...)
 
 ``ingest`` and ``search`` talk to the API at AGENTSEARCH_API_URL with AGENTSEARCH_API_KEY; unset, they start one in
 this process and act as the local user.
 
 Where each command lives: ``cli/serve.py`` (api, worker, beat, flower, migrate), ``cli/documents.py`` (ingest),
 ``cli/search.py``, ``cli/demo.py``, ``cli/eval.py``, ``cli/agents.py``, ``cli/users.py``, ``cli/tools.py``,
-``cli/benchmarks.py`` (bench); the API client they share is ``cli/client.py`` with ``cli/session.py``.
+``cli/benchmarks.py`` (bench), ``cli/mcp.py`` (mcp); the API client they share is ``cli/client.py`` with
+``cli/session.py``.
 
 A command imports what only it needs (SQLAlchemy and Alembic, the agents, the API, Celery, the benchmarks) when it
 runs, not at the top of its module: so ``agentsearch --help``, ``search`` and ``ingest`` start in about 0.25 s, not
@@ -33,7 +37,7 @@ from __future__ import annotations
 
 import click
 
-from cli import agents, demo, documents, search, serve, tools, users
+from cli import agents, demo, documents, mcp, search, serve, tools, users
 from cli.benchmarks import bench_group
 from cli.errors import fail
 from cli.eval import eval_group
@@ -47,5 +51,5 @@ def main() -> None:
 
 
 for command in (serve.migrate, serve.api, serve.worker, serve.beat, serve.flower, documents.ingest, search.search,
-                demo.demo, eval_group, agents.agents, users.users, tools.tools, bench_group):
+                demo.demo, eval_group, agents.agents, users.users, tools.tools, bench_group, mcp.mcp_server):
     main.add_command(command)

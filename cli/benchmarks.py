@@ -6,6 +6,8 @@ Usage::
     agentsearch bench hop --attach                                  # on the stack AGENTSEARCH_* point to
     agentsearch bench default-job --queries 20 --json job.json      # the uncached default job on SciFact
     agentsearch bench concurrency --jobs 200 --json many.json       # prefork beside a thread pool
+    agentsearch bench filters --rows 10000                          # a metadata filter's cost in Milvus Lite
+    agentsearch bench mcp --calls 40 --searches 10                  # an MCP tool call beside its API route
 
 The benchmarks are the ``bench`` package, installed with the project.
 """
@@ -92,3 +94,33 @@ def bench_concurrency(jobs: int, threads: int | None, json_out: Path | None) -> 
     if json_out is not None:
         json_out.write_text(json.dumps(figures) + "\n")
     click.echo(json.dumps(figures))
+
+
+@bench_group.command("filters")
+@click.option("--rows", type=click.IntRange(100), default=10_000, show_default=True, help="Rows in each collection.")
+@click.option("--repeat", type=click.IntRange(1), default=15, show_default=True, help="Searches per median.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help='Write {"rows", "<filter>": {"json_field", "dynamic_field"}, ...} (milliseconds) here.')
+def bench_filters(rows: int, repeat: int, json_out: Path | None) -> None:
+    """What a metadata filter costs a dense search in Milvus Lite: the JSON field jobs use beside dynamic fields."""
+    from bench import filter_cost  # pymilvus: see cli/__init__.py
+
+    results = filter_cost.measure(rows, repeat)
+    if json_out is not None:
+        json_out.write_text(json.dumps(results) + "\n")
+    click.echo(filter_cost.table(results))
+
+
+@bench_group.command("mcp")
+@click.option("--calls", type=click.IntRange(1), default=40, show_default=True, help="Collection listings each way.")
+@click.option("--searches", type=click.IntRange(1), default=10, show_default=True, help="Searches each way.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the medians and 90th percentiles of each way here.")
+def bench_mcp(calls: int, searches: int, json_out: Path | None) -> None:
+    """An MCP tool call beside the API route it stands for (HTTP route, /mcp, stdio), on a local stack of its own."""
+    from bench import mcp_calls  # the bench stack and the mcp client: see cli/__init__.py
+
+    figures = mcp_calls.run(calls, searches)
+    if json_out is not None:
+        json_out.write_text(json.dumps(figures) + "\n")
+    click.echo(json.dumps(figures, indent=2))

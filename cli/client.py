@@ -6,6 +6,8 @@ Usage::
     collection = client.ensure_collection("docs")
     client.add_documents(collection["id"], documents)
     job = client.wait_job(client.submit(collection["id"], "solar output"))
+    for event, data in client.events(job_id):   # the job's server-sent events, until "done"
+        ...
 
 ``cli.session.api_session`` gives one connected to the configured API, or to one it starts in this process.
 """
@@ -22,6 +24,10 @@ import httpx
 TERMINAL = ("succeeded", "failed", "cancelled")
 # Half the API's default request limit (AGENTSEARCH_MAX_REQUEST_BYTES), so a batch of long documents still fits.
 BATCH_BYTES = 4 * 1024 * 1024
+# A request refused for the rate limit (429 with Retry-After) is sent again after the wait the API names, this many
+# times, if the wait is no longer than this; a longer one is reported.
+RATE_LIMIT_RETRIES = 5
+RATE_LIMIT_LONGEST_WAIT_S = 60.0
 
 
 class ApiError(RuntimeError):
@@ -46,6 +52,13 @@ class ApiClient:
 
     def _call(self, method: str, path: str, **kwargs) -> Any:
         response = self.http.request(method, path, **kwargs)
+        for _ in range(RATE_LIMIT_RETRIES):
+            # Past the user's rate limit nothing was done: the same request is sent again when the API says.
+            wait_s = _retry_after(response)
+            if wait_s is None:
+                break
+            time.sleep(wait_s)
+            response = self.http.request(method, path, **kwargs)
         if response.status_code >= 400:
             raise ApiError.from_response(response)
         return response.json()
@@ -106,8 +119,38 @@ class ApiClient:
                 raise TimeoutError(f"job {job_id} still {job['status']} after {timeout_s:.0f} s")
             time.sleep(poll_s)
 
+    def events(self, job_id: str, timeout_s: float = 600.0) -> Iterator[tuple[str, dict]]:
+        """The job's server-sent events as ``(event, data)``, as the API sends them, until ``done``."""
+        timeout = httpx.Timeout(self.http.timeout.connect, read=timeout_s)
+        with self.http.stream("GET", f"/v1/jobs/{job_id}/events", timeout=timeout) as response:
+            if response.status_code >= 400:
+                response.read()
+                raise ApiError.from_response(response)
+            name, data = "message", []
+            for line in response.iter_lines():
+                if line.startswith("event:"):
+                    name = line[6:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].removeprefix(" "))
+                elif not line and data:
+                    yield name, json.loads("\n".join(data))
+                    if name == "done":
+                        return
+                    name, data = "message", []
+
     def close(self) -> None:
         self.http.close()
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """How long to wait before sending a refused request again: a 429 that names a short wait; None otherwise."""
+    if response.status_code != 429:
+        return None
+    try:
+        wait_s = float(response.headers.get("Retry-After", ""))
+    except ValueError:
+        return None
+    return wait_s if 0 <= wait_s <= RATE_LIMIT_LONGEST_WAIT_S else None
 
 
 def _batches(documents: list[dict], most: int, most_bytes: int) -> Iterator[list[dict]]:

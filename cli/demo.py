@@ -56,8 +56,19 @@ def demo(out: Path, query: str) -> None:
     except ApiError as exc:
         fail(str(exc))
     print_job(job, write_artifacts(job, out))
+    click.echo(f"\n{console_hint(settings)}")
     if job["status"] != "succeeded":
         sys.exit(1)
+
+
+def console_hint(settings) -> str:
+    """Where to see this demo in the web console. In embedded mode the demo's API lived only as long as the
+    command, so it says how to serve the same data (and sign in as the user the demo ran as)."""
+    if settings.api_url:
+        return f"web console: {settings.api_url.rstrip('/')}/ (sign in with the key in AGENTSEARCH_API_KEY)"
+    return ("web console: run `.venv/bin/agentsearch api`, open "
+            f"http://{settings.api_host}:{settings.api_port}/ and sign in with a key of the user this demo ran as, "
+            "from `.venv/bin/agentsearch users new-key default`")
 
 
 def _run_demo(client: ApiClient, documents: list[dict], query: str) -> dict:

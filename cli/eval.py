@@ -5,6 +5,8 @@ Usage::
     agentsearch eval retrieval --corpus corpus.jsonl --queries queries.jsonl --qrels qrels.tsv [--strategy hybrid]
     agentsearch eval iterative --corpus corpus.jsonl --queries queries.jsonl --qrels qrels.tsv [--llm]
     agentsearch eval answers --corpus corpus.jsonl --queries queries.jsonl --answers answers.jsonl
+    agentsearch eval answers --corpus corpus.jsonl --queries claims.jsonl       # no gold: citation figures only
+    agentsearch eval followups [--scifact /work/shared/eval/scifact --limit 300] [--llm]
 
 Each indexes the corpus once into a collection of its own (reused on the next run) and goes through the same
 search and answer code jobs use, in this process.
@@ -60,6 +62,21 @@ def _index_corpus(services, corpus: Path, n_docs: int, label: str) -> str:
     return collection
 
 
+def filter_option(filter_json: str | None) -> dict:
+    """``--filter JSON`` as a search override (``{"filter": {...}}``, or nothing); a malformed one ends the command
+    naming the path inside the filter at fault."""
+    if filter_json is None:
+        return {}
+    from pipeline.retrieval.filters import parse_filter
+
+    try:
+        return {"filter": parse_filter(json.loads(filter_json)).as_json()}
+    except json.JSONDecodeError as exc:
+        fail(f"--filter is not JSON: {exc}")
+    except ValueError as exc:
+        fail(f"--filter: {exc}")
+
+
 def _write_report(report: dict, json_out: Path | None) -> None:
     if json_out:
         json_out.write_text(json.dumps(report, indent=2) + "\n")
@@ -75,10 +92,13 @@ def _write_report(report: dict, json_out: Path | None) -> None:
               help="Pre- and post-search agents (default configs) around the search, e.g. query_expander,reranker.")
 @click.option("--rerank-depth", type=int, default=20, show_default=True,
               help="With --agents: how many top results the post-search agents see.")
+@click.option("--filter", "filter_json", default=None,
+              help='Metadata filter applied to every search, as JSON (docs/filters.md), e.g. '
+                   '\'{"eq": {"key": "region", "value": "emea"}}\'.')
 @click.option("--json", "json_out", type=JSON_OUT, default=None)
 def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | None, fusion: str | None,
                    agent_list: str | None, rerank_depth: int,
-                   limit: int | None, json_out: Path | None) -> None:
+                   limit: int | None, filter_json: str | None, json_out: Path | None) -> None:
     """nDCG@10, Recall@100, MRR@10 and latency of a BEIR data set, through the retrieval path jobs use."""
     from pipeline.services import get_services
 
@@ -92,6 +112,7 @@ def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | Non
         asked = dict(list(asked.items())[:limit])
     settings = get_settings()
     overrides = {k: v for k, v in {"strategy": strategy, "fusion": fusion}.items() if v}
+    overrides.update(filter_option(filter_json))
     config = SearchConfig(**{**settings.search_defaults(), **overrides, "top_k": 100, "candidates": 100})
     services = get_services()
     collection = _index_corpus(services, corpus, n_docs, "indexing corpus ")
@@ -106,7 +127,7 @@ def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | Non
         else:
             run, extra = run_retrieval_eval(services, collection, asked, config, progress=bar.update)
     report = {**score_run(run, judged, extra["latencies_ms"]), "strategy": config.strategy, "fusion": config.fusion,
-              "agents": agent_ids}
+              "agents": agent_ids, **({"filter": config.filter.as_json()} if config.filter else {})}
     click.echo(
         f"strategy {config.strategy} ({config.fusion}){' + ' + ','.join(agent_ids) if agent_ids else ''}: nDCG@10 {report['ndcg@10']:.4f}  Recall@100 "
         f"{report['recall@100']:.4f}  MRR@10 {report['mrr@10']:.4f}  latency p50 {report['latency_ms']['p50']:.1f} ms "
@@ -128,10 +149,12 @@ def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | Non
 @click.option("--llm/--no-llm", "use_llm", default=False, show_default=True,
               help="Evaluate and refine with the configured LLM (AGENTSEARCH_OPENAI_*) instead of offline signals.")
 @click.option("--limit", type=int, default=None, help="Only the first N queries.")
+@click.option("--filter", "filter_json", default=None, help="Metadata filter applied to every search, as JSON.")
 @click.option("--json", "json_out", type=JSON_OUT, default=None)
 def eval_iterative(corpus: Path, queries: Path, qrels: Path, target: int, max_iterations: int | None,
                    per_iteration: int, first_threshold: float, later_threshold: float, adaptive_threshold: bool,
-                   sufficiency: bool, use_llm: bool, limit: int | None, json_out: Path | None) -> None:
+                   sufficiency: bool, use_llm: bool, limit: int | None, filter_json: str | None,
+                   json_out: Path | None) -> None:
     """Iterative mode vs single-shot search: share of queries with a relevant document in the kept set."""
     from pipeline.eval.agentic import run_iterative_eval
     from pipeline.platform.llm import LLMClient
@@ -149,12 +172,13 @@ def eval_iterative(corpus: Path, queries: Path, qrels: Path, target: int, max_it
         fail(str(exc))
     if limit:
         asked = dict(list(asked.items())[:limit])
+    filtered = filter_option(filter_json)  # refused before the model and the corpus load
     services = get_services()
     llm = LLMClient.from_settings(services.settings) if use_llm else None
     if use_llm and llm is None:
         fail("--llm needs AGENTSEARCH_OPENAI_BASE_URL and AGENTSEARCH_OPENAI_MODEL")
     collection = _index_corpus(services, corpus, n_docs, "indexing corpus ")
-    defaults = {**services.settings.search_defaults(), "candidates": 100}
+    defaults = {**services.settings.search_defaults(), "candidates": 100, **filtered}
     with click.progressbar(length=len(asked), label="running queries") as bar:
         report = run_iterative_eval(services, collection, asked, judged, config, defaults, llm=llm,
                                     progress=bar.update)
@@ -173,26 +197,28 @@ def eval_iterative(corpus: Path, queries: Path, qrels: Path, target: int, max_it
 @eval_group.command("answers")
 @click.option("--corpus", type=DATA_FILE, required=True)
 @click.option("--queries", type=DATA_FILE, required=True)
-@click.option("--answers", "answers_path", type=DATA_FILE, required=True,
-              help='JSON Lines of {"_id", "answers": [gold spans]}.')
+@click.option("--answers", "answers_path", type=DATA_FILE, default=None,
+              help='JSON Lines of {"_id", "answers": [gold spans]}. Without it every query is answered and only '
+                   "the citation check is measured (claims with no gold answer, as SciFact's).")
 @click.option("--limit", type=int, default=None, help="Only the first N questions.")
 @click.option("--json", "json_out", type=JSON_OUT, default=None)
 @click.option("--details", "details_out", type=JSON_OUT, default=None,
               help="Write each question's answer and hit as JSON Lines here.")
-def eval_answers(corpus: Path, queries: Path, answers_path: Path, limit: int | None, json_out: Path | None,
+def eval_answers(corpus: Path, queries: Path, answers_path: Path | None, limit: int | None, json_out: Path | None,
                  details_out: Path | None) -> None:
-    """Gold-span rate and latency of answers, through the search-and-answer path jobs use."""
+    """Gold-span rate, verified citations and latency of answers, through the search-and-answer path jobs use."""
     from pipeline.platform.llm import LLMClient
     from pipeline.services import get_services
 
     try:
-        gold = load_gold_answers(answers_path)
-        asked = {q: t for q, t in load_beir_queries(queries).items() if gold.get(q)}
+        gold = load_gold_answers(answers_path) if answers_path else None
+        asked = {q: t for q, t in load_beir_queries(queries).items() if gold is None or gold.get(q)}
         n_docs = len(load_beir_corpus(corpus))
     except (ValueError, KeyError) as exc:
         fail(str(exc))
     if not asked:
-        fail(f"no question of {queries} has gold answers in {answers_path}")
+        fail(f"no question of {queries} has gold answers in {answers_path}" if gold is not None
+             else f"{queries} holds no query")
     if limit:
         asked = dict(list(asked.items())[:limit])
     services = get_services()
@@ -201,12 +227,88 @@ def eval_answers(corpus: Path, queries: Path, answers_path: Path, limit: int | N
     details: list[dict] = []
     with click.progressbar(length=len(asked), label="answering questions") as bar:
         report = run_answer_eval(services, collection, asked, gold, llm=llm, progress=bar.update, details=details)
-    click.echo(
-        f"answers ({'LLM ' + llm.model if llm else 'extractive'}): gold-span rate {report['gold_span_rate']:.4f}  "
-        f"(gold span in the retrieved documents {report['gold_span_in_documents_rate']:.4f})  latency p50 "
-        f"{report['latency_ms']['p50']:.1f} ms p95 {report['latency_ms']['p95']:.1f} ms  ({report['questions']} "
-        "questions)"
-    )
+    made = f"answers ({'LLM ' + llm.model if llm else 'extractive'})"
+    if gold is not None:
+        click.echo(
+            f"{made}: gold-span rate {report['gold_span_rate']:.4f}  "
+            f"(gold span in the retrieved documents {report['gold_span_in_documents_rate']:.4f})  latency p50 "
+            f"{report['latency_ms']['p50']:.1f} ms p95 {report['latency_ms']['p95']:.1f} ms  ({report['questions']} "
+            "questions)"
+        )
+    else:
+        click.echo(f"{made}: {report['questions']} queries without gold answers, latency p50 "
+                   f"{report['latency_ms']['p50']:.1f} ms")
+    click.echo(_citation_line(report["citations"]))
     _write_report(report, json_out)
     if details_out:
         details_out.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details))
+
+
+def _citation_line(c: dict) -> str:
+    ms = c["check_ms"] or {"p50": 0.0, "p95": 0.0}
+    probes = c["probes"]
+    line = (f"citations: fully supported answers {c['fully_supported_rate']:.4f}  sentences {c['sentences']}  "
+            f"check p50 {ms['p50']:.2f} ms p95 {ms['p95']:.2f} ms  wrong citations caught: recited "
+            f"{probes['recited']['caught_rate']} of {probes['recited']['citations']}, number changed "
+            f"{probes['number']['caught_rate']} of {probes['number']['citations']}")
+    if "gold_in_verified_span_rate" in c:
+        line += (f"  gold span inside a verified span {c['gold_in_verified_span_rate']:.4f} "
+                 f"(of answers holding it: {c['gold_in_verified_span_of_hits']})")
+    return line
+
+
+@eval_group.command("followups")
+@click.option("--set", "pairs_path", type=DATA_FILE, default=None,
+              help="A follow-up set (JSONL: id, first, follow_up, standalone, relevant); with the sample corpus by "
+                   "default: examples/followups.jsonl.")
+@click.option("--corpus", type=DATA_FILE, default=None,
+              help="The corpus of --set (id/title/text lines, or BEIR _id lines); default examples/sample_corpus.jsonl.")
+@click.option("--scifact", "scifact_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Derive follow-ups from SciFact training claims in this directory (corpus.jsonl, "
+                   "queries_train.jsonl, qrels/train.tsv) instead.")
+@click.option("--limit", type=int, default=None, help="Only the first N pairs.")
+@click.option("--llm/--no-llm", "use_llm", default=False, show_default=True,
+              help="Rewrite through the configured LLM (mode auto) instead of the offline rules.")
+@click.option("--json", "json_out", type=JSON_OUT, default=None)
+def eval_followups(pairs_path: Path | None, corpus: Path | None, scifact_dir: Path | None, limit: int | None,
+                   use_llm: bool, json_out: Path | None) -> None:
+    """Retrieval of follow-up questions as asked, through the query_contextualizer, and as the expected
+    standalone query: nDCG@10, Recall@1/5/10 and MRR@10 of each follow-up's relevant document."""
+    from pipeline.eval.followups import load_followups, run_followup_eval, sample_corpus_as_beir, scifact_followups
+    from pipeline.services import get_services
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    settings = get_settings()
+    try:
+        if scifact_dir is not None:
+            pairs = scifact_followups(scifact_dir / "queries_train.jsonl", scifact_dir / "qrels" / "train.tsv", limit)
+            beir = scifact_dir / "corpus.jsonl"
+        else:
+            pairs = load_followups(pairs_path or examples / "followups.jsonl")[:limit]
+            source = corpus or examples / "sample_corpus.jsonl"
+            first = json.loads(source.read_text(encoding="utf-8").splitlines()[0])
+            beir = source if "_id" in first else sample_corpus_as_beir(source, settings.ensure_data_dir())
+        n_docs = len(load_beir_corpus(beir))
+    except (ValueError, KeyError, OSError) as exc:
+        fail(str(exc))
+    services = get_services()
+    collection = _index_corpus(services, beir, n_docs, "indexing corpus ")
+    config = SearchConfig(**{**settings.search_defaults(), "top_k": 10})
+    llm = None
+    if use_llm:
+        from pipeline.platform.llm import LLMClient
+
+        llm = LLMClient.from_settings(settings)
+        if llm is None:
+            fail("--llm: no LLM endpoint configured (AGENTSEARCH_OPENAI_BASE_URL, AGENTSEARCH_OPENAI_MODEL)")
+    with click.progressbar(length=len(pairs), label="running follow-ups") as bar:
+        report = run_followup_eval(services, collection, pairs, config,
+                                   agent_config={"mode": "auto" if use_llm else "offline"}, llm=llm,
+                                   progress=bar.update)
+    click.echo(f"{report['pairs']} follow-ups, strategy {config.strategy} ({config.fusion})")
+    for name in ("as_asked", "contextualised", "expected"):
+        s = report[name]
+        click.echo(f"  {name:<15} nDCG@10 {s['ndcg@10']:.4f}  Recall@1 {s['recall@1']:.4f}  Recall@5 "
+                   f"{s['recall@5']:.4f}  Recall@10 {s['recall@10']:.4f}  MRR@10 {s['mrr@10']:.4f}")
+    click.echo(f"  rewrites covering the expected query's words: {report['rewrite_covers_expected']:.2%}")
+    _write_report(report, json_out)

@@ -4,6 +4,8 @@ Usage::
 
     agentsearch search "What is the notice period?" --collection handbook --agents deduplicator --out out/
     agentsearch search "Which suppliers failed audits?" --collection handbook --mode iterative --json
+    agentsearch search "notice period" --collection handbook --filter '{"eq": {"key": "region", "value": "emea"}}'
+    agentsearch search "What is the notice period?" --collection handbook --stream   # the answer as it is written
 
 ``print_job`` and ``write_artifacts`` serve ``agentsearch demo`` too. Exit status 1 when the job did not succeed.
 """
@@ -16,8 +18,9 @@ import sys
 from pathlib import Path
 
 import click
+import httpx
 
-from cli.client import ApiError
+from cli.client import ApiClient, ApiError
 from cli.errors import fail
 from cli.session import api_session
 from pipeline.platform.settings import get_settings
@@ -34,7 +37,9 @@ def write_artifacts(job: dict, out_dir: Path) -> list[Path]:
     return written
 
 
-def print_job(job: dict, written: list[Path]) -> None:
+def print_job(job: dict, written: list[Path], streamed: str | None = None) -> None:
+    """The job as text; ``streamed`` is the answer already printed as it arrived (not printed again unless the
+    job's answer differs from it)."""
     response = job.get("response") or {}
     click.echo(f"job {job['job_id']}: {job['status']}" + (f" ({job['error']})" if job.get("error") else ""))
     if not response:
@@ -42,7 +47,9 @@ def print_job(job: dict, written: list[Path]) -> None:
     click.echo(f"\nquery:  {response['query']}")
     if response.get("search_query") != response["query"]:
         click.echo(f"search: {response['search_query']}")
-    click.echo(f"\nanswer:\n  {response['answer']}\n\nsources:")
+    if streamed is None or streamed != response["answer"]:
+        click.echo(f"\nanswer:\n  {response['answer']}")
+    click.echo("\nsources:")
     for i, source in enumerate(response["sources"], start=1):
         click.echo(f"  [{i}] {source['title']} ({source['document_id']}, score {source['score']:.3f})")
     if response.get("cot_steps"):
@@ -60,6 +67,27 @@ def print_job(job: dict, written: list[Path]) -> None:
             click.echo(f"  {path} ({path.stat().st_size} bytes)")
 
 
+def print_answer_stream(client: ApiClient, job_id: str) -> str | None:
+    """Print the job's answer as its events bring it; the text printed (None when no answer came)."""
+    text, answered = "", False
+    click.echo("answer:\n  ", nl=False)
+    try:
+        for event, data in client.events(job_id):
+            if event == "answer.delta":
+                text += data["text"]
+                click.echo(data["text"].replace("\n", "\n  "), nl=False)
+            elif event == "answer.reset":
+                text = ""
+                click.echo(f"\n  (the text above is void: {data.get('reason')})\n  ", nl=False)
+            elif event == "answer":
+                answered = True
+    except httpx.HTTPError as exc:
+        # The job goes on without the stream: its answer is printed when it ends.
+        click.echo(f"\n  (the answer's stream broke off: {type(exc).__name__})", nl=False)
+    click.echo("\n")
+    return text if answered else None
+
+
 @click.command()
 @click.argument("query")
 @click.option("--collection", "collection_name", required=True)
@@ -71,23 +99,37 @@ def print_job(job: dict, written: list[Path]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
 @click.option("--mode", type=click.Choice(["single", "iterative"]), default=None,
               help="iterative: evaluate, refine and search again until the target or the budget (agentic mode).")
+@click.option("--filter", "filter_json", default=None,
+              help='Metadata filter as JSON (docs/filters.md), e.g. \'{"eq": {"key": "region", "value": "emea"}}\'.')
+@click.option("--stream", "stream", is_flag=True,
+              help="Print the answer as it is written (the job's events), then the sources and artifacts.")
 def search(query: str, collection_name: str, agents: str | None, top_k: int | None, cot: bool, wait: bool,
-           out: Path | None, as_json: bool, mode: str | None) -> None:
+           out: Path | None, as_json: bool, mode: str | None, filter_json: str | None, stream: bool) -> None:
     """Submit a search job and (by default) wait for its answer."""
     settings = get_settings()
+    if stream and (as_json or not wait):
+        fail("--stream prints the answer as it arrives: it goes with neither --json nor --no-wait")
+    streamed = None
     if not wait and not settings.api_url:
         fail("--no-wait needs a running API (AGENTSEARCH_API_URL): an in-process one stops when this command ends")
     agent_list = [a.strip() for a in agents.split(",") if a.strip()] if agents is not None else None
+    try:
+        # Sent as given: the API checks it and names the path at fault (`body.filter.and.1.range.gt: ...`).
+        search_filter = json.loads(filter_json) if filter_json is not None else None
+    except json.JSONDecodeError as exc:
+        fail(f"--filter is not JSON: {exc}")
     try:
         with api_session(settings) as client:
             collection = client.find_collection(collection_name)
             if collection is None:
                 fail(f"no collection named {collection_name!r}; create it with `agentsearch ingest`")
             job_id = client.submit(collection["id"], query, agents=agent_list, top_k=top_k, cot=cot or None,
-                                   mode=mode)
+                                   mode=mode, filter=search_filter)
             if not wait:
                 click.echo(job_id)
                 return
+            if stream:
+                streamed = print_answer_stream(client, job_id)
             job = client.wait_job(job_id)
     except (ApiError, TimeoutError) as exc:
         fail(str(exc))
@@ -95,6 +137,6 @@ def search(query: str, collection_name: str, agents: str | None, top_k: int | No
     if as_json:
         click.echo(json.dumps(job, indent=2, default=str))
     else:
-        print_job(job, written)
+        print_job(job, written, streamed)
     if job["status"] != "succeeded":
         sys.exit(1)

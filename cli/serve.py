@@ -56,8 +56,8 @@ def api(host: str | None, port: int | None) -> None:
               help="prefork processes (CPU-heavy work) or threads in one process (steps that wait); "
                    "default AGENTSEARCH_WORKER_POOL, else prefork.")
 @click.option("--queues", default=None,
-              help="Queues to consume; default: celery (the job's steps) for threads, all three "
-                   "(celery,artifacts,ingest) for prefork.")
+              help="Queues to consume; default: celery (the job's steps) for threads, all of them "
+                   "(celery,artifacts,ingest,webhooks) for prefork.")
 @click.option("--concurrency", type=int, default=None,
               help="Processes (prefork, default AGENTSEARCH_WORKER_CONCURRENCY) or threads (threads, default "
                    "AGENTSEARCH_WORKER_THREADS).")

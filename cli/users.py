@@ -6,6 +6,9 @@ Usage::
     agentsearch users new-key alice --label ci   # another key (rotation)
     agentsearch users list                       # users and their keys' prefixes
     agentsearch users revoke as_XXXXXXXX         # by the prefix `users list` shows
+    agentsearch users limits alice --searches-per-minute 10 --max-running-jobs 2   # over the defaults
+    agentsearch users limits alice               # the limits in force for alice, and where each comes from
+    agentsearch users limits alice --reset       # back to the defaults
 """
 
 from __future__ import annotations
@@ -82,3 +85,38 @@ def users_list() -> None:
         for k in user.keys:
             state = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "live"
             click.echo(f"    {k.prefix}...  {state:<24} {k.label}")
+
+
+LIMIT_VALUE = click.IntRange(0, 2**31 - 1)
+
+
+@users.command("limits")
+@click.argument("name")
+@click.option("--searches-per-minute", type=LIMIT_VALUE, help="Search submissions (jobs started) per minute.")
+@click.option("--reads-per-minute", type=LIMIT_VALUE, help="Other requests (reads, configs, deletes) per minute.")
+@click.option("--ingest-per-minute", type=LIMIT_VALUE, help="Ingestion requests per minute.")
+@click.option("--max-running-jobs", type=LIMIT_VALUE, help="Jobs queued or running at once.")
+@click.option("--max-documents", type=LIMIT_VALUE, help="Documents stored across the user's collections.")
+@click.option("--reset", is_flag=True, help="Drop the user's own values first: the defaults apply again.")
+def users_limits(name: str, reset: bool, **values: int | None) -> None:
+    """Set a user's rate limits and quotas over the defaults (0 allows none); with no option, print them.
+
+    The API reads them on every request, so a change applies at once in every API process. Defaults come from
+    AGENTSEARCH_RATE_LIMIT_* and AGENTSEARCH_MAX_* as this command's environment sets them.
+    """
+    from pipeline.platform.settings import get_settings
+    from pipeline.security.quotas import LimitOverrides, Limits, QuotaError, QuotaStore
+
+    store = QuotaStore(operator_database())
+    try:
+        if reset or any(v is not None for v in values.values()):
+            overrides = store.set_overrides(name, LimitOverrides(**values), reset=reset)
+        else:
+            overrides = store.overrides(name)
+    except QuotaError as exc:
+        fail(str(exc))
+    limits = Limits.defaults(get_settings()).overlaid(overrides)
+    own = set(overrides.set_names())
+    click.echo(f"limits of {name}:")
+    for field, value in limits.model_dump().items():
+        click.echo(f"    {field:<22} {value:>12}  {'set for this user' if field in own else 'default'}")

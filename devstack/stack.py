@@ -37,7 +37,8 @@ BROKER_DB, RESULTS_DB, CACHE_DB = 0, 1, 2
 class DevStack:
     """The processes of a distributed deployment, on this machine, for as long as the ``with`` block lasts."""
 
-    def __init__(self, workdir: Path, workers: int = 1, concurrency: int = 2, queues: str = "celery,artifacts,ingest",
+    def __init__(self, workdir: Path, workers: int = 1, concurrency: int = 2,
+                 queues: str = "celery,artifacts,ingest,webhooks",
                  extra_env: dict[str, str] | None = None, user: str = "local-user", own_postgres: bool = False,
                  beat: bool = False, pool: str = "prefork") -> None:
         self.workdir = Path(workdir)
@@ -74,6 +75,13 @@ class DevStack:
             "AGENTSEARCH_API_URL": self.api_url,
             # Soft shutdown also waits when idle; a short one keeps stopping a stack quick.
             "AGENTSEARCH_WORKER_SOFT_SHUTDOWN_TIMEOUT_S": "3",
+            # Tests, drills and benchmarks send hundreds of jobs at once as one user, and poll them: limits far
+            # above the service's defaults (a test that wants small ones sets them per user with `users limits`).
+            "AGENTSEARCH_RATE_LIMIT_READS_PER_MINUTE": "100000",
+            "AGENTSEARCH_RATE_LIMIT_SEARCHES_PER_MINUTE": "20000",
+            "AGENTSEARCH_RATE_LIMIT_INGEST_PER_MINUTE": "20000",
+            "AGENTSEARCH_MAX_RUNNING_JOBS": "10000",
+            "AGENTSEARCH_MAX_DOCUMENTS": "10000000",
             **self.extra_env,
         }
 

@@ -1,4 +1,5 @@
-"""What flows between the stages of a job: retrieved documents, the sources an answer cites, reasoning steps.
+"""What flows between the stages of a job: retrieved documents, the sources an answer cites, reasoning steps, and
+the check of each citation against its source.
 
 They belong to neither the agents nor retrieval: retrieval makes ``Document``s, agents read and rewrite them, the
 answer cites them as ``Source``s.
@@ -11,7 +12,7 @@ Usage::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -36,3 +37,20 @@ class CotStep(BaseModel):
     step: int
     thought: str
     evidence: list[str] = Field(default_factory=list)
+
+
+CitationStatus = Literal["supported", "partial", "unsupported"]
+
+
+class Citation(BaseModel):
+    """One answer sentence checked against one source it cites (``pipeline.job.answer.citations``): where in the
+    source's text it is said (``span``, character offsets into that ``Document.text``; None when unsupported),
+    how well (``status``, ``score`` in [0, 1]) and, when not fully supported, why (``reason``)."""
+
+    sentence: str = Field(description="The answer's sentence as written, citation markers included.")
+    source: int = Field(ge=1, description="The cited source's number n: the n-th entry of the sources.")
+    document_id: str
+    span: tuple[int, int] | None = Field(None, description="[start, end) in the source's text.")
+    status: CitationStatus
+    score: float = Field(ge=0.0, le=1.0)
+    reason: str | None = None

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from pipeline.retrieval.analyzer import KeywordAnalyzer
+from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text, known_language, normalise_code
 from pipeline.retrieval.sentence_vectors import chunk_units, pack
 from pipeline.retrieval.vector_store import IndexedChunk
 from pipeline.security.storable import NotStorable, loads_checked, problems, text_problem
@@ -196,20 +196,33 @@ def index_documents(
         # The title travels with each piece: it often carries the words a query uses.
         vectors = embed([f"{title}. {piece}" if title else piece for _, title, piece, _, _ in batch])
         for (document_id, title, piece, metadata, i), vector in zip(batch, vectors, strict=True):
+            language, keywords = chunk_keywords(analyzer, title, piece, metadata)
             chunks.append(
                 IndexedChunk(
                     id=f"{document_id}#{i}",
                     document_id=document_id,
                     title=title,
                     text=piece,
-                    keywords=analyzer.analyze(f"{title} {piece}"),
+                    keywords=keywords,
                     vector=vector,
-                    metadata=metadata,
+                    metadata={**metadata, "language": language},
                 )
             )
     if chunking.sentence_vectors:
         _add_sentence_vectors(chunks, embed, chunking.embed_batch)
     return chunks
+
+
+def chunk_keywords(analyzer: KeywordAnalyzer, title: str, piece: str, metadata: dict[str, Any]) -> tuple[str, str]:
+    """``(language, analysed text)`` of one chunk. The language is the chunk's own (detected on its text, so a
+    document that changes language changes it chunk by chunk), unless the document's metadata names one: the
+    sender's word wins over a guess. It goes into the chunk's metadata, where filters and the search read it."""
+    given = metadata.get("language")
+    if isinstance(given, str) and known_language(code := normalise_code(given)):
+        return code, bm25_text(analyzer.terms_as(code, f"{title} {piece}"))
+    # Otherwise (none, or not a language an analyser knows) detected.
+    language = analyzer.language_of(piece)
+    return language, bm25_text(analyzer.terms_as(language, f"{title} {piece}"))
 
 
 def _add_sentence_vectors(chunks: list[IndexedChunk], embed: Callable[[list[str]], list[list[float]]],

@@ -96,7 +96,8 @@ class Services:
             if "_retriever" not in self.__dict__:
                 # The model loads on first embed, so a keyword-only search never waits for it.
                 self.__dict__["_retriever"] = Retriever(
-                    embed=lambda texts: self.embedder.embed(texts),
+                    # Queries through the query side of models that embed the two sides apart (E5's prefixes).
+                    embed=lambda texts: getattr(self.embedder, "embed_queries", self.embedder.embed)(texts),
                     store=self._vector_store_locked(),
                     analyzer=self.analyzer,
                     cache=ResultCache(self.redis),

@@ -5,5 +5,6 @@
 - ``submit``: a job put on the queues;                     ``agentic_tasks``: the agentic loops and profile schedules;
 - ``reaper``: lost and overdue jobs;                       ``liveness``: which worker nodes are alive;
 - ``ingestion``: documents indexed and deleted;            ``observability``: logs and traces of tasks;
-- ``embedded``: an in-process worker on threads (embedded mode).
+- ``embedded``: an in-process worker on threads (embedded mode);
+- ``webhooks``: completion webhook deliveries and the sweep for those that are due.
 """

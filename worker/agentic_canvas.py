@@ -25,8 +25,8 @@ from celery.canvas import Signature
 
 from pipeline.agents.base import Stage
 from pipeline.job.state import AgentSpec
-from worker.canvas import STEP_LIMIT_S, agent_step, fail_job_on_error, limits, pipeline_step, respond_and_assemble
-from worker.steps import agentic_compress, generate_answer, ordered, post_search_agent, pre_search_agent
+from worker.canvas import STEP_LIMIT_S, fail_job_on_error, limits, pipeline_step, respond_and_assemble, stage_steps
+from worker.steps import agentic_compress, generate_answer, post_search_agent, pre_search_agent
 
 # The tasks worker.agentic_tasks.agentic_begin and worker.agentic_tasks.agentic_iteration.
 AGENTIC_BEGIN = "agentsearch.agentic_begin"
@@ -36,7 +36,7 @@ ITERATION_LIMIT_S = 180.0
 
 
 def build_agentic_head(job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0) -> Signature:
-    steps = [agent_step(pre_search_agent, s, default_timeout_s) for s in ordered(specs, Stage.PRE_SEARCH)]
+    steps = stage_steps(pre_search_agent, specs, Stage.PRE_SEARCH, default_timeout_s)
     steps.append(signature(AGENTIC_BEGIN).set(**limits(STEP_LIMIT_S)))
     return fail_job_on_error(chain(*steps), job_id)
 
@@ -52,7 +52,7 @@ def build_loops(job_id: str, loops: dict[str, dict]) -> Signature:
 
 
 def build_agentic_tail(job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0) -> Signature:
-    steps = [agent_step(post_search_agent, s, default_timeout_s) for s in ordered(specs, Stage.POST_SEARCH)]
+    steps = stage_steps(post_search_agent, specs, Stage.POST_SEARCH, default_timeout_s)
     steps.append(pipeline_step(agentic_compress))
     steps.append(pipeline_step(generate_answer))
     steps.append(respond_and_assemble(job_id, specs, default_timeout_s))

@@ -19,10 +19,12 @@ import uuid
 from typing import Any
 
 from pipeline.agentic.loop import LoopState, final_documents, next_action, run_iteration
-from pipeline.agentic.runtime import build_tools, vectors_function
+from pipeline.agentic.runtime import build_tools, job_filter, vectors_function
 from pipeline.agentic.schedule import claim_due, create_run
 from pipeline.agentic.seen import SeenFilter, SqlSeenStore
 from pipeline.agentic.spec import AgenticSpec, LoopPlan, LoopStore, job_documents
+from pipeline.agents.base import Stage
+from pipeline.job.stage_budget import start_clock
 from pipeline.job.state import AgentSpec, JobState
 from pipeline.job.store import JobStore
 from pipeline.platform.llm import LLMClient
@@ -85,9 +87,10 @@ def agentic_iteration(job_id: str, profile: str, loop_state: dict[str, Any]) -> 
         if spec.seen.enabled and job_state.user_id:
             skip = SeenFilter(SqlSeenStore(services.db), uuid.UUID(job_state.user_id), profile, spec.seen,
                               vectors=vectors_function(services.retriever))
+        # The job's metadata filter (kept with its search overrides) holds for every search of every iteration.
+        defaults = {**services.settings.search_defaults(), **job_filter(job_state.search)}
         tools = build_tools(services.retriever, services.analyzer, plan.targets, loop.config,
-                            model=services.settings.embedding_model, defaults=services.settings.search_defaults(),
-                            llm=llm, skip_seen=skip)
+                            model=services.settings.embedding_model, defaults=defaults, llm=llm, skip_seen=skip)
         loop = run_iteration(loop, tools)
     except Exception as exc:
         log.exception("iteration of job %s (%s) failed", job_id, profile or "query")
@@ -122,6 +125,7 @@ def agentic_finish(job_id: str) -> dict[str, Any]:
         _record_seen(services, state, spec, states, documents)
     state.timings_ms["agentic"] = round(sum(r.duration_ms for s in states.values() for r in s.history), 3)
     state.timings_ms["agentic_merge"] = round((time.perf_counter() - started) * 1000, 3)
+    start_clock(state, Stage.POST_SEARCH)  # the loops hand over: the post-search agents' clock starts
     jobs.progress(job_id, "agentic_merge", state)
     _, snapshot = jobs.initial_state(job_id)
     specs = [AgentSpec.model_validate(s) for s in snapshot]

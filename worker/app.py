@@ -3,7 +3,8 @@
 Start a worker with ``agentsearch worker`` (or ``celery -A worker.app worker``). The job's steps (agents, search,
 the answer) are on the default queue, ``celery``: they mostly wait, and a thread-pool worker runs many of them at
 once. Response agents (rendering) and ingestion (embedding) compute: they have queues of their own, ``artifacts``
-and ``ingest``, for prefork workers, so that heavy work never starves search.
+and ``ingest``, for prefork workers, so that heavy work never starves search. Webhook deliveries wait on receivers:
+their queue, ``webhooks``, is for a thread-pool worker too.
 
 A worker or beat process imports ``TASK_MODULES`` (the tasks) and ``HOOK_MODULES`` (what runs on Celery's signals:
 ``worker.lifecycle``, ``worker.liveness``, ``worker.observability``, ``worker.recycling``, ``worker.warmup``) when
@@ -31,7 +32,9 @@ from pipeline.platform.settings import get_settings
 DEFAULT_QUEUE = "celery"
 ARTIFACTS_QUEUE = "artifacts"
 INGEST_QUEUE = "ingest"
-ALL_QUEUES = (DEFAULT_QUEUE, ARTIFACTS_QUEUE, INGEST_QUEUE)
+# Webhook deliveries wait on other people's servers: a queue of their own, so a slow receiver never delays a job.
+WEBHOOKS_QUEUE = "webhooks"
+ALL_QUEUES = (DEFAULT_QUEUE, ARTIFACTS_QUEUE, INGEST_QUEUE, WEBHOOKS_QUEUE)
 # The longest a task may run: the largest agent timeout a config may set (api.schemas, 3600 s) plus the hard-limit
 # margin of worker.canvas; and the longest a retry waits before it runs again (the backoff cap of the steps).
 LONGEST_TASK_S = 3600 + 15
@@ -48,7 +51,7 @@ DB_UNAVAILABLE = (sql_errors.OperationalError, sql_errors.InterfaceError, sql_er
 DB_RETRY = dict(autoretry_for=DB_UNAVAILABLE, retry_backoff=1, retry_backoff_max=LONGEST_RETRY_DELAY_S,
                 retry_jitter=False, max_retries=12)
 # What a worker (and beat) imports as it starts: every task, and the modules whose functions Celery's signals call.
-TASK_MODULES = ["worker.steps", "worker.ingestion", "worker.reaper", "worker.agentic_tasks"]
+TASK_MODULES = ["worker.steps", "worker.ingestion", "worker.reaper", "worker.agentic_tasks", "worker.webhooks"]
 HOOK_MODULES = ["worker.lifecycle", "worker.liveness", "worker.observability", "worker.recycling", "worker.warmup"]
 
 
@@ -66,7 +69,9 @@ def create_app() -> Celery:
         imports=HOOK_MODULES,
         task_default_queue=DEFAULT_QUEUE,
         task_routes={"agentsearch.response_agent": {"queue": ARTIFACTS_QUEUE},
-                     "agentsearch.ingest_documents": {"queue": INGEST_QUEUE}},
+                     "agentsearch.ingest_documents": {"queue": INGEST_QUEUE},
+                     "agentsearch.deliver_webhook": {"queue": WEBHOOKS_QUEUE},
+                     "agentsearch.sweep_webhooks": {"queue": WEBHOOKS_QUEUE}},
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],
@@ -105,6 +110,7 @@ def create_app() -> Celery:
         beat_schedule={
             "run-due-profile-sets": {"task": "agentsearch.run_due_profile_sets",
                                      "schedule": settings.profile_schedule_interval_s},
+            "sweep-webhooks": {"task": "agentsearch.sweep_webhooks", "schedule": settings.webhook_sweep_interval_s},
         },
     )
     return app

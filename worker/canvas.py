@@ -5,7 +5,8 @@
 
 With several collections, core_search becomes chord(group(core_search per collection), merge_search).
 
-Each agent invocation is its own task. Signatures are made from the task objects of ``worker.steps``, so each name
+Each agent invocation is its own task; the pre- and post-search agents are told their stage's agents (``peers``),
+which a ``next_agent_id`` may name (``pipeline.job.routing``: passed-over agents are no-op hops). Signatures are made from the task objects of ``worker.steps``, so each name
 here leads to its task. The parts the agentic canvas shares (``agent_step``, ``pipeline_step``,
 ``respond_and_assemble``, ``fail_job_on_error``) are public here.
 
@@ -50,8 +51,26 @@ def limits(timeout_s: float) -> dict[str, float]:
 
 
 def agent_step(task: Task, spec: AgentSpec, default_timeout_s: float) -> Signature:
-    """One agent's task, limited by the agent's timeout."""
-    return task.s(spec=spec.model_dump(mode="json")).set(**limits(spec.timeout_s or default_timeout_s))
+    """One agent's task, limited by the agent's timeout (and its fallback's, which may run after it)."""
+    timeout_s = spec.timeout_s or default_timeout_s
+    if spec.fallback is not None:
+        timeout_s += spec.fallback.timeout_s or default_timeout_s
+    return task.s(spec=spec.model_dump(mode="json")).set(**limits(timeout_s))
+
+
+def stage_steps(task: Task, specs: Iterable[AgentSpec], stage: Stage, default_timeout_s: float) -> list[Signature]:
+    """The pre- or post-search agents' tasks in order, each told its stage's agents (``peers``): a routed stage
+    stays one task per agent, and an agent passed over by an earlier one's ``next_agent_id`` is a no-op hop
+    (``pipeline.job.routing``)."""
+    agents = ordered(specs, stage)
+    peers = [[s.agent_id, s.config_id] for s in agents]
+    steps = []
+    for spec in agents:
+        step = agent_step(task, spec, default_timeout_s)
+        if len(agents) > 1:  # alone in its stage, an agent has nothing to route to
+            step.kwargs["peers"] = peers
+        steps.append(step)
+    return steps
 
 
 def pipeline_step(task: Task, **kwargs) -> Signature:
@@ -104,9 +123,9 @@ def build_job_canvas(
     job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0, collection_ids: list[str] | None = None
 ) -> Signature:
     steps: list[Signature] = []
-    steps += [agent_step(pre_search_agent, s, default_timeout_s) for s in ordered(specs, Stage.PRE_SEARCH)]
+    steps += stage_steps(pre_search_agent, specs, Stage.PRE_SEARCH, default_timeout_s)
     steps.append(search_step(collection_ids))
-    steps += [agent_step(post_search_agent, s, default_timeout_s) for s in ordered(specs, Stage.POST_SEARCH)]
+    steps += stage_steps(post_search_agent, specs, Stage.POST_SEARCH, default_timeout_s)
     steps.append(pipeline_step(generate_answer))
     steps.append(respond_and_assemble(job_id, specs, default_timeout_s))
     return fail_job_on_error(chain(*steps), job_id)

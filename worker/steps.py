@@ -7,7 +7,8 @@
 The state travels as the task's argument and return value (small JSON); artifacts travel by reference. Every step
 that hands the state on runs ``run_step``: the progress write (which is also the cancellation check), the step
 ledger (a step run again hands on its first output), the work, its time, the ledger write. The response-agent task
-never raises, so the chord's callback always runs. ``worker.canvas`` puts these tasks in order.
+never raises, so the chord's callback always runs; it adds its record to the job's as it ends, so the job's events
+show each response agent then, not all at assembly. ``worker.canvas`` puts these tasks in order.
 
 Usage (what a worker does with a message; a test calls the task the same way)::
 
@@ -31,7 +32,9 @@ from pipeline.agentic.spec import AgenticSpec
 from pipeline.agents.base import Stage
 from pipeline.agents.runner import worker_name
 from pipeline.job import steps
+from pipeline.job.answer_stream import AnswerChannel
 from pipeline.job.ledger import StepLedger
+from pipeline.job.stage_budget import start_clock
 from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.job.store import TERMINAL, JobStore
 from pipeline.platform import overlap
@@ -118,21 +121,28 @@ def run_step(services: Services, state: dict[str, Any], stage: str, key: str, wo
     return done
 
 
-def _agent_step(step, stage: Stage, state: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+def _agent_step(step, stage: Stage, state: dict[str, Any], spec: dict[str, Any],
+                peers: list[list[str | None]] | None) -> dict[str, Any]:
     services = get_services()
     agent_spec = AgentSpec.model_validate(spec)
+    stage_peers = [(agent_id, config_id) for agent_id, config_id in peers or []]
     return run_step(services, state, f"{stage.value}:{agent_spec.agent_id}", step_key(stage, agent_spec),
-                    lambda current: step(current, agent_spec, services.runner), timed_as=stage.value)
+                    lambda current: step(current, agent_spec, services.runner, peers=stage_peers,
+                                         default_timeout_s=services.settings.default_agent_timeout_s),
+                    timed_as=stage.value)
 
 
 @app.task(name="agentsearch.pre_search_agent", **DB_RETRY)
-def pre_search_agent(state: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
-    return _agent_step(steps.pre_search_step, Stage.PRE_SEARCH, state, spec)
+def pre_search_agent(state: dict[str, Any], spec: dict[str, Any],
+                     peers: list[list[str | None]] | None = None) -> dict[str, Any]:
+    """One pre-search agent; ``peers`` are its stage's agents in order, which its ``next_agent_id`` may name."""
+    return _agent_step(steps.pre_search_step, Stage.PRE_SEARCH, state, spec, peers)
 
 
 @app.task(name="agentsearch.post_search_agent", **DB_RETRY)
-def post_search_agent(state: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
-    return _agent_step(steps.post_search_step, Stage.POST_SEARCH, state, spec)
+def post_search_agent(state: dict[str, Any], spec: dict[str, Any],
+                      peers: list[list[str | None]] | None = None) -> dict[str, Any]:
+    return _agent_step(steps.post_search_step, Stage.POST_SEARCH, state, spec, peers)
 
 
 @app.task(name="agentsearch.core_search", bind=True, **DB_RETRY)
@@ -148,6 +158,7 @@ def core_search(self, state: dict[str, Any], collection_id: str | None = None) -
 
     def search_collection(current: JobState) -> JobState:
         current = steps.core_search_step(current, services, collection_id)
+        start_clock(current, Stage.POST_SEARCH)  # the search hands over: the post-search agents' clock starts
         search = current.metadata.get("search") or {}
         services.metrics.record_search(search)
         if self.request.retries:
@@ -172,6 +183,7 @@ def merge_search(states: list[dict[str, Any]]) -> dict[str, Any]:
     a failure of some makes the merged search degraded."""
     merged = steps.merge_search_step([JobState.load(s) for s in states])
     merged.timings_ms["core_search"] = max(JobState.load(s).timings_ms.get("core_search", 0.0) for s in states)
+    start_clock(merged, Stage.POST_SEARCH)
     if reason := search_failure(merged.metadata["search"], len(merged.documents)):
         raise SearchFailed(reason)
     done = step_ledger().put(merged.job_id, "merge_search", merged.dump())
@@ -185,10 +197,14 @@ def generate_answer(state: dict[str, Any]) -> dict[str, Any]:
     settings = services.settings
 
     def answer(current: JobState) -> JobState:
-        return steps.answer_step(current, llm=LLMClient.from_settings(settings),
-                                 # Stored sentence vectors read, the rest embedded lazily (steps.known_embed).
-                                 embed=steps.known_embed(services, current),
-                                 language=settings.keyword_language)
+        answered = steps.answer_step(current, llm=LLMClient.from_settings(settings),
+                                     # Stored sentence vectors read, the rest embedded lazily (steps.known_embed).
+                                     embed=steps.known_embed(services, current),
+                                     language=settings.keyword_language,
+                                     # The text as it is written, for the job's events (answer.delta).
+                                     stream=AnswerChannel(services.redis, current.job_id))
+        start_clock(answered, Stage.RESPONSE)  # the answer hands over: the response agents' clock starts
+        return answered
 
     done = run_step(services, state, "answer", "answer", answer)
     if done is state:
@@ -243,7 +259,8 @@ def response_agent(self, state: dict[str, Any], spec: dict[str, Any], name_rank:
         if status in TERMINAL:
             return skipped(f"job already {status}")  # a late copy: the job no longer waits for it
         run = steps.response_step(JobState.load(state), agent_spec, services.runner,
-                                  _PatientArtifacts(services.artifacts, ARTIFACT_SAVE_WAIT_S), name_rank=name_rank)
+                                  _PatientArtifacts(services.artifacts, ARTIFACT_SAVE_WAIT_S), name_rank=name_rank,
+                                  default_timeout_s=services.settings.default_agent_timeout_s)
     except DB_UNAVAILABLE as exc:
         if self.request.retries < DB_RETRY["max_retries"]:
             # A retry is not a failure: the chord counts this header task when the retry returns.
@@ -252,7 +269,19 @@ def response_agent(self, state: dict[str, Any], spec: dict[str, Any], name_rank:
     except BaseException as exc:  # noqa: BLE001 - never raise into the chord (SoftTimeLimitExceeded included)
         log.exception("response agent %s failed outside the runner", agent_spec.agent_id)
         run = _failed_run(agent_spec, "timeout" if isinstance(exc, SoftTimeLimitExceeded) else "error", exc)
-    return ledger.put(job_id, key, run.model_dump(mode="json"))
+    done = ledger.put(job_id, key, run.model_dump(mode="json"))
+    _announce(job_id, done)
+    return done
+
+
+def _announce(job_id: str, record: dict[str, Any]) -> None:
+    """The agent's record (and its stand-in's) added to the job's records now, so the job's events carry it as
+    this agent ends rather than when the last one does. Best effort: assembly records it in any case."""
+    try:
+        JobStore(get_services().db).record_runs(job_id, AgentRun.model_validate(record).flat())
+    except Exception:  # noqa: BLE001 - the chord must get the record whatever the database does
+        log.warning("job %s: the record of %s did not reach the job's events early", job_id,
+                    record.get("agent_id"), exc_info=True)
 
 
 class _PatientArtifacts:
@@ -332,6 +361,13 @@ def assemble(self, records: list[dict[str, Any]], job_id: str) -> dict[str, Any]
         log.error("job %s assembled without the records of %s", job_id, missing)
         runs += [AgentRun(agent_id=a, stage=Stage.RESPONSE, success=False, status="error",
                           errors=["its record never reached the job"]) for a in missing]
+    specs = [AgentSpec.model_validate(s) for s in snapshot]
+    if reason := steps.critical_response_failure(ordered(specs, Stage.RESPONSE), runs):
+        jobs.fail(job_id, reason)
+        end_job_trace(jobs, job_id)
+        step_ledger().clear(job_id)
+        return {"job_id": job_id, "status": "failed"}
+    runs = [flat for run in runs for flat in run.flat()]  # a fallback's run beside the run it stood in for
     if runs:
         state.timings_ms["response"] = max(r.duration_ms for r in runs)
     response = steps.assemble_response(state, runs)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from celery.result import AsyncResult, ResultSet
 
+from pipeline.agents.base import Stage
+from pipeline.job.stage_budget import start_clock
 from pipeline.job.state import AgentSpec, JobState
 from worker.agentic_canvas import build_agentic_head
 from worker.canvas import build_job_canvas
@@ -28,6 +30,9 @@ def task_ids(result: AsyncResult | None) -> list[str]:
 
 
 def enqueue_job(job_id: str, specs: list[AgentSpec], state: JobState, default_timeout_s: float) -> list[str]:
+    # Handed over to the queues: the pre-search agents' clock starts (again, for a job the reaper enqueues anew).
+    state = state.model_copy(update={"stage_clock": dict(state.stage_clock)})
+    start_clock(state, Stage.PRE_SEARCH)
     if state.agentic is not None:
         # Iterative mode: the head only; its loops and tail are enqueued by the tasks themselves.
         return task_ids(build_agentic_head(job_id, specs, default_timeout_s).apply_async((state.dump(),)))

@@ -12,8 +12,11 @@ from api.auth import CurrentUser, current_user
 from api.errors import from_validation_error, not_found, unprocessable
 from api.request_guard import GuardedRoute
 from api.routes.collections import get_collection
-from api.schemas import AgentConfigCreate, AgentConfigOut, CollectionAgentsIn
+from api.schemas import AgentConfigCreate, AgentConfigOut, CollectionAgentIn, CollectionAgentsIn
+from pipeline.agents.base import Stage
 from pipeline.agents.references import UnresolvedReference, UserResources, resolve_config_references
+from pipeline.agents.registry import AgentRegistry
+from pipeline.job.routing import table_problem
 from pipeline.platform.db import AgentConfigRow, CollectionAgent
 
 router = APIRouter(tags=["agents"], route_class=GuardedRoute)
@@ -86,6 +89,52 @@ def read_agent_config(config_id: uuid.UUID, user_id: CurrentUser, request: Reque
         return _out(row)
 
 
+def fallback_problem(item: CollectionAgentIn, stages: dict[uuid.UUID, str]) -> str | None:
+    """What is wrong with an entry's fallback, or None. ``stages`` holds the caller's configs named by the request.
+
+    The fallback need not be in the collection's set itself; it stands in with the failed agent's input, so it must
+    be of the same stage.
+    """
+    fallback = item.fallback_agent_config_id
+    if fallback is None:
+        return None
+    if fallback == item.agent_config_id:
+        return "an agent config cannot be its own fallback"
+    if fallback not in stages:
+        return f"agent config {fallback} not found"
+    if stages[fallback] != stages[item.agent_config_id]:
+        return (f"the fallback runs at stage {stages[fallback]}, the agent at {stages[item.agent_config_id]}: "
+                "they must match")
+    return None
+
+
+def routing_problems(items: list[CollectionAgentIn], configs: dict[uuid.UUID, AgentConfigRow],
+                     registry: AgentRegistry) -> list[tuple[int, str]]:
+    """Entries whose routing table (an agent's ``routing_field``, e.g. the intent classifier's ``routes``) names an
+    agent the set does not run after it in its stage, with why: known now, so refused now rather than recorded as
+    that agent's error in every job."""
+    running = [(item, configs[item.agent_config_id]) for item in items
+               if item.enabled and configs[item.agent_config_id].enabled]
+
+    def priority(item: CollectionAgentIn, cfg: AgentConfigRow) -> int:
+        return item.priority if item.priority is not None else cfg.priority
+
+    problems = []
+    for i, item in enumerate(items):
+        cfg = configs[item.agent_config_id]
+        field = registry.get(cfg.agent_id).routing_field if cfg.agent_id in registry else None
+        table = (cfg.config or {}).get(field) if field else None
+        if not table or not item.enabled or not cfg.enabled:
+            continue
+        stage = Stage(cfg.trigger_stage)
+        order = [(c.agent_id, str(c.id)) for it, c in sorted(
+            ((it, c) for it, c in running if c.trigger_stage == cfg.trigger_stage),
+            key=lambda pair: (priority(*pair), pair[1].agent_id))]
+        if (problem := table_problem(table, str(cfg.id), order, stage)) is not None:
+            problems.append((i, f"{field}: {problem}"))
+    return problems
+
+
 @router.put("/v1/collections/{collection_id}/agents")
 def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, user_id: CurrentUser, request: Request) -> dict:
     """Replace the set of agent configs this collection runs (with per-collection priority and enabled).
@@ -96,16 +145,24 @@ def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, us
     with request.app.state.services.db.session() as s:
         get_collection(s, collection_id, user_id, lock=True)
         wanted = [a.agent_config_id for a in body.agents]
-        found = set(
-            s.scalars(
-                select(AgentConfigRow.id).where(AgentConfigRow.id.in_(wanted), AgentConfigRow.user_id == user_id)
+        named = wanted + [a.fallback_agent_config_id for a in body.agents if a.fallback_agent_config_id is not None]
+        # Each config the caller owns, with its stage: another user's config is as unknown as a missing one.
+        stages = dict(
+            s.execute(
+                select(AgentConfigRow.id, AgentConfigRow.trigger_stage)
+                .where(AgentConfigRow.id.in_(named), AgentConfigRow.user_id == user_id)
             ).all()
         )
         for i, item in enumerate(body.agents):
-            if item.agent_config_id not in found:
+            if item.agent_config_id not in stages:
                 raise unprocessable(("body", "agents", i, "agent_config_id"), f"agent config {item.agent_config_id} not found")
             if wanted.index(item.agent_config_id) != i:
                 raise unprocessable(("body", "agents", i, "agent_config_id"), "listed twice")
+            if (problem := fallback_problem(item, stages)) is not None:
+                raise unprocessable(("body", "agents", i, "fallback_agent_config_id"), problem)
+        configs = {c.id: c for c in s.scalars(select(AgentConfigRow).where(AgentConfigRow.id.in_(wanted)))}
+        for i, problem in routing_problems(body.agents, configs, request.app.state.services.registry)[:1]:
+            raise unprocessable(("body", "agents", i, "agent_config_id"), problem)
         s.execute(delete(CollectionAgent).where(CollectionAgent.collection_id == collection_id))
         for item in body.agents:
             s.add(
@@ -114,6 +171,27 @@ def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, us
                     agent_config_id=item.agent_config_id,
                     priority=item.priority,
                     enabled=item.enabled,
+                    fallback_agent_config_id=item.fallback_agent_config_id,
+                    critical=item.critical,
                 )
             )
     return {"collection_id": str(collection_id), "agents": [a.model_dump(mode="json") for a in body.agents]}
+
+
+@router.get("/v1/collections/{collection_id}/agents")
+def read_collection_agents(collection_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict:
+    """The collection's agent set in the shape ``PUT`` takes (so a client can change one entry and send it back),
+    in the order a job runs each stage: by priority (the collection's, else the config's), then agent id."""
+    with request.app.state.services.db.session() as s:
+        get_collection(s, collection_id, user_id)
+        rows = s.execute(
+            select(CollectionAgent, AgentConfigRow)
+            .join(AgentConfigRow, AgentConfigRow.id == CollectionAgent.agent_config_id)
+            .where(CollectionAgent.collection_id == collection_id)
+        ).all()
+        fields = list(CollectionAgentIn.model_fields)
+        ordered = sorted(rows, key=lambda r: (r[0].priority if r[0].priority is not None else r[1].priority,
+                                              r[1].agent_id))
+        agents = [CollectionAgentIn.model_validate({f: getattr(link, f) for f in fields}).model_dump(mode="json")
+                  for link, _config in ordered]
+    return {"collection_id": str(collection_id), "agents": agents}

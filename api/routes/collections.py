@@ -9,10 +9,14 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from api.auth import CurrentUser
-from api.errors import not_found, unprocessable
+from api.errors import http_error, not_found, unprocessable
+from api.rate_limits import effective_limits
 from api.request_guard import GuardedRoute
-from api.schemas import CollectionCreate, CollectionOut, DocumentsAccepted, DocumentsIn
+from api.schemas import CollectionCreate, CollectionOut, CollectionUpdate, DocumentsAccepted, DocumentsIn
+from pipeline.job.refusal import Refusal
+from pipeline.job.stage_budget import StageTimeouts, over_deadline
 from pipeline.platform.db import Collection, DocumentRow
+from pipeline.security.quotas import check_document_quota
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
 
@@ -31,7 +35,17 @@ def _out(s, c: Collection) -> CollectionOut:
         index_epoch=c.index_epoch,
         documents={k: counts.get(k, 0) for k in ("pending", "indexed", "failed")},
         created_at=c.created_at,
+        stage_timeouts=c.stage_timeouts,
     )
+
+
+def checked_stage_timeouts(request: Request, timeouts: StageTimeouts | None) -> dict[str, float] | None:
+    """The stage budgets to store, or 422 naming the stage longer than the job deadline (which bounds them all)."""
+    given = timeouts.given() if timeouts is not None else {}
+    problem = over_deadline(given, request.app.state.services.settings.job_deadline_s)
+    if problem is not None:
+        raise unprocessable(("body", "stage_timeouts", problem[0]), problem[1])
+    return given or None
 
 
 def get_collection(s, collection_id: uuid.UUID, user_id: uuid.UUID, lock: bool = False) -> Collection:
@@ -46,6 +60,7 @@ def get_collection(s, collection_id: uuid.UUID, user_id: uuid.UUID, lock: bool =
 @router.post("", status_code=201, response_model=CollectionOut)
 def create_collection(body: CollectionCreate, user_id: CurrentUser, request: Request) -> CollectionOut:
     services = request.app.state.services
+    stage_timeouts = checked_stage_timeouts(request, body.stage_timeouts)
     try:
         with services.db.session() as s:
             collection = Collection(
@@ -53,6 +68,7 @@ def create_collection(body: CollectionCreate, user_id: CurrentUser, request: Req
                 name=body.name,
                 description=body.description,
                 embedding_model=services.settings.embedding_model,
+                stage_timeouts=stage_timeouts,
             )
             s.add(collection)
             s.flush()
@@ -76,6 +92,18 @@ def read_collection(collection_id: uuid.UUID, user_id: CurrentUser, request: Req
         return _out(s, get_collection(s, collection_id, user_id))
 
 
+@router.patch("/{collection_id}", response_model=CollectionOut)
+def update_collection(collection_id: uuid.UUID, body: CollectionUpdate, user_id: CurrentUser,
+                      request: Request) -> CollectionOut:
+    """Set the collection's stage budgets (``stage_timeouts``; null removes them): its next jobs run with them."""
+    stage_timeouts = checked_stage_timeouts(request, body.stage_timeouts)
+    with request.app.state.services.db.session() as s:
+        collection = get_collection(s, collection_id, user_id, lock=True)
+        collection.stage_timeouts = stage_timeouts
+        s.flush()
+        return _out(s, collection)
+
+
 @router.post("/{collection_id}/documents", status_code=202, response_model=DocumentsAccepted)
 def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentUser, request: Request) -> DocumentsAccepted:
     """Store the documents as ``pending`` and queue their indexing; re-sending an id replaces that document."""
@@ -95,6 +123,12 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
                 )
             ).all()
         }
+        try:
+            # Before anything is written: a request past the user's document quota stores none of its documents.
+            check_document_quota(s, user_id, adding=len(seen) - len(existing),
+                                 limit=effective_limits(request, user_id).max_documents)
+        except Refusal as exc:
+            raise http_error(exc) from None
         row_ids = []
         for doc in body.documents:
             row = existing.get(doc.id) or DocumentRow(collection_id=collection_id, external_id=doc.id)

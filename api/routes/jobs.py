@@ -20,15 +20,20 @@ from sqlalchemy import func, select
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
+from api.answer_events import AnswerEvents
 from api.auth import CurrentUser
 from api.errors import http_error, not_found
+from api.rate_limits import release_job_admission
 from api.request_guard import GuardedRoute
+from api.schemas import JobOut
+from pipeline.job.answer_stream import AnswerStreamReader
 from pipeline.job.refusal import Refusal
 from pipeline.job.request import SearchRequest
 from pipeline.job.state import AgentSpec, JobState
 from pipeline.job.store import TERMINAL, JobStore
 from pipeline.job.submit import Submission, submit_job
 from pipeline.platform.db import Job
+from pipeline.platform.kv import connect_async_redis
 from pipeline.services import Services
 from worker.submit import enqueue_job
 
@@ -56,6 +61,8 @@ async def submit_search(
     """
     services = request.app.state.services
     submitted = await run_in_threadpool(_submit, services, user_id, body, idempotency_key)
+    # The job's row counts it among the user's running jobs from now on, also while this request waits for it.
+    await release_job_admission(request)
     if submitted.state is None:
         # An earlier job answered. A cache hit is counted after the response is sent: the hit's latency is the
         # point of the cache (-10% p50).
@@ -199,7 +206,7 @@ def list_jobs(
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 
-@router.get("/v1/jobs/{job_id}")
+@router.get("/v1/jobs/{job_id}", response_model=JobOut)
 def read_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict:
     services = request.app.state.services
     with services.db.session() as s:
@@ -227,7 +234,8 @@ def cancel_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dic
 
 @router.get("/v1/jobs/{job_id}/events")
 async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> StreamingResponse:
-    """Server-sent events: one per stage and per agent as they happen, then the final status."""
+    """Server-sent events: one per stage and per agent as they happen, the answer as it is written
+    (``answer.delta``, then ``answer``: ``api.answer_events``), then the final status."""
     services = request.app.state.services
 
     def check_owner() -> None:
@@ -245,12 +253,23 @@ async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request) 
             job = s.get(Job, job_id)
             return job.status, list(job.stage_log or []), list(job.agent_runs or []), job.error
 
+    def stored_answer() -> dict | None:
+        with services.db.session() as s:
+            response = s.get(Job, job_id).response or {}
+        meta = (response.get("metadata") or {}).get("answer") or {}
+        return {"text": response.get("answer"), "method": meta.get("method"),
+                "fallback_reason": meta.get("fallback_reason")}
+
+    # Read from its first entry: a client that connects late gets the text written so far first.
+    answer = AnswerEvents(AnswerStreamReader(connect_async_redis(services.settings.redis_url), str(job_id)))
+
     async def stream():
         try:
             async for event in events():
                 yield event
         finally:
             slots.release(user_id)
+            await answer.aclose()
 
     async def events():
         seen_stages, seen_runs, seen_status = 0, 0, None
@@ -269,11 +288,15 @@ async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request) 
                                                               "cache_hit", "errors")})
             seen_runs = max(seen_runs, len(runs))
             if status in TERMINAL:
+                async for event in answer.close(status, lambda: run_in_threadpool(stored_answer)):
+                    yield event
                 yield _sse("done", {"status": status, "error": error})
                 return
             if await request.is_disconnected():
                 return
-            await asyncio.sleep(WAIT_POLL_S)
+            # The poll's pause, spent passing on the answer's pieces as they are written.
+            async for event in answer.wait(WAIT_POLL_S):
+                yield event
 
     return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 

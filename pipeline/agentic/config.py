@@ -83,6 +83,8 @@ def check_search_overrides(value: dict[str, Any]) -> dict[str, Any]:
     """``SearchConfig`` overrides as the loop takes them: valid, and without ``top_k`` (the loop sets it)."""
     if "top_k" in value:
         raise ValueError("top_k is set by the loop (per_iteration); leave it out of search")
+    if "filter" in value:
+        raise ValueError("the metadata filter is set once for the whole job: the request's top-level filter")
     try:
         SearchConfig(**value)
     except ValidationError as exc:

@@ -33,6 +33,12 @@ class SearchTarget:
     epoch: int = 0
 
 
+def job_filter(search: dict[str, Any]) -> dict[str, Any]:
+    """The metadata filter part of a job's search overrides (``{"filter": ...}``, or nothing): the loop's searches
+    take the job's filter and none of its other overrides."""
+    return {"filter": search["filter"]} if search.get("filter") is not None else {}
+
+
 def search_function(retriever: Retriever, targets: list[SearchTarget], config: IterativeConfig,
                     defaults: dict[str, Any] | None = None, model: str = ""):
     """``search(query, top_k)`` over every target, merged by document (best score wins), best first."""

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 from pydantic.json_schema import SkipJsonSchema
 
-from pipeline.documents import CotStep, Document, Source
+from pipeline.documents import Citation, CotStep, Document, Source
 
 if TYPE_CHECKING:  # types only: the contract stays free of the LLM client and the database
     from pipeline.platform.llm import LLMClient
@@ -60,6 +60,9 @@ class PreSearchOutput(BaseModel):
     query: str
     metadata: dict[str, Any] = Field(default_factory=dict)
     skip_search: bool = False
+    next_agent_id: str | None = Field(
+        None, description="The next agent of this stage to run (an agent id or config id of the stage's agents, "
+        "after this one); the agents between are passed over (docs/stage-deadlines.md).")
 
 
 class PostSearchInput(BaseModel):
@@ -73,6 +76,7 @@ class PostSearchInput(BaseModel):
 class PostSearchOutput(BaseModel):
     documents: list[Document]
     metadata: dict[str, Any] = Field(default_factory=dict)
+    next_agent_id: str | None = Field(None, description="As PreSearchOutput.next_agent_id.")
 
 
 class ResponseAgentInput(BaseModel):
@@ -84,6 +88,8 @@ class ResponseAgentInput(BaseModel):
     user_id: str | None = None
     cot_steps: list[CotStep] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # The answer's sentences checked against the sources they cite (pipeline.job.answer.citations).
+    citations: list[Citation] = Field(default_factory=list)
 
 
 class AgentArtifact(BaseModel):
@@ -111,6 +117,8 @@ class AgentResult(BaseModel):
     errors: list[str] | None = None
     duration_ms: float = 0.0
     cache_hit: bool = False
+    next_agent_id: str | None = Field(
+        None, description="The agent of the same stage this one named to run next (pipeline.job.routing).")
 
 
 class Gate(Protocol):
@@ -157,14 +165,21 @@ class AgentContext(BaseModel):
 
     collection_id: str | None = None
     user_id: str | None = None
-    conversation_id: str | None = None
-    conversation_history: list[dict[str, str]] | None = None
+    conversation_id: str | None = Field(None, description="The conversation the job asks in, if any.")
+    conversation_history: list[dict[str, str]] | None = Field(
+        None, description="The messages the job's question follows ({role: user|assistant, content}, oldest first; "
+        "pipeline.job.conversation): part of every agent cache key when present."
+    )
     query: str | None = None
     retrieved_documents: list[Document] | None = None
     search_metadata: dict[str, Any] | None = None
     pipeline_stage: Stage
     previous_agent_results: list[AgentResult] = Field(default_factory=list)
     collection_epoch: int = Field(0, description="The collection's index epoch: part of every agent cache key.")
+    search_filter: dict[str, Any] | None = Field(
+        None, description="The job's metadata filter (pipeline.retrieval.filters): every search an agent makes "
+        "through its tools applies it, and it is part of the agent's cache key."
+    )
     # What an agent may use beyond its input (``Toolbox``). A live object, never serialised; None in contexts built
     # without services (plain unit tests).
     tools: SkipJsonSchema[SkipValidation[Toolbox | None]] = Field(None, exclude=True)
@@ -197,6 +212,9 @@ class Agent:
     # Config fields naming something outside the config: {"field": ToolReference("mcp") | CollectionReference()}
     # (pipeline.agents.references). Checked when a config is saved, and by the agent (resolve_references) when it runs.
     references: ClassVar[dict[str, Any]] = {}
+    # The config field mapping a label to the agent that should run next (``next_agent_id``), if the agent routes:
+    # a collection's agent set is refused when it names an agent the set does not run after this one.
+    routing_field: ClassVar[str | None] = None
 
     def __init__(self, config: AgentConfig | dict[str, Any] | None = None) -> None:
         if isinstance(config, self.Config):

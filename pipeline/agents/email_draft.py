@@ -1,4 +1,6 @@
-"""Response: an HTML email draft with a subject, the answer and linked sources.
+"""Response: an HTML email draft with a subject, the answer and linked sources. A sentence its sources do not
+support (the answer step's citation check) is wrapped in ``<mark class="citation-unsupported">`` (or
+``citation-partial``) with "[not supported by source n]" after it, and a line under the answer counts them.
 
 Every piece of document or query text is HTML-escaped: a document holding ``<script>`` cannot put a script into
 the email.
@@ -17,13 +19,35 @@ from urllib.parse import urlparse
 
 from pydantic import Field
 
-from pipeline.agents.base import AgentArtifact, AgentConfig, AgentContext, AgentSkipped, ResponseAgent, ResponseAgentInput
+from pipeline.agents.base import (
+    AgentArtifact,
+    AgentConfig,
+    AgentContext,
+    AgentSkipped,
+    ResponseAgent,
+    ResponseAgentInput,
+)
+from pipeline.agents.citation_marks import marked_pieces, summary
 
 
 def _safe_url(value: object) -> str | None:
     if not isinstance(value, str):
         return None
     return value if urlparse(value).scheme in ("http", "https") else None
+
+
+def _marked_answer(inp: ResponseAgentInput) -> str:
+    """The escaped answer, each sentence its sources do not support inside ``<mark class="citation-unsupported">``
+    (or ``citation-partial``) with the words saying so after it."""
+    out = []
+    for piece, mark in marked_pieces(inp.answer, inp.citations):
+        if mark is None:
+            out.append(escape(piece))
+            continue
+        title = escape(mark.reason or mark.label, quote=True)
+        out.append(f'<mark class="citation-{mark.status}" title="{title}">{escape(piece)}</mark> '
+                   f'<small class="citation-flag">[{escape(mark.label)}]</small>')
+    return "".join(out)
 
 
 class EmailDraft(ResponseAgent):
@@ -50,12 +74,14 @@ class EmailDraft(ResponseAgent):
             title = escape(source.title)
             label = f'<a href="{escape(url, quote=True)}">{title}</a>' if url else title
             items.append(f"<li>[{i}] {label} <small>(score {source.score:.3f})</small></li>")
+        checked = summary(inp.citations)
+        checked = f"<p><small>{escape(checked)}</small></p>\n" if checked else ""
         html = (
             "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
             f"<title>{escape(subject)}</title></head>\n<body>\n"
             f"<p>{escape(self.config.greeting)}</p>\n"
             f"<p>Question: <strong>{escape(inp.query)}</strong></p>\n"
-            f"<p>{escape(inp.answer)}</p>\n"
+            f"<p>{_marked_answer(inp)}</p>\n{checked}"
             f"<h3>Sources</h3>\n<ol style=\"list-style:none;padding-left:0\">\n" + "\n".join(items) + "\n</ol>\n"
             f"<p>{escape(self.config.signature)}</p>\n</body></html>\n"
         )

@@ -13,7 +13,14 @@ import re
 
 from pydantic import Field
 
-from pipeline.agents.base import AgentArtifact, AgentConfig, AgentContext, AgentSkipped, ResponseAgent, ResponseAgentInput
+from pipeline.agents.base import (
+    AgentArtifact,
+    AgentConfig,
+    AgentContext,
+    AgentSkipped,
+    ResponseAgent,
+    ResponseAgentInput,
+)
 from pipeline.text import split_sentences, words
 
 _CITATION = re.compile(r"\s*\[\d+\]")

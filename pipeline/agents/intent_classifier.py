@@ -7,6 +7,10 @@ the label whose centroid is the most cosine-similar. Below ``min_confidence`` (t
 the same examples instead; in ``auto`` a failing LLM call falls back to the centroids. The tag goes into metadata
 (``intent``, ``intent_confidence``, ``intent_scores``), where later agents and search filters can route on it.
 
+With ``routes`` (intent -> the agent id or config id of a later pre-search agent) the classifier also names the
+next agent to run (``next_agent_id``): the agents between it and that one are passed over (``pipeline.job.routing``),
+so a query goes to its intent's specialist without code. An intent without a route lets the stage go on in order.
+
 Usage::
 
     agent = IntentClassifier({"intents": {
@@ -15,6 +19,8 @@ Usage::
     }, "min_confidence": 0.3})
     agent.run(PreSearchInput(query="How much holiday can employees take?"), ctx).metadata
     # {"intent": "hr", "intent_confidence": 0.4776, "intent_scores": {"finance": 0.2153, "hr": 0.4776}, ...}
+
+    IntentClassifier({"intents": {...}, "routes": {"finance": "acronym_resolver", "hr": "query_expander"}})
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import threading
 import weakref
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from pipeline.agents.base import (
     AgentConfig,
@@ -83,6 +89,7 @@ class IntentClassifier(PreSearchAgent):
     description = "Tags the query with an intent: nearest centroid of labelled example phrases, or the LLM."
     default_timeout_s = 20.0
     cache_ttl_s = 3600
+    routing_field = "routes"
 
     class Config(AgentConfig):
         intents: dict[str, list[str]] = Field(
@@ -97,6 +104,22 @@ class IntentClassifier(PreSearchAgent):
             "auto", description="embedding: centroids; llm: the LLM picks; auto: the LLM when configured."
         )
         llm_timeout_s: float = Field(10.0, gt=0, le=120)
+        routes: dict[str, str] = Field(
+            default_factory=dict, description="Intent label -> the agent id (or config id) of a later pre-search "
+            "agent of the collection to run next; the agents between are skipped ('routed').",
+        )
+
+        @field_validator("routes")
+        @classmethod
+        def _routes_name_intents(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+            # Declared after intents and fallback_intent, so those are here when they were valid themselves.
+            labels = {*info.data.get("intents", {}), info.data.get("fallback_intent", "general")}
+            for label, agent in value.items():
+                if label not in labels:
+                    raise ValueError(f"routes names the intent {label!r}, which is not one of {sorted(labels)}")
+                if not agent.strip():
+                    raise ValueError(f"the route of {label!r} names no agent")
+            return value
 
         @field_validator("intents")
         @classmethod
@@ -118,6 +141,11 @@ class IntentClassifier(PreSearchAgent):
         self._lock = threading.Lock()
 
     def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
+        out = self._classify(inp, ctx)
+        out.next_agent_id = self.config.routes.get(out.metadata.get("intent"))
+        return out
+
+    def _classify(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
         mode = self.config.mode
         llm = ctx.llm
         warning = None

@@ -1,5 +1,7 @@
 """Response: a PDF report (reportlab platypus): title, the answer with its citation markers, the reasoning steps when
-the job asked for them, the sources with their scores, and "Page N of M" in every footer.
+the job asked for them, the sources with their scores, and "Page N of M" in every footer. A sentence its sources do
+not support (the answer step's citation check) is printed in red with "[not supported by source n]" after it (or
+"only partly supported"), and a line under the answer counts them.
 
 Every piece of text is escaped for reportlab's paragraph mini-markup, so a title or document holding ``<`` or ``&``
 prints as written. Text is set in DejaVu Sans (shipped with matplotlib) when it is there, so non-Latin-1 letters
@@ -45,12 +47,15 @@ from pipeline.agents.base import (
     ResponseAgentInput,
     Source,
 )
+from pipeline.agents.citation_marks import marked_pieces, summary
+from pipeline.documents import Citation
 
 _XML_ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _CITATION = re.compile(r"\[(\d+)\]")
 _PAGE_SIZES = {"A4": A4, "letter": letter}
 _ACCENT = colors.HexColor("#1f5fa8")
 _MUTED = colors.HexColor("#666666")
+_FLAG = "#b42318"
 
 
 def register_fonts() -> tuple[str, str]:
@@ -95,6 +100,19 @@ def _with_citations(text: str, sources: int) -> str:
         return f'<a href="#source-{n}" color="#1f5fa8">{label}</a>' if 0 < n <= sources else label
 
     return _CITATION.sub(marker, _text(text))
+
+
+def _marked(block: str, citations: list[Citation], sources: int) -> str:
+    """``_with_citations`` of the block, each sentence its sources do not support in red with the words saying
+    so after it (readable wherever the text is copied to, not only as a colour)."""
+    out = []
+    for piece, mark in marked_pieces(block, citations):
+        text = _with_citations(piece, sources)
+        if mark is not None:
+            text = (f'<font color="{_FLAG}">{text}</font> '
+                    f'<font color="{_FLAG}" size="8"><b>[{_text(mark.label)}]</b></font>')
+        out.append(text)
+    return "".join(out)
 
 
 def _counting_canvas(fonts: tuple[str, str], footer_left: str, pages: list[int]):
@@ -165,7 +183,10 @@ class PdfReport(ResponseAgent):
         story.append(Paragraph("Answer", styles["h2"]))
         for block in (b.strip() for b in re.split(r"\n\s*\n", inp.answer)):
             if block:
-                story.append(Paragraph(_with_citations(block, len(inp.sources)), styles["body"]))
+                story.append(Paragraph(_marked(block, inp.citations, len(inp.sources)), styles["body"]))
+        checked = summary(inp.citations)
+        if checked:
+            story.append(Paragraph(_text(checked), styles["muted"]))
 
         steps = (inp.cot_steps or []) if cfg.include_cot else []
         if steps:

@@ -140,7 +140,11 @@ class AgentRunner:
         started = time.perf_counter()
         cache_lookup = False
         if ctx.tools is None and self.tools is not None:
-            ctx = ctx.model_copy(update={"tools": self.tools.for_user(ctx.user_id)})
+            tools = self.tools.for_user(ctx.user_id)
+            if ctx.search_filter is not None:
+                # An agent that searches again (query expansion, evidence) stays inside the job's filter.
+                tools = tools.with_filter(ctx.search_filter)
+            ctx = ctx.model_copy(update={"tools": tools})
 
         def finish(status: str, output: BaseModel | None = None, error: str | None = None, hit: bool = False):
             run = AgentRun(
@@ -257,8 +261,13 @@ class AgentRunner:
         earlier = [(r.agent_id, r.status, r.data, r.metadata) for r in ctx.previous_agent_results]
         # The user and the collection too: an agent may read the collection through its tools (its vocabulary,
         # its acronyms), and two users' collections share epoch numbers; a result is never served across tenants.
+        # The job's filter changes what the agent's searches find; without one the key is as it always was.
+        filtered = {"filter": ctx.search_filter} if ctx.search_filter is not None else {}
+        # Any agent may read the conversation (the contextualizer's rewrite is made of it): the same follow-up
+        # after other turns is another input. Without history the key is as it always was.
+        history = {"history": ctx.conversation_history} if ctx.conversation_history else {}
         input_hash = canonical_hash(
             {"input": inp.model_dump(mode="json"), "earlier": earlier, "epoch": ctx.collection_epoch,
-             "collection": ctx.collection_id, "scope": tenant_scope(ctx)}
+             "collection": ctx.collection_id, "scope": tenant_scope(ctx), **filtered, **history}
         )
         return self.cache.key("agent", agent.agent_id, agent.version, config_hash, input_hash)

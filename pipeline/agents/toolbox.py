@@ -5,15 +5,17 @@ Agents stay free of clients and connections: they ask the toolbox. Everything he
 The runner hands each agent the toolbox bound to the job's user (``for_user``): every method that reads a
 collection (search, epoch, collection_texts, vocabulary, acronyms) refuses one that user does not own, with the
 words used for a collection that does not exist. An unbound toolbox reads no collection at all. Registered tools
-(``registered_tool``) and the operator's egress policy (``egress_policy``) are the same for every user.
+(``registered_tool``) and the operator's egress policy (``egress_policy``) are the same for every user. A job with
+a metadata filter gets the toolbox bound to it too (``with_filter``): every ``search`` applies it.
 
 Usage (inside an agent's ``run``)::
 
     tools = ctx.tools                                        # AgentTools in a job
-    docs = tools.search(ctx.collection_id, "turbine maintenance", top_k=5, strategy="keyword")
+    docs = tools.search(ctx.collection_id, "turbine maintenance", top_k=5, strategy="keyword")   # the job's filter holds
     vectors = tools.embed(["a phrase", "another"])
     vectors = tools.embed_known([query, *sentences], documents)   # stored sentence vectors read, the rest embedded
     counts = tools.vocabulary(ctx.collection_id)            # {word: count} of the collection's text
+    tools.collection_languages(ctx.collection_id)           # {"en": 812, "de": 40}: chunks per language
     acronyms = tools.acronyms(ctx.collection_id)            # {"PPA": "power purchase agreement", ...}
     if ctx.llm is not None:                                  # tools.llm, or None without one configured
         reply = ctx.llm.complete([{"role": "user", "content": "..."}], timeout_s=10)
@@ -38,6 +40,7 @@ from pipeline.documents import Document
 from pipeline.platform.db import Collection, DocumentRow, milvus_collection_name
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.config import SearchConfig
+from pipeline.retrieval.filters import MetadataFilter
 from pipeline.retrieval.sentence_vectors import KnownVectors, stored_for
 from pipeline.security.egress import EgressPolicy
 from pipeline.security.registered_tools import RegisteredTool
@@ -74,10 +77,12 @@ class _Recent:
 
 
 class AgentTools:
-    def __init__(self, services: Services, user_id: str | None = None, _root: AgentTools | None = None) -> None:
+    def __init__(self, services: Services, user_id: str | None = None, _root: AgentTools | None = None,
+                 search_filter: MetadataFilter | None = None) -> None:
         self._services = services
         self._root = _root or self
         self.user_id = user_id
+        self.search_filter = search_filter
         self._resources = UserResources(services.db, user_id) if user_id is not None else None
         self._owned: dict[str, Collection] = {}  # collection id -> row, for one agent call
         if _root is None:
@@ -86,6 +91,11 @@ class AgentTools:
     def for_user(self, user_id: str | None) -> AgentTools:
         """This toolbox for one agent call of one user's job: collections are that user's only."""
         return AgentTools(self._services, str(user_id) if user_id is not None else None, _root=self._root)
+
+    def with_filter(self, search_filter: dict | MetadataFilter) -> AgentTools:
+        """This toolbox with every ``search`` restricted by a job's metadata filter."""
+        return AgentTools(self._services, self.user_id, _root=self._root,
+                          search_filter=MetadataFilter.model_validate(search_filter))
 
     @property
     def llm(self) -> LLMClient | None:
@@ -147,7 +157,8 @@ class AgentTools:
 
     def search(self, collection_id: str, query: str, top_k: int = 10, strategy: str = "hybrid") -> list[Document]:
         epoch = self.epoch(collection_id)  # first: it refuses a collection the user does not own
-        config = SearchConfig(strategy=strategy, top_k=top_k, fusion=self._services.settings.search_fusion)
+        config = SearchConfig(strategy=strategy, top_k=top_k, fusion=self._services.settings.search_fusion,
+                              filter=self.search_filter)
         result = self._services.retriever.search(
             milvus_collection_name(collection_id), query, config, epoch=epoch,
             model=self._services.settings.embedding_model,
@@ -156,6 +167,11 @@ class AgentTools:
 
     def epoch(self, collection_id: str) -> int:
         return self.owned_collection(collection_id).index_epoch
+
+    def collection_languages(self, collection_id: str) -> dict[str, int]:
+        """Chunks per detected language (``{"en": 812, "de": 40}``, most first), read once per index epoch."""
+        epoch = self.epoch(collection_id)  # first: it refuses a collection the user does not own
+        return self._services.retriever.collection_languages(milvus_collection_name(collection_id), epoch)
 
     def collection_texts(self, collection_id: str) -> list[str]:
         self.owned_collection(collection_id)

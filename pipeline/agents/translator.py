@@ -1,11 +1,19 @@
-"""Pre-search: translate the query into the collection's language through the configured LLM.
+"""Pre-search: translate the query into the collection's language(s) through the configured LLM.
 
-The detector's result (``language`` in the job metadata, put there by ``language_detector`` when it runs earlier)
-decides whether there is anything to do: a query already in ``target_language`` is ``skipped``, and the source
-language is named in the prompt. Without a detector the LLM names the source language itself. Without an LLM
-endpoint (``AGENTSEARCH_OPENAI_BASE_URL`` / ``_MODEL``) the agent reports ``skipped`` with that reason: there is no
-offline translation. The original query stays in metadata (``original_query``, ``translated_from``,
-``translated_to``); ``language`` is left as detected, so later agents still know what the user wrote in.
+The targets are the collection's main languages (each holding at least ``main_share`` of its chunks, as detected
+at ingest: ``tools.collection_languages``), or ``target_language`` when that is set, or English when the collection
+cannot say. The detector's result (``language`` in the job metadata, put there by ``language_detector`` when it
+runs earlier) decides whether there is anything to do: a query already in the only target language is ``skipped``;
+in a collection of several languages it is translated into the others. The source language is named in the prompt;
+without a detector the LLM names it itself. Without an LLM endpoint (``AGENTSEARCH_OPENAI_BASE_URL`` / ``_MODEL``)
+the agent reports ``skipped`` with that reason: there is no offline translation, and the search's
+``language_route`` says the search stayed monolingual.
+
+The query becomes the first translation; the original stays in metadata (``original_query``, ``translated_from``,
+``translated_to``), and with several targets ``translations`` holds each (``{language: text}``). The search then
+runs the original and every translation and fuses the lists (``Retriever.search(translations=...)``), so the
+question meets documents in its own language and in the collection's. ``language`` is left as detected, so later
+agents still know what the user wrote in.
 
 Usage::
 
@@ -14,6 +22,7 @@ Usage::
                                    metadata={"language": "es"}), ctx)   # ctx.tools.llm configured
     out.query      # "What was the revenue in the fourth quarter?"
     out.metadata   # {"original_query": "¿Cuáles ...?", "translated_from": "es", "translated_to": "en", ...}
+    Translator().run(inp, ctx).metadata["translations"]   # {"en": "...", "zh": "..."} in an en/de/zh collection
 """
 
 from __future__ import annotations
@@ -57,7 +66,13 @@ class Translator(PreSearchAgent):
     cache_ttl_s = 24 * 3600  # a translation does not go stale
 
     class Config(AgentConfig):
-        target_language: str = Field("en", description="ISO 639-1 code of the language the collection is searched in.")
+        target_language: str | None = Field(
+            None, description="ISO 639-1 code to translate into; unset: the collection's main languages (else 'en')."
+        )
+        main_share: float = Field(
+            0.2, gt=0.0, le=1.0, description="A language is one of the collection's main ones from this share of chunks."
+        )
+        max_targets: int = Field(3, ge=1, le=8, description="At most this many translations (one LLM call each).")
         min_confidence: float = Field(
             0.0, ge=0.0, le=1.0,
             description="Trust the detector's language only at or above this confidence (else the LLM decides).",
@@ -66,41 +81,71 @@ class Translator(PreSearchAgent):
 
         @field_validator("target_language")
         @classmethod
-        def _iso_code(cls, value: str) -> str:
+        def _iso_code(cls, value: str | None) -> str | None:
+            if value is None:
+                return None
             value = value.strip().lower()
             if not _CODE.match(value):
                 raise ValueError(f"target_language must be an ISO 639-1 code such as 'en', not {value!r}")
             return value
 
+    def targets(self, ctx: AgentContext) -> list[str]:
+        """The languages to translate into: the configured one, else the collection's main ones, else English."""
+        if self.config.target_language:
+            return [self.config.target_language]
+        reader = getattr(ctx.tools, "collection_languages", None) if ctx.tools is not None else None
+        counts: dict[str, int] = {}
+        if reader is not None and ctx.collection_id:
+            try:
+                counts = reader(ctx.collection_id) or {}
+            except Exception:  # noqa: BLE001 - a collection that cannot say is searched as English
+                counts = {}
+        total = sum(counts.values())
+        main = [code for code, n in sorted(counts.items(), key=lambda kv: -kv[1])
+                if code != "und" and n >= self.config.main_share * total]
+        return main[: self.config.max_targets] or ["en"]
+
     def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
-        target = self.config.target_language
         detected = inp.metadata.get("language")
         confidence = inp.metadata.get("language_confidence")
         if not isinstance(detected, str) or not detected or (
             isinstance(confidence, (int, float)) and confidence < self.config.min_confidence
         ):
             detected = None
-        if detected and _same_language(detected, target):
-            raise AgentSkipped(f"the query is already in the target language {target!r}")
+        targets = self.targets(ctx)
+        if detected:
+            others = [t for t in targets if not _same_language(detected, t)]
+            if not others:
+                raise AgentSkipped(f"the query is already in the target language {targets[0]!r}")
+            targets = others
         llm = ctx.llm
         if llm is None:
             raise AgentSkipped(
                 "no LLM endpoint configured (set AGENTSEARCH_OPENAI_BASE_URL and AGENTSEARCH_OPENAI_MODEL); "
                 "translation needs one"
             )
-        source, translation = self._translate(llm, inp.query, detected, target)
-        if not translation or (source and _same_language(source, target)) or translation == inp.query:
+        translations: dict[str, str] = {}
+        source = None
+        for target in targets:
+            said, translation = self._translate(llm, inp.query, detected, target)
+            source = source or said
+            if translation and translation != inp.query and not (said and _same_language(said, target)):
+                translations[target] = translation
+        if not translations:
             # Nothing changed: the LLM found the query already in the target language.
             return PreSearchOutput(
-                query=inp.query, metadata={"translated_from": None, "translated_to": target, "translation_method": "llm"}
+                query=inp.query,
+                metadata={"translated_from": None, "translated_to": targets[0], "translation_method": "llm"},
             )
+        first = next(iter(translations))
         return PreSearchOutput(
-            query=translation,
+            query=translations[first],
             metadata={
                 "original_query": inp.query,
                 "translated_from": source or detected,
-                "translated_to": target,
+                "translated_to": first,
                 "translation_method": "llm",
+                **({"translations": translations} if len(translations) > 1 else {}),
             },
         )
 

@@ -3,7 +3,8 @@
 Every question goes through the path a job takes: ``Retriever.search`` with the service's default search config
 (the job's ``search_config`` with the default top-k), then ``steps.answer_step`` (the LLM when one is configured,
 else the extractive answer, with the service's embedder). A hit is a gold span found in the answer text,
-case-insensitive.
+case-insensitive. Each answer's citations are checked as a job checks them (``pipeline.eval.citations``): the
+share of answers whose every cited sentence is supported, and how often the gold span lies inside a verified span.
 
 Usage::
 
@@ -44,19 +45,25 @@ def holds_gold_span(answer: str, spans: list[str]) -> bool:
     return any(span.casefold() in text for span in spans)
 
 
-def run_answer_eval(services: Services, collection: str, queries: dict[str, str], gold: dict[str, list[str]],
+def run_answer_eval(services: Services, collection: str, queries: dict[str, str], gold: dict[str, list[str]] | None,
                     llm=None, progress=None, details: list | None = None) -> dict:
-    """Each question with gold spans: search, answer, check. ``details`` (a list) receives one record per question."""
+    """Each question with gold spans: search, answer, check. ``details`` (a list) receives one record per question.
+
+    With ``gold`` None every question is answered and only the citation figures are measured (claims with no
+    gold answer, as SciFact's)."""
+    from pipeline.eval.citations import CitationTally
     from pipeline.job import steps
     from pipeline.job.state import JobState
     from pipeline.retrieval.retriever import Retriever
+    from pipeline.retrieval.sentence_vectors import KnownVectors, stored_for
 
     settings = services.settings
     # Caching off, so latency is real work (as in the retrieval evaluation).
     retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
-    asked = [(q, text) for q, text in queries.items() if gold.get(q)]
+    asked = [(q, text) for q, text in queries.items() if gold is None or gold.get(q)]
     if not asked:
         raise ValueError("no question has gold answers")
+    tally = CitationTally()
     hits = 0
     in_documents = 0
     latencies: list[float] = []
@@ -70,19 +77,30 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
         state.documents = result.documents
         state = steps.answer_step(state, llm=llm, embed=services.embedder.embed, language=settings.keyword_language)
         latencies.append((time.perf_counter() - started) * 1000)
-        hit = holds_gold_span(state.answer or "", gold[question_id])
-        found = holds_gold_span(" ".join(d.text for d in state.documents), gold[question_id])
+        spans = gold[question_id] if gold is not None else []
+        hit = holds_gold_span(state.answer or "", spans)
+        found = holds_gold_span(" ".join(d.text for d in state.documents), spans)
         hits += hit
         in_documents += found
         method = state.metadata.get("answer", {}).get("method", "?")
         methods[method] = methods.get(method, 0) + 1
+        # The probes embed as a job does: the source sentences' vectors stored at ingest are read, not recomputed.
+        known = KnownVectors(services.embedder.embed,
+                             stored_for(services.vector_store, state.documents, lambda name: name, collection))
+        checked = tally.add(state, spans, hit=hit, embed=known.embed, language=settings.keyword_language)
         if details is not None:
-            details.append({"_id": question_id, "question": text, "answers": gold[question_id], "hit": hit,
+            details.append({"_id": question_id, "question": text, "answers": spans, "hit": hit,
                             "in_documents": found, "answer": state.answer,
-                            "documents": [d.id for d in state.documents]})
+                            "documents": [d.id for d in state.documents], **checked})
         if progress:
             progress(1)
+    if gold is None:
+        return {"questions": len(asked), "citations": tally.report(), "methods": methods,
+                "latency_ms": {"p50": round(percentile(latencies, 0.5), 2),
+                               "p95": round(percentile(latencies, 0.95), 2)},
+                "top_k": settings.default_top_k, "strategy": settings.search_strategy}
     return {
+        "citations": tally.report(),
         "gold_span_rate": round(hits / len(asked), 4),
         "questions": len(asked),
         "latency_ms": {"p50": round(percentile(latencies, 0.5), 2), "p95": round(percentile(latencies, 0.95), 2)},

@@ -160,9 +160,10 @@ def run_retrieval_eval(services: Services, collection: str, queries: dict[str, s
 class CorpusTools:
     """The agent toolbox over an evaluation collection that lives only in Milvus (no document rows)."""
 
-    def __init__(self, services: Services, collection: str, docs: list[dict]) -> None:
+    def __init__(self, services: Services, collection: str, docs: list[dict], search_filter=None) -> None:
         from pipeline.retrieval.retriever import Retriever
 
+        self.search_filter = search_filter  # the run's MetadataFilter: agents' own searches apply it too
         self._retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
         self._services, self._collection, self._docs = services, collection, docs
         self._vocabulary: dict[str, int] | None = None
@@ -181,7 +182,8 @@ class CorpusTools:
     def search(self, collection_id: str, query: str, top_k: int = 10, strategy: str = "hybrid"):
         from pipeline.retrieval.config import SearchConfig
 
-        config = SearchConfig(strategy=strategy, top_k=top_k, fusion=self._services.settings.search_fusion)
+        config = SearchConfig(strategy=strategy, top_k=top_k, fusion=self._services.settings.search_fusion,
+                              filter=self.search_filter)
         return self._retriever.search(self._collection, query, config).documents
 
     def vocabulary(self, collection_id: str) -> dict[str, int]:
@@ -213,7 +215,7 @@ def run_agents_eval(services: Services, collection: str, docs: list[dict], queri
     from pipeline.agents.base import AgentContext, AgentSkipped, PostSearchInput, PreSearchInput, Stage
     from pipeline.retrieval.retriever import Retriever
 
-    tools = CorpusTools(services, collection, docs)
+    tools = CorpusTools(services, collection, docs, search_filter=config.filter)
     agents = [services.registry.build(a) for a in agent_ids]
     retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
     run: dict[str, list[str]] = {}

@@ -91,3 +91,28 @@ def _reported(conn: Connection, statement: str, params: dict[str, Any]) -> bool:
         return True
     # Nothing updated: the job has ended (False), or it has no row (a step run on its own: nothing to stop).
     return conn.exec_driver_sql(STATUS, {"job_id": params["job_id"]}).first() is None
+
+
+APPEND = """
+        UPDATE jobs SET
+            agent_runs = COALESCE(agent_runs, CAST('[]' AS jsonb)) || CAST(%(runs)s AS jsonb),
+            updated_at = %(now)s
+        WHERE id = %(job_id)s AND status IN ('queued', 'running')
+            AND NOT COALESCE(agent_runs, CAST('[]' AS jsonb)) @> CAST(%(probe)s AS jsonb)
+        RETURNING id"""
+
+
+def append_runs(db: Database, job_id: str, runs: list[AgentRun], probe: dict[str, Any]) -> bool:
+    """Add ``runs`` to the job's records, in one statement (``JobStore.record_runs``): response agents end side by
+    side, and each adds its own without reading the others'. ``probe`` is what a record already added contains (a
+    redelivered step adds nothing twice). False when nothing was added."""
+    params = {"job_id": uuid.UUID(job_id), "runs": _RUNS.dump_json(runs).decode(), "now": utcnow(),
+              "probe": json.dumps([probe])}
+    try:
+        with db.progress_engine.connect() as conn:
+            return conn.exec_driver_sql(APPEND, params).first() is not None
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+    with db.progress_engine.connect() as conn:
+        return conn.exec_driver_sql(APPEND, params).first() is not None

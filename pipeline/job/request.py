@@ -14,6 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.job.conversation import MAX_HISTORY_MESSAGES, HistoryMessage
+from pipeline.job.stage_budget import StageTimeouts
+
 
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -49,4 +52,22 @@ class SearchRequest(BaseModel):
     seen: dict[str, Any] | None = Field(
         None, description="Skip what this user was shown recently (enabled, window_days, near_duplicate, scope); "
         "on by default with profiles."
+    )
+    filter: dict[str, Any] | None = Field(
+        None, description="Metadata filter applied to every search of the job (eq, ne, in, range, exists, and, or, "
+        "not), validated as pipeline.retrieval.filters.MetadataFilter; see docs/filters.md.",
+        examples=[{"and": [{"eq": {"key": "region", "value": "emea"}},
+                           {"range": {"key": "published", "gte": "2024-01-01"}}]}],
+    )
+    conversation_id: uuid.UUID | None = Field(
+        None, description="Ask in this conversation (POST /v1/conversations): its earlier turns are the job's history, "
+        "and the job's question and answer become its next turn when it succeeds. Not with history."
+    )
+    history: list[HistoryMessage] | None = Field(
+        None, max_length=MAX_HISTORY_MESSAGES, description="Earlier messages of a conversation the client keeps "
+        "itself ({role: user|assistant, content}, oldest first); nothing is recorded. Not with conversation_id.",
+    )
+    stage_timeouts: StageTimeouts | None = Field(
+        None, description="Seconds per stage (pre_search, post_search, response) for this job, each overriding the "
+        "collection's; at most the job deadline. See docs/stage-deadlines.md."
     )

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from pipeline.agents.base import AgentResult, Stage
-from pipeline.documents import CotStep, Document, Source
+from pipeline.documents import Citation, CotStep, Document, Source
 
 STATE_VERSION = 1
 
@@ -34,6 +34,11 @@ class AgentSpec(BaseModel):
     cache_ttl_s: int | None = None
     breaker_fail_max: int | None = None
     breaker_reset_timeout_s: float | None = None
+    # A failed run (error, timeout, open circuit) of a critical agent fails the job; of another one it is skipped.
+    critical: bool = False
+    # Runs in this agent's place, with the same input, when it fails (``pipeline.agents.fallback``). One level
+    # only: a fallback's own spec carries no fallback.
+    fallback: AgentSpec | None = None
 
 
 class ArtifactRef(BaseModel):
@@ -51,6 +56,16 @@ class AgentRun(AgentResult):
 
     worker: str | None = None
     artifact: ArtifactRef | None = None
+    stood_in_for: str | None = Field(None, description="The agent whose failed run this fallback's run replaced.")
+    # A response agent's record is one per step (the chord's and the ledger's unit): the run of the fallback that
+    # stood in for it travels inside it, and the job records the two side by side (``AgentRun.flat``).
+    stand_in: AgentRun | None = None
+
+    def flat(self) -> list[AgentRun]:
+        """This run and the stand-in's, as the job records them."""
+        if self.stand_in is None:
+            return [self]
+        return [self.model_copy(update={"stand_in": None}), *self.stand_in.flat()]
 
 
 class JobState(BaseModel):
@@ -72,6 +87,10 @@ class JobState(BaseModel):
     answer: str | None = None
     sources: list[Source] = Field(default_factory=list)
     cot_steps: list[CotStep] = Field(default_factory=list)
+    citations: list[Citation] = Field(
+        default_factory=list, description="Each cited answer sentence checked against its source "
+        "(pipeline.job.answer.citations)."
+    )
     agent_runs: list[AgentRun] = Field(default_factory=list)
     timings_ms: dict[str, float] = Field(default_factory=dict)
     # Optional with a default, so schema 1 stays: states written before it load, and older workers ignore it.
@@ -80,6 +99,23 @@ class JobState(BaseModel):
     )
     traceparent: str | None = Field(
         None, description="W3C trace context of the job's trace; stage spans are its children (observability.tracing)."
+    )
+    conversation_id: str | None = Field(None, description="The conversation the job asks in (its turn is recorded).")
+    stage_timeouts: dict[str, float] | None = Field(
+        None, description="Seconds each stage may take (pre_search, post_search, response): the collection's, "
+        "overridden by the request's (pipeline.job.stage_budget)."
+    )
+    stage_clock: dict[str, float] = Field(
+        default_factory=dict, description="When each budgeted stage's clock started (Unix time): the moment the "
+        "step before it handed the job over."
+    )
+    routes: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per stage, the agent an earlier agent of it named to run next "
+        "(pipeline.job.routing): the agents before it are passed over."
+    )
+    history: list[dict[str, str]] | None = Field(
+        None, description="The earlier messages the job's question follows ({role, content}, oldest first): the "
+        "conversation's turns or the request's own history; agents read it as AgentContext.conversation_history."
     )
 
     def dump(self) -> dict[str, Any]:

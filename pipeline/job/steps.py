@@ -6,10 +6,11 @@ in a span of the job's trace (``observability.tracing.traced_stage``), whose con
 
 Usage::
 
-    state = pre_search_step(state, spec, services.runner)
+    state = pre_search_step(state, spec, services.runner, peers=[("intent_classifier", "c1"), ...])
     state = core_search_step(state, services)
     state = post_search_step(state, spec, services.runner)
-    state = answer_step(state, LLMClient.from_settings(services.settings), known_embed(services, state))
+    state = answer_step(state, LLMClient.from_settings(services.settings), known_embed(services, state),
+                        stream=AnswerChannel(services.redis, state.job_id))
     run = response_step(state, spec, services.runner, services.artifacts)
     response = assemble_response(state, [run])
 
@@ -20,15 +21,20 @@ on, and the task around it retries or fails the job. A search that failed in par
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from pipeline.agents.base import AgentContext, PostSearchInput, PreSearchInput, ResponseAgentInput, Stage
+from pipeline.agents.fallback import FallbackOutcome, critical_reason, failed, run_with_fallback
 from pipeline.agents.runner import AgentRunner
 from pipeline.documents import Document
 from pipeline.job.answer import generate_answer
+from pipeline.job.answer.citations import verify_citations
 from pipeline.job.artifact_names import numbered
 from pipeline.job.artifacts import ArtifactStore, JobEnded
+from pipeline.job.routing import Peer, follow, passed_over
+from pipeline.job.stage_budget import StageBudget, stage_timed_out
 from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.observability.tracing import traced_stage
 from pipeline.platform.db import milvus_collection_name
@@ -50,30 +56,81 @@ def _context(state: JobState, stage: Stage) -> AgentContext:
         pipeline_stage=stage,
         previous_agent_results=state.runs_in(stage),
         collection_epoch=state.collections.get(state.collection_id, 0),
+        search_filter=state.search.get("filter"),
+        conversation_id=state.conversation_id,
+        conversation_history=state.history,
     )
+
+
+def budgeted(state: JobState, stage: Stage, runner: AgentRunner, default_timeout_s: float):
+    """The runner held to the stage's budget (``pipeline.job.stage_budget``), or the runner itself without one."""
+    budget = StageBudget.of(state, stage)
+    return runner if budget is None else budget.runner(runner, default_timeout_s)
+
+
+def routed(state: JobState, spec: AgentSpec, outcome: FallbackOutcome, peers: Sequence[Peer] | None
+           ) -> FallbackOutcome:
+    """The step's outcome after the ``next_agent_id`` its output named (``pipeline.job.routing``): recorded in the
+    state's routes, or, when the stage may not follow it, the last run's error (its output then goes unused)."""
+    output = outcome.output
+    name = getattr(output, "next_agent_id", None)
+    if not name:
+        return outcome
+    run = outcome.last
+    run.next_agent_id = name
+    problem = follow(state, spec, peers or [], name)
+    if problem is None:
+        return outcome
+    run.status, run.success, run.errors = "error", False, [*(run.errors or []), problem]
+    return dataclasses.replace(outcome, output=None)
 
 
 @traced_stage("pre_search")
-def pre_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner) -> JobState:
-    # A new state whose own containers are the ones this step changes (metadata, records): the state it was
+def pre_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner, peers: Sequence[Peer] | None = None,
+                    default_timeout_s: float = 30.0) -> JobState:
+    """One pre-search agent. ``peers`` are the stage's agents in order ((agent_id, config_id)), for its routing."""
+    # A new state whose own containers are the ones this step changes (metadata, records, routes): the state it was
     # handed stays as it was. A deep copy of all of it took longer than the rest of a no-op agent's step.
-    state = state.model_copy(update={"metadata": copy.deepcopy(state.metadata), "agent_runs": list(state.agent_runs)})
+    state = state.model_copy(update={"metadata": copy.deepcopy(state.metadata), "agent_runs": list(state.agent_runs),
+                                     "routes": dict(state.routes), "stage_clock": dict(state.stage_clock)})
+    if (skip := passed_over(state, spec)) is not None:
+        state.agent_runs.append(skip)  # an earlier agent of the stage routed past it: a no-op hop
+        return state
     inp = PreSearchInput(
         query=state.query, collection_id=state.collection_id, user_id=state.user_id, metadata=state.metadata
     )
-    run, out = runner.run(spec, inp, _context(state, Stage.PRE_SEARCH))
+    # A failed agent's fallback stands in with the same input; a critical failure raises, failing the job. Both
+    # get at most what is left of the stage's budget.
+    outcome = run_with_fallback(budgeted(state, Stage.PRE_SEARCH, runner, default_timeout_s), spec, inp,
+                                _context(state, Stage.PRE_SEARCH))
+    outcome = routed(state, spec, outcome, peers)
+    outcome.raise_if_critical()
+    run, out = outcome.last, outcome.output
     if out is not None:
         run.data = {"query": out.query, "skip_search": out.skip_search}
         run.metadata = out.metadata
         state.query = out.query
         state.metadata.update(out.metadata)
         state.skip_search = state.skip_search or out.skip_search
-    state.agent_runs.append(run)
+    state.agent_runs.extend(outcome.runs)
     return state
 
 
 def search_config(state: JobState, defaults: dict) -> SearchConfig:
     return SearchConfig(**{**defaults, **state.search, "top_k": state.top_k})
+
+
+def search_queries(state: JobState) -> tuple[str, dict[str, str]]:
+    """The query to search and its translations to fuse with it. After the translator the search runs the user's
+    own words and each translation (the current query, as later agents left it, stands for the first), so a
+    question meets documents in its own language and in the collection's; otherwise the current query alone."""
+    meta = state.metadata
+    original = meta.get("original_query")
+    if not (meta.get("translation_method") and meta.get("translated_from") and isinstance(original, str) and original):
+        return state.query, {}
+    translations = {str(k): str(v) for k, v in (meta.get("translations") or {}).items()}
+    translations[str(meta.get("translated_to"))] = state.query
+    return original, translations
 
 
 @traced_stage("core_search")
@@ -85,12 +142,14 @@ def core_search_step(state: JobState, services: Services, collection_id: str | N
         state.metadata["search"] = {"skipped": True, "reason": "a pre-search agent asked to skip search"}
         return state
     collection_id = collection_id or state.collection_id
+    query, translations = search_queries(state)
     result = services.retriever.search(
         milvus_collection_name(collection_id),
-        state.query,
+        query,
         search_config(state, services.settings.search_defaults()),
         epoch=state.collections.get(collection_id, 0),
         model=services.settings.embedding_model,
+        **({"translations": translations} if translations else {}),
     )
     state.documents = [
         d.model_copy(update={"metadata": {**d.metadata, "collection_id": collection_id}}) for d in result.documents
@@ -135,8 +194,12 @@ def merge_search_step(states: list[JobState]) -> JobState:
 
 
 @traced_stage("post_search")
-def post_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner) -> JobState:
+def post_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner, peers: Sequence[Peer] | None = None,
+                     default_timeout_s: float = 30.0) -> JobState:
     state = state.model_copy(deep=True)
+    if (skip := passed_over(state, spec)) is not None:
+        state.agent_runs.append(skip)
+        return state
     inp = PostSearchInput(
         documents=state.documents,
         query=state.query,
@@ -144,13 +207,17 @@ def post_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner) -> J
         user_id=state.user_id,
         metadata=state.metadata,
     )
-    run, out = runner.run(spec, inp, _context(state, Stage.POST_SEARCH))
+    outcome = run_with_fallback(budgeted(state, Stage.POST_SEARCH, runner, default_timeout_s), spec, inp,
+                                _context(state, Stage.POST_SEARCH))
+    outcome = routed(state, spec, outcome, peers)
+    outcome.raise_if_critical()
+    run, out = outcome.last, outcome.output
     if out is not None:
         run.data = {"documents_in": len(state.documents), "documents_out": len(out.documents)}
         run.metadata = out.metadata
         state.documents = out.documents
         state.metadata.update(out.metadata)
-    state.agent_runs.append(run)
+    state.agent_runs.extend(outcome.runs)
     return state
 
 
@@ -174,25 +241,38 @@ def known_embed(services: Services, state: JobState) -> Callable[[list[str]], li
 
 
 @traced_stage("answer")
-def answer_step(state: JobState, llm=None, embed=None, language: str = "english") -> JobState:
+def answer_step(state: JobState, llm=None, embed=None, language: str = "english", stream=None) -> JobState:
     """The answer with citations: the LLM's when ``llm`` is given (an ``LLMClient``), else, or when it fails,
-    the extractive one (sentences scored with ``embed`` when given). ``metadata.answer`` records which and why."""
+    the extractive one (sentences scored with ``embed`` when given). ``metadata.answer`` records which and why.
+
+    With ``stream`` (a ``pipeline.job.answer_stream.AnswerChannel``) the text is written to it as it is made and
+    the validated answer ends it, so the job's events carry the answer before the job ends."""
     state = state.model_copy(deep=True)
     # The user's question is what is answered; the search query (maybe translated or expanded) is what matched.
     question = state.original_query or state.query
     query = question if state.query == question else f"{question}\n(searched as: {state.query})"
+    if stream is not None:
+        stream.start()
     answer = generate_answer(query if llm is not None else state.query, state.documents, with_cot=state.cot,
-                             llm=llm, embed=embed, language=language)
+                             llm=llm, embed=embed, language=language, stream=stream)
+    if stream is not None:
+        stream.finish(answer.text, method=answer.method, fallback_reason=answer.fallback_reason)
     state.answer = answer.text
     state.sources = answer.sources
     state.cot_steps = answer.cot_steps
     state.metadata["answer"] = answer.metadata()
+    # Each cited sentence checked against its source; the LLM judges only what an LLM wrote (the extractive
+    # answer quotes its sources, so the offline check finds each sentence verbatim).
+    check = verify_citations(answer.text, state.documents, llm=llm if answer.method == "llm" else None,
+                             embed=embed, language=language)
+    state.citations = check.citations
+    state.metadata["citations"] = check.info
     return state
 
 
 @traced_stage("response")
 def response_step(state: JobState, spec: AgentSpec, runner: AgentRunner, artifacts: ArtifactStore,
-                  name_rank: int = 1) -> AgentRun:
+                  name_rank: int = 1, default_timeout_s: float = 30.0) -> AgentRun:
     """Run one response agent and store its artifact. Never raises: the chord's callback must always run.
 
     ``name_rank`` is the step's rank among the job's steps of the same agent (``pipeline.job.artifact_names``): the
@@ -207,10 +287,17 @@ def response_step(state: JobState, spec: AgentSpec, runner: AgentRunner, artifac
         user_id=state.user_id,
         cot_steps=state.cot_steps or None,
         metadata=state.metadata,
+        citations=state.citations,
     )
-    run, artifact = runner.run(spec, inp, _context(state, Stage.RESPONSE))
+    # A critical failure is not raised here (the chord must complete): assembly decides it from the records.
+    # Held to the stage's budget: the chord then assembles what finished inside it, and records the rest.
+    outcome = run_with_fallback(budgeted(state, Stage.RESPONSE, runner, default_timeout_s), spec, inp,
+                                _context(state, Stage.RESPONSE))
+    first, run, artifact = outcome.runs[0], outcome.last, outcome.output
+    if run is not first:
+        first.stand_in = run  # the step's record is the agent's own run, carrying its stand-in's
     if artifact is None:
-        return run
+        return first
     if name_rank > 1:
         artifact = artifact.model_copy(update={"filename": numbered(artifact.filename, name_rank)})
     try:
@@ -224,7 +311,18 @@ def response_step(state: JobState, spec: AgentSpec, runner: AgentRunner, artifac
     except Exception as exc:  # noqa: BLE001 - a storage failure is this agent's failure, not the job's
         run.status, run.success = "error", False
         run.errors = [f"{type(exc).__name__}: {exc}"]
-    return run
+    return first
+
+
+def critical_response_failure(specs: list[AgentSpec], records: list[AgentRun]) -> str | None:
+    """Why the job fails at assembly, or None: a critical response agent whose last run (its fallback's, if one
+    stood in) failed. ``records`` are the steps' records, each the agent's own run carrying its stand-in's."""
+    by_step = {(r.agent_id, r.config_id): r for r in records}
+    for spec in specs:
+        record = by_step.get((spec.agent_id, spec.config_id))
+        if spec.critical and record is not None and failed(record.flat()[-1]):
+            return critical_reason(spec, [r for r in record.flat() if failed(r)])
+    return None
 
 
 def assemble_response(state: JobState, response_runs: list[AgentRun]) -> dict:
@@ -235,8 +333,9 @@ def assemble_response(state: JobState, response_runs: list[AgentRun]) -> dict:
     degraded = degraded_reasons(state.metadata.get("search") or {})
     return {
         "job_id": state.job_id,
-        # Only a complete response is reused by the whole-job cache (JobStore.find_cached).
-        "complete": not degraded and all(r.status in ("ok", "skipped") for r in runs),
+        # Only a complete response is reused by the whole-job cache (JobStore.find_cached). An agent the stage's
+        # budget skipped or cut may run in full next time: such a response is not reused.
+        "complete": not degraded and all(r.status in ("ok", "skipped") and not stage_timed_out(r) for r in runs),
         "degraded": bool(degraded),
         "degraded_reasons": degraded,
         "query": state.original_query or state.query,
@@ -244,6 +343,7 @@ def assemble_response(state: JobState, response_runs: list[AgentRun]) -> dict:
         "answer": state.answer,
         "sources": [s.model_dump(mode="json") for s in state.sources],
         "cot_steps": [c.model_dump(mode="json") for c in state.cot_steps] if state.cot else None,
+        "citations": [c.model_dump(mode="json") for c in state.citations],
         "agent_artifacts": [r.artifact.model_dump(mode="json") for r in response_runs if r.artifact is not None],
         "agents": [
             {
@@ -255,6 +355,8 @@ def assemble_response(state: JobState, response_runs: list[AgentRun]) -> dict:
                 "cache_hit": r.cache_hit,
                 "errors": r.errors,
                 "worker": r.worker,
+                **({"stood_in_for": r.stood_in_for} if r.stood_in_for else {}),
+                **({"next_agent_id": r.next_agent_id} if r.next_agent_id else {}),
             }
             for r in runs
         ],
@@ -265,4 +367,5 @@ def assemble_response(state: JobState, response_runs: list[AgentRun]) -> dict:
         ],
         "metadata": state.metadata,
         "timings_ms": state.timings_ms,
+        **({"stage_timeouts": state.stage_timeouts} if state.stage_timeouts else {}),
     }

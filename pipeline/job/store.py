@@ -5,6 +5,10 @@ Most methods are a transaction of their own. Those that take a session ``s`` wor
 the collections, looks for an earlier job and inserts its own in one transaction (one commit is what a cache hit
 costs).
 
+Every end of a job (succeed, fail, cancel, reap, and a row born succeeded from the cache) writes the job's webhook
+deliveries in the transaction that ends it (``pipeline.webhooks.outbox``): a crash loses both or neither. A success
+writes the job's conversation turn there too (``pipeline.job.conversation.record_turn``).
+
 Usage::
 
     jobs = JobStore(db)
@@ -18,6 +22,7 @@ Usage::
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,8 +34,10 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from pipeline.job import progress_pg
+from pipeline.job.conversation import record_turn
 from pipeline.job.state import AgentRun, JobState
 from pipeline.platform.db import ArtifactRow, Database, Job, utcnow
+from pipeline.webhooks.outbox import record_job_end
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 log = logging.getLogger("agentsearch.jobs")
@@ -38,6 +45,7 @@ log = logging.getLogger("agentsearch.jobs")
 ORPHAN_GRACE_S = 45.0
 
 _node: str | None = None
+_appending = threading.Lock()
 
 
 def set_worker_node(name: str | None) -> None:
@@ -102,6 +110,9 @@ class JobStore:
                 s.execute(text("SET LOCAL synchronous_commit TO OFF"))
         s.add(job)
         s.flush()
+        if answered_from is not None:
+            record_job_end(s, job)  # born ended: its webhooks hear of it as of any other job's end
+            record_turn(s, job)  # and its conversation gets its turn, as from any other success
         return job
 
     def by_idempotency_key(self, s: Session, user_id: uuid.UUID, key: str) -> Job | None:
@@ -159,6 +170,28 @@ class JobStore:
                     job.state = state.dump()
             return True
 
+    def record_runs(self, job_id: str, runs: list[AgentRun]) -> bool:
+        """Add one step's records (an agent's run and its stand-in's) to a running job's, as that step ends: the
+        response agents' records reach the job's events one by one, not all at assembly. Nothing is added twice
+        (a redelivered step) nor to a job that has ended; False then."""
+        if not runs:
+            return False
+        first = runs[0]
+        probe = {"agent_id": first.agent_id, "config_id": first.config_id, "stage": first.stage.value}
+        if self.db.engine.dialect.name == "postgresql":
+            return progress_pg.append_runs(self.db, job_id, runs, probe)
+        # SQLite is the embedded mode's, one process whose worker threads end agents at once: a read and a write
+        # of the list by two of them in turn would lose one record.
+        with _appending, self.db.session() as s:
+            job = self._job(s, job_id)
+            if job is None or job.status in TERMINAL:
+                return False
+            stored = list(job.agent_runs or [])
+            if any(all(r.get(k) == v for k, v in probe.items()) for r in stored):
+                return False
+            job.agent_runs = [*stored, *(r.model_dump(mode="json") for r in runs)]
+            return True
+
     def load_state(self, job_id: str) -> JobState:
         with self.db.session() as s:
             job = self._job(s, job_id)
@@ -176,9 +209,11 @@ class JobStore:
             job.status, job.stage = "succeeded", "done"
             job.stage_log = [*(job.stage_log or []), {"stage": "done", "at": utcnow().isoformat()}]
             job.response = response
-            job.agent_runs = [r.model_dump(mode="json") for r in runs]
+            job.agent_runs = in_arrival_order(job.agent_runs, runs)
             job.timings_ms = timings
             job.finished_at = job.finished_at or utcnow()
+            record_job_end(s, job)
+            record_turn(s, job)  # the question and answer become the conversation's next turn, in this transaction
             return True
 
     def fail(self, job_id: str, error: str) -> None:
@@ -187,6 +222,7 @@ class JobStore:
             if job is None or job.status in TERMINAL:
                 return
             job.status, job.error, job.finished_at = "failed", error[:4000], utcnow()
+            record_job_end(s, job)
 
     def timeline(self, job_id: str) -> JobTimeline | None:
         with self.db.session() as s:
@@ -227,6 +263,7 @@ class JobStore:
             if job is None or job.status in TERMINAL:
                 return False
             job.status, job.error, job.finished_at = "cancelled", "cancelled by the user", utcnow()
+            record_job_end(s, job)
             s.execute(delete(ArtifactRow).where(ArtifactRow.job_id == job.id))
             return True
 
@@ -279,6 +316,7 @@ class JobStore:
                 if job.deadline_at is not None and _aware(job.deadline_at) < now:
                     job.status, job.finished_at = "failed", now
                     job.error = f"deadline passed {where}; no worker finished it (reaped)"
+                    record_job_end(s, job)
                     failed.append(str(job.id))
                 elif job.id not in orphans or (updated is not None and updated >= now - grace):
                     continue  # it moved on since it was looked at: some worker has it
@@ -292,6 +330,7 @@ class JobStore:
                 else:
                     job.status, job.finished_at = "failed", now
                     job.error = f"worker {orphans[job.id]} stopped {where} on attempt {job.attempts} (reaped)"
+                    record_job_end(s, job)
                     failed.append(str(job.id))
         return ReapResult(failed, retried)
 
@@ -327,6 +366,20 @@ class JobStore:
         with self.db.session() as s:
             job = self._job(s, job_id)
             return list(job.task_ids or []) if job is not None else []
+
+
+def _run_key(record: dict[str, Any]) -> tuple:
+    return record.get("agent_id"), record.get("config_id"), record.get("stage"), record.get("stood_in_for")
+
+
+def in_arrival_order(stored: list[dict[str, Any]] | None, runs: list[AgentRun]) -> list[dict[str, Any]]:
+    """The job's final records, those already stored first in their stored order (the response agents' as each
+    ended), the rest after: an event stream reading the records by position never sees one move."""
+    arrived = {}
+    for i, record in enumerate(stored or []):
+        arrived.setdefault(_run_key(record), i)
+    dumped = [r.model_dump(mode="json") for r in runs]
+    return sorted(dumped, key=lambda r: arrived.get(_run_key(r), len(arrived)))
 
 
 def _aware(moment: datetime | None) -> datetime | None:

@@ -27,16 +27,22 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from pipeline.agentic.spec import AgenticSpec, checked_spec
+from pipeline.agents.base import Stage
 from pipeline.agents.registry import AgentRegistry
+from pipeline.job.conversation import conversation_history, explicit_history
 from pipeline.job.refusal import Refusal, invalid, invalid_fields, missing
 from pipeline.job.request import SearchRequest
+from pipeline.job.stage_budget import effective, over_deadline
 from pipeline.job.state import AgentSpec, JobState
 from pipeline.job.store import JobStore
 from pipeline.platform.db import AgentConfigRow, Collection, CollectionAgent, Job
 from pipeline.platform.kv import canonical_hash
 from pipeline.platform.settings import Settings
 from pipeline.retrieval.config import SearchConfig
+from pipeline.retrieval.filters import MetadataFilter, filter_problems
 from pipeline.services import Services
+
+CONTEXTUALIZER = "query_contextualizer"
 
 
 @dataclass(frozen=True)
@@ -71,14 +77,21 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
             if earlier is not None:
                 return Submission.of(earlier, replayed=True)
         epochs = _epochs(s, named_at, user_id, settings)
+        stage_timeouts = _stage_timeouts(s, request, settings)
+        history = _history(s, request, user_id)
         if request.agents is not None:
             specs = ad_hoc_specs(request.agents, services.registry)
         else:
             specs = collection_specs(s, request.collection_id, services.registry)
+        if history:
+            specs = with_contextualizer(specs, services.registry)
         snapshot = [spec.model_dump(mode="json") for spec in specs]
         cache_key = canonical_hash(
             [query, top_k, request.cot, search, snapshot, epochs, settings.embedding_model, settings.openai_model,
-             *([agentic.model_dump(mode="json")] if agentic else [])]
+             *([agentic.model_dump(mode="json")] if agentic else []),
+             # The turns a follow-up is read after: the same words in another conversation are another question.
+             # Without history the key is as it always was.
+             *([{"history": history}] if history else [])]
         )
         hit = None
         # Skipping what was seen makes each run's answer depend on the runs before it: never answered from cache.
@@ -99,6 +112,11 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
             search=search,
             collections=epochs,
             agentic=agentic.model_dump(mode="json") if agentic else None,
+            conversation_id=str(request.conversation_id) if request.conversation_id else None,
+            history=history or None,
+            # Not part of the cache key: a response an agent's stage budget cut short is never reused, and a
+            # complete one is the same whatever the budget was (assemble_response).
+            stage_timeouts=stage_timeouts,
         )
         try:
             job = jobs.create(s, job_id, user_id, request.collection_id, query,
@@ -134,6 +152,16 @@ def _checked(request: SearchRequest, settings: Settings, registry: AgentRegistry
     search = dict(request.search or {})
     if "top_k" in search:
         raise invalid(("body", "search", "top_k"), "set top_k at the top level of the request")
+    if "filter" in search:
+        raise invalid(("body", "search", "filter"), "set filter at the top level of the request")
+    if request.filter is not None:
+        problems = filter_problems(request.filter)
+        if problems:
+            errors = [{"loc": ("body", "filter", *loc), "msg": msg, "type": kind} for loc, msg, kind in problems]
+            raise Refusal(422, problems[0][1], errors)
+        # Kept normalised with the search overrides: every search of the job (each collection, each iteration,
+        # each agent's) builds its SearchConfig from them, and the job's cache key covers them.
+        search["filter"] = MetadataFilter.model_validate(request.filter).as_json()
     try:
         SearchConfig(**{**settings.search_defaults(), **search, "top_k": top_k})
     except ValidationError as exc:
@@ -181,6 +209,41 @@ def _epochs(s: Session, named_at: dict[uuid.UUID, tuple], user_id: uuid.UUID, se
     return epochs
 
 
+def _stage_timeouts(s: Session, request: SearchRequest, settings: Settings) -> dict[str, float] | None:
+    """The job's stage budgets: the collection's, each overridden by the request's; none longer than the job's
+    deadline (a collection's may have been set under a longer one)."""
+    collection = s.get(Collection, request.collection_id)
+    asked = request.stage_timeouts.given() if request.stage_timeouts is not None else None
+    if asked and (problem := over_deadline(asked, settings.job_deadline_s)) is not None:
+        raise invalid(("body", "stage_timeouts", problem[0]), problem[1])
+    merged = effective(collection.stage_timeouts if collection is not None else None, asked)
+    if merged:
+        merged = {stage: min(value, settings.job_deadline_s) for stage, value in merged.items()}
+    return merged
+
+
+def _history(s: Session, request: SearchRequest, user_id: uuid.UUID) -> list[dict[str, str]]:
+    """The earlier messages the job's question follows: its conversation's turns, or the request's own history.
+    A missing or foreign conversation is a 404 naming it, like any other row the user cannot see."""
+    if request.conversation_id is not None and request.history is not None:
+        raise invalid(("body", "history"), "give conversation_id or history, not both")
+    if request.conversation_id is not None:
+        return conversation_history(s, user_id, request.conversation_id)
+    return explicit_history(request.history or [])
+
+
+def with_contextualizer(specs: list[AgentSpec], registry: AgentRegistry) -> list[AgentSpec]:
+    """A job with history reads its question as a follow-up: the ``query_contextualizer`` runs first among the
+    pre-search agents (with its default config) unless the agents already list it, as configured."""
+    if CONTEXTUALIZER in (spec.agent_id for spec in specs) or CONTEXTUALIZER not in registry:
+        return specs
+    first = min((spec.priority for spec in specs if spec.stage == Stage.PRE_SEARCH), default=0)
+    agent = registry.get(CONTEXTUALIZER)
+    added = AgentSpec(agent_id=CONTEXTUALIZER, stage=Stage.PRE_SEARCH, priority=first - 1,
+                      timeout_s=agent.default_timeout_s)
+    return [added, *specs]
+
+
 def ad_hoc_specs(agent_ids: list[str], registry: AgentRegistry) -> list[AgentSpec]:
     """Agents named in the request run with their default configs, in the order given."""
     return [
@@ -190,24 +253,39 @@ def ad_hoc_specs(agent_ids: list[str], registry: AgentRegistry) -> list[AgentSpe
 
 
 def collection_specs(s: Session, collection_id: uuid.UUID, registry: AgentRegistry) -> list[AgentSpec]:
-    """The collection's enabled agent configs, as the job's snapshot of what runs."""
+    """The collection's enabled agent configs, as the job's snapshot of what runs, each with its fallback's spec
+    (an enabled config; one level: the fallback's own fallback is not followed)."""
     rows = s.execute(
         select(AgentConfigRow, CollectionAgent)
         .join(CollectionAgent, CollectionAgent.agent_config_id == AgentConfigRow.id)
         .where(CollectionAgent.collection_id == collection_id, CollectionAgent.enabled, AgentConfigRow.enabled)
     ).all()
-    return [
-        AgentSpec(
+    fallback_ids = {link.fallback_agent_config_id for _, link in rows if link.fallback_agent_config_id is not None}
+    fallbacks = {
+        cfg.id: cfg
+        for cfg in s.scalars(select(AgentConfigRow).where(AgentConfigRow.id.in_(fallback_ids), AgentConfigRow.enabled))
+    } if fallback_ids else {}
+
+    def spec_of(cfg: AgentConfigRow, priority: int, **extra) -> AgentSpec:
+        return AgentSpec(
             agent_id=cfg.agent_id,
             stage=cfg.trigger_stage,
             config=cfg.config,
             config_id=str(cfg.id),
-            priority=link.priority if link.priority is not None else cfg.priority,
+            priority=priority,
             # Resolved now, so the snapshot says what ran and Celery's backstop limits follow the agent's deadline.
             timeout_s=cfg.timeout_s or registry.get(cfg.agent_id).default_timeout_s,
             cache_ttl_s=cfg.cache_ttl_s,
             breaker_fail_max=cfg.breaker_fail_max,
             breaker_reset_timeout_s=cfg.breaker_reset_timeout_s,
+            **extra,
         )
-        for cfg, link in rows
-    ]
+
+    specs = []
+    for cfg, link in rows:
+        priority = link.priority if link.priority is not None else cfg.priority
+        fallback = fallbacks.get(link.fallback_agent_config_id)
+        # The fallback runs as the step it stands in for: at the same priority, without a fallback of its own.
+        specs.append(spec_of(cfg, priority, critical=bool(link.critical),
+                             fallback=spec_of(fallback, priority) if fallback is not None else None))
+    return specs

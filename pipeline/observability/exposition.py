@@ -13,6 +13,7 @@ Metrics (see README "Observability"):
 - ``agentsearch_queue_length{queue}``                    messages waiting in the broker (Redis broker only)
 - ``agentsearch_worker_abandoned_threads{worker}``      agent threads past their deadline, per worker process
 - ``agentsearch_worker_threads_abandoned_total{worker}``, ``agentsearch_worker_recycles_total{worker}``
+- ``agentsearch_webhook_attempts_total{outcome}``         delivered, http_error, timeout, refused, network_error
 - ``agentsearch_metrics_store_up``                       1 when the Redis holding the above could be read
 
 Usage::
@@ -32,12 +33,18 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from pipeline.observability.metrics import AGENT_STATUSES, HistogramSample, MetricsSnapshot, read_metrics
+from pipeline.observability.metrics import (
+    AGENT_STATUSES,
+    WEBHOOK_OUTCOMES,
+    HistogramSample,
+    MetricsSnapshot,
+    read_metrics,
+)
 from pipeline.platform.breakers import shared_states
 
 log = logging.getLogger("agentsearch.metrics")
 
-QUEUES = ("celery", "artifacts", "ingest")
+QUEUES = ("celery", "artifacts", "ingest", "webhooks")
 BREAKER_STATES = {"closed": 0.0, "open": 1.0, "half-open": 2.0}
 # kombu's Redis transport keeps a queue's prioritised messages in sibling lists named queue + "\x06\x16" + step.
 _PRIORITY_SEPARATOR = "\x06\x16"
@@ -147,6 +154,13 @@ class AgentSearchCollector(Collector):
         yield current
         yield total
         yield recycles
+
+        attempts = CounterMetricFamily("agentsearch_webhook_attempts", "Webhook delivery attempts by outcome.",
+                                       labels=["outcome"])
+        if snapshot.webhook_attempts:
+            for outcome in sorted({*WEBHOOK_OUTCOMES, *snapshot.webhook_attempts}):
+                attempts.add_metric([outcome], snapshot.webhook_attempts.get(outcome, 0.0))
+        yield attempts
 
     def _breakers(self) -> Iterator[Metric]:
         try:

@@ -46,6 +46,7 @@ CACHE_KEY = f"{KEY_PREFIX}:cache"
 # Per worker process ("host:pid"): agent threads past their deadline, and how often the process started afresh.
 ABANDONED_THREADS_KEY = f"{KEY_PREFIX}:abandoned_threads"
 RECYCLES_KEY = f"{KEY_PREFIX}:worker_recycles"
+WEBHOOK_ATTEMPTS_KEY = f"{KEY_PREFIX}:webhook_attempts"
 # A process that has not reported for this long is gone (scaled down, killed): its gauge is no longer shown.
 WORKER_REPORT_TTL_S = 3600.0
 
@@ -59,6 +60,8 @@ ARTIFACT_BUCKETS_BYTES: tuple[float, ...] = tuple(
 # Every outcome an agent run can have; "cached" is an ok run answered from the agent result cache.
 AGENT_STATUSES = ("ok", "cached", "error", "timeout", "circuit_open", "skipped")
 CACHES = ("agent", "search", "embedding", "job")
+# Every outcome of a webhook delivery attempt (pipeline.webhooks.sender.SendResult).
+WEBHOOK_OUTCOMES = ("delivered", "http_error", "timeout", "refused", "network_error")
 
 
 def _field(*parts: str) -> str:
@@ -139,6 +142,10 @@ class MetricsRecorder:
     def record_recycle(self, worker: str) -> None:
         self._write(lambda pipe: pipe.hincrby(RECYCLES_KEY, worker, 1))
 
+    def record_webhook_attempt(self, outcome: str) -> None:
+        """One webhook delivery attempt and how it ended (``WEBHOOK_OUTCOMES``)."""
+        self._write(lambda pipe: pipe.hincrby(WEBHOOK_ATTEMPTS_KEY, outcome, 1))
+
     def _write(self, fill: Callable[[Pipeline], None]) -> None:
         if time.monotonic() < self._paused_until:
             return
@@ -176,6 +183,7 @@ class MetricsSnapshot:
     cache: dict[tuple[str, ...], float] = field(default_factory=dict)  # (cache, "hit" | "miss")
     abandoned_threads: dict[str, tuple[float, float]] = field(default_factory=dict)  # worker: (current, total)
     worker_recycles: dict[str, float] = field(default_factory=dict)
+    webhook_attempts: dict[str, float] = field(default_factory=dict)  # outcome: attempts
 
 
 def _counters(raw: dict[bytes, bytes]) -> dict[tuple[str, ...], float]:
@@ -203,9 +211,9 @@ def read_metrics(redis_client: redis.Redis) -> MetricsSnapshot:
     """Everything the workers recorded, in one round trip. Raises ``RedisError`` when Redis cannot be read."""
     pipe = redis_client.pipeline(transaction=False)
     for key in (AGENT_RUNS_KEY, AGENT_DURATION_KEY, ARTIFACT_SIZE_KEY, CACHE_KEY, ABANDONED_THREADS_KEY,
-                RECYCLES_KEY):
+                RECYCLES_KEY, WEBHOOK_ATTEMPTS_KEY):
         pipe.hgetall(key)
-    runs, durations, sizes, caches, abandoned, recycles = pipe.execute()
+    runs, durations, sizes, caches, abandoned, recycles, webhooks = pipe.execute()
     return MetricsSnapshot(
         agent_runs=_counters(runs),
         agent_duration=_histograms(durations, DURATION_BUCKETS_S),
@@ -213,6 +221,7 @@ def read_metrics(redis_client: redis.Redis) -> MetricsSnapshot:
         cache=_counters(caches),
         abandoned_threads=_worker_reports(abandoned),
         worker_recycles={_text(k): float(v) for k, v in recycles.items()},
+        webhook_attempts={_text(k): float(v) for k, v in webhooks.items()},
     )
 
 

@@ -93,6 +93,8 @@ class Collection(Base):
     # Bumped by every change to the indexed content: part of every retrieval cache key.
     index_epoch: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # Seconds per stage ({pre_search, post_search, response}, each optional) for its jobs: pipeline.job.stage_budget.
+    stage_timeouts: Mapped[dict[str, float] | None] = mapped_column(JSONType, nullable=True)
 
     @property
     def milvus_name(self) -> str:
@@ -144,6 +146,12 @@ class CollectionAgent(Base):
     # Per-collection overrides of the config's own priority and enabled flag (NULL: use the config's).
     priority: Mapped[int | None] = mapped_column(Integer)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    # Runs in this config's place when its run fails (same user, same stage; checked by the API).
+    fallback_agent_config_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("agent_configs.id", ondelete="SET NULL")
+    )
+    # A failure that no fallback made good fails the job.
+    critical: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class Job(Base):
@@ -344,4 +352,115 @@ class RegisteredToolRow(Base):
     spec: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     allow_internal: Mapped[bool] = mapped_column(Boolean, default=False)
     description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class WebhookRow(Base):
+    """A user's completion webhook: where a job's end is posted, signed with the webhook's secret.
+
+    The secret is kept as it was issued (``whsec_<base64>``), unlike an API key's digest: every delivery is signed
+    with it, so the service must be able to read it back. It is returned once, by create and rotate-secret, and
+    never listed. ``status``: active, disabled (by its user), or failing (a delivery exhausted its retry window).
+    """
+
+    __tablename__ = "webhooks"
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    url: Mapped[str] = mapped_column(Text)
+    events: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    description: Mapped[str] = mapped_column(Text, default="")
+    secret: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20), default="active")  # active | disabled | failing
+    failing_since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class WebhookDeliveryRow(Base):
+    """One event for one webhook: its body is fixed when the job ends, and every attempt sends it under the same
+    ``webhook-id`` (``message_id``), so a receiver can tell a retry from a new event.
+
+    ``next_attempt_at`` is when the next automatic attempt is due; a worker that takes the delivery moves it past
+    the attempt's timeout first (a lease), so a second worker leaves it alone and a lost worker's delivery comes
+    due again.
+    """
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        Index("ix_webhook_deliveries_status_next", "status", "next_attempt_at"),
+        # One delivery of an event per webhook, however often the job's end is recorded.
+        UniqueConstraint("webhook_id", "job_id", "event", name="uq_webhook_deliveries_webhook_job_event"),
+    )
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    webhook_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"), index=True)
+    # A plain value, no foreign key: the log of what was sent outlives the job.
+    job_id: Mapped[uuid.UUID] = mapped_column(Uuid)
+    event: Mapped[str] = mapped_column(String(50))
+    message_id: Mapped[str] = mapped_column(String(64), unique=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    status: Mapped[str] = mapped_column(String(20), default="pending")  # pending | delivered | failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class WebhookAttemptRow(Base):
+    """One try of a delivery: when, how long, what the receiver answered or why nothing reached it."""
+
+    __tablename__ = "webhook_attempts"
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    delivery_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("webhook_deliveries.id", ondelete="CASCADE"),
+                                                   index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    manual: Mapped[bool] = mapped_column(Boolean, default=False)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    duration_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class UserLimitRow(Base):
+    """An operator's limits for one user (``agentsearch users limits``); a NULL column keeps the default from the
+    settings, so changing a default reaches every user who was not given a value of their own."""
+
+    __tablename__ = "user_limits"
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    searches_per_minute: Mapped[int | None] = mapped_column(Integer)
+    reads_per_minute: Mapped[int | None] = mapped_column(Integer)
+    ingest_per_minute: Mapped[int | None] = mapped_column(Integer)
+    max_running_jobs: Mapped[int | None] = mapped_column(Integer)
+    max_documents: Mapped[int | None] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class ConversationRow(Base):
+    """A user's conversation: the questions asked in it follow one another (``pipeline.job.conversation``)."""
+
+    __tablename__ = "conversations"
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    title: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class ConversationTurnRow(Base):
+    """One finished job of a conversation: the question as asked, the standalone query it was searched as, and
+    the answer. Written in the transaction that ends the job; one per job."""
+
+    __tablename__ = "conversation_turns"
+    __table_args__ = (
+        Index("ix_conversation_turns_conversation_created", "conversation_id", "created_at"),
+        UniqueConstraint("job_id", name="uq_conversation_turns_job_id"),
+    )
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    conversation_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"))
+    # A plain value, no foreign key: the jobs stay when a conversation is forgotten, and the turn outlives its job.
+    job_id: Mapped[uuid.UUID] = mapped_column(Uuid)
+    status: Mapped[str] = mapped_column(String(20))
+    question: Mapped[str] = mapped_column(Text)
+    standalone_query: Mapped[str] = mapped_column(Text)
+    answer: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

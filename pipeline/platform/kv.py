@@ -18,6 +18,7 @@ from typing import Any
 
 import fakeredis
 import redis
+import redis.asyncio
 
 _local_server: fakeredis.FakeServer | None = None
 _local_lock = threading.Lock()
@@ -32,6 +33,18 @@ def connect_redis(url: str | None) -> redis.Redis:
         if _local_server is None:
             _local_server = fakeredis.FakeServer()
     return fakeredis.FakeRedis(server=_local_server)
+
+
+def connect_async_redis(url: str | None) -> redis.asyncio.Redis:
+    """The asyncio client of the same store: a real Redis at ``url``, else the in-process one ``connect_redis``
+    gives (so an API and worker threads in one process share it)."""
+    if url:
+        return redis.asyncio.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
+    global _local_server
+    with _local_lock:
+        if _local_server is None:
+            _local_server = fakeredis.FakeServer()
+    return fakeredis.FakeAsyncRedis(server=_local_server)
 
 
 def canonical_hash(value: Any) -> str:

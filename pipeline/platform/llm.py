@@ -15,6 +15,8 @@ Usage::
     if llm is not None:
         text = llm.complete([{"role": "user", "content": "Say hi"}], timeout_s=10)
         data = llm.complete_json([{"role": "user", "content": "Reply with {\\"ok\\": true}"}], timeout_s=10)
+        for piece in llm.stream([{"role": "user", "content": "Say hi"}], timeout_s=10):
+            print(piece, end="")
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import json
 import random
 import re
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import openai
 
 from pipeline.platform.settings import Settings
@@ -52,7 +56,7 @@ def _is_transient(exc: openai.OpenAIError) -> tuple[bool, int | None]:
     return False, None
 
 
-def _retry_after_s(exc: openai.OpenAIError) -> float | None:
+def _retry_after_s(exc: Exception) -> float | None:
     response = getattr(exc, "response", None)
     if response is None:
         return None
@@ -107,17 +111,63 @@ class LLMClient:
                     what = f"LLM call timed out after {timeout_s:g} s budget (attempt {attempt})"
                 if not transient or attempt > self.max_retries:
                     raise LLMError(what, status=status, transient=transient, attempts=attempt) from exc
-                delay = _retry_after_s(exc)
-                if delay is None:
-                    delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * (1 - 0.25 * random.random())
-                if time.monotonic() + delay >= deadline:
-                    raise LLMError(f"{what}; no time left in the {timeout_s:g} s budget to retry", status=status,
-                                   transient=True, attempts=attempt) from exc
-                time.sleep(delay)
+                self._wait_to_retry(exc, what, attempt, deadline, timeout_s, status)
                 continue
             if not reply.choices or reply.choices[0].message.content is None:
                 raise LLMError("LLM reply had no content", attempts=attempt)
             return reply.choices[0].message.content
+
+    def stream(self, messages: list[dict[str, str]], timeout_s: float = 20.0, temperature: float = 0.0,
+               max_tokens: int | None = None) -> Iterator[str]:
+        """The reply's text in pieces as the endpoint sends them (``stream=True``), under the same budget as
+        ``complete``: transient errors are retried until the first piece arrives, never after (the caller has
+        already shown the text). Raises ``LLMError`` when the budget runs out, the stream breaks or holds no text.
+        """
+        deadline = time.monotonic() + timeout_s
+        attempt = 0
+        while True:
+            attempt += 1
+            remaining = deadline - time.monotonic()
+            kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature,
+                                      "timeout": max(0.05, remaining), "stream": True}
+            if max_tokens is not None:
+                kwargs["max_tokens"] = max_tokens
+            started = False
+            try:
+                chunks = self._client.chat.completions.create(**kwargs)
+                with chunks:
+                    for chunk in chunks:
+                        piece = chunk.choices[0].delta.content if chunk.choices else None
+                        if piece:
+                            started = True
+                            yield piece
+                        if time.monotonic() > deadline:
+                            raise LLMError(f"LLM stream ran past its {timeout_s:g} s budget", transient=True,
+                                           attempts=attempt)
+                if not started:
+                    raise LLMError("LLM reply had no content", attempts=attempt)
+                return
+            except (openai.OpenAIError, httpx.HTTPError) as exc:
+                # A stream broken while it is read surfaces as the transport's own error, not the client's.
+                transient, status = _is_transient(exc) if isinstance(exc, openai.OpenAIError) else (True, None)
+                what = f"LLM stream failed (attempt {attempt}): {type(exc).__name__}: {exc}"
+                if isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException)):
+                    what = f"LLM stream timed out after {timeout_s:g} s budget (attempt {attempt})"
+                if started or not transient or attempt > self.max_retries:
+                    raise LLMError(what, status=status, transient=transient, attempts=attempt) from exc
+                self._wait_to_retry(exc, what, attempt, deadline, timeout_s, status)
+
+    def _wait_to_retry(self, exc: Exception, what: str, attempt: int, deadline: float, timeout_s: float,
+                       status: int | None) -> None:
+        """Sleep before the next attempt (the server's Retry-After, else jittered exponential backoff), or raise
+        ``LLMError`` when that sleep would not leave the budget any time for it."""
+        delay = _retry_after_s(exc)
+        if delay is None:
+            delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * (1 - 0.25 * random.random())
+        if time.monotonic() + delay >= deadline:
+            raise LLMError(f"{what}; no time left in the {timeout_s:g} s budget to retry", status=status,
+                           transient=True, attempts=attempt) from exc
+        time.sleep(delay)
 
     def complete_json(self, messages: list[dict[str, str]], timeout_s: float = 20.0, **kwargs: Any) -> Any:
         """A completion parsed as JSON; code fences and text around the first JSON value are tolerated."""

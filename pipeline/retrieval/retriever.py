@@ -11,6 +11,8 @@ Usage::
     result = retriever.search("c_ab12", "solar output 2025", SearchConfig(strategy="hybrid", top_k=5),
                               epoch=3, model="all-MiniLM-L6-v2")
     result.documents, result.metrics
+    # Only documents whose metadata passes the filter, in both Milvus searches (pipeline.retrieval.filters):
+    retriever.search("c_ab12", "solar output", SearchConfig(filter={"eq": {"key": "region", "value": "emea"}}))
 """
 
 from __future__ import annotations
@@ -29,14 +31,17 @@ from typing import Any
 from pipeline.documents import Document
 from pipeline.platform.cache import ResultCache
 from pipeline.platform.kv import canonical_hash
-from pipeline.retrieval.analyzer import KeywordAnalyzer
+from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text
 from pipeline.retrieval.config import SearchConfig
+from pipeline.retrieval.filters import PUBLISHED_KEYS
 from pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse
+from pipeline.retrieval.language import EMBEDDING_SCRIPTS, detect_language
 from pipeline.retrieval.outcome import degraded_reasons
 from pipeline.retrieval.vector_store import Hit, VectorStore
 from pipeline.text import content_terms
 
 SEARCH_CACHE_TTL_S = 300
+LANGUAGES_TTL_S = 60
 EMBEDDING_CACHE_TTL_S = 24 * 3600
 _IDENTIFIER = re.compile(r"\b(?:[A-Z]{2,}[\w-]*|\w*\d\w*)\b")
 
@@ -49,7 +54,10 @@ class RetrievalResult:
     suggestions: list[str] = field(default_factory=list)
 
 
-def with_retries(fn: Callable[[], Any], attempts: int = 3, base_delay_s: float = 0.2) -> Any:
+def with_retries(fn: Callable[[], Any], attempts: int = 5, base_delay_s: float = 0.2) -> Any:
+    """``fn`` again after 0.2, 0.4, 0.8 and 1.6 s. A Milvus server that has just come back accepts connections a
+    moment before it serves them, and pymilvus gives a call up at the first failed reconnect: three tries in 0.6 s
+    were measured to lose one retriever to that moment (a degraded result) while the other found the documents."""
     for attempt in range(attempts):
         try:
             return fn()
@@ -74,7 +82,7 @@ def choose_strategy(query: str) -> tuple[str, float, float]:
 
 
 def _recency(metadata: dict[str, Any], half_life_days: float, today: date) -> float:
-    raw = metadata.get("published") or metadata.get("published_date") or metadata.get("date")
+    raw = next((metadata[k] for k in PUBLISHED_KEYS if metadata.get(k)), None)
     if not raw:
         return 0.0
     try:
@@ -83,6 +91,20 @@ def _recency(metadata: dict[str, Any], half_life_days: float, today: date) -> fl
         return 0.0
     age_days = max(0, (today - published).days)
     return math.pow(0.5, age_days / half_life_days)
+
+
+def language_route(query_languages: dict, collection: dict[str, int], translations: dict[str, str] | None) -> dict:
+    """How the query met the collection's languages: ``same`` (the query's language is among them), ``translated``
+    (translations were searched beside it) or ``monolingual`` (it was not, and nothing translated it: keywords then
+    match only names and numbers, and the embedding model is English-only), said plainly in the job's metadata."""
+    own = query_languages.get("query")
+    if translations:
+        return {"route": "translated", "query_language": own, "searched_in": [own, *translations]}
+    if not collection or own in (None, "und") or own in collection:
+        return {"route": "same", "query_language": own}
+    return {"route": "monolingual", "query_language": own, "collection_languages": list(collection),
+            "reason": f"the query is in {own!r} and the collection in {', '.join(collection)}; no translation ran "
+                      "(translation needs an LLM endpoint), so only names, numbers and shared words can match"}
 
 
 class Retriever:
@@ -97,6 +119,8 @@ class Retriever:
         self.store = store
         self.analyzer = analyzer
         self.cache = cache
+        self._languages: dict[tuple[str, int], tuple[float, dict[str, int]]] = {}
+        self._languages_lock = threading.Lock()
 
     # -- query embedding, cached: the same question embeds once per model --------------------------------
     def embed_query(self, query: str, model: str) -> tuple[list[float], bool]:
@@ -115,11 +139,34 @@ class Retriever:
         cached = self.cache.get(self.cache.key("embedding", model, hashlib.sha256(text.encode()).hexdigest()))
         return json.loads(cached) if cached is not None else None
 
-    def search(self, collection: str, query: str, config: SearchConfig, epoch: int = 0, model: str = "") -> RetrievalResult:
+    def collection_languages(self, collection: str, epoch: int = 0) -> dict[str, int]:
+        """Chunks per language of the collection (``VectorStore.languages``), read once per collection epoch and
+        minute: a query's analysis and translation depend on them, and they change only with ingestion."""
+        key = (collection, epoch)
+        now = time.monotonic()
+        with self._languages_lock:
+            known = self._languages.get(key)
+        if known is not None and now - known[0] < LANGUAGES_TTL_S:
+            return known[1]
+        reader = getattr(self.store, "languages", None)
+        try:
+            counts = reader(collection) if reader is not None else {}
+        except Exception:  # noqa: BLE001 - without them the query is analysed as its own language alone
+            return {}  # not kept: the next search asks again rather than go a minute without them
+        with self._languages_lock:
+            self._languages[key] = (now, counts)
+        return counts
+
+    def search(self, collection: str, query: str, config: SearchConfig, epoch: int = 0, model: str = "",
+               translations: dict[str, str] | None = None) -> RetrievalResult:
+        """``translations`` (``{language: the query in it}``, from the translator agent) are searched beside the
+        query and the lists fused: a question meets documents in its own language and in the collection's."""
         started = time.perf_counter()
+        translations = {k: v for k, v in (translations or {}).items() if v and v.strip() and v != query}
         key = None
         if self.cache:
-            key = self.cache.key("search", collection, str(epoch), model, canonical_hash([query, config.cache_view()]))
+            key = self.cache.key("search", collection, str(epoch), model,
+                                 canonical_hash([query, config.cache_view(), *([translations] if translations else [])]))
             if (cached := self.cache.get(key)) is not None:
                 payload = json.loads(cached)
                 result = RetrievalResult(
@@ -130,7 +177,13 @@ class Retriever:
                     suggestions=payload["suggestions"],
                 )
                 return result
-        result = self._search_uncached(collection, query, config, model)
+        languages = self.collection_languages(collection, epoch) if self.analyzer.automatic else {}
+        result = self._search_uncached(collection, query, config, model, languages)
+        if translations:
+            result = self._fuse_translations(collection, query, result, translations, config, model, languages)
+        if self.analyzer.automatic:
+            read = result.metrics.get("languages") or {"query": self.analyzer.language_of(query)}
+            result.metrics["language_route"] = language_route(read, languages, translations)
         result.metrics["processing_ms"] = round((time.perf_counter() - started) * 1000, 3)
         result.metrics["cache_hit"] = False
         # Partial or failed searches are not cached: the next job should try again. A retriever left behind at the
@@ -145,24 +198,58 @@ class Retriever:
             self.cache.set(key, json.dumps(payload), SEARCH_CACHE_TTL_S)
         return result
 
-    def _search_uncached(self, collection: str, query: str, config: SearchConfig, model: str) -> RetrievalResult:
+    def _fuse_translations(self, collection: str, query: str, first: RetrievalResult, translations: dict[str, str],
+                           config: SearchConfig, model: str, languages: dict[str, int]) -> RetrievalResult:
+        """The query's result and each translation's, fused by document (equal weights over min-max-normalised
+        scores, as the two retrievers of one search are); a document's text is its best-scoring chunk's."""
+        results = [first] + [self._search_uncached(collection, text, config, model, languages)
+                             for text in translations.values()]
+        lists = [{d.id: d.score for d in r.documents} for r in results]
+        fused = weighted_fuse(lists, [1.0] * len(lists))
+        best: dict[str, Document] = {}
+        for r in results:
+            for d in r.documents:
+                if d.id not in best or d.score > best[d.id].score:
+                    best[d.id] = d
+        ranked = sorted(fused.items(), key=lambda kv: kv[1], reverse=True)[: config.top_k]
+        documents = [best[d].model_copy(update={"score": round(score, 6)}) for d, score in ranked]
+        metrics = {
+            **first.metrics,
+            "returned": len(documents),
+            "sources_found": len(fused),
+            "average_relevance": round(sum(d.score for d in documents) / len(documents), 6) if documents else 0.0,
+            "fused_queries": [
+                {"query": text, "language": language, "returned": len(r.documents),
+                 **({"languages": r.metrics["languages"]} if "languages" in r.metrics else {}),
+                 **({"errors": r.metrics["errors"]} if r.metrics.get("errors") else {})}
+                for (language, text), r in zip([(None, query), *translations.items()], results, strict=True)
+            ],
+        }
+        errors = [e for r in results for e in r.metrics.get("errors", [])]
+        if errors:
+            metrics["errors"] = errors
+        return RetrievalResult(documents, metrics, [w for r in results for w in r.warnings],
+                               first.suggestions if not documents else [])
+
+    def _search_uncached(self, collection: str, query: str, config: SearchConfig, model: str,
+                         languages: dict[str, int] | None = None) -> RetrievalResult:
         strategy, w_sem, w_kw = config.strategy, config.semantic_weight, config.keyword_weight
         if strategy == "adaptive":
             strategy, w_sem, w_kw = choose_strategy(query)
-        result = self._run(collection, query, config, strategy, w_sem, w_kw, model)
+        result = self._run(collection, query, config, strategy, w_sem, w_kw, model, languages)
         result.metrics["strategy"] = config.strategy
         result.metrics["strategy_used"] = strategy
         if config.strategy == "adaptive" and len(result.documents) < min(config.top_k, config.adaptive_min_results):
             # Not enough: expand the query with terms from what was found (pseudo-relevance feedback), search again.
             expanded = self.expand_query(query, result.documents)
             if expanded != query:
-                second = self._run(collection, expanded, config, strategy, w_sem, w_kw, model)
+                second = self._run(collection, expanded, config, strategy, w_sem, w_kw, model, languages)
                 if len(second.documents) > len(result.documents):
                     second.metrics.update(strategy=config.strategy, strategy_used=strategy, expanded_query=expanded)
                     result = second
         if not result.documents and config.min_score is not None:
             relaxed = self._run(collection, query, config.model_copy(update={"min_score": None}), strategy, w_sem,
-                                w_kw, model)
+                                w_kw, model, languages)
             relaxed.metrics.update(strategy=config.strategy, strategy_used=strategy, relaxed_threshold=True)
             relaxed.warnings.append(f"no result reached min_score {config.min_score}; threshold relaxed once")
             result = relaxed
@@ -189,18 +276,32 @@ class Retriever:
         return [" ".join(t for j, t in enumerate(terms) if j != i) for i in range(len(terms))][:3]
 
     def _run(self, collection: str, query: str, config: SearchConfig, strategy: str, w_sem: float, w_kw: float,
-             model: str) -> RetrievalResult:
+             model: str, languages: dict[str, int] | None = None) -> RetrievalResult:
         metrics: dict[str, Any] = {"errors": [], "embedding_ms": 0.0, "search_ms": 0.0}
         warnings: list[str] = []
         use_dense = strategy in ("semantic", "hybrid") and w_sem > 0
         use_keyword = strategy in ("keyword", "hybrid") and w_kw > 0
         pool = max(config.candidates, config.top_k)
+        if use_dense and use_keyword and strategy == "hybrid" and self.analyzer.automatic:
+            script = detect_language(query).script
+            if script and script not in EMBEDDING_SCRIPTS.get(model, {script}):
+                # The embedding model cannot read this script (MiniLM's vocabulary is Latin: a Chinese question is
+                # unknown pieces to it), so its ranking is noise that fusion would mix in at equal weight: keywords
+                # alone rank the query (XQuAD zh, same language: nDCG@10 0.874 fused, docs/evaluation.md).
+                use_dense = False
+                metrics["semantic_skipped"] = f"the embedding model {model} does not read {script} script"
 
         # The keyword search needs no query vector: it runs while the query is embedded (on two cores, the
         # embedding and Milvus's BM25 search overlap instead of adding up).
         retrievers = _Retrievers(metrics)
+        # Compiled once per search; both retrievers apply it in Milvus, so each pool holds only documents it keeps.
+        # Passed to the store only when there is one: a search without a filter calls the store as it always did.
+        filter_expr = config.filter.expression() if config.filter is not None else ""
+        if config.filter is not None:
+            metrics["filter"] = config.filter.as_json()
+        analysed = self._analyse_query(query, languages, metrics, warnings) if use_keyword else ""
         if use_keyword:
-            retrievers.start("keyword", self._keyword_job(collection, query, pool))
+            retrievers.start("keyword", self._keyword_job(collection, analysed, pool, filter_expr))
         vector = None
         if use_dense:
             t0 = time.perf_counter()
@@ -213,11 +314,13 @@ class Retriever:
                 use_dense = False
                 if not use_keyword:
                     use_keyword = True
-                    retrievers.start("keyword", self._keyword_job(collection, query, pool))
+                    analysed = self._analyse_query(query, languages, metrics, warnings)
+                    retrievers.start("keyword", self._keyword_job(collection, analysed, pool, filter_expr))
             metrics["embedding_ms"] = round((time.perf_counter() - t0) * 1000, 3)
         if use_dense:
-            retrievers.start("semantic",
-                             lambda: with_retries(lambda: self.store.dense_search(collection, vector, pool)))
+            filtered = {"filter_expr": filter_expr} if filter_expr else {}
+            retrievers.start("semantic", lambda: with_retries(
+                lambda: self.store.dense_search(collection, vector, pool, **filtered)))
         # The deadline and search_ms count from here, after the embedding, as when both searches started together.
         t0 = time.perf_counter()
         hits = retrievers.wait(config.timeout_s, warnings)
@@ -237,7 +340,7 @@ class Retriever:
         lists = [per_doc[n] for n in ("semantic", "keyword") if n in per_doc]
         weights = [w for n, w in (("semantic", w_sem), ("keyword", w_kw)) if n in per_doc]
         if len(lists) == 1:
-            fused = normalise(lists[0]) if strategy == "keyword" else dict(lists[0])
+            fused = normalise(lists[0]) if strategy == "keyword" or "semantic_skipped" in metrics else dict(lists[0])
         elif config.fusion == "rrf":
             fused = normalise(rrf_fuse(lists, weights, config.rrf_k))
         else:
@@ -261,9 +364,22 @@ class Retriever:
             del metrics["errors"]
         return RetrievalResult(documents, metrics, warnings)
 
-    def _keyword_job(self, collection: str, query: str, pool: int) -> Callable[[], list[Hit]]:
-        analyzed = self.analyzer.analyze(query)
-        return lambda: with_retries(lambda: self.store.keyword_search(collection, analyzed, pool))
+    def _analyse_query(self, query: str, languages: dict[str, int] | None, metrics: dict, warnings: list[str]) -> str:
+        """The query's keyword terms. A language-aware analyser reads it as its own language and as the
+        collection's languages of the same script (``KeywordAnalyzer.query_terms``); what it did goes in metrics."""
+        if not self.analyzer.automatic:
+            return self.analyzer.analyze(query)
+        terms, used = self.analyzer.query_terms(query, list(languages or {}))
+        metrics["languages"] = {"query": self.analyzer.language_of(query), "analysed_as": used,
+                                "collection": dict(languages or {})}
+        if not terms:
+            warnings.append("the query has no words to match by keyword (only symbols or emoji); searched by "
+                            "meaning alone")
+        return bm25_text(terms)
+
+    def _keyword_job(self, collection: str, analyzed: str, pool: int, filter_expr: str = "") -> Callable[[], list[Hit]]:
+        filtered = {"filter_expr": filter_expr} if filter_expr else {}
+        return lambda: with_retries(lambda: self.store.keyword_search(collection, analyzed, pool, **filtered))
 
     def _adjust(self, fused: dict[str, float], best_hit: dict[str, Hit], config: SearchConfig) -> dict[str, float]:
         if not (config.recency_weight or config.authority_weight):

@@ -16,7 +16,10 @@ Usage::
                                          vector=[...])])
     hits = store.dense_search("c_ab12", query_vector, limit=100)
     hits = store.keyword_search("c_ab12", "stem queri", limit=100)
+    hits = store.dense_search("c_ab12", query_vector, limit=100,
+                              filter_expr=MetadataFilter.model_validate(raw_filter).expression())
     stored = store.sentence_vectors("c_ab12", ["d1#0"])          # {text_key: vector} of those chunks' sentences
+    store.languages("c_ab12")                                     # {"en": 812, "de": 40}: chunks per language
 
 A Milvus server that restarts comes back with every collection released ("call load() before search"), while each
 worker process still remembers having loaded it: a search, keyword search or vector read that meets a released
@@ -39,6 +42,11 @@ from pipeline.retrieval.sentence_vectors import unpack
 MAX_TEXT_CHARS = 16000  # VARCHAR limits count bytes; this leaves room for multi-byte UTF-8
 SENTENCES_FIELD = "sentences"
 OUTPUT_FIELDS = ["document_id", "title", "text", "metadata"]
+# Chunks read to learn a collection's languages: enough to see every language that holds a real share of it.
+LANGUAGE_SAMPLE = 2000
+# A read on the way to a search, not the search itself: pymilvus retries an unreachable server for minutes when a
+# call has no timeout, so while Milvus was down this read held the search step far past its own deadline.
+LANGUAGES_TIMEOUT_S = 2.0
 # Milvus's "collection not loaded" (merr.ErrCollectionNotLoaded, code 101; milvus-lite answers it as "Collection
 # 'c_...' is in state 'released'; call load() before search/get/query"). pymilvus's ErrorCode names no constant for
 # it, but MilvusException.code carries the server's code: matched on that, never on the message.
@@ -87,7 +95,10 @@ class Hit:
 class VectorStore:
     def __init__(self, uri: str, token: str | None = None) -> None:
         self.uri = uri
-        self._client = MilvusClient(uri=uri, token=token or "", grpc_options=dict(GRPC_OPTIONS))
+        # Dedicated: pymilvus otherwise shares one connection per address among a process's clients, made with the
+        # options of whichever came first and kept after its last client closes; an idle one kept that way has
+        # been cut by the server ("Too many pings") and a new store handed it failed to connect.
+        self._client = MilvusClient(uri=uri, token=token or "", grpc_options=dict(GRPC_OPTIONS), dedicated=True)
         self._lock = threading.Lock()
         self._known: set[str] = set()
         self._loaded: set[str] = set()
@@ -165,24 +176,24 @@ class VectorStore:
             quoted = ", ".join('"' + d.replace("\\", "\\\\").replace('"', '\\"') + '"' for d in document_ids)
             self._client.delete(name, filter=f"document_id in [{quoted}]")
 
-    def _ensure_loaded(self, name: str) -> bool:
+    def _ensure_loaded(self, name: str, timeout: float | None = None) -> bool:
         """A collection made by another process (or before a restart) is released until loaded here."""
         with self._lock:
             if name in self._loaded:
                 return True
-            if not self._client.has_collection(name):
+            if not self._client.has_collection(name, timeout=timeout):
                 return False
-            self._client.load_collection(name)
+            self._client.load_collection(name, timeout=timeout)
             self._loaded.add(name)
             return True
 
-    def _on_loaded(self, name: str, read: Callable[[], T], empty: T) -> T:
+    def _on_loaded(self, name: str, read: Callable[[], T], empty: T, timeout: float | None = None) -> T:
         """``read`` on a loaded collection (``empty`` if there is none); loaded again once if Milvus released it.
 
         ``_loaded`` is this process's memory, not Milvus's: after a server restart every collection is released
         while the set still names it, and every search failed until the process ended.
         """
-        if not self._ensure_loaded(name):
+        if not self._ensure_loaded(name, timeout):
             return empty
         try:
             return read()
@@ -192,16 +203,18 @@ class VectorStore:
         log.warning("Milvus collection %s was released (a server restart?); loading it again", name)
         with self._lock:
             self._loaded.discard(name)
-        if not self._ensure_loaded(name):
+        if not self._ensure_loaded(name, timeout):
             return empty  # dropped meanwhile
         return read()
 
-    def _search(self, name: str, data: list, field: str, metric: str, limit: int) -> list[Hit]:
+    def _search(self, name: str, data: list, field: str, metric: str, limit: int, filter_expr: str = "") -> list[Hit]:
+        # The filter is applied by Milvus inside the search, so `limit` counts documents that pass it.
         results = self._on_loaded(name, lambda: self._client.search(
             name,
             data=data,
             limit=limit,
             anns_field=field,
+            filter=filter_expr,
             search_params={"metric_type": metric},
             output_fields=OUTPUT_FIELDS,
             consistency_level="Strong",
@@ -221,13 +234,27 @@ class VectorStore:
             for row in results[0]
         ]
 
-    def dense_search(self, name: str, vector: list[float], limit: int) -> list[Hit]:
-        return self._search(name, [vector], "vector", "COSINE", limit)
+    def dense_search(self, name: str, vector: list[float], limit: int, filter_expr: str = "") -> list[Hit]:
+        return self._search(name, [vector], "vector", "COSINE", limit, filter_expr)
 
-    def keyword_search(self, name: str, analyzed_query: str, limit: int) -> list[Hit]:
+    def keyword_search(self, name: str, analyzed_query: str, limit: int, filter_expr: str = "") -> list[Hit]:
         if not analyzed_query.strip():
             return []
-        return self._search(name, [analyzed_query], "sparse", "BM25", limit)
+        return self._search(name, [analyzed_query], "sparse", "BM25", limit, filter_expr)
+
+    def languages(self, name: str, sample: int = LANGUAGE_SAMPLE,
+                  timeout_s: float = LANGUAGES_TIMEOUT_S) -> dict[str, int]:
+        """How many chunks of each language (``metadata["language"]``, set at ingest) among up to ``sample``
+        chunks: the collection's languages, most chunks first. Empty for a collection that does not exist or whose
+        chunks predate the field; a ``MilvusException`` after ``timeout_s`` when the server does not answer."""
+        rows = self._on_loaded(name, lambda: self._client.query(name, filter="", output_fields=["metadata"],
+                                                                limit=sample, timeout=timeout_s), [], timeout_s)
+        counts: dict[str, int] = {}
+        for row in rows:
+            language = (row.get("metadata") or {}).get("language")
+            if isinstance(language, str) and language:
+                counts[language] = counts.get(language, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def vectors(self, name: str, chunk_ids: list[str]) -> dict[str, list[float]]:
         if not chunk_ids:

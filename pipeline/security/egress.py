@@ -1,7 +1,7 @@
 """The egress guard: which addresses the service may connect to when it calls a URL on a user's behalf.
 
 A worker sits next to Redis, PostgreSQL, the API's own ``/metrics`` and, in a cloud, the instance metadata service.
-Any URL a job makes the service call (an enricher endpoint, an MCP server over HTTP, later webhooks) is therefore
+Any URL a job makes the service call (an enricher endpoint, an MCP server over HTTP, a webhook delivery) is therefore
 resolved and every address it resolves to is checked before a connection is made; refused are
 
 - loopback (127.0.0.0/8, ::1), unspecified (0.0.0.0, ::),

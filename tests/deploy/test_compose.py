@@ -17,7 +17,7 @@ from tests.deploy.conftest import (
     run_probe,
     settings_from,
 )
-from worker.app import ALL_QUEUES, ARTIFACTS_QUEUE, DEFAULT_QUEUE, INGEST_QUEUE
+from worker.app import ALL_QUEUES, ARTIFACTS_QUEUE, DEFAULT_QUEUE, INGEST_QUEUE, WEBHOOKS_QUEUE
 
 APP_SERVICES = ("migrate", "api", "worker-threads", "worker-prefork", "beat", "flower")
 WORKERS = ("worker-threads", "worker-prefork")
@@ -90,7 +90,8 @@ def test_workers_can_be_scaled(compose_config):
 def test_workers_consume_every_queue_and_each_its_own(compose_config):
     services = compose_config["services"]
     consumed = {name: flag_value(services[name]["command"], "--queues") for name in WORKERS}
-    assert consumed == {"worker-threads": DEFAULT_QUEUE, "worker-prefork": f"{ARTIFACTS_QUEUE},{INGEST_QUEUE}"}
+    assert consumed == {"worker-threads": f"{DEFAULT_QUEUE},{WEBHOOKS_QUEUE}",
+                        "worker-prefork": f"{ARTIFACTS_QUEUE},{INGEST_QUEUE}"}
     assert sorted(q for queues in consumed.values() for q in queues.split(",")) == sorted(ALL_QUEUES)
 
 

@@ -25,7 +25,7 @@ from tests.deploy.conftest import (
     run_probe,
     settings_from,
 )
-from worker.app import ALL_QUEUES, ARTIFACTS_QUEUE, DEFAULT_QUEUE, INGEST_QUEUE
+from worker.app import ALL_QUEUES, ARTIFACTS_QUEUE, DEFAULT_QUEUE, INGEST_QUEUE, WEBHOOKS_QUEUE
 
 # autoscaling/v2 HPAs need 1.23; 1.30 is the oldest release still commonly run. 1.37: the newest the validator knows.
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
@@ -191,7 +191,7 @@ def test_steps_run_in_threads_and_computing_in_processes(builds, build):
         (container,) = pod_spec(deployments[f"agentsearch-{name}"])["containers"]
         args = container["args"]
         workers[name] = (flag_value(args, "--pool"), flag_value(args, "--queues"), flag_value(args, "--concurrency"))
-    assert workers == {"worker-threads": ("threads", DEFAULT_QUEUE, "128"),
+    assert workers == {"worker-threads": ("threads", f"{DEFAULT_QUEUE},{WEBHOOKS_QUEUE}", "128"),
                        "worker-prefork": ("prefork", f"{ARTIFACTS_QUEUE},{INGEST_QUEUE}", "2")}
 
 

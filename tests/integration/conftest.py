@@ -8,13 +8,16 @@ runs, on this machine.
 from __future__ import annotations
 
 import json
+import socket
 import time
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
-from devstack import BIN, REPO, DevStack, free_port, wait_for  # noqa: F401 - shared with the tests
+from devstack import BIN, REPO, DevStack, free_port, start_process, stop_process, wait_for  # noqa: F401 - shared
 
 SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
 # How long the stack's searches and ingests wait for Milvus (1 + 2 + 4 + 3 s of backoff); the default is 60 s.
@@ -30,7 +33,9 @@ class Stack(DevStack):
         self.tmp = tmp
         self.call_logs = tmp / "calls"
         self.call_logs.mkdir(parents=True, exist_ok=True)
-        super().__init__(tmp, workers=1, concurrency=2, user="it-user",
+        # Not the webhooks queue: test_webhooks sends its deliveries with a worker of its own, the one allowed to
+        # reach its receiver on 127.0.0.1 (this stack keeps the egress guard's defaults, which test_trust_* hold).
+        super().__init__(tmp, workers=1, concurrency=2, user="it-user", queues="celery,artifacts,ingest",
                          extra_env={"AGENTSEARCH_AGENT_MODULES": json.dumps(["tests.support.faulty_agents"]),
                                     # test_faults: a Milvus outage outlasts this in seconds, not a minute.
                                     "AGENTSEARCH_MILVUS_RETRY_S": str(MILVUS_RETRY_S)})
@@ -105,3 +110,24 @@ def search(http: httpx.Client, collection_id: str, query: str, timeout_s: float 
 
 def runs_by_agent(job: dict) -> dict[str, dict]:
     return {r["agent_id"]: r for r in job["response"]["agents"]}
+
+
+@contextmanager
+def extra_api_and_worker(workdir: Path, env: dict[str, str], queues: str, concurrency: int, name: str):
+    """One more API and a thread-pool worker on ``env`` (the suite's stack with a few settings of a test's own),
+    running while the block lasts; yields the API's URL. ``env`` gets that URL as ``AGENTSEARCH_API_URL``."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env["AGENTSEARCH_API_URL"] = url
+    api_log, worker_log = workdir / "api.log", workdir / "worker.log"
+    worker = start_process([str(BIN / "agentsearch"), "worker", "--pool", "threads", "--concurrency", str(concurrency),
+                            "--queues", queues, "--loglevel", "INFO",
+                            "--hostname", f"{name}-{uuid.uuid4().hex[:4]}@{socket.gethostname()}"], env, worker_log)
+    api = start_process([str(BIN / "agentsearch"), "api", "--host", "127.0.0.1", "--port", str(port)], env, api_log)
+    try:
+        wait_for(lambda: httpx.get(f"{url}/readyz").status_code == 200, 60, "api", api, api_log)
+        wait_for(lambda: "ready." in worker_log.read_text(), 90, f"{name} worker", worker, worker_log)
+        yield url
+    finally:
+        stop_process(api)
+        stop_process(worker)

@@ -54,5 +54,5 @@ def test_metrics_count_the_agents_of_a_job_without_credentials(stack, collection
         before, "agentsearch_cache_misses_total", cache="search"
     )
     queues = {s.labels["queue"]: s.value for s in after["agentsearch_queue_length"]}
-    assert set(queues) == {"celery", "artifacts", "ingest"}
+    assert set(queues) == {"celery", "artifacts", "ingest", "webhooks"}
     assert all(v >= 0 for v in queues.values())

@@ -171,7 +171,7 @@ def test_milvus_errors_are_retried_then_reported(stack, collection, embedder):
 
     down = FlakyStore(stack.env["AGENTSEARCH_MILVUS_URI"], always_fail=True)
     result = Retriever(embedder.embed, down, KeywordAnalyzer()).search(name, QUERY, SearchConfig(strategy="hybrid"))
-    assert down.calls == 3  # three attempts with backoff
+    assert down.calls == 5  # five attempts with backoff
     assert result.documents == []
     assert sorted(e.split(" search")[0] for e in result.metrics["errors"]) == ["keyword", "semantic"]
 

@@ -10,7 +10,16 @@ A scripted reply is one of:
   OpenAI-style error body (``429`` and ``5xx`` are what clients treat as transient);
 - ``FakeLLM.delay(seconds, reply)``: wait, then give ``reply`` (for client timeouts; the wait ends early when the
   server stops, so a test never hangs on it);
-- a callable ``f(body: dict) -> reply``: computed from the request body (e.g. echo the prompt).
+- a callable ``f(body: dict) -> reply``: computed from the request body (e.g. echo the prompt);
+- ``FakeLLM.streamed(pieces, interval_s=0.02, break_after=None)``: the content in these pieces.
+- ``FakeLLM.translation({query: {language: text}})``: the reply to a translation prompt, looked up in the table.
+- ``FakeLLM.entailment(judge)``: the reply to a citation check (``pipeline.job.answer.entailment``): ``judge(claim,
+  source_text)`` gives ``(status, quote)`` for each (claim, cited source) pair the request lists.
+
+A request with ``"stream": true`` is answered in the OpenAI ``chat.completions`` chunk format
+(``data: {"choices": [{"delta": {"content": ...}}]}`` per piece, then ``data: [DONE]``): a ``str`` reply is sent
+word by word ``stream_interval_s`` apart, a streamed reply piece by piece (``break_after=n`` drops the connection
+after ``n`` pieces, a stream broken half-way). Without ``"stream"`` a streamed reply is sent whole.
 
 When the queue is empty the server answers with ``default`` (any of the above; a ``str`` by default ``None``, which
 means an HTTP 500 saying that nothing was scripted, so a test that under-scripts fails loudly).
@@ -23,11 +32,15 @@ Usage::
         ...
         llm.requests[0]["messages"]      # the request bodies, in order
         llm.headers[0]["authorization"]  # and their headers (lower-cased names)
+
+    with FakeLLM(stream_interval_s=0.02) as llm:   # streams replies word by word, 20 ms apart
+        llm.script(FakeLLM.streamed(["Par", "is [1]"], interval_s=0.05))
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -51,13 +64,22 @@ class DelayedReply:
     reply: Any = ""
 
 
-Reply = Union[str, int, ErrorReply, DelayedReply, Callable[[dict], Any]]
+@dataclass(frozen=True)
+class StreamedReply:
+    pieces: tuple[str, ...]
+    interval_s: float = 0.02
+    break_after: int | None = None
+
+
+Reply = Union[str, int, ErrorReply, DelayedReply, StreamedReply, Callable[[dict], Any]]
 
 
 class FakeLLM:
-    def __init__(self, model: str = "fake-model", default: Reply | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(self, model: str = "fake-model", default: Reply | None = None, host: str = "127.0.0.1",
+                 stream_interval_s: float = 0.0) -> None:
         self.model = model
         self.default = default
+        self.stream_interval_s = stream_interval_s
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []
@@ -76,6 +98,41 @@ class FakeLLM:
     @staticmethod
     def delay(seconds: float, reply: Reply = "") -> DelayedReply:
         return DelayedReply(seconds, reply)
+
+    @staticmethod
+    def streamed(pieces: list[str] | str, interval_s: float = 0.02, break_after: int | None = None) -> StreamedReply:
+        if isinstance(pieces, str):
+            pieces = word_pieces(pieces)
+        return StreamedReply(tuple(pieces), interval_s, break_after)
+
+    @staticmethod
+    def entailment(judge: Callable[[str, str], tuple[str, str]]) -> Callable[[dict], str]:
+        def reply(body: dict) -> str:
+            user = body["messages"][-1]["content"]
+            sources = dict(re.findall(r"^\[(\d+)\]\n(.*)$", user, re.MULTILINE))
+            verdicts = []
+            for number, cited, claim in re.findall(r"^(\d+)\. \(cites ([^)]*)\) (.*)$", user, re.MULTILINE):
+                for n in re.findall(r"\d+", cited):
+                    status, quote = judge(claim, sources.get(n, ""))
+                    verdicts.append({"claim": int(number), "source": int(n), "status": status, "quote": quote})
+            return json.dumps({"verdicts": verdicts})
+
+        return reply
+
+    @staticmethod
+    def translation(table: dict[str, dict[str, str]]) -> Callable[[dict], str]:
+        """The reply to the translator's prompt (``pipeline.agents.translator``): ``table[query][target]`` for the
+        target language the system prompt names ("... into German (de)"); a query or target not in the table comes
+        back unchanged, as a model does with text already in the target language."""
+
+        def reply(body: dict) -> str:
+            system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+            target = re.search(r"into [^(]*\(([a-z-]+)\)", system)
+            code = target.group(1) if target else ""
+            translated = table.get(user, {}).get(code)
+            return json.dumps({"source_language": None if translated else code, "translation": translated or user})
+
+        return reply
 
     def script(self, *replies: Reply) -> "FakeLLM":
         with self._lock:
@@ -179,7 +236,7 @@ class FakeLLM:
 
             def _reply(self, reply: Reply | None, body: dict) -> None:
                 while True:
-                    if callable(reply) and not isinstance(reply, (str, int, ErrorReply, DelayedReply)):
+                    if callable(reply) and not isinstance(reply, (str, int, ErrorReply, DelayedReply, StreamedReply)):
                         reply = reply(body)
                         continue
                     if isinstance(reply, DelayedReply):
@@ -194,8 +251,49 @@ class FakeLLM:
                     self._error(ErrorReply(reply))
                 elif isinstance(reply, ErrorReply):
                     self._error(reply)
+                elif body.get("stream"):
+                    if not isinstance(reply, StreamedReply):
+                        reply = StreamedReply(tuple(word_pieces(str(reply))), fake.stream_interval_s)
+                    self._stream(reply, body)
+                elif isinstance(reply, StreamedReply):
+                    self._send(200, fake._completion("".join(reply.pieces), body))
                 else:
                     self._send(200, fake._completion(str(reply), body))
+
+            def _stream(self, reply: StreamedReply, body: dict) -> None:
+                ident, model = f"chatcmpl-{uuid.uuid4().hex[:12]}", body.get("model") or fake.model
+
+                def event(data: str) -> None:
+                    # One SSE event per HTTP chunk (chunked transfer, as real servers send it): a connection
+                    # dropped before the last, empty chunk is a body cut short, which the client can tell.
+                    raw = f"data: {data}\n\n".encode()
+                    self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+                    self.wfile.flush()
+
+                def chunk(delta: dict, finish: str | None = None) -> str:
+                    return json.dumps({"id": ident, "object": "chat.completion.chunk", "created": int(time.time()),
+                                       "model": model,
+                                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+                self.close_connection = True
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    event(chunk({"role": "assistant", "content": ""}))
+                    for n, piece in enumerate(reply.pieces):
+                        if reply.break_after is not None and n >= reply.break_after:
+                            return  # dropped half-way: no finish chunk, no [DONE], no last chunk
+                        if n and reply.interval_s and fake._stopping.wait(reply.interval_s):
+                            return
+                        event(chunk({"content": piece}))
+                    event(chunk({}, "stop"))
+                    event("[DONE]")
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             def _error(self, error: ErrorReply) -> None:
                 kind = "rate_limit_error" if error.status == 429 else (
@@ -204,3 +302,8 @@ class FakeLLM:
                            error.headers)
 
         return Handler
+
+
+def word_pieces(text: str) -> list[str]:
+    """``text`` cut before each space: the pieces join back to it exactly, about one token each."""
+    return re.findall(r"\s*\S+|\s+$", text) or [text]

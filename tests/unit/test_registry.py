@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import Agent, AgentConfig, AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
+from pipeline.agents.base import (
+    Agent,
+    AgentConfig,
+    AgentContext,
+    PreSearchAgent,
+    PreSearchInput,
+    PreSearchOutput,
+    Stage,
+)
 from pipeline.agents.registry import AgentRegistry, UnknownAgent
 
 SAMPLE = "agentsearch_test_agents"

@@ -103,7 +103,7 @@ def test_one_retriever_failing_keeps_the_others_results_degraded_and_uncached():
     store, cache = HalfDownStore(), FakeCache()
     retriever = Retriever(lambda texts: [[0.1, 0.2] for _ in texts], store, KeywordAnalyzer(), cache=cache)
     result = retriever.search("c1", "Q4 revenue", SearchConfig(strategy="hybrid", top_k=3))
-    assert [d.id for d in result.documents] == ["d1"] and store.keyword_calls == 3
+    assert [d.id for d in result.documents] == ["d1"] and store.keyword_calls == 5
     assert search_failure(result.metrics, found=len(result.documents)) is None
     assert degraded_reasons(result.metrics) == [f"keyword search failed: RuntimeError: {RELEASED}"]
     assert not any(key.startswith("search") for key in cache.stored)  # the next job searches again

@@ -146,14 +146,14 @@ def test_the_vector_store_reads_the_field_only_where_the_collection_has_it(monke
         def __init__(self, **kwargs) -> None:
             self.gets = []
 
-        def has_collection(self, name):
+        def has_collection(self, name, timeout=None):
             return True
 
         def describe_collection(self, name):
             fields = ["id", "vector", "sparse"] + (["sentences"] if name == "new" else [])
             return {"fields": [{"name": f} for f in fields]}
 
-        def load_collection(self, name):
+        def load_collection(self, name, timeout=None):
             pass
 
         def get(self, name, ids, output_fields):
@@ -166,7 +166,7 @@ def test_the_vector_store_reads_the_field_only_where_the_collection_has_it(monke
         def flush(self, name):
             pass
 
-    monkeypatch.setattr(module, "MilvusClient", lambda uri, token, grpc_options: Client())
+    monkeypatch.setattr(module, "MilvusClient", lambda uri, token, grpc_options, dedicated: Client())
     store = module.VectorStore("http://milvus")
     assert set(store.sentence_vectors("new", ["d#0"])) == {text_key("A fact.")}
     assert store.sentence_vectors("old", ["d#0"]) == {}  # made before the field existed: nothing to read

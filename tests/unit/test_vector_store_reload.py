@@ -10,7 +10,13 @@ import pytest
 from pymilvus import MilvusException
 
 from pipeline.retrieval import vector_store as vector_store_module
-from pipeline.retrieval.vector_store import COLLECTION_NOT_LOADED, GRPC_OPTIONS, VectorStore, is_released
+from pipeline.retrieval.vector_store import (
+    COLLECTION_NOT_LOADED,
+    GRPC_OPTIONS,
+    LANGUAGES_TIMEOUT_S,
+    VectorStore,
+    is_released,
+)
 
 ROW = {"id": "d1#0", "distance": 0.9,
        "entity": {"document_id": "d1", "title": "Q4", "text": "Revenue reached $412 million.", "metadata": {}}}
@@ -28,6 +34,7 @@ class FakeMilvus:
         self.loads = 0
         self.calls: list[str] = []
         self.down = False
+        self.timeouts: list[tuple[str, float | None]] = []
         FakeMilvus.instances.append(self)
 
     def restart(self) -> None:
@@ -42,16 +49,23 @@ class FakeMilvus:
                                   message=f"Collection '{name}' is in state 'released'; call load() before "
                                           "search/get/query")
 
-    def has_collection(self, name: str) -> bool:
+    def has_collection(self, name: str, timeout: float | None = None) -> bool:
+        self.timeouts.append(("has_collection", timeout))
         return name in self.collections
 
-    def load_collection(self, name: str) -> None:
+    def load_collection(self, name: str, timeout: float | None = None) -> None:
+        self.timeouts.append(("load_collection", timeout))
         self.loads += 1
         self.loaded.add(name)
 
-    def search(self, name, data, limit, anns_field, search_params, output_fields, consistency_level):
+    def search(self, name, data, limit, anns_field, search_params, output_fields, consistency_level, filter=""):
         self._answer(name, f"search:{anns_field}")
         return [[ROW]]
+
+    def query(self, name, filter, output_fields, limit, timeout=None):
+        self.timeouts.append(("query", timeout))
+        self._answer(name, "query")
+        return [{"metadata": {"language": "de"}}, {"metadata": {"language": "en"}}, {"metadata": {"language": "de"}}]
 
     def get(self, name, ids, output_fields):
         self._answer(name, "get")
@@ -111,3 +125,13 @@ def test_released_is_told_by_the_servers_code_not_the_message():
 def test_the_client_gets_its_own_grpc_connection_and_a_short_reconnect_backoff(store):
     options = milvus(store).kwargs["grpc_options"]
     assert options == GRPC_OPTIONS and options["grpc.use_local_subchannel_pool"] == 1
+
+
+def test_the_language_read_before_a_search_is_bounded_at_every_call(store):
+    # Unbounded, pymilvus retries an unreachable server for minutes, and the search step waited with it.
+    assert store.languages("c1") == {"de": 2, "en": 1}
+    assert milvus(store).timeouts == [("has_collection", LANGUAGES_TIMEOUT_S), ("load_collection", LANGUAGES_TIMEOUT_S),
+                                      ("query", LANGUAGES_TIMEOUT_S)]
+    milvus(store).down = True
+    with pytest.raises(MilvusException):
+        store.languages("c1")

@@ -29,27 +29,44 @@ from __future__ import annotations
 from pipeline.documents import Document
 from pipeline.job.answer.extractive import answer_sentences, cite, extractive_answer, question_kind
 from pipeline.job.answer.llm import build_messages, clean_citations, llm_answer
-from pipeline.job.answer.result import ANSWER_LLM_TIMEOUT_S, DEFAULT_MAX_SENTENCES, NO_RESULTS, NO_TEXT, Answer, Embed
+from pipeline.job.answer.result import (
+    ANSWER_LLM_TIMEOUT_S,
+    DEFAULT_MAX_SENTENCES,
+    NO_RESULTS,
+    NO_TEXT,
+    Answer,
+    AnswerSink,
+    Embed,
+)
 
-__all__ = ["ANSWER_LLM_TIMEOUT_S", "DEFAULT_MAX_SENTENCES", "NO_RESULTS", "NO_TEXT", "Answer", "Embed",
+__all__ = ["ANSWER_LLM_TIMEOUT_S", "DEFAULT_MAX_SENTENCES", "NO_RESULTS", "NO_TEXT", "Answer", "AnswerSink", "Embed",
            "answer_sentences", "build_messages", "cite", "clean_citations", "extractive_answer", "generate_answer",
            "llm_answer", "question_kind"]
 
 
 def generate_answer(query: str, documents: list[Document], with_cot: bool = False, llm=None,
                     embed: Embed | None = None, timeout_s: float = ANSWER_LLM_TIMEOUT_S,
-                    max_sentences: int = DEFAULT_MAX_SENTENCES, language: str = "english") -> Answer:
-    """The LLM's answer when one is configured and answers; otherwise the extractive one, saying why."""
+                    max_sentences: int = DEFAULT_MAX_SENTENCES, language: str = "english",
+                    stream: AnswerSink | None = None) -> Answer:
+    """The LLM's answer when one is configured and answers; otherwise the extractive one, saying why.
+
+    With ``stream`` (``pipeline.job.answer_stream.AnswerChannel``) the text is written to it as it is made: the
+    LLM's as it arrives, the extractive one whole; an LLM that fails part-way voids what it wrote (``reset``)."""
     reason = None
     if llm is not None:
         if not documents:
             reason = "no documents to answer from"
         else:
             try:
-                return llm_answer(llm, query, documents, with_cot=with_cot, timeout_s=timeout_s)
+                return llm_answer(llm, query, documents, with_cot=with_cot, timeout_s=timeout_s,
+                                  on_text=stream.write if stream is not None else None)
             except Exception as exc:  # noqa: BLE001 - any LLM failure ends in the offline answer, recorded
                 reason = f"{type(exc).__name__}: {exc}"[:500]
+                if stream is not None:
+                    stream.reset(reason)
     answer = extractive_answer(query, documents, max_sentences=max_sentences, with_cot=with_cot, embed=embed,
                                language=language)
     answer.fallback_reason = reason
+    if stream is not None:
+        stream.write(answer.text)
     return answer

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pipeline.documents import CotStep, Document
+from pipeline.job.answer.reply_text import ReplyTextFilter
 from pipeline.job.answer.result import ANSWER_LLM_TIMEOUT_S, MAX_SOURCE_CHARS, Answer, sources_of
 
 SYSTEM_PROMPT = (
@@ -49,24 +51,26 @@ def build_messages(query: str, documents: list[Document], with_cot: bool,
     ]
 
 
+def citation_numbers(inner: str) -> list[int]:
+    """The source numbers inside one citation's brackets: ``"1, 3-5"`` -> ``[1, 3, 4, 5]``."""
+    out: list[int] = []
+    for part in re.split(r"\s*[,;]\s*", inner.strip()):
+        bounds = [int(x) for x in re.split(r"\s*[-–]\s*", part) if x.strip()]
+        if len(bounds) == 2 and 0 < bounds[1] - bounds[0] <= 50:
+            out.extend(range(bounds[0], bounds[1] + 1))
+        else:
+            out.extend(bounds)
+    return out
+
+
 def clean_citations(text: str, n_sources: int) -> tuple[str, list[int], list[int]]:
     """Drop citations of sources that do not exist. Returns (text, cited numbers kept, numbers dropped)."""
     kept: list[int] = []
     dropped: list[int] = []
 
-    def numbers(inner: str) -> list[int]:
-        out: list[int] = []
-        for part in re.split(r"\s*[,;]\s*", inner.strip()):
-            bounds = [int(x) for x in re.split(r"\s*[-–]\s*", part) if x.strip()]
-            if len(bounds) == 2 and 0 < bounds[1] - bounds[0] <= 50:
-                out.extend(range(bounds[0], bounds[1] + 1))
-            else:
-                out.extend(bounds)
-        return out
-
     def replace(match: re.Match) -> str:
         lead = match.group(0)[: len(match.group(0)) - len(match.group(0).lstrip())]
-        cited = numbers(match.group(1))
+        cited = citation_numbers(match.group(1))
         good = [c for c in cited if 1 <= c <= n_sources]
         dropped.extend(c for c in cited if not 1 <= c <= n_sources)
         kept.extend(c for c in good if c not in kept)
@@ -129,11 +133,24 @@ def _steps(raw: Any, documents: list[Document]) -> list[CotStep]:
 
 
 def llm_answer(llm, query: str, documents: list[Document], with_cot: bool = False,
-               timeout_s: float = ANSWER_LLM_TIMEOUT_S) -> Answer:
-    """Ask the LLM, over numbered sources. Raises ``LLMError`` when there is no usable answer in its reply."""
+               timeout_s: float = ANSWER_LLM_TIMEOUT_S, on_text: Callable[[str], None] | None = None) -> Answer:
+    """Ask the LLM, over numbered sources. Raises ``LLMError`` when there is no usable answer in its reply.
+
+    With ``on_text`` the reply is streamed and the answer's text handed to it piece by piece as it arrives
+    (``ReplyTextFilter``); the answer returned is still parsed and checked on the whole reply."""
     from pipeline.platform.llm import LLMError
 
-    reply = llm.complete(build_messages(query, documents, with_cot), timeout_s=timeout_s, temperature=0.0)
+    messages = build_messages(query, documents, with_cot)
+    if on_text is None:
+        reply = llm.complete(messages, timeout_s=timeout_s, temperature=0.0)
+    else:
+        shown = ReplyTextFilter()
+        pieces: list[str] = []
+        for piece in llm.stream(messages, timeout_s=timeout_s, temperature=0.0):
+            pieces.append(piece)
+            if text := shown.feed(piece):
+                on_text(text)
+        reply = "".join(pieces)
     text, raw_steps, fmt = _parse_reply(reply)
     if text is None:
         raise LLMError(f"LLM reply held no answer ({fmt}): {reply[:200]!r}")

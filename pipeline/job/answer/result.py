@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline.documents import CotStep, Document, Source
 
@@ -17,6 +17,14 @@ MAX_SOURCE_CHARS = 2000
 DEFAULT_MAX_SENTENCES = 3
 
 Embed = Callable[[list[str]], list[list[float]]]
+
+
+class AnswerSink(Protocol):
+    """Where an answer's text goes as it is made (``pipeline.job.answer_stream.AnswerChannel``)."""
+
+    def write(self, piece: str) -> None: ...
+
+    def reset(self, reason: str) -> None: ...
 
 
 @dataclass

@@ -1,0 +1,99 @@
+"""Conversations: a user's follow-up questions, each job's question and answer kept as a turn.
+
+A search asks in a conversation with ``conversation_id`` on ``POST /v1/search``; when its job succeeds, the question
+as asked, the standalone query it was searched as and the answer become the conversation's next turn
+(``pipeline.job.conversation``). Another user's conversation answers 404 exactly like one that does not exist, here
+and on ``POST /v1/search``. Forgetting a conversation removes its turns; its jobs stay.
+
+Usage::
+
+    POST   /v1/conversations              {"title": "Northwind results"}        -> 201 {"id": ..., "turns": []}
+    GET    /v1/conversations                                                    -> the user's, newest first
+    GET    /v1/conversations/{id}                                               -> with its turns, oldest first
+    DELETE /v1/conversations/{id}                                               -> 204
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import delete, func, select
+
+from api.auth import CurrentUser
+from api.errors import http_error
+from api.request_guard import GuardedRoute
+from pipeline.job.conversation import owned_conversation, turns_of
+from pipeline.job.refusal import Refusal
+from pipeline.platform.db import ConversationRow, ConversationTurnRow
+
+router = APIRouter(prefix="/v1/conversations", tags=["conversations"], route_class=GuardedRoute)
+
+
+class ConversationCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field("", max_length=200, description="A name for the conversation, for its owner's lists.")
+
+
+def _out(row: ConversationRow, turn_count: int) -> dict[str, Any]:
+    return {"id": str(row.id), "title": row.title, "turn_count": turn_count, "created_at": row.created_at,
+            "updated_at": row.updated_at}
+
+
+def _turn(turn: ConversationTurnRow) -> dict[str, Any]:
+    return {"job_id": str(turn.job_id), "status": turn.status, "question": turn.question,
+            "standalone_query": turn.standalone_query, "answer": turn.answer, "created_at": turn.created_at}
+
+
+def _owned(s, conversation_id: uuid.UUID, user_id: uuid.UUID, lock: bool = False) -> ConversationRow:
+    try:
+        return owned_conversation(s, user_id, conversation_id, lock=lock)
+    except Refusal as exc:
+        raise http_error(exc) from None
+
+
+@router.post("", status_code=201)
+def create_conversation(body: ConversationCreate, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+    """Start a conversation; pass its id as ``conversation_id`` to ``POST /v1/search``."""
+    with request.app.state.services.db.session() as s:
+        row = ConversationRow(user_id=user_id, title=body.title.strip())
+        s.add(row)
+        s.flush()
+        return {**_out(row, 0), "turns": []}
+
+
+@router.get("")
+def list_conversations(user_id: CurrentUser, request: Request) -> list[dict[str, Any]]:
+    with request.app.state.services.db.session() as s:
+        counts = (select(ConversationTurnRow.conversation_id, func.count().label("n"))
+                  .group_by(ConversationTurnRow.conversation_id).subquery())
+        rows = s.execute(
+            select(ConversationRow, func.coalesce(counts.c.n, 0))
+            .outerjoin(counts, counts.c.conversation_id == ConversationRow.id)
+            .where(ConversationRow.user_id == user_id)
+            .order_by(ConversationRow.updated_at.desc(), ConversationRow.id)
+        ).all()
+        return [_out(row, n) for row, n in rows]
+
+
+@router.get("/{conversation_id}")
+def read_conversation(conversation_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+    """The conversation with its turns, oldest first: each with its job's id, question, answer, status and time."""
+    with request.app.state.services.db.session() as s:
+        row = _owned(s, conversation_id, user_id)
+        turns = turns_of(s, row.id)
+        return {**_out(row, len(turns)), "turns": [_turn(t) for t in turns]}
+
+
+@router.delete("/{conversation_id}", status_code=204)
+def delete_conversation(conversation_id: uuid.UUID, user_id: CurrentUser, request: Request) -> Response:
+    """Forget the conversation and its turns; the jobs stay. A job of it still running leaves no turn."""
+    with request.app.state.services.db.session() as s:
+        # Locked as a job's end locks it to record a turn: the two never cross.
+        row = _owned(s, conversation_id, user_id, lock=True)
+        s.execute(delete(ConversationTurnRow).where(ConversationTurnRow.conversation_id == row.id))
+        s.delete(row)
+    return Response(status_code=204)

@@ -1,0 +1,86 @@
+"""``GET /v1/me``: who the key belongs to, the limits in force for it, and how much of them is used.
+
+Usage::
+
+    curl -H "Authorization: Bearer $KEY" http://127.0.0.1:8000/v1/me
+    # {"user": {"id": ..., "name": "alice"}, "limits": {"searches_per_minute": 60, ...},
+    #  "usage": {"searches": {"limit": 60, "used": 3, "remaining": 57, "reset_s": 41}, ...,
+    #            "running_jobs": 1, "documents": 120}}
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel
+from sqlalchemy import select
+
+from api.auth import CurrentUser
+from api.rate_limits import effective_limits
+from api.request_guard import GuardedRoute
+from pipeline.platform.db import User
+from pipeline.security.quotas import Limits, QuotaStore, RouteClass
+from pipeline.security.rate_windows import RateWindows
+
+router = APIRouter(tags=["me"], route_class=GuardedRoute)
+
+
+class UserOut(BaseModel):
+    id: uuid.UUID
+    name: str
+
+
+class WindowUsage(BaseModel):
+    limit: int
+    used: int
+    remaining: int
+    reset_s: int  # seconds until the oldest request counted leaves the minute
+
+
+class Usage(BaseModel):
+    # None while the counters' Redis cannot be reached (requests then pass unlimited).
+    searches: WindowUsage | None
+    ingest: WindowUsage | None
+    reads: WindowUsage | None
+    running_jobs: int
+    documents: int
+
+
+class MeOut(BaseModel):
+    user: UserOut
+    limits: Limits
+    usage: Usage
+    counters_shared: bool  # True: counted in Redis across every API process; False: in this process alone
+
+
+def _window(windows: RateWindows, user_id: uuid.UUID, kind: RouteClass, limit: int) -> WindowUsage | None:
+    window = windows.peek(user_id, kind, limit)
+    if window is None:
+        return None
+    return WindowUsage(limit=limit, used=limit - window.remaining, remaining=window.remaining,
+                       reset_s=round(window.reset_s))
+
+
+@router.get("/v1/me", response_model=MeOut)
+def read_me(user_id: CurrentUser, request: Request) -> MeOut:
+    """The caller, its limits (the defaults overlaid by an operator's values for it) and its usage now; this
+    request is among the reads counted."""
+    services = request.app.state.services
+    limits = effective_limits(request, user_id)
+    quotas = QuotaStore(services.db)
+    with services.db.session() as s:
+        name = s.scalar(select(User.name).where(User.id == user_id))
+    windows: RateWindows = request.app.state.rate_windows
+    return MeOut(
+        user=UserOut(id=user_id, name=name or ""),
+        limits=limits,
+        usage=Usage(
+            searches=_window(windows, user_id, "search", limits.searches_per_minute),
+            ingest=_window(windows, user_id, "ingest", limits.ingest_per_minute),
+            reads=_window(windows, user_id, "read", limits.reads_per_minute),
+            running_jobs=quotas.running_jobs(user_id),
+            documents=quotas.documents_stored(user_id),
+        ),
+        counters_shared=windows.shared,
+    )

@@ -1,0 +1,165 @@
+"""Completion webhooks: a user's URLs that hear of its jobs' ends, signed; and the log of every delivery attempt.
+
+The secret (``whsec_<base64>``) is shown twice at most: in the answer to create, and to rotate-secret; never in a
+listing. Another user's webhook or delivery answers 404 exactly like one that does not exist. A URL is checked
+where it enters (``pipeline.webhooks.target``): a host that is, or resolves to, an internal address the operator
+did not allow is refused with 422 naming ``["body", "url"]``, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+from sqlalchemy import select
+
+from api.auth import CurrentUser
+from api.errors import not_found, unprocessable
+from api.request_guard import GuardedRoute
+from api.schemas import WebhookCreate, WebhookUpdate
+from pipeline.platform.db import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
+from pipeline.platform.settings import Settings
+from pipeline.webhooks.secret import new_secret
+from pipeline.webhooks.target import TargetRefused, checked_url
+from worker.webhooks import deliver_webhook
+
+router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], route_class=GuardedRoute)
+log = logging.getLogger("agentsearch.api")
+
+
+def _checked_url(url: str, settings: Settings) -> str:
+    try:
+        return checked_url(url, settings.egress_policy())
+    except TargetRefused as exc:
+        raise unprocessable(("body", "url"), str(exc)) from None
+
+
+def _out(row: WebhookRow) -> dict[str, Any]:
+    return {"id": str(row.id), "url": row.url, "events": list(row.events or []), "description": row.description,
+            "status": row.status, "failing_since": row.failing_since, "created_at": row.created_at,
+            "updated_at": row.updated_at}
+
+
+def _owned(s, webhook_id: uuid.UUID, user_id: uuid.UUID) -> WebhookRow:
+    row = s.get(WebhookRow, webhook_id)
+    if row is None or row.user_id != user_id:
+        raise not_found("webhook", webhook_id)
+    return row
+
+
+@router.post("", status_code=201)
+def create_webhook(body: WebhookCreate, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+    """Register a webhook; the answer holds its signing secret, shown this once."""
+    services = request.app.state.services
+    url = _checked_url(body.url, services.settings)
+    with services.db.session() as s:
+        row = WebhookRow(user_id=user_id, url=url, events=list(body.events), description=body.description,
+                         secret=new_secret(), status="active")
+        s.add(row)
+        s.flush()
+        return {**_out(row), "secret": row.secret}
+
+
+@router.get("")
+def list_webhooks(user_id: CurrentUser, request: Request) -> list[dict[str, Any]]:
+    with request.app.state.services.db.session() as s:
+        rows = s.scalars(select(WebhookRow).where(WebhookRow.user_id == user_id)
+                         .order_by(WebhookRow.created_at, WebhookRow.id)).all()
+        return [_out(r) for r in rows]
+
+
+@router.get("/{webhook_id}")
+def read_webhook(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+    with request.app.state.services.db.session() as s:
+        return _out(_owned(s, webhook_id, user_id))
+
+
+@router.patch("/{webhook_id}")
+def update_webhook(webhook_id: uuid.UUID, body: WebhookUpdate, user_id: CurrentUser,
+                   request: Request) -> dict[str, Any]:
+    """Change the URL, events or description; ``enabled: false`` disables it, ``enabled: true`` makes it active
+    again, a failing one included."""
+    services = request.app.state.services
+    url = _checked_url(body.url, services.settings) if body.url is not None else None
+    with services.db.session() as s:
+        row = _owned(s, webhook_id, user_id)
+        if url is not None:
+            row.url = url
+        if body.events is not None:
+            row.events = list(body.events)
+        if body.description is not None:
+            row.description = body.description
+        if body.enabled is not None:
+            row.status = "active" if body.enabled else "disabled"
+            if body.enabled:
+                row.failing_since = None
+        s.flush()
+        return _out(row)
+
+
+@router.post("/{webhook_id}/rotate-secret")
+def rotate_secret(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+    """A new signing secret, shown this once; every attempt from now on (retries of earlier deliveries included)
+    is signed with it."""
+    with request.app.state.services.db.session() as s:
+        row = _owned(s, webhook_id, user_id)
+        row.secret = new_secret()
+        s.flush()
+        return {**_out(row), "secret": row.secret}
+
+
+@router.delete("/{webhook_id}", status_code=204)
+def delete_webhook(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request) -> Response:
+    """The webhook and its delivery log; pending deliveries are not sent."""
+    with request.app.state.services.db.session() as s:
+        s.delete(_owned(s, webhook_id, user_id))
+    return Response(status_code=204)
+
+
+def _delivery_out(row: WebhookDeliveryRow, attempts: list[WebhookAttemptRow]) -> dict[str, Any]:
+    return {
+        "id": str(row.id), "webhook_id": str(row.webhook_id), "job_id": str(row.job_id), "event": row.event,
+        "webhook_message_id": row.message_id, "status": row.status, "attempt_count": row.attempts,
+        "next_attempt_at": row.next_attempt_at if row.status == "pending" else None,
+        "last_error": row.last_error, "created_at": row.created_at, "delivered_at": row.delivered_at,
+        "attempts": [{"number": a.number, "manual": a.manual, "started_at": a.started_at,
+                      "duration_ms": a.duration_ms, "status_code": a.status_code, "error": a.error}
+                     for a in attempts],
+    }
+
+
+@router.get("/{webhook_id}/deliveries")
+def list_deliveries(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request,
+                    limit: int = Query(50, ge=1, le=500)) -> list[dict[str, Any]]:
+    """The webhook's deliveries, newest first, each with every attempt (status code, time, duration, error)."""
+    with request.app.state.services.db.session() as s:
+        _owned(s, webhook_id, user_id)
+        rows = s.scalars(select(WebhookDeliveryRow).where(WebhookDeliveryRow.webhook_id == webhook_id)
+                         .order_by(WebhookDeliveryRow.created_at.desc(), WebhookDeliveryRow.id).limit(limit)).all()
+        attempts: dict[uuid.UUID, list[WebhookAttemptRow]] = {r.id: [] for r in rows}
+        if rows:
+            for attempt in s.scalars(select(WebhookAttemptRow)
+                                     .where(WebhookAttemptRow.delivery_id.in_(list(attempts)))
+                                     .order_by(WebhookAttemptRow.number)).all():
+                attempts[attempt.delivery_id].append(attempt)
+        return [_delivery_out(r, attempts[r.id]) for r in rows]
+
+
+@router.post("/{webhook_id}/deliveries/{delivery_id}/retry", status_code=202)
+def retry_delivery(webhook_id: uuid.UUID, delivery_id: uuid.UUID, user_id: CurrentUser,
+                   request: Request) -> dict[str, Any]:
+    """Send a delivery again now: a new attempt with the same ``webhook-id``, whatever its status."""
+    with request.app.state.services.db.session() as s:
+        _owned(s, webhook_id, user_id)
+        row = s.get(WebhookDeliveryRow, delivery_id)
+        if row is None or row.webhook_id != webhook_id:
+            raise not_found("delivery", delivery_id)
+    try:
+        deliver_webhook.apply_async((str(delivery_id),), {"manual": True})
+    except Exception:  # noqa: BLE001 - the broker is unreachable: nothing was sent, the client may try again
+        log.warning("could not enqueue a retry of webhook delivery %s", delivery_id, exc_info=True)
+        raise HTTPException(status_code=503, detail="the queue is unavailable; try again shortly",
+                            headers={"Retry-After": "5"}) from None
+    return {"delivery_id": str(delivery_id), "webhook_id": str(webhook_id), "status": "queued"}

@@ -1,0 +1,193 @@
+"""The answer streamed as it is written, over the job's server-sent events and in ``agentsearch search --stream``.
+
+The suite's stack has no LLM, so this module adds a thread-pool worker and an API of its own, configured with a
+local OpenAI-compatible server that streams its reply (``tests/support/fake_llm.py``, slow enough that the job is
+visibly still running while the text arrives). They share the suite's database, Milvus and cache Redis, on a broker
+and result backend of their own (other Redis databases), so only this worker runs this API's jobs. The offline
+answer and the whole-job cache are checked on the suite's own stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+import uuid
+from datetime import datetime
+
+import httpx
+import pytest
+
+from devstack import BIN, REPO
+from tests.integration.conftest import extra_api_and_worker, wait_job
+from tests.support.fake_llm import FakeLLM
+
+pytestmark = pytest.mark.integration
+
+WORDS = 60
+PIECE_INTERVAL_S = 0.04  # 60 pieces: about 2.5 s of text
+LLM_BROKER_DB, LLM_RESULTS_DB = 7, 8
+
+
+def llm_reply(body: dict) -> str:
+    """An answer citing source 1, with the question's own words in it: every job's reply is told apart."""
+    question = body["messages"][-1]["content"].rsplit("Question:", 1)[-1].strip()
+    words = " ".join(f"w{i}" for i in range(WORDS))
+    return json.dumps({"answer": f"About {question}: {words} [1]."})
+
+
+@pytest.fixture(scope="module")
+def llm():
+    with FakeLLM(default=llm_reply, stream_interval_s=PIECE_INTERVAL_S) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def llm_api(stack, collection, llm, tmp_path_factory):
+    """An API and a worker whose answers come from the streaming LLM; the API's URL."""
+    workdir = tmp_path_factory.mktemp("answer-stream")
+    env = {**stack.env, "AGENTSEARCH_BROKER_URL": f"{stack.redis_base}/{LLM_BROKER_DB}",
+           "AGENTSEARCH_RESULT_BACKEND": f"{stack.redis_base}/{LLM_RESULTS_DB}",
+           "AGENTSEARCH_OPENAI_BASE_URL": llm.base_url, "AGENTSEARCH_OPENAI_MODEL": "fake-model"}
+    with extra_api_and_worker(workdir, env, queues="celery,artifacts", concurrency=4, name="llm"):
+        yield env
+
+
+def client(url: str, key: str) -> httpx.Client:
+    return httpx.Client(base_url=url, timeout=60, headers={"Authorization": f"Bearer {key}"})
+
+
+def submit(http: httpx.Client, collection_id: str, query: str, use_cache: bool = False) -> str:
+    response = http.post("/v1/search", json={"collection_id": collection_id, "query": query, "agents": [],
+                                             "use_cache": use_cache})
+    # 200 for a job answered at once from the whole-job cache, 202 for one that runs.
+    assert response.status_code in ((200, 202) if use_cache else (202,)), response.text
+    return response.json()["job_id"]
+
+
+def read_events(http: httpx.Client, job_id: str, on_event=None) -> list[tuple[float, str, dict]]:
+    """The job's events until ``done``, each with the monotonic time it arrived."""
+    events: list[tuple[float, str, dict]] = []
+    with http.stream("GET", f"/v1/jobs/{job_id}/events") as stream:
+        assert stream.status_code == 200
+        name = None
+        for line in stream.iter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                events.append((time.monotonic(), name, json.loads(line[6:])))
+                if on_event is not None:
+                    on_event(events)
+                if name == "done":
+                    break
+    return events
+
+
+def answer_part(events: list[tuple[float, str, dict]]) -> tuple[list[dict], dict]:
+    deltas = [data for _, name, data in events if name == "answer.delta"]
+    (answer,) = [data for _, name, data in events if name == "answer"]
+    return deltas, answer
+
+
+def test_deltas_arrive_in_order_before_the_job_ends_and_join_to_the_answer(stack, collection, llm_api):
+    with client(llm_api["AGENTSEARCH_API_URL"], stack.api_key) as http:
+        job_id = submit(http, collection, f"solar output {uuid.uuid4().hex[:6]}")
+        status_at_first_delta = []
+
+        def on_event(events):
+            if events[-1][1] == "answer.delta" and not status_at_first_delta:
+                status_at_first_delta.append(http.get(f"/v1/jobs/{job_id}").json()["status"])
+
+        events = read_events(http, job_id, on_event)
+        job = wait_job(http, job_id)
+    deltas, answer = answer_part(events)
+    names = [name for _, name, _ in events]
+    assert job["status"] == "succeeded" and job["response"]["metadata"]["answer"]["method"] == "llm"
+    assert [d["seq"] for d in deltas] == list(range(len(deltas))) and len(deltas) >= 10
+    assert "".join(d["text"] for d in deltas) == answer["text"] == job["response"]["answer"]
+    assert answer["method"] == "llm" and answer["source"] == "stream" and answer["text"].endswith(" w59 [1].")
+    assert "answer.reset" not in names and names.index("answer") < names.index("done")
+    # The first delta came while the job was still running, well before its end.
+    first = next(t for t, name, _ in events if name == "answer.delta")
+    done = next(t for t, name, _ in events if name == "done")
+    assert status_at_first_delta == ["running"]
+    assert done - first > 1.0, (done - first)
+    finished = datetime.fromisoformat(job["finished_at"]).timestamp()
+    assert time.time() - (time.monotonic() - first) < finished - 1.0
+
+
+def test_a_late_client_gets_the_text_so_far_first_then_the_rest(stack, collection, llm_api):
+    with client(llm_api["AGENTSEARCH_API_URL"], stack.api_key) as http, \
+            client(llm_api["AGENTSEARCH_API_URL"], stack.api_key) as late_http:
+        job_id = submit(http, collection, f"wind farms {uuid.uuid4().hex[:6]}")
+        late: dict[str, list] = {}
+        joined_at = []
+
+        def on_event(events):
+            # The late client connects once the first one has seen five deltas.
+            if sum(1 for _, name, _ in events if name == "answer.delta") == 5 and not joined_at:
+                joined_at.append(time.monotonic())
+                threading.Thread(target=lambda: late.update(events=read_events(late_http, job_id))).start()
+
+        early = read_events(http, job_id, on_event)
+        deadline = time.monotonic() + 30
+        while "events" not in late and time.monotonic() < deadline:
+            time.sleep(0.05)
+        after_end = read_events(http, job_id)  # a client that connects after the job ended
+    early_deltas, early_answer = answer_part(early)
+    late_deltas, late_answer = answer_part(late["events"])
+    end_deltas, end_answer = answer_part(after_end)
+    for deltas in (late_deltas, end_deltas):
+        assert deltas == early_deltas  # replayed from seq 0, then the rest, the same pieces
+    assert late_answer == early_answer == end_answer
+    # The late client got the first pieces at once (replayed), and more of them came afterwards (live).
+    late_times = [t for t, name, _ in late["events"] if name == "answer.delta"]
+    assert late_times[4] - joined_at[0] < 0.5
+    assert late_times[-1] - late_times[4] > 0.5
+
+
+def test_offline_the_answer_is_one_delta_then_the_answer(stack, collection):
+    with stack.http() as http:
+        job_id = submit(http, collection, f"solar {uuid.uuid4().hex[:6]}")
+        events = read_events(http, job_id)
+        job = wait_job(http, job_id)
+    deltas, answer = answer_part(events)
+    assert [d["seq"] for d in deltas] == [0]
+    assert deltas[0]["text"] == answer["text"] == job["response"]["answer"]
+    assert answer["method"] == "extractive" and answer["source"] == "stream"
+
+
+def test_a_cache_hit_gives_the_stored_answer_as_one_delta(stack, collection):
+    query = f"battery storage {uuid.uuid4().hex[:6]}"
+    with stack.http() as http:
+        first = submit(http, collection, query, use_cache=True)
+        wait_job(http, first)
+        again = submit(http, collection, query, use_cache=True)
+        assert again != first and http.get(f"/v1/jobs/{again}").json()["cached"] is True
+        deltas, answer = answer_part(read_events(http, again))
+        stored = http.get(f"/v1/jobs/{first}").json()["response"]["answer"]
+    assert [d["text"] for d in deltas] == [stored] and answer["text"] == stored and answer["source"] == "stored"
+
+
+def test_cli_search_stream_prints_the_text_as_it_arrives(stack, collection, llm_api):
+    query = f"solar panels {uuid.uuid4().hex[:6]}"
+    env = {**os.environ, **llm_api, "AGENTSEARCH_API_KEY": stack.api_key}
+    proc = subprocess.Popen([str(BIN / "agentsearch"), "search", query, "--collection", "it-corpus", "--stream"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, seen = b"", {}
+    started = time.monotonic()
+    while chunk := os.read(proc.stdout.fileno(), 4096):
+        out += chunk
+        for mark in (b"w0 ", b"w59 [1].", b"sources:"):
+            if mark in out and mark not in seen:
+                seen[mark] = time.monotonic()
+        assert time.monotonic() - started < 90, out
+    assert proc.wait(30) == 0, proc.stderr.read().decode()
+    text = out.decode()
+    assert text.startswith("answer:\n  About ") and "w0 w1 w2" in text
+    assert text.count("w59 [1].") == 1  # printed as it came, not again at the end
+    assert "sources:\n  [1] " in text and text.index("sources:") > text.index("w59 [1].")
+    # The first words were printed well before the last.
+    assert seen[b"w59 [1]."] - seen[b"w0 "] > 1.0

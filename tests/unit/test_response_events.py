@@ -1,0 +1,67 @@
+"""Each response agent's record reaches the job's records as that agent ends (``JobStore.record_runs``), and the
+job's final records keep the order they arrived in, so an event stream reading them by position sees each once.
+On SQLite (embedded settings); the PostgreSQL statement is held by tests/integration/test_stage_deadlines.py."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from pipeline.agents.base import Stage
+from pipeline.job.state import AgentRun
+from pipeline.job.store import JobStore, in_arrival_order
+from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job
+from pipeline.platform.settings import Settings
+
+
+@pytest.fixture
+def services(tmp_path, install_services):
+    import pipeline.services as services_module
+    from migrations import upgrade
+
+    settings = Settings(data_dir=tmp_path)
+    upgrade(settings.database_url)
+    services = services_module.Services(settings)
+    install_services(services)
+    yield services
+    services.close()
+
+
+def run(agent_id: str, stage: Stage = Stage.RESPONSE, **kw) -> AgentRun:
+    return AgentRun(agent_id=agent_id, stage=stage, success=True, status="ok", **kw)
+
+
+@pytest.fixture
+def job_id(services) -> str:
+    collection_id, job_id = uuid.uuid4(), uuid.uuid4()
+    with services.db.session() as s:
+        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name="c", embedding_model="m"))
+        s.flush()
+        s.add(Job(id=job_id, user_id=DEFAULT_USER_ID, collection_id=collection_id, query="q", status="running",
+                  request={}, config_snapshot=[], agent_runs=[run("pre", Stage.PRE_SEARCH).model_dump(mode="json")]))
+    return str(job_id)
+
+
+def stored(services, job_id: str) -> list[str]:
+    with services.db.session() as s:
+        return [r["agent_id"] for r in s.get(Job, uuid.UUID(job_id)).agent_runs]
+
+
+def test_records_are_added_as_agents_end_once_each_and_never_after_the_job_ended(services, job_id):
+    jobs = JobStore(services.db)
+    assert jobs.record_runs(job_id, [run("fast")])
+    assert jobs.record_runs(job_id, [run("slow", config_id="c1"), run("standby", stood_in_for="slow")])
+    assert not jobs.record_runs(job_id, [run("fast")])  # a redelivered step adds nothing twice
+    assert stored(services, job_id) == ["pre", "fast", "slow", "standby"]
+    # Assembly's records in the canvas's order: the stored ones keep their places, a new one goes last.
+    final = [run("pre", Stage.PRE_SEARCH), run("slow", config_id="c1"), run("standby", stood_in_for="slow"),
+             run("missing"), run("fast")]
+    assert jobs.succeed(job_id, {"answer": "a"}, final, {})
+    assert stored(services, job_id) == ["pre", "fast", "slow", "standby", "missing"]
+    assert not jobs.record_runs(job_id, [run("late")])
+    assert "late" not in stored(services, job_id)
+
+
+def test_in_arrival_order_without_stored_records_keeps_the_given_order():
+    assert [r["agent_id"] for r in in_arrival_order(None, [run("b"), run("a")])] == ["b", "a"]

@@ -1,0 +1,406 @@
+"""Completion webhooks without servers: signatures, the retry schedule, URL checks, and the outbox and courier on
+SQLite with a fake sender (the real HTTP path is tests/integration/test_webhooks.py)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from migrations import upgrade
+from pipeline.job.store import JobStore
+from pipeline.platform.db import (
+    DEFAULT_USER_ID,
+    Collection,
+    Database,
+    WebhookAttemptRow,
+    WebhookDeliveryRow,
+    WebhookRow,
+    utcnow,
+)
+from pipeline.security.egress import EgressPolicy
+from pipeline.webhooks import outbox
+from pipeline.webhooks.courier import Courier
+from pipeline.webhooks.events import encode
+from pipeline.webhooks.outbox import due_deliveries, on_new_deliveries, record_job_end
+from pipeline.webhooks.schedule import RetrySchedule
+from pipeline.webhooks.secret import new_secret
+from pipeline.webhooks.sender import SendResult
+from pipeline.webhooks.signer import WebhookVerificationError, signed_headers, verify
+from pipeline.webhooks.target import TargetRefused, checked_url
+
+# The Standard Webhooks specification's own example (and svix's test vector).
+VECTOR_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+VECTOR_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+VECTOR_TIMESTAMP = 1614265330
+VECTOR_BODY = '{"test": 2432232314}'
+VECTOR_SIGNATURE = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+
+# -- signatures -----------------------------------------------------------------------------------------------
+
+
+def test_signature_matches_the_known_vector_and_a_plain_hmac():
+    at = datetime.fromtimestamp(VECTOR_TIMESTAMP, UTC)
+    headers = signed_headers(VECTOR_SECRET, VECTOR_ID, VECTOR_BODY, at)
+    assert headers == {"webhook-id": VECTOR_ID, "webhook-timestamp": str(VECTOR_TIMESTAMP),
+                       "webhook-signature": VECTOR_SIGNATURE}
+    key = base64.b64decode(VECTOR_SECRET.removeprefix("whsec_"))
+    digest = hmac.new(key, f"{VECTOR_ID}.{VECTOR_TIMESTAMP}.{VECTOR_BODY}".encode(), hashlib.sha256).digest()
+    assert headers["webhook-signature"] == "v1," + base64.b64encode(digest).decode()
+
+
+def test_verification_fails_with_a_wrong_secret_or_a_changed_body_or_timestamp():
+    secret, body = new_secret(), encode({"type": "job.succeeded", "data": {"job_id": "j1"}})
+    now = utcnow()
+    headers = signed_headers(secret, "msg_1", body, now)
+    assert verify(secret, body, headers)["data"]["job_id"] == "j1"
+    with pytest.raises(WebhookVerificationError):
+        verify(new_secret(), body, headers)
+    with pytest.raises(WebhookVerificationError):
+        verify(secret, body.replace("j1", "j2"), headers)
+    with pytest.raises(WebhookVerificationError):
+        verify(secret, body, {**headers, "webhook-timestamp": str(int(headers["webhook-timestamp"]) + 1)})
+    with pytest.raises(WebhookVerificationError):
+        verify(secret, body, {**headers, "webhook-id": "msg_2"})
+    stale = signed_headers(secret, "msg_1", body, now - timedelta(minutes=10))
+    with pytest.raises(WebhookVerificationError):  # a replay of an old delivery
+        verify(secret, body, stale)
+
+
+def test_secrets_are_standard_webhooks_secrets_and_differ():
+    first, second = new_secret(), new_secret()
+    assert first.startswith("whsec_") and first != second
+    assert len(base64.b64decode(first.removeprefix("whsec_"))) == 32
+
+
+# -- retry schedule -------------------------------------------------------------------------------------------
+
+
+def test_backoff_doubles_up_to_its_cap():
+    schedule = RetrySchedule(base_s=5, max_s=60, window_s=86400)
+    assert [schedule.nominal_delay(n) for n in range(1, 8)] == [5, 10, 20, 40, 60, 60, 60]
+    assert schedule.nominal_delay(10_000) == 60  # no overflow however many failures
+
+
+def test_backoff_is_jittered_between_half_and_all_of_the_nominal_wait():
+    schedule = RetrySchedule(base_s=4, max_s=3600, window_s=86400)
+    assert schedule.next_delay(3, 0, rng=lambda: 0.0) == 8.0
+    assert schedule.next_delay(3, 0, rng=lambda: 1.0) == 16.0
+    draws = {schedule.next_delay(3, 0) for _ in range(200)}
+    assert len(draws) > 100 and all(8.0 <= d <= 16.0 for d in draws)
+
+
+def test_backoff_never_waits_past_the_window_and_then_gives_up():
+    schedule = RetrySchedule(base_s=1, max_s=100, window_s=30)
+    assert schedule.next_delay(10, elapsed_s=27, rng=lambda: 1.0) == pytest.approx(3.0)  # the last try: at the end
+    assert schedule.next_delay(1, elapsed_s=30) is None
+    assert schedule.next_delay(1, elapsed_s=31) is None
+    elapsed, attempts = 0.0, 1
+    while (delay := schedule.next_delay(attempts, elapsed)) is not None:
+        elapsed += delay
+        attempts += 1
+    assert elapsed == pytest.approx(30.0) and 5 <= attempts <= 12
+
+
+def test_schedule_settings_are_checked_when_built():
+    with pytest.raises(ValidationError):
+        RetrySchedule(base_s=10, max_s=5)
+    with pytest.raises(ValidationError):
+        RetrySchedule(window_s=0)
+
+
+# -- URL checks -----------------------------------------------------------------------------------------------
+
+
+def _resolver(table: dict[str, list[str]]):
+    def resolve(host: str, _port: int) -> list[str]:
+        if host not in table:
+            raise OSError(f"{host}: Name or service not known")
+        return table[host]
+
+    return resolve
+
+
+RESOLVE = _resolver({"hooks.example.org": ["93.184.216.34"], "sneaky.example.org": ["93.184.216.34", "10.0.0.5"],
+                     "rebound.example.org": ["127.0.0.1"]})
+
+
+@pytest.mark.parametrize("url, words", [
+    ("http://127.0.0.1:8080/hook", "loopback"),
+    ("http://169.254.169.254/latest/meta-data/", "cloud metadata"),
+    ("http://10.1.2.3/hook", "private"),
+    ("http://[::1]/hook", "loopback"),
+    ("http://2130706433/hook", "loopback"),  # 127.0.0.1 spelled as a number
+    ("http://[::ffff:169.254.169.254]/", "cloud metadata"),
+    ("https://rebound.example.org/hook", "resolves to 127.0.0.1"),
+    ("https://sneaky.example.org/hook", "private"),
+    ("ftp://hooks.example.org/hook", "http:// or https://"),
+    ("hooks.example.org/hook", "http:// or https://"),
+    ("https:///hook", "no host"),
+    ("https://nowhere.invalid/hook", "does not resolve"),
+    ("https://hooks.example.org:99999/", "not a valid URL"),
+    ("https://hooks.example.org/hook#part", "fragment"),
+])
+def test_internal_or_malformed_urls_are_refused(url, words):
+    with pytest.raises(TargetRefused, match=words):
+        checked_url(url, EgressPolicy(), RESOLVE)
+
+
+def test_public_urls_pass_and_the_operator_can_allow_internal_ones():
+    assert checked_url(" https://hooks.example.org/agentsearch?x=1 ", EgressPolicy(), RESOLVE) == \
+        "https://hooks.example.org/agentsearch?x=1"
+    allowed = EgressPolicy.parse(["127.0.0.1"])
+    assert checked_url("http://127.0.0.1:8080/hook", allowed, RESOLVE) == "http://127.0.0.1:8080/hook"
+    # A broad allowance never opens the metadata service; only an entry naming it exactly does.
+    with pytest.raises(TargetRefused, match="cloud metadata"):
+        checked_url("http://169.254.169.254/", EgressPolicy.parse(["169.254.0.0/16"]), RESOLVE)
+    with pytest.raises(TargetRefused, match="too long|limit"):
+        checked_url("https://hooks.example.org/" + "a" * 3000, EgressPolicy(), RESOLVE)
+
+
+# -- outbox and courier ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def db(tmp_path):
+    url = f"sqlite:///{tmp_path / 'webhooks.db'}"
+    upgrade(url, "0005_webhooks")
+    database = Database(url)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def heard(monkeypatch):
+    got: list[tuple[str, str]] = []
+    monkeypatch.setattr(outbox, "_listeners", [])
+    on_new_deliveries(got.extend)
+    return got
+
+
+def _collection(db) -> uuid.UUID:
+    with db.session() as s:
+        row = Collection(name=f"c-{uuid.uuid4().hex[:6]}", user_id=DEFAULT_USER_ID, embedding_model="m")
+        s.add(row)
+        s.flush()
+        return row.id
+
+
+def _webhook(db, events=("job.succeeded", "job.failed", "job.cancelled"), status="active") -> WebhookRow:
+    with db.session() as s:
+        row = WebhookRow(user_id=DEFAULT_USER_ID, url="https://hooks.example.org/h", events=list(events),
+                         secret=new_secret(), status=status)
+        s.add(row)
+        s.flush()
+        return row
+
+
+def _job(db, collection_id) -> str:
+    job_id = uuid.uuid4()
+    with db.session() as s:
+        JobStore(db).create(s, job_id, DEFAULT_USER_ID, collection_id, "q", request={}, deadline_s=600)
+    return str(job_id)
+
+
+def _deliveries(db) -> list[WebhookDeliveryRow]:
+    with db.session() as s:
+        return list(s.query(WebhookDeliveryRow).order_by(WebhookDeliveryRow.created_at).all())
+
+
+def test_every_end_of_a_job_writes_its_delivery_and_is_heard_after_the_commit(db, heard):
+    collection = _collection(db)
+    hook = _webhook(db)
+    _webhook(db, events=("job.failed",))  # not subscribed to success or cancel
+    _webhook(db, status="disabled")
+    jobs = JobStore(db)
+    done, broken, stopped = _job(db, collection), _job(db, collection), _job(db, collection)
+    assert jobs.succeed(done, {"answer": "a", "agent_artifacts": [{"filename": "r.pdf"}]}, [], {})
+    assert not jobs.succeed(done, {"answer": "again"}, [], {})  # a second end writes nothing
+    jobs.fail(broken, "boom")
+    assert jobs.cancel(stopped)
+    rows = _deliveries(db)
+    assert [(r.event, str(r.job_id)) for r in rows if r.webhook_id == hook.id] == [
+        ("job.succeeded", done), ("job.failed", broken), ("job.cancelled", stopped)]
+    assert sorted(r.event for r in rows) == ["job.cancelled", "job.failed", "job.failed", "job.succeeded"]
+    assert sorted(i for i, _ in heard) == sorted(str(r.id) for r in rows)
+    succeeded = next(r for r in rows if r.event == "job.succeeded")
+    assert succeeded.payload["data"] == {
+        "job_id": done, "status": "succeeded", "collection_id": str(collection),
+        "links": {"job": f"/v1/jobs/{done}", "events": f"/v1/jobs/{done}/events",
+                  "artifacts": [f"/v1/jobs/{done}/artifacts/r.pdf"]}}
+    failed = next(r for r in rows if r.event == "job.failed" and r.webhook_id == hook.id)
+    assert failed.payload["data"]["error"] == "boom"
+    assert len({r.message_id for r in rows}) == len(rows)
+
+
+def test_a_job_reaped_past_its_deadline_and_one_answered_from_the_cache_are_delivered_too(db, heard):
+    collection = _collection(db)
+    _webhook(db)
+    jobs = JobStore(db)
+    late = _job(db, collection)
+    jobs.reap(now=utcnow() + timedelta(hours=1))
+    source = _job(db, collection)
+    jobs.succeed(source, {"answer": "a", "complete": True}, [], {})
+    with db.session() as s:
+        earlier = jobs._job(s, source)
+        copy = uuid.uuid4()
+        jobs.create(s, copy, DEFAULT_USER_ID, collection, "q", request={}, deadline_s=600, answered_from=earlier)
+    events = {(str(r.job_id), r.event) for r in _deliveries(db)}
+    assert {(late, "job.failed"), (source, "job.succeeded"), (str(copy), "job.succeeded")} == events
+    assert len(heard) == 3
+
+
+def test_nothing_is_written_or_heard_when_the_transaction_rolls_back(db, heard):
+    collection = _collection(db)
+    _webhook(db)
+    job_id = _job(db, collection)
+    with pytest.raises(RuntimeError), db.session() as s:
+        job = JobStore(db)._job(s, job_id)
+        job.status = "failed"
+        assert record_job_end(s, job)
+        raise RuntimeError("the job's end did not commit")
+    assert _deliveries(db) == [] and heard == []
+
+
+class FakeSender:
+    def __init__(self, *codes: int) -> None:
+        self.codes, self.sent = list(codes), []
+
+    def send(self, url, secret, message_id, body) -> SendResult:
+        self.sent.append(message_id)
+        code = self.codes.pop(0) if self.codes else 200
+        if code == 200:
+            return SendResult("delivered", 1.0, 200)
+        return SendResult("http_error", 1.0, code, f"the receiver answered HTTP {code}")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = utcnow()
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _one_delivery(db) -> str:
+    collection = _collection(db)
+    _webhook(db)
+    JobStore(db).fail(_job(db, collection), "boom")
+    (row,) = _deliveries(db)
+    return str(row.id)
+
+
+def test_a_failing_receiver_is_retried_on_the_schedule_until_it_answers(db, heard):
+    delivery = _one_delivery(db)
+    clock, sender = Clock(), FakeSender(500, 503)
+    courier = Courier(db, sender, RetrySchedule(base_s=2, max_s=60, window_s=3600), clock=clock, rng=lambda: 1.0)
+    first = courier.attempt(delivery)
+    assert (first.outcome, first.attempt, first.retry_in_s) == ("retry", 1, 2.0)
+    assert courier.attempt(delivery).detail == "not due"  # a second copy of the task sends nothing
+    clock.now += timedelta(seconds=2)
+    second = courier.attempt(delivery, due=first.due)
+    assert (second.outcome, second.retry_in_s) == ("retry", 4.0)
+    clock.now += timedelta(seconds=4)
+    assert courier.attempt(delivery).outcome == "delivered"
+    assert courier.attempt(delivery).detail == "already delivered"
+    assert len(set(sender.sent)) == 1 and len(sender.sent) == 3  # one webhook-id for every attempt
+    with db.session() as s:
+        codes = [a.status_code for a in s.query(WebhookAttemptRow).order_by(WebhookAttemptRow.number)]
+    assert codes == [500, 503, 200]
+
+
+def test_a_delivery_that_exhausts_its_window_marks_the_webhook_failing_until_it_is_enabled(db, heard):
+    delivery = _one_delivery(db)
+    clock = Clock()
+    courier = Courier(db, FakeSender(*[500] * 50), RetrySchedule(base_s=1, max_s=4, window_s=10), clock=clock)
+    outcomes = []
+    while True:
+        report = courier.attempt(delivery)
+        outcomes.append(report.outcome)
+        if report.outcome != "retry":
+            break
+        clock.now += timedelta(seconds=report.retry_in_s)
+    assert outcomes[-1] == "gave_up" and 4 <= len(outcomes) <= 12
+    with db.session() as s:
+        (hook,) = s.query(WebhookRow).all()
+        row = s.get(WebhookDeliveryRow, uuid.UUID(delivery))
+        assert (hook.status, row.status, row.last_error) == ("failing", "failed", "the receiver answered HTTP 500")
+    # While failing it receives nothing new.
+    JobStore(db).fail(_job(db, _collection(db)), "again")
+    assert len(_deliveries(db)) == 1
+    # A manual attempt still goes out, whatever the status.
+    manual = Courier(db, FakeSender(200), RetrySchedule(), clock=clock).attempt(delivery, manual=True)
+    assert manual.outcome == "delivered"
+
+
+def test_the_sweep_leases_due_deliveries_so_they_are_sent_once(db, heard):
+    delivery = _one_delivery(db)
+    now = utcnow() + timedelta(seconds=1)
+    (found,) = due_deliveries(db, now, lease_s=40)
+    assert found[0] == delivery
+    assert due_deliveries(db, now + timedelta(seconds=5), lease_s=40) == []  # leased: not sent twice
+    sender = FakeSender()
+    courier = Courier(db, sender, RetrySchedule(), clock=lambda: now)
+    assert courier.attempt(delivery).detail == "not due"           # a stray copy without the lease's token
+    assert courier.attempt(delivery, due=found[1]).outcome == "delivered"
+    assert len(sender.sent) == 1
+    # A lease that ran out (the worker holding it died) comes due again.
+    with db.session() as s:
+        row = s.get(WebhookDeliveryRow, uuid.UUID(delivery))
+        row.status, row.next_attempt_at = "pending", now
+    assert [d for d, _ in due_deliveries(db, now + timedelta(seconds=41), lease_s=40)] == [delivery]
+
+
+def test_a_disabled_webhooks_pending_deliveries_end_unsent(db, heard):
+    delivery = _one_delivery(db)
+    with db.session() as s:
+        s.query(WebhookRow).update({"status": "disabled"})
+    sender = FakeSender()
+    report = Courier(db, sender, RetrySchedule()).attempt(delivery)
+    assert (report.outcome, report.detail, sender.sent) == ("gave_up", "not sent: the webhook is disabled", [])
+
+
+def test_workers_racing_for_one_due_delivery_send_it_once(db, heard):
+    from concurrent.futures import ThreadPoolExecutor
+
+    delivery = _one_delivery(db)
+    sender = FakeSender()
+    courier = Courier(db, sender, RetrySchedule())
+    with ThreadPoolExecutor(8) as pool:
+        reports = list(pool.map(lambda _: courier.attempt(delivery), range(8)))
+    assert sorted(r.outcome for r in reports).count("delivered") == 1
+    assert len(sender.sent) == 1
+
+
+def test_the_sender_goes_through_the_egress_guard():
+    from pipeline.webhooks.sender import WebhookSender
+
+    refused = WebhookSender(EgressPolicy(), timeout_s=2).send("http://127.0.0.1:9/hook", new_secret(), "msg_1", "{}")
+    assert (refused.outcome, refused.status_code) == ("refused", None)
+    assert refused.error.startswith("egress refused: 127.0.0.1 is a loopback address")
+    metadata = WebhookSender(EgressPolicy.parse(["169.254.0.0/16"])).send("http://169.254.169.254/", new_secret(),
+                                                                          "msg_2", "{}")
+    assert metadata.outcome == "refused" and "cloud metadata" in metadata.error
+
+
+def test_attempts_are_counted_by_outcome(redis_client):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from pipeline.observability.exposition import AgentSearchCollector
+    from pipeline.observability.metrics import MetricsRecorder
+
+    recorder = MetricsRecorder(redis_client)
+    for outcome in ("delivered", "http_error", "http_error"):
+        recorder.record_webhook_attempt(outcome)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(AgentSearchCollector(redis_client))
+    text = generate_latest(registry).decode()
+    assert 'agentsearch_webhook_attempts_total{outcome="http_error"} 2.0' in text
+    assert 'agentsearch_webhook_attempts_total{outcome="delivered"} 1.0' in text
+    assert 'agentsearch_webhook_attempts_total{outcome="timeout"} 0.0' in text

@@ -1,0 +1,94 @@
+"""Completion webhooks in the embedded mode: the in-process worker consumes the webhooks queue, and a ticker of the
+API process stands in for beat's sweep. A receiver on 127.0.0.1, which this app's operator allowed."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+
+import pytest
+from standardwebhooks import Webhook
+
+from pipeline.job.store import JobStore
+from pipeline.platform.db import Collection, WebhookDeliveryRow, utcnow
+from pipeline.security.users import UserStore
+from tests.support.webhook_receiver import WebhookReceiver
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    from fastapi.testclient import TestClient
+
+    from pipeline.platform.settings import get_settings
+    from pipeline.services import reset_services, use_services
+
+    with pytest.MonkeyPatch.context() as mp:
+        for name in list(os.environ):
+            if name.upper().startswith("AGENTSEARCH_"):
+                mp.delenv(name)
+        mp.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path_factory.mktemp("webhooks-embedded")))
+        mp.setenv("AGENTSEARCH_EGRESS_ALLOW", json.dumps(["127.0.0.1"]))
+        mp.setenv("AGENTSEARCH_WEBHOOK_BACKOFF_BASE_S", "0.1")
+        mp.setenv("AGENTSEARCH_WEBHOOK_SWEEP_INTERVAL_S", "0.3")
+        get_settings.cache_clear()
+        previous = use_services(None)
+        reset_services()
+        from api.app import create_app
+
+        application = create_app()
+        try:
+            with TestClient(application) as http:
+                user_id, key = UserStore(application.state.services.db).create(f"hooks-{uuid.uuid4().hex[:6]}")
+                http.headers["Authorization"] = f"Bearer {key}"
+                yield application, http, user_id
+        finally:
+            application.state.services.close()
+            use_services(previous)
+            get_settings.cache_clear()
+
+
+def _ended_job(app, user_id, status: str) -> str:
+    db = app.state.services.db
+    job_id = uuid.uuid4()
+    with db.session() as s:
+        collection = Collection(name=f"c-{uuid.uuid4().hex[:6]}", user_id=user_id, embedding_model="m")
+        s.add(collection)
+        s.flush()
+        JobStore(db).create(s, job_id, user_id, collection.id, "q", request={}, deadline_s=600)
+    if status == "failed":
+        JobStore(db).fail(str(job_id), "boom")
+    else:
+        JobStore(db).cancel(str(job_id))
+    return str(job_id)
+
+
+def test_a_jobs_end_is_delivered_by_the_embedded_worker(embedded):
+    app, http, user_id = embedded
+    with WebhookReceiver() as receiver:
+        receiver.fail_first["/hook"] = 1
+        created = http.post("/v1/webhooks", json={"url": f"{receiver.url}/hook", "events": ["job.failed"]})
+        assert created.status_code == 201, created.text
+        job_id = _ended_job(app, user_id, "failed")
+        _ended_job(app, user_id, "cancelled")  # not subscribed
+        (got,) = receiver.wait_processed("/hook", 1, timeout_s=20)
+        payload = Webhook(created.json()["secret"]).verify(got.body, got.headers)
+        assert (payload["type"], payload["data"]["job_id"], payload["data"]["error"]) == ("job.failed", job_id, "boom")
+        assert [r.status for r in receiver.received("/hook")] == [500, 200]
+
+
+def test_a_delivery_nobody_enqueued_is_found_by_the_sweep(embedded):
+    app, http, user_id = embedded
+    with WebhookReceiver() as receiver:
+        hook = http.post("/v1/webhooks", json={"url": f"{receiver.url}/swept", "events": ["job.failed"]}).json()
+        now = utcnow()
+        with app.state.services.db.session() as s:  # as if the worker that ended the job died before enqueueing
+            s.add(WebhookDeliveryRow(webhook_id=uuid.UUID(hook["id"]), job_id=uuid.uuid4(), event="job.failed",
+                                     message_id=f"msg_{uuid.uuid4().hex}", payload={"type": "job.failed"},
+                                     status="pending", attempts=0, next_attempt_at=now, created_at=now))
+        started = time.monotonic()
+        receiver.wait_processed("/swept", 1, timeout_s=10)
+        assert time.monotonic() - started < 5
+        (row,) = http.get(f"/v1/webhooks/{hook['id']}/deliveries").json()
+        assert row["status"] in ("pending", "delivered")  # recorded just after the receiver answered

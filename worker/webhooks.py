@@ -1,0 +1,83 @@
+"""Celery tasks of the completion webhooks: send a delivery, and sweep for deliveries that are due.
+
+- ``deliver_webhook(delivery_id, due)``: one attempt (``pipeline.webhooks.courier``). A retry due within
+  ``COUNTDOWN_MAX_S`` is sent again with a countdown; a later one waits in the database (``next_attempt_at``) for
+  the sweep, because the Redis broker hands a message held longer than its visibility timeout to a second worker.
+- ``sweep_webhooks``: periodic (Celery beat; in embedded mode a ``Ticker`` of the API process): every pending
+  delivery that is due, enqueued once (``pipeline.webhooks.outbox.due_deliveries`` leases it). It also sends what
+  a lost enqueue or a lost worker left behind.
+
+Both are on the ``webhooks`` queue (``worker.app``), which a thread-pool worker consumes: an attempt mostly waits on
+the receiver. Importing this module makes every commit that ends a job enqueue its deliveries at once.
+
+Usage::
+
+    deliver_webhook.delay(delivery_id)                # what a job's end does after its commit
+    deliver_webhook.delay(delivery_id, manual=True)   # POST /v1/webhooks/{id}/deliveries/{delivery_id}/retry
+    app.send_task("agentsearch.sweep_webhooks")
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pipeline.platform.db import utcnow
+from pipeline.services import get_services
+from pipeline.webhooks.courier import LEASE_MARGIN_S, Courier
+from pipeline.webhooks.outbox import due_deliveries, on_new_deliveries
+from pipeline.webhooks.schedule import RetrySchedule
+from pipeline.webhooks.sender import SendResult, WebhookSender
+from worker.app import DB_RETRY, LONGEST_RETRY_DELAY_S, app
+
+log = logging.getLogger("agentsearch.worker")
+# Far below the broker's visibility timeout (worker.app): a countdown this short is never delivered twice for it.
+COUNTDOWN_MAX_S = 2 * LONGEST_RETRY_DELAY_S
+SWEEP_BATCH = 500
+
+
+def _courier() -> Courier:
+    services = get_services()
+    settings = services.settings
+    sender = WebhookSender(settings.egress_policy(), timeout_s=settings.webhook_timeout_s)
+
+    def counted(result: SendResult) -> None:
+        services.metrics.record_webhook_attempt(result.outcome)
+
+    return Courier(services.db, sender, RetrySchedule.from_settings(settings), timeout_s=settings.webhook_timeout_s,
+                   on_attempt=counted)
+
+
+@app.task(name="agentsearch.deliver_webhook", **DB_RETRY)
+def deliver_webhook(delivery_id: str, due: str | None = None, manual: bool = False) -> dict[str, Any]:
+    report = _courier().attempt(delivery_id, due=due, manual=manual)
+    if report.outcome == "retry" and report.retry_in_s is not None and report.retry_in_s <= COUNTDOWN_MAX_S:
+        try:
+            deliver_webhook.apply_async((delivery_id, report.due), countdown=report.retry_in_s)
+        except Exception:  # noqa: BLE001 - the retry is in the database: the sweep sends it once it is due
+            log.warning("could not enqueue the retry of webhook delivery %s; the sweep will", delivery_id,
+                        exc_info=True)
+    elif report.outcome == "gave_up":
+        log.warning("webhook delivery %s given up: %s", delivery_id, report.detail)
+    return report.as_dict()
+
+
+@app.task(name="agentsearch.sweep_webhooks", **DB_RETRY)
+def sweep_webhooks() -> int:
+    """Periodic: enqueue every pending delivery whose attempt is due; how many."""
+    settings = get_services().settings
+    due = due_deliveries(get_services().db, utcnow(), lease_s=settings.webhook_timeout_s + LEASE_MARGIN_S,
+                         limit=SWEEP_BATCH)
+    for delivery_id, token in due:
+        deliver_webhook.delay(delivery_id, token)
+    if due:
+        log.info("webhooks: %d deliveries due", len(due))
+    return len(due)
+
+
+def _enqueue(deliveries: list[tuple[str, str]]) -> None:
+    for delivery_id, token in deliveries:
+        deliver_webhook.delay(delivery_id, token)
+
+
+on_new_deliveries(_enqueue)
