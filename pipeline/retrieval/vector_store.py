@@ -44,8 +44,11 @@ SENTENCES_FIELD = "sentences"
 OUTPUT_FIELDS = ["document_id", "title", "text", "metadata"]
 # Chunks read to learn a collection's languages: enough to see every language that holds a real share of it.
 LANGUAGE_SAMPLE = 2000
-# A read on the way to a search, not the search itself: pymilvus retries an unreachable server for minutes when a
-# call has no timeout, so while Milvus was down this read held the search step far past its own deadline.
+# Every read a search makes has a deadline. Without one, pymilvus retries an unreachable server for minutes and
+# waits on a server that took a request and never answers (one just restarted) for ever; a load waited on that way
+# held the store's lock, and every later search of the process waited behind it, past its own stage deadline.
+READ_TIMEOUT_S = 10.0
+# The language read runs before the retrievers start: its wait counts against the search's own deadline.
 LANGUAGES_TIMEOUT_S = 2.0
 # Milvus's "collection not loaded" (merr.ErrCollectionNotLoaded, code 101; milvus-lite answers it as "Collection
 # 'c_...' is in state 'released'; call load() before search/get/query"). pymilvus's ErrorCode names no constant for
@@ -176,7 +179,7 @@ class VectorStore:
             quoted = ", ".join('"' + d.replace("\\", "\\\\").replace('"', '\\"') + '"' for d in document_ids)
             self._client.delete(name, filter=f"document_id in [{quoted}]")
 
-    def _ensure_loaded(self, name: str, timeout: float | None = None) -> bool:
+    def _ensure_loaded(self, name: str, timeout: float = READ_TIMEOUT_S) -> bool:
         """A collection made by another process (or before a restart) is released until loaded here."""
         with self._lock:
             if name in self._loaded:
@@ -187,7 +190,7 @@ class VectorStore:
             self._loaded.add(name)
             return True
 
-    def _on_loaded(self, name: str, read: Callable[[], T], empty: T, timeout: float | None = None) -> T:
+    def _on_loaded(self, name: str, read: Callable[[], T], empty: T, timeout: float = READ_TIMEOUT_S) -> T:
         """``read`` on a loaded collection (``empty`` if there is none); loaded again once if Milvus released it.
 
         ``_loaded`` is this process's memory, not Milvus's: after a server restart every collection is released
@@ -218,6 +221,7 @@ class VectorStore:
             search_params={"metric_type": metric},
             output_fields=OUTPUT_FIELDS,
             consistency_level="Strong",
+            timeout=READ_TIMEOUT_S,
         ), None)
         if results is None:
             return []
@@ -259,22 +263,24 @@ class VectorStore:
     def vectors(self, name: str, chunk_ids: list[str]) -> dict[str, list[float]]:
         if not chunk_ids:
             return {}
-        rows = self._on_loaded(name, lambda: self._client.get(name, ids=chunk_ids, output_fields=["vector"]), [])
+        rows = self._on_loaded(name, lambda: self._client.get(name, ids=chunk_ids, output_fields=["vector"],
+                                                               timeout=READ_TIMEOUT_S), [])
         return {str(r["id"]): [float(x) for x in r["vector"]] for r in rows}
 
     def _has_sentences(self, name: str) -> bool:
         if name not in self._with_sentences:
-            fields = {f["name"] for f in self._client.describe_collection(name)["fields"]}
+            fields = {f["name"] for f in self._client.describe_collection(name, timeout=READ_TIMEOUT_S)["fields"]}
             self._with_sentences[name] = SENTENCES_FIELD in fields
         return self._with_sentences[name]
 
     def sentence_vectors(self, name: str, chunk_ids: list[str]) -> dict[bytes, np.ndarray]:
         """The stored sentence vectors of these chunks, ``{text_key(sentence): vector}``: one read, no model.
         Empty for a collection without them (made before the field existed) or one that does not exist."""
-        if not chunk_ids or not self._client.has_collection(name) or not self._has_sentences(name):
+        if not chunk_ids or not self._client.has_collection(name, timeout=READ_TIMEOUT_S) \
+                or not self._has_sentences(name):
             return {}
-        rows = self._on_loaded(name, lambda: self._client.get(name, ids=chunk_ids, output_fields=[SENTENCES_FIELD]),
-                               [])
+        rows = self._on_loaded(name, lambda: self._client.get(name, ids=chunk_ids, output_fields=[SENTENCES_FIELD],
+                                                               timeout=READ_TIMEOUT_S), [])
         stored: dict[bytes, np.ndarray] = {}
         for row in rows:
             stored.update(unpack(row.get(SENTENCES_FIELD)))

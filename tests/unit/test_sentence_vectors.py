@@ -149,14 +149,14 @@ def test_the_vector_store_reads_the_field_only_where_the_collection_has_it(monke
         def has_collection(self, name, timeout=None):
             return True
 
-        def describe_collection(self, name):
+        def describe_collection(self, name, timeout=None):
             fields = ["id", "vector", "sparse"] + (["sentences"] if name == "new" else [])
             return {"fields": [{"name": f} for f in fields]}
 
         def load_collection(self, name, timeout=None):
             pass
 
-        def get(self, name, ids, output_fields):
+        def get(self, name, ids, output_fields, timeout=None):
             self.gets.append((name, output_fields))
             return [{"id": i, "sentences": payload} for i in ids]
 

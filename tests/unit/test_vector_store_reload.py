@@ -14,6 +14,7 @@ from pipeline.retrieval.vector_store import (
     COLLECTION_NOT_LOADED,
     GRPC_OPTIONS,
     LANGUAGES_TIMEOUT_S,
+    READ_TIMEOUT_S,
     VectorStore,
     is_released,
 )
@@ -58,7 +59,9 @@ class FakeMilvus:
         self.loads += 1
         self.loaded.add(name)
 
-    def search(self, name, data, limit, anns_field, search_params, output_fields, consistency_level, filter=""):
+    def search(self, name, data, limit, anns_field, search_params, output_fields, consistency_level, filter="",
+               timeout=None):
+        self.timeouts.append(("search", timeout))
         self._answer(name, f"search:{anns_field}")
         return [[ROW]]
 
@@ -67,7 +70,7 @@ class FakeMilvus:
         self._answer(name, "query")
         return [{"metadata": {"language": "de"}}, {"metadata": {"language": "en"}}, {"metadata": {"language": "de"}}]
 
-    def get(self, name, ids, output_fields):
+    def get(self, name, ids, output_fields, timeout=None):
         self._answer(name, "get")
         return [{"id": i, "vector": [0.1, 0.2]} for i in ids]
 
@@ -135,3 +138,12 @@ def test_the_language_read_before_a_search_is_bounded_at_every_call(store):
     milvus(store).down = True
     with pytest.raises(MilvusException):
         store.languages("c1")
+
+
+def test_every_read_of_a_search_has_a_deadline(store):
+    # A server that took a request and never answers (one just restarted) is otherwise waited on for ever.
+    store.dense_search("c1", [0.1, 0.2], 5)
+    milvus(store).restart()
+    store.keyword_search("c1", "revenu", 5)
+    assert milvus(store).timeouts and all(timeout == READ_TIMEOUT_S for _, timeout in milvus(store).timeouts)
+    assert {call for call, _ in milvus(store).timeouts} == {"has_collection", "load_collection", "search"}
