@@ -36,12 +36,12 @@ from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import PUBLISHED_KEYS
 from pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse
 from pipeline.retrieval.language import EMBEDDING_SCRIPTS, detect_language
+from pipeline.retrieval.language_route import CollectionLanguages, fuse_translations, language_route
 from pipeline.retrieval.outcome import degraded_reasons
 from pipeline.retrieval.vector_store import Hit, VectorStore
 from pipeline.text import content_terms
 
 SEARCH_CACHE_TTL_S = 300
-LANGUAGES_TTL_S = 60
 EMBEDDING_CACHE_TTL_S = 24 * 3600
 _IDENTIFIER = re.compile(r"\b(?:[A-Z]{2,}[\w-]*|\w*\d\w*)\b")
 
@@ -93,20 +93,6 @@ def _recency(metadata: dict[str, Any], half_life_days: float, today: date) -> fl
     return math.pow(0.5, age_days / half_life_days)
 
 
-def language_route(query_languages: dict, collection: dict[str, int], translations: dict[str, str] | None) -> dict:
-    """How the query met the collection's languages: ``same`` (the query's language is among them), ``translated``
-    (translations were searched beside it) or ``monolingual`` (it was not, and nothing translated it: keywords then
-    match only names and numbers, and the embedding model is English-only), said plainly in the job's metadata."""
-    own = query_languages.get("query")
-    if translations:
-        return {"route": "translated", "query_language": own, "searched_in": [own, *translations]}
-    if not collection or own in (None, "und") or own in collection:
-        return {"route": "same", "query_language": own}
-    return {"route": "monolingual", "query_language": own, "collection_languages": list(collection),
-            "reason": f"the query is in {own!r} and the collection in {', '.join(collection)}; no translation ran "
-                      "(translation needs an LLM endpoint), so only names, numbers and shared words can match"}
-
-
 class Retriever:
     def __init__(
         self,
@@ -119,8 +105,7 @@ class Retriever:
         self.store = store
         self.analyzer = analyzer
         self.cache = cache
-        self._languages: dict[tuple[str, int], tuple[float, dict[str, int]]] = {}
-        self._languages_lock = threading.Lock()
+        self._collection_languages = CollectionLanguages(store)
 
     # -- query embedding, cached: the same question embeds once per model --------------------------------
     def embed_query(self, query: str, model: str) -> tuple[list[float], bool]:
@@ -140,22 +125,8 @@ class Retriever:
         return json.loads(cached) if cached is not None else None
 
     def collection_languages(self, collection: str, epoch: int = 0) -> dict[str, int]:
-        """Chunks per language of the collection (``VectorStore.languages``), read once per collection epoch and
-        minute: a query's analysis and translation depend on them, and they change only with ingestion."""
-        key = (collection, epoch)
-        now = time.monotonic()
-        with self._languages_lock:
-            known = self._languages.get(key)
-        if known is not None and now - known[0] < LANGUAGES_TTL_S:
-            return known[1]
-        reader = getattr(self.store, "languages", None)
-        try:
-            counts = reader(collection) if reader is not None else {}
-        except Exception:  # noqa: BLE001 - without them the query is analysed as its own language alone
-            return {}  # not kept: the next search asks again rather than go a minute without them
-        with self._languages_lock:
-            self._languages[key] = (now, counts)
-        return counts
+        """Chunks per language of the collection (``language_route.CollectionLanguages``)."""
+        return self._collection_languages.of(collection, epoch)
 
     def search(self, collection: str, query: str, config: SearchConfig, epoch: int = 0, model: str = "",
                translations: dict[str, str] | None = None) -> RetrievalResult:
@@ -200,34 +171,10 @@ class Retriever:
 
     def _fuse_translations(self, collection: str, query: str, first: RetrievalResult, translations: dict[str, str],
                            config: SearchConfig, model: str, languages: dict[str, int]) -> RetrievalResult:
-        """The query's result and each translation's, fused by document (equal weights over min-max-normalised
-        scores, as the two retrievers of one search are); a document's text is its best-scoring chunk's."""
+        """Each translation searched as the query was, and the lists fused (``language_route.fuse_translations``)."""
         results = [first] + [self._search_uncached(collection, text, config, model, languages)
                              for text in translations.values()]
-        lists = [{d.id: d.score for d in r.documents} for r in results]
-        fused = weighted_fuse(lists, [1.0] * len(lists))
-        best: dict[str, Document] = {}
-        for r in results:
-            for d in r.documents:
-                if d.id not in best or d.score > best[d.id].score:
-                    best[d.id] = d
-        ranked = sorted(fused.items(), key=lambda kv: kv[1], reverse=True)[: config.top_k]
-        documents = [best[d].model_copy(update={"score": round(score, 6)}) for d, score in ranked]
-        metrics = {
-            **first.metrics,
-            "returned": len(documents),
-            "sources_found": len(fused),
-            "average_relevance": round(sum(d.score for d in documents) / len(documents), 6) if documents else 0.0,
-            "fused_queries": [
-                {"query": text, "language": language, "returned": len(r.documents),
-                 **({"languages": r.metrics["languages"]} if "languages" in r.metrics else {}),
-                 **({"errors": r.metrics["errors"]} if r.metrics.get("errors") else {})}
-                for (language, text), r in zip([(None, query), *translations.items()], results, strict=True)
-            ],
-        }
-        errors = [e for r in results for e in r.metrics.get("errors", [])]
-        if errors:
-            metrics["errors"] = errors
+        documents, metrics = fuse_translations(results, [(None, query), *translations.items()], config.top_k)
         return RetrievalResult(documents, metrics, [w for r in results for w in r.warnings],
                                first.suggestions if not documents else [])
 

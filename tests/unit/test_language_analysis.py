@@ -19,7 +19,8 @@ from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text, index_form
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.language import detect_language
-from pipeline.retrieval.retriever import Retriever, language_route
+from pipeline.retrieval.language_route import language_route
+from pipeline.retrieval.retriever import Retriever
 from pipeline.retrieval.vector_store import Hit
 from tests.support.fake_llm import FakeLLM
 
