@@ -25,7 +25,6 @@ from pipeline.agentic.loop import LoopState, final_documents, run_loop
 from pipeline.agentic.runtime import SearchTarget, build_tools
 from pipeline.eval.retrieval import percentile
 from pipeline.retrieval.config import SearchConfig
-from pipeline.retrieval.retriever import Retriever
 
 if TYPE_CHECKING:  # types only: the services take seconds to load
     from pipeline.services import Services
@@ -40,7 +39,7 @@ def run_iterative_eval(services: Services, collection: str, queries: dict[str, s
                        progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     model = services.settings.embedding_model
     # No result cache: every query is real work, as in the retrieval evaluation.
-    retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
+    retriever = services.uncached_retriever()
     target = SearchTarget(name=collection)
     tools = build_tools(retriever, services.analyzer, [target], config, model=model, defaults=defaults, llm=llm)
     single_config = SearchConfig(**{**defaults, **config.search, "top_k": 100})

@@ -54,12 +54,11 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
     from pipeline.eval.citations import CitationTally
     from pipeline.job import steps
     from pipeline.job.state import JobState
-    from pipeline.retrieval.retriever import Retriever
     from pipeline.retrieval.sentence_vectors import KnownVectors, stored_for
 
     settings = services.settings
     # Caching off, so latency is real work (as in the retrieval evaluation).
-    retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
+    retriever = services.uncached_retriever()
     asked = [(q, text) for q, text in queries.items() if gold is None or gold.get(q)]
     if not asked:
         raise ValueError("no question has gold answers")

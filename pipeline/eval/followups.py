@@ -116,14 +116,13 @@ def run_followup_eval(services: Services, collection: str, pairs: list[FollowUp]
     """Each follow-up searched as asked, contextualised and as expected; scores of each, and the rewrites."""
     from pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Stage
     from pipeline.agents.query_contextualizer import QueryContextualizer
-    from pipeline.retrieval.retriever import Retriever
 
     class _Tools:
         def __init__(self, client) -> None:
             self.llm = client
 
     agent = QueryContextualizer(agent_config or {"mode": "offline"})
-    retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
+    retriever = services.uncached_retriever()
     runs: dict[str, dict[str, list[str]]] = {"as_asked": {}, "contextualised": {}, "expected": {}}
     rewrites, exact = [], 0
     for pair in pairs:

@@ -142,9 +142,8 @@ def run_retrieval_eval(services: Services, collection: str, queries: dict[str, s
     """Every query through ``Retriever.search``, the path jobs use (caching off, so latency is real work)."""
     import time
 
-    from pipeline.retrieval.retriever import Retriever
 
-    retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
+    retriever = services.uncached_retriever()
     run: dict[str, list[str]] = {}
     latencies: list[float] = []
     for query_id, text in queries.items():
@@ -161,10 +160,9 @@ class CorpusTools:
     """The agent toolbox over an evaluation collection that lives only in Milvus (no document rows)."""
 
     def __init__(self, services: Services, collection: str, docs: list[dict], search_filter=None) -> None:
-        from pipeline.retrieval.retriever import Retriever
 
         self.search_filter = search_filter  # the run's MetadataFilter: agents' own searches apply it too
-        self._retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
+        self._retriever = services.uncached_retriever()
         self._services, self._collection, self._docs = services, collection, docs
         self._vocabulary: dict[str, int] | None = None
         self.llm = None
@@ -213,11 +211,10 @@ def run_agents_eval(services: Services, collection: str, docs: list[dict], queri
     import time
 
     from pipeline.agents.base import AgentContext, AgentSkipped, PostSearchInput, PreSearchInput, Stage
-    from pipeline.retrieval.retriever import Retriever
 
     tools = CorpusTools(services, collection, docs, search_filter=config.filter)
     agents = [services.registry.build(a) for a in agent_ids]
-    retriever = Retriever(services.embedder.embed, services.vector_store, services.analyzer, cache=None)
+    retriever = services.uncached_retriever()
     run: dict[str, list[str]] = {}
     latencies: list[float] = []
     for query_id, text in queries.items():

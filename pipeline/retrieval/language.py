@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import threading
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 UNDETERMINED = "und"
 MIN_CONFIDENCE = 0.5
@@ -57,6 +59,7 @@ class Detected:
     script: str
 
 
+@lru_cache(maxsize=8192)
 def script_of(char: str) -> str:
     """The script of one letter, by its Unicode name ("LATIN SMALL LETTER A" -> "latin"); "" for a non-letter."""
     if not char.isalpha():
@@ -73,11 +76,12 @@ def script_of(char: str) -> str:
 
 
 def script_counts(text: str) -> dict[str, int]:
+    """Letters per script. Characters are counted first and each distinct one named once: a text repeats a few
+    dozen letters, and naming every character was four fifths of language detection's time at ingest."""
     counts: dict[str, int] = {}
-    for char in text:
-        if char.isalpha():
-            script = script_of(char)
-            counts[script] = counts.get(script, 0) + 1
+    for char, n in Counter(text).items():
+        if script := script_of(char):
+            counts[script] = counts.get(script, 0) + n
     return counts
 
 
@@ -111,9 +115,16 @@ def _script_of_text(counts: dict[str, int]) -> str:
 def by_script(text: str) -> Detected | None:
     """The language when the text's script settles it (no model), ``und`` without letters; None for the shared
     scripts (Latin, Cyrillic, Arabic, Devanagari), where only a model of the language can tell."""
+    return _settled(_text_scripts(text))
+
+
+def _text_scripts(text: str) -> dict[str, int]:
     # The whole text (to a bound) is counted, not the model's sample: a chunk that starts in German and goes on
     # in Chinese for twice as long is Chinese. NFKC: full-width letters are their script's plain letters.
-    counts = script_counts(unicodedata.normalize("NFKC", text[:_SCRIPT_CHARS]))
+    return script_counts(unicodedata.normalize("NFKC", text[:_SCRIPT_CHARS]))
+
+
+def _settled(counts: dict[str, int]) -> Detected | None:
     if not counts:
         return Detected(UNDETERMINED, 0.0, "")
     script = _script_of_text(counts)
@@ -130,10 +141,11 @@ def by_script(text: str) -> Detected | None:
 
 
 def detect_language(text: str) -> Detected:
-    settled = by_script(text)
+    counts = _text_scripts(text)
+    settled = _settled(counts)
     if settled is not None:
         return settled
-    script = _script_of_text(script_counts(unicodedata.normalize("NFKC", text[:_SCRIPT_CHARS])))
+    script = _script_of_text(counts)
     sample = unicodedata.normalize("NFKC", text[:_SAMPLE_CHARS])
     code, confidence = _identifier().classify(sample)
     code = _MACRO.get(code, code)

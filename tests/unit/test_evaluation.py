@@ -12,6 +12,7 @@ from pipeline.eval.retrieval import mrr_at, ndcg_at, recall_at, run_agents_eval,
 from pipeline.platform.settings import Settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
+from pipeline.retrieval.retriever import Retriever
 from pipeline.retrieval.vector_store import Hit
 
 
@@ -49,13 +50,15 @@ def test_agents_run_around_the_search_and_a_skipping_agent_changes_nothing(tmp_p
         {"id": "b", "title": "Press release", "text": "Northwind opened the Harrow Ridge wind farm, in 2025, with 40 turbines!"},
         {"id": "c", "title": "Safety", "text": "No lost-time incidents were recorded at the solar sites."},
     ]
+    embed = lambda texts: [[1.0, 0.0]] * len(texts)  # noqa: E731
     services = SimpleNamespace(
-        embedder=SimpleNamespace(embed=lambda texts: [[1.0, 0.0]] * len(texts)),
+        embedder=SimpleNamespace(embed=embed),
         vector_store=ListStore(docs),
         analyzer=KeywordAnalyzer(),
         registry=AgentRegistry.discover(),
         settings=Settings(data_dir=tmp_path),
     )
+    services.uncached_retriever = lambda: Retriever(embed, services.vector_store, services.analyzer, cache=None)
     config = SearchConfig(strategy="hybrid", top_k=10, near_duplicate_threshold=None)
     plain, _ = run_agents_eval(services, "eval", docs, {"q": "wind farm"}, config, [])
     # acronym_resolver finds nothing to expand here and skips; the deduplicator drops the copy of "a".
@@ -63,3 +66,21 @@ def test_agents_run_around_the_search_and_a_skipping_agent_changes_nothing(tmp_p
                                          ["acronym_resolver", "deduplicator"])
     assert plain["q"] == ["a", "b", "c"]
     assert with_agents["q"] == ["a", "c"] and len(extra["latencies_ms"]) == 1
+
+
+def test_evaluations_embed_queries_on_the_query_side_as_jobs_do(tmp_path):
+    # E5 embeds a query and a passage apart; an evaluation that embedded its queries as passages measured a path no
+    # job takes (XQuAD ar questions over en paragraphs: 0.673 nDCG@10 against the job path's 0.782).
+    from pipeline.services import Services
+
+    class TwoSided:
+        def embed(self, texts):
+            return [[0.0, 1.0] for _ in texts]
+
+        def embed_queries(self, texts):
+            return [[1.0, 0.0] for _ in texts]
+
+    services = Services(Settings(data_dir=tmp_path)).use(embedder=TwoSided(), vector_store=ListStore([]))
+    retriever = services.uncached_retriever()
+    assert retriever.cache is None and retriever.store is services.vector_store
+    assert retriever.embed_query("where?", "m") == ([1.0, 0.0], False)
