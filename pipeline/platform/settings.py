@@ -53,6 +53,14 @@ class Settings(BaseSettings):
         None, description="Model name sent to the embeddings server; default embedding_model."
     )
     embedding_timeout_s: float = Field(30.0, gt=0, le=600, description="Longest wait for one embeddings request.")
+    # Models trained with a prefix on each side (E5: "query: ", "passage: ") rank poorly without them; an embeddings
+    # server sends texts as given, so the service adds them. Unset: E5 models get theirs, other models none.
+    embedding_query_prefix: str | None = Field(
+        None, max_length=64, description="Put before every query sent to the embeddings server; default by model."
+    )
+    embedding_passage_prefix: str | None = Field(
+        None, max_length=64, description="Put before every passage sent to the embeddings server; default by model."
+    )
     keyword_language: str = Field(
         "auto", description="BM25 keyword analysis: 'auto' (each chunk's and query's language detected), or one "
                             "language for everything (a Snowball name such as 'english', or an ISO code).")

@@ -11,6 +11,7 @@ Usage::
 
     embedder = RemoteEmbedder("http://embeddings:7997/v1", model_name="all-MiniLM-L6-v2")
     vectors = embedder.embed(["solar output", "wind turbines"])   # unit-length float lists
+    embedder.embed_queries(["what do panels produce?"])            # the search side (E5: after "query: ")
     embedder.dimension                                              # 384: asked of the server once, on first use
     embedder = RemoteEmbedder.from_settings(settings)               # AGENTSEARCH_EMBEDDING_URL and friends
 """
@@ -39,6 +40,14 @@ RETRY_PAUSE_S = 0.2
 TRANSIENT_STATUS = frozenset({502, 503, 504})
 
 
+def model_prefixes(model_name: str) -> tuple[str, str]:
+    """``(query prefix, passage prefix)`` a model was trained with: E5's "query: " and "passage: ", none otherwise."""
+    base = model_name.rsplit("/", 1)[-1].lower()
+    if base.startswith(("e5-", "multilingual-e5-")):
+        return "query: ", "passage: "
+    return "", ""
+
+
 class EmbeddingServiceError(RuntimeError):
     """The embeddings server could not be reached, or its answer was not the embeddings asked for."""
 
@@ -46,7 +55,8 @@ class EmbeddingServiceError(RuntimeError):
 class RemoteEmbedder:
     def __init__(self, url: str, model_name: str, served_model: str | None = None, api_key: str | None = None,
                  timeout_s: float = 30.0, batch_size: int = DEFAULT_BATCH_SIZE,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None,
+                 query_prefix: str | None = None, passage_prefix: str | None = None) -> None:
         url = url.rstrip("/")
         # The base URL, as OPENAI_BASE_URL is given (…/v1); the full endpoint is accepted as well.
         self.endpoint = url if url.endswith("/embeddings") else f"{url}/embeddings"
@@ -54,6 +64,9 @@ class RemoteEmbedder:
         self.model_name = model_name
         self.served_model = served_model or model_name
         self.batch_size = batch_size
+        default_query, default_passage = model_prefixes(model_name)
+        self.query_prefix = default_query if query_prefix is None else query_prefix
+        self.passage_prefix = default_passage if passage_prefix is None else passage_prefix
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(5.0, timeout_s)), headers=headers,
                                     transport=transport)
@@ -66,7 +79,8 @@ class RemoteEmbedder:
             raise ValueError("AGENTSEARCH_EMBEDDING_URL is not set")
         key = settings.embedding_api_key.get_secret_value() if settings.embedding_api_key else None
         return cls(settings.embedding_url, settings.embedding_model, served_model=settings.embedding_server_model,
-                   api_key=key, timeout_s=settings.embedding_timeout_s)
+                   api_key=key, timeout_s=settings.embedding_timeout_s,
+                   query_prefix=settings.embedding_query_prefix, passage_prefix=settings.embedding_passage_prefix)
 
     @property
     def dimension(self) -> int:
@@ -77,6 +91,14 @@ class RemoteEmbedder:
         return self._dimension
 
     def embed(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of what is searched (chunks, sentences, titles), each text after the passage prefix."""
+        return self._embed_all([f"{self.passage_prefix}{t}" for t in texts] if self.passage_prefix else texts)
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Vectors of search queries, each after the query prefix: compared with ``embed``'s."""
+        return self._embed_all([f"{self.query_prefix}{t}" for t in texts] if self.query_prefix else texts)
+
+    def _embed_all(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             vectors.extend(self._embed_batch(texts[start : start + self.batch_size]))

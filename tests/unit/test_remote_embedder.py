@@ -89,6 +89,25 @@ def test_the_served_model_name_and_the_key_are_sent():
             RemoteEmbedder(server.url, "m").embed(["a"])
 
 
+def test_e5_models_get_their_prefixes_and_an_operator_may_set_others():
+    with FakeEmbeddingsServer() as server:
+        e5 = RemoteEmbedder.from_settings(Settings(embedding_url=server.url, embedding_model="multilingual-e5-small",
+                                                   embedding_server_model="intfloat/multilingual-e5-small"))
+        e5.embed(["Tea grows in Zhejiang."])
+        e5.embed_queries(["Where does tea grow?"])
+        assert [r["input"] for r in server.requests[-2:]] == [["passage: Tea grows in Zhejiang."],
+                                                             ["query: Where does tea grow?"]]
+        minilm = RemoteEmbedder(server.url, "all-MiniLM-L6-v2")
+        minilm.embed_queries(["Where does tea grow?"])
+        assert server.requests[-1]["input"] == ["Where does tea grow?"]
+        own = RemoteEmbedder.from_settings(Settings(embedding_url=server.url, embedding_model="bge-small-en",
+                                                    embedding_query_prefix="Represent this question: ",
+                                                    embedding_passage_prefix=""))
+        own.embed_queries(["Where?"])
+        own.embed(["Here."])
+        assert [r["input"] for r in server.requests[-2:]] == [["Represent this question: Where?"], ["Here."]]
+
+
 def test_a_server_that_is_down_is_named_as_such_without_its_address():
     with FakeEmbeddingsServer() as server:
         url, port = server.url, server.port
