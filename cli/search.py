@@ -88,6 +88,21 @@ def print_answer_stream(client: ApiClient, job_id: str) -> str | None:
     return text if answered else None
 
 
+def parse_stage_timeouts(given: tuple[str, ...]) -> dict[str, float] | None:
+    """``("pre_search=2", "response=10")`` as the request's ``stage_timeouts``; the stage names and the bounds are
+    the API's to check (its 422 names the stage at fault), the form is checked here."""
+    budgets: dict[str, float] = {}
+    for item in given:
+        stage, sep, seconds = item.partition("=")
+        try:
+            if not sep or not stage.strip():
+                raise ValueError
+            budgets[stage.strip()] = float(seconds)
+        except ValueError:
+            fail(f"--stage-timeout {item!r}: expected STAGE=SECONDS, e.g. response=10")
+    return budgets or None
+
+
 @click.command()
 @click.argument("query")
 @click.option("--collection", "collection_name", required=True)
@@ -103,10 +118,15 @@ def print_answer_stream(client: ApiClient, job_id: str) -> str | None:
               help='Metadata filter as JSON (docs/filters.md), e.g. \'{"eq": {"key": "region", "value": "emea"}}\'.')
 @click.option("--stream", "stream", is_flag=True,
               help="Print the answer as it is written (the job's events), then the sources and artifacts.")
+@click.option("--stage-timeout", "stage_timeout", multiple=True, metavar="STAGE=SECONDS",
+              help="This job's budget for a stage (pre_search, post_search, response), over the collection's; "
+                   "repeat for several (docs/stage-deadlines.md).")
 def search(query: str, collection_name: str, agents: str | None, top_k: int | None, cot: bool, wait: bool,
-           out: Path | None, as_json: bool, mode: str | None, filter_json: str | None, stream: bool) -> None:
+           out: Path | None, as_json: bool, mode: str | None, filter_json: str | None, stream: bool,
+           stage_timeout: tuple[str, ...]) -> None:
     """Submit a search job and (by default) wait for its answer."""
     settings = get_settings()
+    stage_timeouts = parse_stage_timeouts(stage_timeout)
     if stream and (as_json or not wait):
         fail("--stream prints the answer as it arrives: it goes with neither --json nor --no-wait")
     streamed = None
@@ -124,7 +144,7 @@ def search(query: str, collection_name: str, agents: str | None, top_k: int | No
             if collection is None:
                 fail(f"no collection named {collection_name!r}; create it with `agentsearch ingest`")
             job_id = client.submit(collection["id"], query, agents=agent_list, top_k=top_k, cot=cot or None,
-                                   mode=mode, filter=search_filter)
+                                   mode=mode, filter=search_filter, stage_timeouts=stage_timeouts)
             if not wait:
                 click.echo(job_id)
                 return
