@@ -10,7 +10,6 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import func, select
 
-from migrations import upgrade
 from pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
@@ -20,30 +19,14 @@ from pipeline.job.request import SearchRequest
 from pipeline.job.state import AgentSpec
 from pipeline.job.store import JobStore
 from pipeline.job.submit import submit_job
-from pipeline.observability.metrics import MetricsRecorder
-from pipeline.platform.db import DEFAULT_USER_ID, Collection, ConversationRow, ConversationTurnRow, Job, User
+from pipeline.platform.db import DEFAULT_USER_ID, ConversationRow, ConversationTurnRow, Job, User
 from pipeline.platform.settings import Settings
-from pipeline.services import Services
+from tests.support import submission
 
 FIRST = "What was Northwind's Q4 2025 revenue?"
 
 
-@pytest.fixture
-def services(tmp_path, redis_client):
-    settings = Settings(data_dir=tmp_path)
-    upgrade(settings.database_url)
-    services = Services(settings).use(metrics=MetricsRecorder(redis_client))
-    yield services
-    services.close()
-
-
-@pytest.fixture
-def collection_id(services) -> uuid.UUID:
-    collection_id = uuid.uuid4()
-    with services.db.session() as s:
-        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name="reports",
-                         embedding_model=services.settings.embedding_model))
-    return collection_id
+services, collection_id = submission.services, submission.collection_id
 
 
 def conversation(services, user_id=DEFAULT_USER_ID) -> uuid.UUID:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from pipeline.agents.base import (
@@ -18,6 +16,7 @@ from pipeline.agents.base import (
 from pipeline.agents.fallback import CriticalAgentFailed, run_with_fallback
 from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.job.steps import critical_response_failure, pre_search_step, response_step
+from tests.support.slow_agent import SlowAgent
 
 SEEN: list[tuple[str, str]] = []  # (agent id, query) of every input a fallback received
 
@@ -30,13 +29,9 @@ class Exploding(PreSearchAgent):
         raise RuntimeError("upstream returned HTTP 500")
 
 
-class Sleepy(PreSearchAgent):
+class Sleepy(SlowAgent):
     agent_id = "sleepy"
-    cacheable = False
-
-    def run(self, inp, ctx):
-        time.sleep(0.5)
-        return PreSearchOutput(query="too late")
+    sleep_s = 0.5
 
 
 class Standby(PreSearchAgent):

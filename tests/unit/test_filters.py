@@ -34,6 +34,7 @@ from pipeline.retrieval.filters import (
 from pipeline.retrieval.retriever import Retriever
 from pipeline.retrieval.vector_store import Hit
 from tests.support.api_checks import jobs_written, locs, new_collection
+from tests.support.dict_cache import DictCache
 
 INJECTIONS = ['x" or 1==1 or "', "'x' || true", 'a\\" or true or \\"', "\\", '"', "'", "new\nline", "cr\rlf",
               "tab\tend", "{p0}", "%s", "é 中文 😀", 'metadata["k"] == "v"', ")) or ((true", "\\\\\"", ""]
@@ -311,20 +312,6 @@ class RecordingStore:
 
     def vectors(self, name, ids):
         return {}
-
-
-class DictCache:
-    def __init__(self) -> None:
-        self.stored: dict[str, str] = {}
-
-    def key(self, *parts: str) -> str:
-        return ":".join(parts)
-
-    def get(self, key):
-        return self.stored.get(key)
-
-    def set(self, key, value, ttl):
-        self.stored[key] = value
 
 
 @pytest.mark.parametrize("strategy, expected", [("semantic", {"dense"}), ("keyword", {"keyword"}),

@@ -28,6 +28,7 @@ from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.outcome import SearchFailed, degraded_reasons, search_failure
 from pipeline.retrieval.retriever import Retriever
 from pipeline.retrieval.vector_store import Hit
+from tests.support.dict_cache import DictCache
 from worker import steps as step_tasks
 
 RELEASED = "MilvusException: Collection 'c1' is in state 'released'; call load() before search/get/query"
@@ -85,22 +86,8 @@ class HalfDownStore:
         return {}
 
 
-class FakeCache:
-    def __init__(self) -> None:
-        self.stored: dict[str, str] = {}
-
-    def key(self, *parts: str) -> str:
-        return ":".join(parts)
-
-    def get(self, key):
-        return self.stored.get(key)
-
-    def set(self, key, value, ttl):
-        self.stored[key] = value
-
-
 def test_one_retriever_failing_keeps_the_others_results_degraded_and_uncached():
-    store, cache = HalfDownStore(), FakeCache()
+    store, cache = HalfDownStore(), DictCache()
     retriever = Retriever(lambda texts: [[0.1, 0.2] for _ in texts], store, KeywordAnalyzer(), cache=cache)
     result = retriever.search("c1", "Q4 revenue", SearchConfig(strategy="hybrid", top_k=3))
     assert [d.id for d in result.documents] == ["d1"] and store.keyword_calls == 5

@@ -20,6 +20,7 @@ from pipeline.job.stage_budget import (
 )
 from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.job.steps import assemble_response, pre_search_step, response_step
+from tests.support.slow_agent import SlowAgent
 
 
 class Clock:
@@ -97,13 +98,9 @@ class Quick(PreSearchAgent):
         return PreSearchOutput(query=f"{inp.query} quick")
 
 
-class Slow(PreSearchAgent):
+class Slow(SlowAgent):
     agent_id = "slow"
-    cacheable = False
-
-    def run(self, inp, ctx):
-        time.sleep(1.0)
-        return PreSearchOutput(query="too late")
+    sleep_s = 1.0
 
 
 class Renderer(ResponseAgent):

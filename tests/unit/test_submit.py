@@ -12,35 +12,17 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy import func, select
 
 from api.errors import http_error
-from migrations import upgrade
 from pipeline.job.refusal import Refusal
 from pipeline.job.request import SearchRequest
 from pipeline.job.store import JobStore
 from pipeline.job.submit import submit_job
-from pipeline.observability.metrics import MetricsRecorder
-from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job
-from pipeline.platform.settings import Settings
-from pipeline.services import Services
+from pipeline.platform.db import DEFAULT_USER_ID, Job
+from tests.support import submission
 
 MISSING = uuid.UUID("6b0f9a52-1d4e-4c8a-9a55-0e1c2f3d4b5a")
 
 
-@pytest.fixture
-def services(tmp_path, redis_client):
-    settings = Settings(data_dir=tmp_path)
-    upgrade(settings.database_url)
-    services = Services(settings).use(metrics=MetricsRecorder(redis_client))
-    yield services
-    services.close()
-
-
-@pytest.fixture
-def collection_id(services) -> uuid.UUID:
-    collection_id = uuid.uuid4()
-    with services.db.session() as s:
-        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name="reports",
-                         embedding_model=services.settings.embedding_model))
-    return collection_id
+services, collection_id = submission.services, submission.collection_id
 
 
 def jobs(services) -> int:

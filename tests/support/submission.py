@@ -1,0 +1,39 @@
+"""The services a job is submitted to without HTTP (``pipeline.job.submit``): SQLite in a temporary directory,
+migrated, with the metrics on the test's fake Redis, and a collection of the default user to submit to.
+
+Both are fixtures; a test module takes them in under their own names::
+
+    from tests.support import submission
+
+    services, collection_id = submission.services, submission.collection_id
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from migrations import upgrade
+from pipeline.observability.metrics import MetricsRecorder
+from pipeline.platform.db import DEFAULT_USER_ID, Collection
+from pipeline.platform.settings import Settings
+from pipeline.services import Services
+
+
+@pytest.fixture
+def services(tmp_path, redis_client):
+    settings = Settings(data_dir=tmp_path)
+    upgrade(settings.database_url)
+    services = Services(settings).use(metrics=MetricsRecorder(redis_client))
+    yield services
+    services.close()
+
+
+@pytest.fixture
+def collection_id(services) -> uuid.UUID:
+    collection_id = uuid.uuid4()
+    with services.db.session() as s:
+        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name="reports",
+                         embedding_model=services.settings.embedding_model))
+    return collection_id
