@@ -306,3 +306,22 @@ def test_a_sentence_found_in_two_documents_is_cited_once_from_the_better_one():
     docs = [Document(id="a", title="A", score=0.9, text=same), Document(id="b", title="B", score=0.8, text=same)]
     answer = extractive_answer("parking permits renewed", docs, max_sentences=3)
     assert answer.text == "Parking permits must be renewed in January [1]."
+
+
+@pytest.mark.parametrize("text, sentences", [
+    # Chinese and Japanese end a sentence at 。！？ with no space after it; a closing quote stays with its sentence.
+    ("超级碗50是一场比赛。丹佛野马队赢得了冠军！他们说：「好。」然后离开",
+     ["超级碗50是一场比赛。", "丹佛野马队赢得了冠军！", "他们说：「好。」", "然后离开"]),
+    ("東京は日本の首都です。人口は多いです。", ["東京は日本の首都です。", "人口は多いです。"]),
+    # Scripts without capitals end one at their full stops before their own letters or a digit.
+    ("सुपर बाउल 50 एक खेल था। डेनवर ने जीता। 24-10 से।", ["सुपर बाउल 50 एक खेल था।", "डेनवर ने जीता।", "24-10 से।"]),
+    ("فاز دنفر برونكو. كانت النتيجة 24-10؟ نعم.", ["فاز دنفر برونكو.", "كانت النتيجة 24-10؟", "نعم."]),
+    # Cased scripts before a capital, theirs included; a lower-case word after a stop goes on.
+    ("Денвер выиграл. Счёт был 24:10. Ελλάδα. Όχι.", ["Денвер выиграл.", "Счёт был 24:10.", "Ελλάδα.", "Όχι."]),
+    ("It sold well, e.g. in spring. Then it stopped.", ["It sold well, e.g. in spring.", "Then it stopped."]),
+])
+def test_sentences_end_where_each_script_ends_them(text, sentences):
+    from pipeline.text.spans import sentence_spans
+
+    assert split_sentences(text) == sentences
+    assert [text[s.start:s.end] for s in sentence_spans(text)] == sentences  # offsets into the text itself

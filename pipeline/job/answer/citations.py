@@ -67,9 +67,10 @@ PAIR_MARGIN = 0.05
 
 _MARKERS = re.compile(r"\s?\[(\s*\d+\s*(?:(?:,|;|-|–)\s*\d+\s*)*)\]")
 _LEADING_MARKERS = re.compile(r"(?:\s*\[\s*\d+\s*(?:(?:,|;|-|–)\s*\d+\s*)*\])+")
-# A citation, its full stop and a space end an answer's sentence in any script. The sentence splitter wants a
-# capital letter after a full stop, which Hindi, Thai, Arabic or Chinese text never has: without this, an answer
-# of three quoted Hindi sentences was one claim citing all three sources, and no source held it.
+# A citation, its full stop and a space end an answer's sentence whatever follows. The sentence splitter wants a
+# capital after a full stop in a cased script and knows the ends of the scripts without capitals it names, but not
+# Thai's (which has none) or an answer that goes on in lower case: without this, an answer of three quoted Hindi
+# sentences was once one claim citing all three sources, and no source held it.
 _CITED_END = re.compile(r"(?<=\])[.!?。।]\s+")
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)*)")
 _NUMBER_WORDS = {
