@@ -52,7 +52,8 @@ class CollectionRef:
 def search_body(collection_id: uuid.UUID, query: str, *, top_k: int | None = None, strategy: Strategy | None = None,
                 search: dict[str, Any] | None = None, agents: list[str] | None = None,
                 also_search: list[uuid.UUID] | None = None, mode: Mode = "single",
-                use_cache: bool = True, metadata_filter: dict[str, Any] | None = None) -> dict[str, Any]:
+                use_cache: bool = True, metadata_filter: dict[str, Any] | None = None,
+                stage_timeouts: dict[str, float] | None = None) -> dict[str, Any]:
     """The body of ``POST /v1/search`` for these arguments; options left unset stay out, so the API's defaults
     (and the collection's agent set) apply."""
     overrides = dict(search or {})
@@ -73,4 +74,6 @@ def search_body(collection_id: uuid.UUID, query: str, *, top_k: int | None = Non
         body["also_search"] = [str(c) for c in also_search]
     if metadata_filter is not None:
         body["filter"] = metadata_filter
+    if stage_timeouts is not None:
+        body["stage_timeouts"] = stage_timeouts  # checked by the API, whose 422 names the stage at fault
     return body

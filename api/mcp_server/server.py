@@ -82,6 +82,9 @@ def build_server(gateway_for: GatewayFactory, name: str = "agentsearch") -> MCPS
         filter: Annotated[dict[str, Any] | None, Field(description="Only documents whose metadata match, in the "
                           "API's filter language (docs/filters.md), e.g. {\"eq\": {\"key\": \"region\", \"value\": "
                           "\"emea\"}}.")] = None,
+        stage_timeouts: Annotated[dict[str, float] | None, Field(description="This job's seconds per stage "
+                                  "(pre_search, post_search, response), over the collection's budgets "
+                                  "(docs/stage-deadlines.md).")] = None,
         wait_s: WaitArg = DEFAULT_WAIT_S,
     ) -> JobOutcome:
         async with gateway_for(ctx) as api:
@@ -89,7 +92,7 @@ def build_server(gateway_for: GatewayFactory, name: str = "agentsearch") -> MCPS
             more = [uuid.UUID(await api.collection_id(CollectionRef.parse(c))) for c in also_search or []]
             body = search_body(uuid.UUID(target), query, top_k=top_k, strategy=strategy, search=search_options,
                                agents=agents, also_search=more, mode=mode, use_cache=use_cache,
-                               metadata_filter=filter)
+                               metadata_filter=filter, stage_timeouts=stage_timeouts)
             return job_outcome(await api.search(body, wait_s), api.base_url)
 
     @server.tool(

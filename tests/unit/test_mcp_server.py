@@ -134,6 +134,7 @@ def test_search_body_sends_only_what_was_set_and_merges_the_strategy_into_the_se
                     "search": {"min_score": 0.2, "strategy": "keyword"}, "agents": [], "also_search": [str(other)]}
     where = {"eq": {"key": "region", "value": "emea"}}
     assert search_body(cid, "q", metadata_filter=where)["filter"] == where
+    assert search_body(cid, "q", stage_timeouts={"response": 5.0})["stage_timeouts"] == {"response": 5.0}
     # The same strategy twice is no conflict; two different ones are refused, not silently chosen between.
     assert search_body(cid, "q", strategy="hybrid", search={"strategy": "hybrid"})["search"] == {"strategy": "hybrid"}
     with pytest.raises(ToolError, match="strategy is given twice"):
@@ -168,6 +169,7 @@ def test_the_tools_and_their_schemas():
     assert search["properties"]["wait_s"]["maximum"] == MAX_WAIT_S
     assert search["properties"]["strategy"]["anyOf"][0]["enum"] == ["semantic", "keyword", "hybrid", "adaptive"]
     assert "ctx" not in search["properties"]
+    assert "stage_timeouts" in search["properties"] and "stage_timeouts" not in search.get("required", [])
     assert tools["get_job"].input_schema["properties"]["job_id"]["format"] == "uuid"
     documents = tools["ingest_documents"].input_schema
     assert documents["$defs"]["DocumentIn"]["required"] == ["id", "text"]
