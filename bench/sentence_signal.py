@@ -96,8 +96,10 @@ def main() -> None:
         print(f"{aggregate}: {sweep}")
         for chosen_on, scored_on in (halves, halves[::-1]):
             weight = max(WEIGHTS, key=lambda w: rerank_score(runs, judged, w, aggregate, chosen_on))
-            print(f"  w {weight} chosen on one half: the other half {rerank_score(runs, judged, weight, aggregate, scored_on):.4f}"
-                  f" against {rerank_score(runs, judged, 0.0, aggregate, scored_on):.4f} for the search alone")
+            held_out = rerank_score(runs, judged, weight, aggregate, scored_on)
+            alone = rerank_score(runs, judged, 0.0, aggregate, scored_on)
+            print(f"  w {weight} chosen on one half: the other half {held_out:.4f} against {alone:.4f} for the "
+                  "search alone")
 
 
 if __name__ == "__main__":
