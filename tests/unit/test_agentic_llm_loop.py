@@ -13,8 +13,8 @@ from pipeline.agentic.refine import LLMRefiner
 from pipeline.agentic.scoring import CRITERIA, LLMScorer
 from pipeline.agentic.sufficiency import LLMGrader, OfflineGrader
 from pipeline.agents.base import Document
-from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.analyzer import KeywordAnalyzer
+from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
 from tests.support.toy_search import ToySearch
 
@@ -35,15 +35,7 @@ CORPUS = [
 ]
 
 
-@pytest.fixture
-def fake():
-    with FakeLLM(model="fake-model") as server:
-        yield server
-
-
-@pytest.fixture
-def llm(fake):
-    return LLMClient(fake.base_url, model="fake-model", backoff_s=0.01, max_backoff_s=0.05)
+fake, llm = llm_fixtures.fake, llm_fixtures.llm
 
 
 def by_position(*scores: tuple[float, float, float, float]):

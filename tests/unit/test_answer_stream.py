@@ -25,7 +25,8 @@ from pipeline.job.answer.reply_text import ReplyTextFilter
 from pipeline.job.answer_stream import AnswerChannel, AnswerStreamReader, DeltaBatcher, stream_key
 from pipeline.job.state import JobState
 from pipeline.job.steps import answer_step
-from pipeline.platform.llm import LLMClient, LLMError
+from pipeline.platform.llm import LLMError
+from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
 
 DOCS = [
@@ -161,15 +162,7 @@ def test_tiny_pieces_are_batched_by_size_or_age_and_flushed_at_the_end():
 # --- the LLM client's stream -------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake():
-    with FakeLLM(model="fake-model") as running:
-        yield running
-
-
-@pytest.fixture
-def llm(fake):
-    return LLMClient(fake.base_url, model="fake-model", backoff_s=0.01, max_backoff_s=0.05)
+fake, llm = llm_fixtures.fake, llm_fixtures.llm
 
 
 MESSAGES = [{"role": "user", "content": "hi"}]

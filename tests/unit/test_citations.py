@@ -16,9 +16,9 @@ from pipeline.documents import Citation, Document
 from pipeline.job.answer.citations import cited_sentences, fully_supported, numbers_in, verify_citations
 from pipeline.job.state import JobState
 from pipeline.job.steps import answer_step, assemble_response
-from pipeline.platform.llm import LLMClient
 from pipeline.text import whole_sentences
 from pipeline.text.spans import find_loose, sentence_spans
+from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
 
 SB50 = ("Super Bowl 50 was an American football game to determine the champion of the National Football League "
@@ -191,15 +191,7 @@ def test_an_answer_without_citations_has_none_to_check():
 
 # --- the LLM route -------------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def fake():
-    with FakeLLM(model="fake-model") as server:
-        yield server
-
-
-@pytest.fixture
-def llm(fake):
-    return LLMClient(fake.base_url, model="fake-model", backoff_s=0.01, max_backoff_s=0.05)
+fake, llm = llm_fixtures.fake, llm_fixtures.llm
 
 
 ANSWER = ("The Broncos beat the Panthers to win their third title [1]. The game was in Santa Clara [1]. "

@@ -24,6 +24,7 @@ from pipeline.agents.registry import AgentRegistry
 from pipeline.platform.llm import LLMClient, LLMError
 from pipeline.security.egress import EgressPolicy
 from pipeline.security.registered_tools import RegisteredTool
+from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
 from tests.support.mcp_server import build_server
 from tests.support.toolbox import RegisteredToolbox
@@ -35,10 +36,7 @@ STDIO_SERVER = [sys.executable, "-m", "tests.support.mcp_server"]
 # --- llm_prompt ----------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake():
-    with FakeLLM(model="fake-model") as server:
-        yield server
+fake = llm_fixtures.fake
 
 
 def pre_ctx(fake: FakeLLM | None) -> AgentContext:
