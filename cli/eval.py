@@ -87,6 +87,8 @@ def _write_report(report: dict, json_out: Path | None) -> None:
 @click.option("--strategy", type=click.Choice(["semantic", "keyword", "hybrid", "adaptive"]), default=None,
               help="Default: the service's default strategy.")
 @click.option("--fusion", type=click.Choice(["rrf", "weighted"]), default=None)
+@click.option("--sentence-weight", type=click.FloatRange(0, 10), default=None,
+              help="Weight of the sentence signal beside the fused score; 0 turns it off. Default: the service's.")
 @click.option("--limit", type=int, default=None, help="Only the first N queries.")
 @click.option("--agents", "agent_list", default=None,
               help="Pre- and post-search agents (default configs) around the search, e.g. query_expander,reranker.")
@@ -97,7 +99,7 @@ def _write_report(report: dict, json_out: Path | None) -> None:
                    '\'{"eq": {"key": "region", "value": "emea"}}\'.')
 @click.option("--json", "json_out", type=JSON_OUT, default=None)
 def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | None, fusion: str | None,
-                   agent_list: str | None, rerank_depth: int,
+                   sentence_weight: float | None, agent_list: str | None, rerank_depth: int,
                    limit: int | None, filter_json: str | None, json_out: Path | None) -> None:
     """nDCG@10, Recall@100, MRR@10 and latency of a BEIR data set, through the retrieval path jobs use."""
     from pipeline.services import get_services
@@ -112,6 +114,8 @@ def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | Non
         asked = dict(list(asked.items())[:limit])
     settings = get_settings()
     overrides = {k: v for k, v in {"strategy": strategy, "fusion": fusion}.items() if v}
+    if sentence_weight is not None:
+        overrides["sentence_weight"] = sentence_weight
     overrides.update(filter_option(filter_json))
     config = SearchConfig(**{**settings.search_defaults(), **overrides, "top_k": 100, "candidates": 100})
     services = get_services()
@@ -127,7 +131,7 @@ def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | Non
         else:
             run, extra = run_retrieval_eval(services, collection, asked, config, progress=bar.update)
     report = {**score_run(run, judged, extra["latencies_ms"]), "strategy": config.strategy, "fusion": config.fusion,
-              "agents": agent_ids, **({"filter": config.filter.as_json()} if config.filter else {})}
+              "sentence_weight": config.sentence_weight, "agents": agent_ids, **({"filter": config.filter.as_json()} if config.filter else {})}
     click.echo(
         f"strategy {config.strategy} ({config.fusion}){' + ' + ','.join(agent_ids) if agent_ids else ''}: nDCG@10 {report['ndcg@10']:.4f}  Recall@100 "
         f"{report['recall@100']:.4f}  MRR@10 {report['mrr@10']:.4f}  latency p50 {report['latency_ms']['p50']:.1f} ms "

@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     search_strategy: str = Field("hybrid", description="Default strategy: semantic, keyword, hybrid or adaptive.")
     # Measured on SciFact train (docs/evaluation.md): equal-weight fusion of min-max normalised scores beat RRF.
     search_fusion: str = Field("weighted", description="Default fusion for hybrid search: weighted or rrf.")
+    search_sentence_weight: float = Field(
+        1.0, ge=0.0, le=10.0, description="Default weight of the sentence signal beside the fused score (0: off)."
+    )
     openai_base_url: str | None = Field(None, description="OpenAI-compatible endpoint for LLM answers.")
     openai_api_key: str | None = Field(None, description="API key for that endpoint.")
     openai_model: str | None = Field(None, description="Model name at that endpoint.")
@@ -226,7 +229,8 @@ class Settings(BaseSettings):
         return EgressPolicy.parse(self.egress_allow)
 
     def search_defaults(self) -> dict:
-        return {"strategy": self.search_strategy, "fusion": self.search_fusion}
+        return {"strategy": self.search_strategy, "fusion": self.search_fusion,
+                "sentence_weight": self.search_sentence_weight}
 
     @property
     def embeds_in_process(self) -> bool:

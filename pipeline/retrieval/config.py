@@ -28,6 +28,10 @@ class SearchConfig(BaseModel):
     semantic_weight: float = Field(1.0, ge=0.0, le=10.0)
     keyword_weight: float = Field(1.0, ge=0.0, le=10.0)
     rrf_k: int = Field(60, ge=1, le=1000)
+    sentence_weight: float = Field(
+        1.0, ge=0.0, le=10.0, description="Weight of the query's best cosine with a stored sentence of each leading "
+        "document, beside the fused score (0 turns the signal off)."
+    )
     candidates: int = Field(100, ge=1, le=2000, description="Pool per retriever; does not shrink with top_k.")
     top_k: int = Field(10, ge=1, le=1000)
     min_score: float | None = Field(None, description="Applied after fusion and score adjustments.")

@@ -6,6 +6,7 @@ Usage::
 
     fused = rrf_fuse([dense, keyword], weights=[1.0, 1.0], k=60)
     fused = weighted_fuse([dense, keyword], weights=[0.6, 0.4])   # scores min-max normalised per list first
+    ranked = with_sentence_signal(fused, best_sentence, weight=1.0)  # a third signal, for the documents it covers
 """
 
 from __future__ import annotations
@@ -44,3 +45,10 @@ def weighted_fuse(lists: Sequence[dict[str, float]], weights: Sequence[float]) -
         for item, score in normalise(scores).items():
             fused[item] = fused.get(item, 0.0) + weight * score / total
     return fused
+
+
+def with_sentence_signal(fused: dict[str, float], sentence: dict[str, float], weight: float) -> dict[str, float]:
+    """``fused`` (scores in [0, 1]) plus ``weight`` times the min-max normalised ``sentence`` score, over
+    ``1 + weight`` so the result stays in [0, 1]. A document ``sentence`` does not cover gets its lowest (0)."""
+    normalised = normalise(sentence)
+    return {i: (score + weight * normalised.get(i, 0.0)) / (1 + weight) for i, score in fused.items()}

@@ -16,6 +16,7 @@ Usage::
     known = KnownVectors(embed, stored, lookup=cached_query_vector)
     vectors = known.embed([query, *sentences])               # like embed(): only the unknown texts are embedded
     stored = stored_for(store, documents, milvus_collection_name)   # what a job's documents have stored
+    best_sentence_cosine(query_vector, [(title, chunk_text)], stored)  # the search's sentence signal, or None
 """
 
 from __future__ import annotations
@@ -101,6 +102,21 @@ def stored_for(store, documents: Iterable, name_of: Callable[[str], str],
         except Exception:  # noqa: BLE001 - the vectors are a shortcut, never a reason to fail a step
             continue
     return stored
+
+
+def best_sentence_cosine(query: Vector, chunks: Iterable[tuple[str, str]],
+                         stored: Mapping[bytes, Vector]) -> float | None:
+    """The query's highest cosine with a stored sentence of these ``(title, text)`` chunks; None when none of their
+    sentences is stored. The title is left out: it is no sentence of the text, and every chunk of a document has it."""
+    best = None
+    norm = float(np.linalg.norm(query)) or 1.0
+    for title, text in chunks:
+        for unit in chunk_units(title, text):
+            vector = stored.get(text_key(unit)) if unit != title else None
+            if vector is not None:
+                cosine = float(query @ vector) / (norm * (float(np.linalg.norm(vector)) or 1.0))
+                best = cosine if best is None else max(best, cosine)
+    return best
 
 
 class KnownVectors:

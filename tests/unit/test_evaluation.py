@@ -42,6 +42,9 @@ class ListStore:
     def vectors(self, name, chunk_ids):
         return {}
 
+    def sentence_vectors(self, name, chunk_ids):
+        return {}
+
 
 def test_agents_run_around_the_search_and_a_skipping_agent_changes_nothing(tmp_path):
     docs = [

@@ -313,6 +313,9 @@ class RecordingStore:
     def vectors(self, name, ids):
         return {}
 
+    def sentence_vectors(self, name, chunk_ids):
+        return {}
+
 
 @pytest.mark.parametrize("strategy, expected", [("semantic", {"dense"}), ("keyword", {"keyword"}),
                                                 ("hybrid", {"dense", "keyword"}), ("adaptive", {"dense", "keyword"})])

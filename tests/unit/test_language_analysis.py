@@ -239,6 +239,9 @@ class RecordingStore:
     def vectors(self, name, ids):
         return {}
 
+    def sentence_vectors(self, name, chunk_ids):
+        return {}
+
 
 def test_a_query_in_a_script_the_embedding_model_cannot_read_is_ranked_by_keywords():
     store = RecordingStore()

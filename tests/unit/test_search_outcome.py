@@ -85,6 +85,9 @@ class HalfDownStore:
     def vectors(self, name, ids):
         return {}
 
+    def sentence_vectors(self, name, chunk_ids):
+        return {}
+
 
 def test_one_retriever_failing_keeps_the_others_results_degraded_and_uncached():
     store, cache = HalfDownStore(), DictCache()
@@ -111,6 +114,9 @@ class TimedStore:
         return [Hit(id="d2#0", document_id="d2", title="B", text="Keyword.", score=3.0, metadata={})]
 
     def vectors(self, name, ids):
+        return {}
+
+    def sentence_vectors(self, name, chunk_ids):
         return {}
 
 
