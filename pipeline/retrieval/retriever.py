@@ -37,7 +37,7 @@ from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import PUBLISHED_KEYS
 from pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse, with_sentence_signal
-from pipeline.retrieval.language import EMBEDDING_SCRIPTS, detect_language
+from pipeline.retrieval.language import EMBEDDING_LANGUAGES, EMBEDDING_SCRIPTS, detect_language
 from pipeline.retrieval.language_route import CollectionLanguages, fuse_translations, language_route
 from pipeline.retrieval.outcome import degraded_reasons
 from pipeline.retrieval.sentence_vectors import best_sentence_cosine
@@ -301,8 +301,12 @@ class Retriever:
         else:
             fused = weighted_fuse(lists, weights)
         if vector is not None and config.sentence_weight > 0 and fused:
-            fused = self._with_best_sentences(collection, vector, fused, chunks_of, per_doc.get("semantic", {}),
-                                              config.sentence_weight, metrics)
+            language = detect_language(query).code
+            if language in EMBEDDING_LANGUAGES.get(model, {language}):
+                fused = self._with_best_sentences(collection, vector, fused, chunks_of, per_doc.get("semantic", {}),
+                                                  config.sentence_weight, metrics)
+            else:
+                metrics["sentence_skipped"] = f"the embedding model {model} was not trained on {language}"
 
         scored = self._adjust(fused, best_hit, config)
         ranked = sorted(scored.items(), key=lambda kv: kv[1], reverse=True)

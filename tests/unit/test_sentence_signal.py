@@ -20,11 +20,13 @@ from pipeline.retrieval.sentence_vectors import best_sentence_cosine, chunk_unit
 from pipeline.retrieval.vector_store import Hit
 
 QUERY = "When did the Harrow Ridge farm open?"
+SPANISH = "¿Cuándo abrió el parque eólico de Harrow Ridge?"
 # Document a reads like the question as a whole; document b holds the one sentence that answers it.
 A_TEXT = "Harrow Ridge wind farm news and farm updates. Turbine counts and farm staff are listed."
 B_TEXT = "The annual report covers many sites. Harrow Ridge opened in March 2025."
 VECTORS = {
     QUERY: [1.0, 0.0, 0.0],
+    SPANISH: [1.0, 0.0, 0.0],
     "Harrow Ridge wind farm news and farm updates.": [0.6, 0.8, 0.0],
     "Turbine counts and farm staff are listed.": [0.5, 0.0, 0.866],
     "The annual report covers many sites.": [0.0, 1.0, 0.0],
@@ -105,6 +107,18 @@ def test_a_keyword_search_has_no_query_vector_and_reads_no_sentences():
     store = SentenceStore()
     Retriever(embed, store, KeywordAnalyzer()).search("c", QUERY, SearchConfig(strategy="keyword", top_k=2))
     assert store.sentence_reads == []
+
+
+def test_a_model_that_did_not_learn_the_querys_language_gets_no_sentence_signal():
+    store = SentenceStore()
+    retriever = Retriever(embed, store, KeywordAnalyzer("auto"))
+    result = retriever.search("c", SPANISH, SearchConfig(top_k=2), model="all-MiniLM-L6-v2")
+    assert store.sentence_reads == [] and [d.id for d in result.documents] == ["a", "b"]
+    assert result.metrics["sentence_skipped"] == "the embedding model all-MiniLM-L6-v2 was not trained on es"
+    # English with MiniLM, and Spanish with a model not known to be English-only, do get it.
+    retriever.search("c", QUERY, SearchConfig(top_k=2), model="all-MiniLM-L6-v2")
+    retriever.search("c", SPANISH, SearchConfig(top_k=2), model="multilingual-e5-small")
+    assert len(store.sentence_reads) == 2
 
 
 def test_only_the_leading_documents_are_read():
