@@ -135,13 +135,14 @@ def agentic_finish(job_id: str) -> dict[str, Any]:
 
 def _record_seen(services: Services, state: JobState, spec: AgenticSpec, states: dict[str, LoopState],
                  returned) -> None:
-    """What the job returns, per profile, so later runs of this user can skip it."""
-    returned_keys = {(d.metadata.get("collection_id"), d.id) for d in returned}
+    """What the job returns, per profile, so later runs of this user can skip it. A document several profiles
+    found is returned once, in the category where it scored best, and recorded for that profile alone."""
+    returned_keys = {(d.metadata.get("collection_id"), d.id, d.metadata.get("category", "")) for d in returned}
     store = SqlSeenStore(services.db)
     vectors = vectors_function(services.retriever)
     for profile, loop in states.items():
         docs = [j.document for j in final_documents(loop)
-                if (j.document.metadata.get("collection_id"), j.document.id) in returned_keys]
+                if (j.document.metadata.get("collection_id"), j.document.id, profile) in returned_keys]
         if not docs:
             continue
         try:
