@@ -165,12 +165,14 @@ def test_with_an_llm_the_translations_are_searched_and_fused_with_the_original(t
     state = JobState(job_id="j", collection_id="c1", query=out.query, original_query=question,
                      metadata={"language": "de", **out.metadata})
     query, translations = search_queries(state)
-    fused = retriever.search("c_multi", query, SearchConfig(top_k=3), translations=translations)
+    # The model is named, as a job's search names it: what it reads decides which signals each query gets.
+    fused = retriever.search("c_multi", query, SearchConfig(top_k=3), model="all-MiniLM-L6-v2",
+                             translations=translations)
     assert fused.documents[0].id == "en-turbines"
     assert fused.metrics["language_route"]["route"] == "translated"
     assert [q["language"] for q in fused.metrics["fused_queries"]] == [None, "en", "zh"]
     # The same question without the translations: the route says so.
-    alone = retriever.search("c_multi", question, SearchConfig(top_k=3))
+    alone = retriever.search("c_multi", question, SearchConfig(top_k=3), model="all-MiniLM-L6-v2")
     assert alone.metrics["language_route"]["route"] == "monolingual"
     store.close()
     assert json.dumps(fused.metrics)  # the metrics go into the job's JSON response as they are
