@@ -2,9 +2,9 @@
 
 One pass runs every query through the two retrievers a hybrid search uses (dense and BM25, 100 chunks each, the
 query analysed and embedded as jobs do) and reads the stored sentence vectors of every chunk found, keeping per
-document: the best chunk's cosine, the best chunk's BM25 score, and the cosines of the query with each stored
-sentence. The pass is saved (``--signals FILE``), so the combinations below are scored on the same lists, with no
-search in between, and a second run re-scores them at once:
+document: the best chunk's cosine, the best chunk's BM25 score, and the query's best cosine with one of its stored
+sentences (``best_sentence_cosine``, as the search reads it). The pass is saved (``--signals FILE``), so the
+combinations below are scored on the same lists, with no search in between, and a second run re-scores them at once:
 
 - ``dense``, ``keyword``: one retriever alone;
 - ``minmax``: min-max normalised scores, equal weights (the service's default fusion);
@@ -18,13 +18,15 @@ search in between, and a second run re-scores them at once:
 - ``sentence as dense``: a document's dense score is the larger of its chunk's and its best sentence's cosine.
 
 Each weighted variant's weight is also chosen on one half of the queries and scored on the other, to tell a method
-from a fit. Nothing here changes the service.
+from a fit. ``--cost N`` instead times N searches as a job makes them (top 5), with and without the signal,
+interleaved so both meet the same machine. Nothing here changes the service.
 
 Usage::
 
     .venv/bin/python bench/fusion_signals.py --data ../shared/eval/scifact --signals /tmp/scifact.json
     .venv/bin/python bench/fusion_signals.py --corpus X/en/corpus.jsonl --queries X/ar/queries.jsonl \\
         --qrels X/ar/qrels/dev.tsv --signals /tmp/ar.json
+    .venv/bin/python bench/fusion_signals.py --data ../shared/eval/scifact --cost 60
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ Signals = dict[str, dict[str, list]]
 
 def collect(corpus: Path, queries: Path, qrels: Path, limit: int | None) -> tuple[Signals, dict]:
     from pipeline.eval.retrieval import ensure_corpus_indexed, load_beir_queries, load_qrels
-    from pipeline.retrieval.sentence_vectors import chunk_units, text_key
+    from pipeline.retrieval.sentence_vectors import best_sentence_cosine
     from pipeline.services import get_services
 
     services = get_services()
@@ -72,14 +74,32 @@ def collect(corpus: Path, queries: Path, qrels: Path, limit: int | None) -> tupl
         stored = store.sentence_vectors(collection, [c for found in chunks_of.values() for c in found])
         q = np.asarray(vector, dtype=np.float32)
         for doc_id, found in chunks_of.items():
-            cosines = []
-            for hit in found.values():
-                for sentence in chunk_units(hit.title, hit.text):
-                    if sentence != hit.title and text_key(sentence) in stored:
-                        cosines.append(float(q @ stored[text_key(sentence)]))
-            per_doc[doc_id][2] = cosines
+            best = best_sentence_cosine(q, [(hit.title, hit.text) for hit in found.values()], stored)
+            per_doc[doc_id][2] = [] if best is None else [best]
         signals[query_id] = per_doc
     return signals, judged
+
+
+def cost(corpus: Path, queries: Path, n: int) -> None:
+    """Median search time with and without the sentence signal, and what the signal itself took."""
+    import statistics
+
+    from pipeline.eval.retrieval import ensure_corpus_indexed, load_beir_queries
+    from pipeline.retrieval.config import SearchConfig
+    from pipeline.services import get_services
+
+    services = get_services()
+    collection, _, _ = ensure_corpus_indexed(services, corpus)
+    retriever, model = services.uncached_retriever(), services.settings.embedding_model
+    runs: dict[float, list[dict]] = {0.0: [], 1.0: []}
+    for i, query in enumerate(list(load_beir_queries(queries).values())[:n]):
+        for weight in (0.0, 1.0) if i % 2 else (1.0, 0.0):
+            config = SearchConfig(**{**services.settings.search_defaults(), "top_k": 5, "sentence_weight": weight})
+            runs[weight].append(retriever.search(collection, query, config, model=model).metrics)
+    for weight, metrics in runs.items():
+        print(f"sentence_weight {weight}: search p50 {statistics.median(m['processing_ms'] for m in metrics):.1f} ms, "
+              f"the signal p50 {statistics.median(m.get('sentence_ms', 0.0) for m in metrics):.1f} ms, sentence "
+              f"vectors read p50 {statistics.median(m.get('sentences_read', 0) for m in metrics):.0f} ({n} queries)")
 
 
 def _minmax(x: np.ndarray) -> np.ndarray:
@@ -169,7 +189,11 @@ def main() -> None:
     parser.add_argument("--qrels", type=Path, help="Other judgements (instead of --data's).")
     parser.add_argument("--limit", type=int, default=None, help="Only the first N queries.")
     parser.add_argument("--signals", type=Path, help="Save the pass here, or read it if it exists.")
+    parser.add_argument("--cost", type=int, metavar="N", help="Time N searches with and without the signal instead.")
     args = parser.parse_args()
+    if args.cost:
+        cost(args.corpus or args.data / "corpus.jsonl", args.queries or args.data / "queries_train.jsonl", args.cost)
+        return
     qrels = args.qrels or args.data / "qrels" / "train.tsv"
     if args.signals and args.signals.exists():
         from pipeline.eval.retrieval import load_qrels

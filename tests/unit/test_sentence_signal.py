@@ -139,17 +139,24 @@ def test_the_signal_is_added_to_the_fused_score_and_the_result_stays_between_0_a
     assert with_sentence_signal(fused, {"a": 0.2, "b": 0.9}, weight=0.0) == fused
 
 
-def test_the_best_sentence_is_the_nearest_stored_one_and_the_title_does_not_count():
-    stored = unpack(stored_payload("Harrow Ridge opened in March 2025.", B_TEXT.split(". ")[0] + "."))
+def test_each_sentence_is_read_with_its_title_and_the_nearest_counts():
     query = unit(VECTORS[QUERY])
-    # The title's vector is stored (the reranker reads it) but is no sentence of the text.
-    assert best_sentence_cosine(query, [("Harrow Ridge opened in March 2025.", "The annual report covers many "
-                                         "sites.")], stored) == pytest.approx(0.0, abs=1e-3)
     stored = unpack(stored_payload("Annual report", B_TEXT))
-    assert best_sentence_cosine(query, [("Annual report", B_TEXT)], stored) == pytest.approx(0.98 / np.hypot(
-        0.98, 0.199), abs=1e-3)
+    title = unit([0.0, 0.0, 1.0])  # what stored_payload gives a title it has no vector for
+    with_title = [unit(unit(VECTORS[s]) + title) for s in ("The annual report covers many sites.",
+                                                           "Harrow Ridge opened in March 2025.")]
+    assert best_sentence_cosine(query, [("Annual report", B_TEXT)], stored) == pytest.approx(
+        max(float(query @ v) for v in with_title), abs=1e-3)
+    # A sentence far from the question under a title near it (the quarter is in the title, not the sentence)
+    # ranks above the same sentence alone: read alone, it would be 0.
+    near_title = "Harrow Ridge opened in March 2025."
+    stored = unpack(stored_payload(near_title, "The annual report covers many sites."))
+    best = best_sentence_cosine(query, [(near_title, "The annual report covers many sites.")], stored)
+    assert best == pytest.approx(float(query @ unit(unit(VECTORS[near_title]) + unit([0.0, 1.0, 0.0]))), abs=1e-3)
+    assert best > 0.5
+    # Nothing stored for these sentences: no signal, rather than a made-up one.
     assert best_sentence_cosine(query, [("Annual report", "A sentence nobody stored.")], stored) is None
-    assert text_key("Harrow Ridge opened in March 2025.") in stored
+    assert text_key(near_title) in stored
 
 
 def test_the_weight_is_validated_when_the_config_is_built():
