@@ -106,22 +106,28 @@ def stored_for(store, documents: Iterable, name_of: Callable[[str], str],
 
 def best_sentence_cosine(query: Vector, chunks: Iterable[tuple[str, str]],
                          stored: Mapping[bytes, Vector]) -> float | None:
-    """The query's highest cosine with a stored sentence of these ``(title, text)`` chunks, each sentence read with
-    its title (the two unit vectors added, as the reranker composes a passage): a sentence alone has lost what the
-    title says ("Fourth-quarter revenue was $349 million" under "Q4 2024 Results"). None when none is stored."""
+    """The query's highest cosine with a stored sentence of these ``(title, text)`` chunks; None when none is stored.
+
+    Each sentence is read alone and with its title (the two unit vectors added, as the reranker composes a passage),
+    and the better reading counts: a sentence may answer by itself, or only with what its title says ("Fourth-quarter
+    revenue was $349 million" under "Q4 2024 Results"). Alone only would lose the second; with the title only would
+    blur the first where many passages share one title (an encyclopedia article's paragraphs).
+    """
     best = None
     q = query / (float(np.linalg.norm(query)) or 1.0)
     for title, text in chunks:
         title_vector = stored.get(text_key(title)) if title.strip() else None
+        if title_vector is not None:
+            title_vector = title_vector / (float(np.linalg.norm(title_vector)) or 1.0)
         for unit in chunk_units(title, text):
             vector = stored.get(text_key(unit)) if unit != title else None
             if vector is None:
                 continue
             vector = vector / (float(np.linalg.norm(vector)) or 1.0)
-            if title_vector is not None:
-                vector = vector + title_vector / (float(np.linalg.norm(title_vector)) or 1.0)
-                vector = vector / (float(np.linalg.norm(vector)) or 1.0)
             cosine = float(q @ vector)
+            if title_vector is not None:
+                composed = vector + title_vector
+                cosine = max(cosine, float(q @ composed) / (float(np.linalg.norm(composed)) or 1.0))
             best = cosine if best is None else max(best, cosine)
     return best
 
