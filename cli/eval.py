@@ -131,7 +131,8 @@ def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | Non
         else:
             run, extra = run_retrieval_eval(services, collection, asked, config, progress=bar.update)
     report = {**score_run(run, judged, extra["latencies_ms"]), "strategy": config.strategy, "fusion": config.fusion,
-              "sentence_weight": config.sentence_weight, "agents": agent_ids, **({"filter": config.filter.as_json()} if config.filter else {})}
+              "sentence_weight": config.sentence_weight, "agents": agent_ids,
+              **({"filter": config.filter.as_json()} if config.filter else {})}
     click.echo(
         f"strategy {config.strategy} ({config.fusion}){' + ' + ','.join(agent_ids) if agent_ids else ''}: nDCG@10 {report['ndcg@10']:.4f}  Recall@100 "
         f"{report['recall@100']:.4f}  MRR@10 {report['mrr@10']:.4f}  latency p50 {report['latency_ms']['p50']:.1f} ms "
