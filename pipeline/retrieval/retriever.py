@@ -28,27 +28,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
-import numpy as np
-
 from pipeline.documents import Document
 from pipeline.platform.cache import ResultCache
 from pipeline.platform.kv import canonical_hash
 from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import PUBLISHED_KEYS
-from pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse, with_sentence_signal
-from pipeline.retrieval.language import EMBEDDING_LANGUAGES, EMBEDDING_SCRIPTS, detect_language
+from pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse
+from pipeline.retrieval.language import EMBEDDING_SCRIPTS, detect_language
 from pipeline.retrieval.language_route import CollectionLanguages, fuse_translations, language_route
 from pipeline.retrieval.outcome import degraded_reasons
-from pipeline.retrieval.sentence_vectors import best_sentence_cosine
+from pipeline.retrieval.sentence_signal import with_best_sentences
 from pipeline.retrieval.vector_store import Hit, VectorStore
 from pipeline.text import content_terms
 
 SEARCH_CACHE_TTL_S = 300
 EMBEDDING_CACHE_TTL_S = 24 * 3600
-# The sentence signal is read for the fused list's first documents only: each one is more vectors fetched, and
-# reading the first 30 scored at least as well as reading every document found (bench/fusion_signals.py).
-SENTENCE_WINDOW = 30
 _IDENTIFIER = re.compile(r"\b(?:[A-Z]{2,}[\w-]*|\w*\d\w*)\b")
 
 
@@ -301,12 +296,8 @@ class Retriever:
         else:
             fused = weighted_fuse(lists, weights)
         if vector is not None and config.sentence_weight > 0 and fused:
-            language = detect_language(query).code
-            if language in EMBEDDING_LANGUAGES.get(model, {language}):
-                fused = self._with_best_sentences(collection, vector, fused, chunks_of, per_doc.get("semantic", {}),
-                                                  config.sentence_weight, metrics)
-            else:
-                metrics["sentence_skipped"] = f"the embedding model {model} was not trained on {language}"
+            fused = with_best_sentences(self.store, collection, query, vector, model, fused, chunks_of,
+                                        per_doc.get("semantic", {}), config.sentence_weight, metrics)
 
         scored = self._adjust(fused, best_hit, config)
         ranked = sorted(scored.items(), key=lambda kv: kv[1], reverse=True)
@@ -325,35 +316,6 @@ class Retriever:
         if not metrics["errors"]:
             del metrics["errors"]
         return RetrievalResult(documents, metrics, warnings)
-
-    def _with_best_sentences(self, collection: str, vector: list[float], fused: dict[str, float],
-                             chunks_of: dict[str, dict[str, Hit]], dense: dict[str, float], weight: float,
-                             metrics: dict) -> dict[str, float]:
-        """The fused scores with a third signal: the query's best cosine with a sentence of each leading document.
-
-        A question usually asks about one sentence of a passage, while the dense side compares it with a whole
-        chunk; ingestion stored every sentence's vector, so this costs one read and no model. With weight 1 it moved
-        nDCG@10 from 0.8036 to 0.8243 for Arabic questions over English paragraphs (E5) and from 0.7280 to 0.7338 on
-        SciFact (docs/evaluation.md). A document with no stored sentence counts its chunk's cosine instead.
-        """
-        window = sorted(fused, key=fused.__getitem__, reverse=True)[:SENTENCE_WINDOW]
-        t0 = time.perf_counter()
-        try:
-            stored = self.store.sentence_vectors(collection, [c for d in window for c in chunks_of[d]])
-        except Exception as exc:  # noqa: BLE001 - the fused ranking stands; the search says what it lacks
-            metrics["errors"].append(f"sentence vectors not read: {type(exc).__name__}: {exc}")
-            return fused
-        query = np.asarray(vector, dtype=np.float32)
-        best: dict[str, float] = {}
-        for doc_id in window:
-            cosine = best_sentence_cosine(query, [(h.title, h.text) for h in chunks_of[doc_id].values()], stored)
-            if cosine is None:
-                cosine = dense.get(doc_id)
-            if cosine is not None:
-                best[doc_id] = cosine
-        metrics["sentence_ms"] = round((time.perf_counter() - t0) * 1000, 3)
-        metrics["sentences_read"] = len(stored)
-        return with_sentence_signal(fused, best, weight) if best else fused
 
     def _analyse_query(self, query: str, languages: dict[str, int] | None, metrics: dict, warnings: list[str]) -> str:
         """The query's keyword terms. A language-aware analyser reads it as its own language and as the

@@ -14,6 +14,7 @@ from pipeline.job.state import JobState
 from pipeline.job.steps import answer_step
 from pipeline.platform.llm import LLMClient, LLMError, parse_json_reply
 from pipeline.platform.settings import Settings
+from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
 from worker.canvas import STEP_LIMIT_S
 
@@ -26,14 +27,12 @@ DOCS = [
 QUESTION = "Who won Super Bowl XLIX?"
 
 
-@pytest.fixture
-def fake():
-    with FakeLLM(model="fake-model") as server:
-        yield server
+fake = llm_fixtures.fake
 
 
 @pytest.fixture
 def llm(fake):
+    """The shared client with a key: the request tests check the header it is sent in."""
     return LLMClient(fake.base_url, model="fake-model", api_key="sk-test", backoff_s=0.01, max_backoff_s=0.05)
 
 

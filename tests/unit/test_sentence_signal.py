@@ -1,5 +1,6 @@
 """The search's sentence signal: the query's best cosine with a stored sentence of each leading document, beside
-the fused score (``fusion.with_sentence_signal``, ``sentence_vectors.best_sentence_cosine``, ``Retriever``).
+the fused score (``sentence_signal.with_best_sentences``, ``fusion.with_sentence_signal``,
+``sentence_vectors.best_sentence_cosine``, ``Retriever``).
 
 The store is a stand-in that answers both retrievers from fixed lists and reads sentence vectors packed as
 ingestion packs them; the embedding model is a table of hand-made vectors, so which sentence is near the query is
@@ -15,7 +16,8 @@ from pydantic import ValidationError
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.fusion import with_sentence_signal
-from pipeline.retrieval.retriever import SENTENCE_WINDOW, Retriever
+from pipeline.retrieval.retriever import Retriever
+from pipeline.retrieval.sentence_signal import SENTENCE_WINDOW
 from pipeline.retrieval.sentence_vectors import best_sentence_cosine, chunk_units, pack, text_key, unpack
 from pipeline.retrieval.vector_store import Hit
 
