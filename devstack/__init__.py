@@ -8,7 +8,7 @@ stacks never share a broker, so their workers never take each other's tasks.
 
 - ``devstack/stack.py``: ``DevStack``, the stack and its drills;
 - ``devstack/postgres.py``: the machine's PostgreSQL (``PG_ADMIN``) or ``OwnPostgres``, a server of the stack's own;
-- ``devstack/processes.py``: start a process in a session of its own, wait for it, stop it;
+- ``devstack/processes.py``: start a process in a session of its own, wait for it, stop it, read its log's tail;
 - ``devstack/ingest.py``: documents in through the API, waiting until they are indexed.
 
 Usage::
@@ -27,10 +27,10 @@ Usage::
 
 from devstack.ingest import ingest_through_api
 from devstack.postgres import PG_ADMIN, OwnPostgres
-from devstack.processes import BIN, REPO, free_port, start_process, stop_process, wait_for
+from devstack.processes import BIN, REPO, free_port, log_tails, start_process, stop_process, wait_for, watch_log
 from devstack.stack import DevStack
 
 __all__ = [
-    "BIN", "PG_ADMIN", "REPO", "DevStack", "OwnPostgres", "free_port", "ingest_through_api", "start_process",
-    "stop_process", "wait_for",
+    "BIN", "PG_ADMIN", "REPO", "DevStack", "OwnPostgres", "free_port", "ingest_through_api", "log_tails",
+    "start_process", "stop_process", "wait_for", "watch_log",
 ]

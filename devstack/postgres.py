@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from devstack.processes import free_port
+from devstack.processes import free_port, watch_log
 
 # The machine's server, where a stack without a server of its own creates (and drops) a database.
 PG_ADMIN = os.environ.get("AGENTSEARCH_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -64,6 +64,7 @@ class OwnPostgres:
         self.start()
 
     def start(self) -> None:
+        watch_log(self.log)
         # fsync off: a drill's database is thrown away; durability across a crash of the machine is not the point.
         options = (f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='{self.dir}' "
                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300")

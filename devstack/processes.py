@@ -5,6 +5,7 @@ Usage::
     proc = start_process([str(BIN / "agentsearch"), "api", "--port", str(port)], env, workdir / "api.log")
     wait_for(lambda: httpx.get(url).status_code == 200, 60, "api", proc, workdir / "api.log")
     stop_process(proc)                     # SIGTERM to its whole process group, SIGKILL after 15 s
+    log_tails(since=started_at)            # tails of the running processes' logs and of those written since
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pathlib import Path
 
 from cli.session import free_port
 
-__all__ = ["BIN", "REPO", "free_port", "start_process", "stop_process", "wait_for"]
+__all__ = ["BIN", "REPO", "free_port", "log_tails", "start_process", "stop_process", "wait_for",
+           "watch_log"]
 
 REPO = Path(__file__).resolve().parents[1]
 # The virtual environment's scripts (agentsearch, milvus-lite), beside the interpreter running this.
@@ -41,10 +43,38 @@ def wait_for(predicate, timeout_s: float, what: str, proc: subprocess.Popen | No
     raise TimeoutError(f"{what} not ready after {timeout_s} s\n{tail}")
 
 
+# Every log a process of this interpreter was started with, and the process (None for a server started by its own
+# tool): when a test that drives a stack fails, tests/conftest.py prints their tails with the failure.
+_LOGS: dict[Path, subprocess.Popen | None] = {}
+
+
+def log_tails(since: float, lines: int = 40) -> list[tuple[Path, str]]:
+    """The last ``lines`` lines of the log of each process still running, and of each log written to at or after
+    ``since`` (a ``time.time()``): a process that stopped during a test is read too, one stopped before is not."""
+    tails = []
+    for log, proc in _LOGS.items():
+        try:
+            if (proc is None or proc.poll() is not None) and log.stat().st_mtime < since:
+                continue
+            text = log.read_text(errors="replace")
+        except OSError:
+            continue  # removed with its test's temporary directory
+        tails.append((log, "\n".join(text.splitlines()[-lines:])))
+    return tails
+
+
+def watch_log(log: Path, proc: subprocess.Popen | None = None) -> None:
+    """Count ``log`` among the logs ``log_tails`` reads (``proc`` None: a server started by its own tool, as
+    ``pg_ctl`` starts PostgreSQL)."""
+    _LOGS[Path(log)] = proc
+
+
 def start_process(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     # A session of its own: stopping it reaches the prefork children too.
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,
                             start_new_session=True)
+    watch_log(log, proc)
+    return proc
 
 
 def stop_process(proc: subprocess.Popen, timeout_s: float = 15, sig: int = signal.SIGTERM) -> None:

@@ -224,6 +224,12 @@ class DevStack:
         if proc.poll() is None:
             os.killpg(proc.pid, sig)
 
+    def worker_log_lines(self, containing: str) -> list[str]:
+        """The lines of every worker's log that contain ``containing``: what a test waits for when the state it
+        needs is only visible there (a step that met a fault and scheduled its retry)."""
+        return [line for name, log in self.logs.items() if name.startswith("worker-") and log.exists()
+                for line in log.read_text(errors="replace").splitlines() if containing in line]
+
     def alive_workers(self) -> list[int]:
         return [i for i, proc in enumerate(self.worker_procs) if proc.poll() is None]
 

@@ -11,6 +11,7 @@ Usage::
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from sqlalchemy import select, update
@@ -21,6 +22,8 @@ from pipeline.platform.db import Collection, DocumentRow, milvus_collection_name
 from pipeline.retrieval.vector_store import SchemaMismatch
 from pipeline.services import Services, get_services
 from worker.app import DB_RETRY, app
+
+log = logging.getLogger("agentsearch.worker")
 
 
 @app.task(name="agentsearch.ingest_documents", bind=True, **DB_RETRY)
@@ -57,6 +60,9 @@ def ingest_documents(self, collection_id: str, document_ids: list[str]) -> dict[
     except Exception as exc:
         delay = backoff_delay(self.request.retries, settings.milvus_retry_s)
         if delay is not None:
+            # Named by collection: the documents' rows stay ``pending`` meanwhile, and this line says why.
+            log.warning("collection %s: indexing %d documents failed (%s: %s); trying again in %g s", collection_id,
+                        len(docs), type(exc).__name__, exc, delay)
             raise self.retry(exc=exc, countdown=delay, max_retries=self.request.retries + 1) from exc
         _mark_documents(services, ids, "failed", f"indexing failed after {self.request.retries + 1} attempts over "
                                                  f"{settings.milvus_retry_s:g} s: {type(exc).__name__}: {exc}")

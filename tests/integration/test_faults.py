@@ -129,7 +129,12 @@ def test_a_search_waits_out_a_short_milvus_outage(stack, collection, milvus_rest
     with stack.http() as http:
         job_id = http.post("/v1/search", json={"collection_id": collection, "query": unique(), "agents": [],
                                                "use_cache": False}).json()["job_id"]
-        time.sleep(2.5)  # the search met Milvus down at least once and waits to try again
+        # Milvus comes back only once the step has failed and scheduled its retry. Started after a guessed number
+        # of seconds, it sometimes came back while the retrievers' own short retries (3 s in all) were still
+        # trying, and the job then succeeded on its first attempt, without the retry this test is about.
+        wait_for(lambda: stack.worker_log_lines(f"job {job_id}: search failed"), 60,
+                 "the search step to fail and schedule its retry")
+        assert "searching again in" in stack.worker_log_lines(f"job {job_id}: search failed")[0]
         stack.start_milvus()
         job = wait_job(http, job_id, timeout_s=60)
     assert found_its_documents(job), (job["status"], job["error"])
@@ -145,7 +150,8 @@ def test_documents_sent_while_milvus_is_down_are_indexed_once_it_is_back(stack, 
         collection_id = http.post("/v1/collections", json={"name": f"outage-{uuid.uuid4().hex[:6]}"}).json()["id"]
         accepted = http.post(f"/v1/collections/{collection_id}/documents", json={"documents": OUTAGE_DOCUMENTS})
         assert accepted.status_code == 202, accepted.text
-        time.sleep(3)  # the ingest met Milvus down and waits to try again
+        wait_for(lambda: stack.worker_log_lines(f"collection {collection_id}: indexing 3 documents failed"), 60,
+                 "the ingest to meet Milvus down and schedule its retry")
         assert document_counts(http, collection_id)["pending"] == 3
         stack.start_milvus()
         counts = wait_indexing_over(http, collection_id, timeout_s=MILVUS_RETRY_S + 30)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import uuid
 from pathlib import Path
@@ -11,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.conftest import BIN, REPO, Stack, free_port, wait_for
+from tests.integration.conftest import BIN, REPO, Stack, free_port, start_process, stop_process, wait_for
 
 CREDENTIALS = ("flower-admin", "s3cret-" + uuid.uuid4().hex[:8])
 
@@ -21,19 +19,13 @@ def flower(stack: Stack):
     port = free_port()
     log = stack.tmp / "flower.log"
     env = {**stack.env, "AGENTSEARCH_FLOWER_BASIC_AUTH": ":".join(CREDENTIALS)}
-    proc = subprocess.Popen([str(BIN / "agentsearch"), "flower", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=REPO, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    proc = start_process([str(BIN / "agentsearch"), "flower", "--host", "127.0.0.1", "--port", str(port)], env, log)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: httpx.get(f"{url}/healthcheck").status_code == 200, 60, "flower", proc, log)
         yield url, proc, log
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+        stop_process(proc)
 
 
 def test_flower_refuses_to_start_without_credentials(stack: Stack):
