@@ -31,6 +31,7 @@ from api.routes import (
     profiles,
     webhooks,
 )
+from api.security_headers import SecurityHeaders
 from api.waits import WaitSlots
 from migrations import upgrade
 from pipeline.job.store import JobStore
@@ -111,6 +112,7 @@ def create_app() -> FastAPI:
     # Per-user request counts, in Redis for every API process (in this process without a Redis URL).
     app.state.rate_windows = RateWindows(settings.redis_url)
     app.add_middleware(RateLimitHeaders)
+    app.add_middleware(SecurityHeaders)  # nosniff on every answer, errors and /mcp included
     app.add_exception_handler(RequestValidationError, validation_error)
     for error in (sql_errors.OperationalError, sql_errors.InterfaceError, sql_errors.TimeoutError):
         app.add_exception_handler(error, _database_unavailable)

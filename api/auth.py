@@ -1,7 +1,8 @@
 """API-key authentication: every route but the probes and ``/metrics`` takes the caller from its key.
 
-A key comes as ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``. Routes take the caller's user id as a
-parameter and filter every row by it, so another user's id answers 404 exactly like a missing one.
+A key comes as ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; a request carrying two different keys (in
+both headers, or one header twice) is refused rather than served as either user. Routes take the caller's user id as
+a parameter and filter every row by it, so another user's id answers 404 exactly like a missing one.
 
 Usage (in a route)::
 
@@ -27,14 +28,27 @@ def _unauthorized(detail: str) -> HTTPException:
     return HTTPException(status_code=401, detail=detail, headers={"WWW-Authenticate": "Bearer"})
 
 
+def _keys_sent(request: Request) -> set[str]:
+    """Every key the request carries: each ``X-API-Key`` header and each ``Authorization: Bearer`` header. The
+    security schemes above read only the first header of each name, so a second one would otherwise go unseen,
+    and which of two keys counted would depend on which header a proxy put first."""
+    keys = {value.strip() for value in request.headers.getlist("x-api-key") if value.strip()}
+    for value in request.headers.getlist("authorization"):
+        scheme, _, credentials = value.strip().partition(" ")
+        if scheme.lower() == "bearer" and credentials.strip():
+            keys.add(credentials.strip())
+    return keys
+
+
 def current_user(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     header_key: Annotated[str | None, Depends(api_key_header)],
 ) -> uuid.UUID:
     key = credentials.credentials if credentials is not None else header_key
-    if credentials is not None and header_key and header_key != credentials.credentials:
-        raise _unauthorized("two different API keys were sent (Authorization and X-API-Key); send one")
+    if len(_keys_sent(request)) > 1:
+        raise _unauthorized("two different API keys were sent (in Authorization and X-API-Key, or in one of them "
+                            "twice); send one")
     if not key:
         raise _unauthorized("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
     # Looked up on every request (one indexed read of the key's digest), never remembered in the process: a key
@@ -42,7 +56,16 @@ def current_user(
     user_id = UserStore(request.app.state.services.db).authenticate(key)
     if user_id is None:
         raise _unauthorized("unknown or revoked API key")
+    # Kept for a route that outlasts its request's check (an event stream), to ask again while it runs.
+    request.state.api_key = key
     return user_id
+
+
+def still_valid(request: Request, user_id: uuid.UUID) -> bool:
+    """Whether the key the request was authenticated with still belongs to ``user_id`` (not revoked since): one
+    indexed read, as the check on the way in."""
+    key = getattr(request.state, "api_key", None)
+    return bool(key) and UserStore(request.app.state.services.db).authenticate(key) == user_id
 
 
 CurrentUser = Annotated[uuid.UUID, Depends(current_user)]

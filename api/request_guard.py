@@ -1,10 +1,12 @@
 """Every JSON body passes one gate before a route sees it, and every validation error leaves without the input.
 
 The gate (``GuardedRoute``) refuses values the service cannot keep (``pipeline.security.storable``: NUL characters, lone
-surrogates, NaN and infinities) with a 422 naming each field, for every route at once: a per-route check would be
-forgotten on the next route. The error handler answers in FastAPI's 422 shape but drops the ``input`` each error
-carries by default: echoing a request back made a 150 MB body come back in the answer, and a lone surrogate in the
-echo was itself what failed to encode.
+surrogates, NaN and infinities, arrays and objects nested deeper than ``MAX_DEPTH``) with a 422 naming each field, for
+every route at once: a per-route check would be forgotten on the next route. Depth is refused here, before pydantic,
+a filter's compiler or the worker's JSON sees the body: each of them recurses per level, and a body nested a few
+thousand deep made them fail with a RecursionError, a 500. The error handler answers in FastAPI's 422 shape but drops
+the ``input`` each error carries by default: echoing a request back made a 150 MB body come back in the answer, and a
+lone surrogate in the echo was itself what failed to encode.
 
 Usage::
 

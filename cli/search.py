@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -90,7 +91,8 @@ def print_answer_stream(client: ApiClient, job_id: str) -> str | None:
 
 def parse_stage_timeouts(given: tuple[str, ...]) -> dict[str, float] | None:
     """``("pre_search=2", "response=10")`` as the request's ``stage_timeouts``; the stage names and the bounds are
-    the API's to check (its 422 names the stage at fault), the form is checked here."""
+    the API's to check (its 422 names the stage at fault), the form is checked here: a number of seconds, and a
+    finite one (``float`` reads ``nan`` and ``inf``, which no JSON body can carry)."""
     budgets: dict[str, float] = {}
     for item in given:
         stage, sep, seconds = item.partition("=")
@@ -98,6 +100,8 @@ def parse_stage_timeouts(given: tuple[str, ...]) -> dict[str, float] | None:
             if not sep or not stage.strip():
                 raise ValueError
             budgets[stage.strip()] = float(seconds)
+            if not math.isfinite(budgets[stage.strip()]):
+                raise ValueError
         except ValueError:
             fail(f"--stage-timeout {item!r}: expected STAGE=SECONDS, e.g. response=10")
     return budgets or None

@@ -8,10 +8,12 @@
   waiting up to ``wait_s`` for their indexing.
 
 Parameters are typed, so the SDK publishes each tool's input and output JSON schema and refuses ill-typed
-arguments before a tool runs (naming each field, never quoting its value: ``argument_errors``). Each call acts as
-one user: ``gateway_for(ctx)`` gives the ``ApiGateway`` that carries the key of the caller of this message (the
-stdio server's own key, or the key an HTTP request was authenticated with), so a tool sees what that user's API
-requests see, and another user's job or collection answers the not-found error of a missing one.
+arguments before a tool runs (naming each field, never quoting its value: ``argument_errors``). Numbers are
+strict, as the API's are: a lax ``dict[str, float]`` turned ``{"response": true}`` into 1.0 before the API could
+refuse it. Each call acts as one user: ``gateway_for(ctx)`` gives the ``ApiGateway`` that carries the key of the
+caller of this message (the stdio server's own key, or the key an HTTP request was authenticated with), so a tool
+sees what that user's API requests see, and another user's job or collection answers the not-found error of a
+missing one.
 
 Usage::
 
@@ -29,7 +31,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, StrictFloat, StrictInt
 
 from api.mcp_server.argument_errors import argument_errors
 from api.mcp_server.gateway import ApiGateway
@@ -66,8 +68,8 @@ def build_server(gateway_for: GatewayFactory, name: str = "agentsearch") -> MCPS
         collection: CollectionArg,
         query: Annotated[str, Field(min_length=1, description="The question or search terms.")],
         ctx: Context,
-        top_k: Annotated[int | None, Field(ge=1, description="How many sources to keep (the API's default when "
-                                                               "unset; at most AGENTSEARCH_MAX_TOP_K).")] = None,
+        top_k: Annotated[StrictInt | None, Field(ge=1, description="How many sources to keep (the API's "
+                         "default when unset; at most AGENTSEARCH_MAX_TOP_K).")] = None,
         strategy: Annotated[Strategy | None, Field(description="Retrieval strategy; the service's default "
                                                                 "(AGENTSEARCH_SEARCH_STRATEGY) when unset.")] = None,
         agents: Annotated[list[str] | None, Field(max_length=50, description="Run these agents (ids from the "
@@ -82,7 +84,7 @@ def build_server(gateway_for: GatewayFactory, name: str = "agentsearch") -> MCPS
         filter: Annotated[dict[str, Any] | None, Field(description="Only documents whose metadata match, in the "
                           "API's filter language (docs/filters.md), e.g. {\"eq\": {\"key\": \"region\", \"value\": "
                           "\"emea\"}}.")] = None,
-        stage_timeouts: Annotated[dict[str, float] | None, Field(description="This job's seconds per stage "
+        stage_timeouts: Annotated[dict[str, StrictFloat] | None, Field(description="This job's seconds per stage "
                                   "(pre_search, post_search, response), over the collection's budgets "
                                   "(docs/stage-deadlines.md).")] = None,
         wait_s: WaitArg = DEFAULT_WAIT_S,

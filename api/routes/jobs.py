@@ -21,11 +21,12 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from api.answer_events import AnswerEvents
-from api.auth import CurrentUser
+from api.auth import CurrentUser, still_valid
 from api.errors import http_error, not_found
 from api.rate_limits import release_job_admission
 from api.request_guard import GuardedRoute
 from api.schemas import JobOut
+from api.security_headers import attachment
 from pipeline.job.answer_stream import AnswerStreamReader
 from pipeline.job.refusal import Refusal
 from pipeline.job.request import SearchRequest
@@ -42,6 +43,9 @@ log = logging.getLogger("agentsearch.api")
 # How often a waiting request or an event stream reads its job: a few reads a second per waiter keeps the
 # database load of many waiters small and adds at most this much to what a waiter sees.
 WAIT_POLL_S = 0.2
+# How often an open event stream asks again whether its key is still valid: a stream opened before its key was
+# revoked ends within this, at one indexed read per stream this often.
+KEY_CHECK_S = 2.0
 
 
 @router.post("/v1/search", status_code=202, responses={200: {"description": "an existing or cached job"}})
@@ -235,7 +239,11 @@ def cancel_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dic
 @router.get("/v1/jobs/{job_id}/events")
 async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> StreamingResponse:
     """Server-sent events: one per stage and per agent as they happen, the answer as it is written
-    (``answer.delta``, then ``answer``: ``api.answer_events``), then the final status."""
+    (``answer.delta``, then ``answer``: ``api.answer_events``), then the final status.
+
+    The key is checked on the way in like any request's, and again every ``KEY_CHECK_S`` while the stream is open:
+    a stream outlives its request's check by as long as the job runs, and a revoked key must stop reading. A key
+    found revoked ends the stream with an ``error`` event (``{"status": 401, "detail": ...}``) and no ``done``."""
     services = request.app.state.services
 
     def check_owner() -> None:
@@ -274,7 +282,13 @@ async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request) 
     async def events():
         seen_stages, seen_runs, seen_status = 0, 0, None
         deadline = time.monotonic() + services.settings.job_deadline_s + 60
+        key_checked = time.monotonic()
         while time.monotonic() < deadline:
+            if time.monotonic() - key_checked >= KEY_CHECK_S:
+                if not await run_in_threadpool(still_valid, request, user_id):
+                    yield _sse("error", {"status": 401, "detail": "the API key is no longer valid; the stream ends"})
+                    return
+                key_checked = time.monotonic()
             status, stages, runs, error = await run_in_threadpool(snapshot)
             if status != seen_status:
                 seen_status = status
@@ -307,6 +321,9 @@ def _sse(event: str, data: dict) -> str:
 
 @router.get("/v1/jobs/{job_id}/artifacts/{filename}")
 def download_artifact(job_id: uuid.UUID, filename: str, user_id: CurrentUser, request: Request) -> Response:
+    """The artifact's bytes as a download: ``attachment``, its name safely quoted, and ``nosniff``, so a browser never
+    shows an artifact as a page of the API's origin. ``nosniff`` is on every answer (``api.security_headers``); it is
+    set here too because these bytes, made by agents, are what it is for."""
     services = request.app.state.services
     with services.db.session() as s:
         job = _job(s, job_id, user_id)
@@ -317,5 +334,5 @@ def download_artifact(job_id: uuid.UUID, filename: str, user_id: CurrentUser, re
     return Response(
         content=row.data,
         media_type=row.content_type,
-        headers={"Content-Disposition": f'attachment; filename="{row.filename}"'},
+        headers={"Content-Disposition": attachment(row.filename), "X-Content-Type-Options": "nosniff"},
     )

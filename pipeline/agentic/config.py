@@ -4,7 +4,8 @@ The defaults: keep results scoring at least 4.0 (of 5) in the first iteration an
 results come from a refined query; the slightly lower bar lets them add to what the first kept), 5 results
 evaluated per iteration, stop at the target count or when the budget of iterations is spent. docs/evaluation.md
 measures them. Without
-``max_iterations`` the budget (1-3) is chosen from the query's complexity (``sufficiency.choose_budget``).
+``max_iterations`` the budget (1-3) is chosen from the query's complexity (``sufficiency.choose_budget``). Numbers
+are numbers only, as in ``SearchConfig``: ``"target": true`` is refused, not read as 1.
 
 Usage::
 
@@ -17,7 +18,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from pipeline.retrieval.config import SearchConfig
 
@@ -33,13 +43,13 @@ class Thresholds(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    first: float = Field(4.0, ge=1.0, le=5.0, description="Threshold of the first iteration.")
-    later: float = Field(3.8, ge=1.0, le=5.0, description="Threshold of every later iteration.")
+    first: StrictFloat = Field(4.0, ge=1.0, le=5.0, description="Threshold of the first iteration.")
+    later: StrictFloat = Field(3.8, ge=1.0, le=5.0, description="Threshold of every later iteration.")
     adaptive: bool = Field(
         False, description="Move the threshold with each batch's score distribution (mean + 0.5 sd), within "
         "max_shift of the configured value."
     )
-    max_shift: float = Field(0.5, ge=0.0, le=2.0, description="How far the adaptive threshold may move.")
+    max_shift: StrictFloat = Field(0.5, ge=0.0, le=2.0, description="How far the adaptive threshold may move.")
 
     def base(self, iteration: int) -> float:
         """The configured threshold of iteration ``iteration`` (1-based)."""
@@ -49,22 +59,24 @@ class Thresholds(BaseModel):
 class IterativeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    target: int = Field(5, ge=1, le=100, description="Stop once this many results are kept.")
-    max_iterations: int | None = Field(
+    target: StrictInt = Field(5, ge=1, le=100, description="Stop once this many results are kept.")
+    max_iterations: StrictInt | None = Field(
         None, ge=1, le=10, description="Budget of iterations; unset: 1-3 chosen by the query's complexity."
     )
-    per_iteration: int = Field(5, ge=1, le=50, description="New results evaluated per iteration.")
+    per_iteration: StrictInt = Field(5, ge=1, le=50, description="New results evaluated per iteration.")
     thresholds: Thresholds = Field(default_factory=Thresholds)
     sufficiency: bool = Field(True, description="Grade whether the kept results answer the query; stop if they do.")
-    max_queries: int = Field(3, ge=1, le=10, description="Queries per iteration (the refined one plus follow-ups).")
+    max_queries: StrictInt = Field(3, ge=1, le=10,
+                                   description="Queries per iteration (the refined one plus follow-ups).")
     llm: Literal["auto", "off"] = Field(
         "auto", description="auto: evaluate, refine, grade and compress with the LLM when one is configured."
     )
-    llm_timeout_s: float = Field(20.0, gt=0, le=120, description="Budget of each LLM call, retries included.")
+    llm_timeout_s: StrictFloat = Field(20.0, gt=0, le=120, description="Budget of each LLM call, retries included.")
     compress: bool = Field(True, description="Compress long kept documents to their query-relevant sentences.")
-    compress_min_chars: int = Field(1200, ge=100, le=100_000, description="Documents shorter than this stay whole.")
-    compress_max_chars: int = Field(600, ge=50, le=20_000, description="Length a compressed document aims for.")
-    compress_concurrency: int = Field(2, ge=1, le=16, description="Documents compressed at once.")
+    compress_min_chars: StrictInt = Field(1200, ge=100, le=100_000,
+                                          description="Documents shorter than this stay whole.")
+    compress_max_chars: StrictInt = Field(600, ge=50, le=20_000, description="Length a compressed document aims for.")
+    compress_concurrency: StrictInt = Field(2, ge=1, le=16, description="Documents compressed at once.")
     search: dict[str, Any] = Field(default_factory=dict, description="SearchConfig overrides for every search.")
 
     @field_validator("search")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
 from pipeline.agentic.config import IterativeConfig, Thresholds, check_search_overrides
 from pipeline.agentic.loop import JudgedDocument
@@ -35,12 +35,12 @@ class Profile(BaseModel):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$",
                       description="The category its results are merged under.")
     query_template: str = Field("{query}", min_length=1, max_length=2000)
-    target: int | None = Field(None, ge=1, le=100, description="Results to keep; unset: the job's target.")
+    target: StrictInt | None = Field(None, ge=1, le=100, description="Results to keep; unset: the job's target.")
     collections: list[uuid.UUID] = Field(default_factory=list, max_length=20,
                                          description="Collections searched; empty: the job's collection.")
     thresholds: Thresholds | None = None
-    max_iterations: int | None = Field(None, ge=1, le=10)
-    per_iteration: int | None = Field(None, ge=1, le=50)
+    max_iterations: StrictInt | None = Field(None, ge=1, le=10)
+    per_iteration: StrictInt | None = Field(None, ge=1, le=50)
     search: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("name")

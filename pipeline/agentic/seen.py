@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 from sqlalchemy import select
 
 from pipeline.agentic.signals import cosine
@@ -35,8 +35,8 @@ class SeenPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True
-    window_days: float = Field(5.0, ge=0.0, le=365.0)
-    near_duplicate: float | None = Field(0.9, gt=0.0, le=1.0, description="Cosine; None: ids and URLs only.")
+    window_days: StrictFloat = Field(5.0, ge=0.0, le=365.0)
+    near_duplicate: StrictFloat | None = Field(0.9, gt=0.0, le=1.0, description="Cosine; None: ids and URLs only.")
     scope: Literal["user", "profile"] = "user"
 
 

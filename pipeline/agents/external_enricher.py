@@ -17,22 +17,25 @@ allowed it (``--allow-internal`` for the tool's host, ``AGENTSEARCH_EGRESS_ALLOW
 ``enrichment_error: "egress refused: ..."`` and no request is made. Redirects are not followed.
 
 Failures stay per document: a timeout (``timeout_s``, per request, below the agent's deadline), a connection error,
-an HTTP error, a reply that is not JSON or larger than ``max_response_bytes``, or a placeholder the document cannot
-fill is written to that document's ``metadata["enrichment_error"]`` and the other documents are still enriched. A
-path the reply does not hold is listed in ``metadata["enrichment_missing"]``. Requests stop being started once
-``total_timeout_s`` is spent.
+an HTTP error, a reply that is not JSON, larger than ``max_response_bytes`` or nested deeper than a request's own
+metadata may be (``pipeline.security.storable.MAX_DEPTH``), or a placeholder the document cannot fill is written to
+that document's ``metadata["enrichment_error"]`` and the other documents are still enriched. A path the reply does not
+hold is listed in ``metadata["enrichment_missing"]``. Requests stop being started once ``total_timeout_s`` is spent.
 
 The endpoint has its own circuit breaker (``fail_max`` failures - timeouts, connection errors, 429 and 5xx, replies
-that are not JSON - open it for ``reset_timeout_s``; a 4xx for one document is that document's answer, not an
-endpoint failure). While it is open, no request is made and documents get ``enrichment_error: "circuit open ..."``.
+that are not JSON or too deep - open it for ``reset_timeout_s``; a 4xx for one document is that document's answer,
+not an endpoint failure). While it is open, no request is made and documents get ``enrichment_error: "circuit open
+..."``.
 When the toolbox offers ``ctx.tools.breaker(name, fail_max, reset_timeout_s)`` (an object with ``admits()`` and
 ``record(error)``, like ``pipeline.platform.breakers.AgentBreaker``), that breaker is used and shared by every worker;
 otherwise the breaker lives in this process (pybreaker, in memory). Either way it is the job's user's own: the
 limits come from the user's config, so another user's failures never open it.
 
 The template's scheme and host are fixed: placeholders are refused there (when the tool is registered), and
-placeholder values are percent-encoded (``/``, ``?``, ``#`` too), so a document can only change the path or query
-it is put in.
+placeholder values are percent-encoded (``/``, ``?``, ``#``, ``%`` and ``.`` too), so a value stays inside the path
+segment or query parameter it is put in. Dots are encoded because a value ``..`` (or ``.``) would otherwise be a
+dot segment, which the client resolves before sending: ``/api/{document_id}/details`` with the id ``..`` went to
+``/details``.
 
 Usage::
 
@@ -76,6 +79,7 @@ from pipeline.platform.kv import canonical_hash
 from pipeline.security.egress import EgressPolicy
 from pipeline.security.registered_tools import PLACEHOLDER as _PLACEHOLDER
 from pipeline.security.registered_tools import RegisteredTool
+from pipeline.security.storable import DEPTH_MESSAGE, deeper_than
 from pipeline.security.transports import egress_refusal, guarded_client
 
 # One step of a JSON path: .name | [index] | ['key'] | ["key"]
@@ -237,7 +241,9 @@ class ExternalEnricher(PostSearchAgent):
                     raise DocumentError(f"document has no metadata.{key} for the URL")
             if not isinstance(value, str):
                 value = json.dumps(value) if isinstance(value, (dict, list, bool)) else str(value)
-            return quote(value, safe="")
+            # quote leaves '.' as it is; every dot is encoded, since a dot segment can also be made of a value and
+            # the template's own text around it ("{document_id}." with the id ".").
+            return quote(value, safe="").replace(".", "%2E")
 
         return _PLACEHOLDER.sub(fill, template)
 
@@ -274,9 +280,16 @@ class ExternalEnricher(PostSearchAgent):
         if status >= 300:
             raise EndpointError(f"HTTP {status} (redirects are not followed)")
         try:
-            return json.loads(bytes(body))
+            data = json.loads(bytes(body))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise EndpointError(f"reply is not JSON: {exc}") from exc
+        except RecursionError:
+            raise EndpointError(f"reply {DEPTH_MESSAGE}") from None
+        # What is mapped from the reply joins the document's metadata, which later steps walk recursively (the PII
+        # redactor, JSON in the worker): it is held to the depth a request's own metadata is.
+        if deeper_than(data):
+            raise EndpointError(f"reply {DEPTH_MESSAGE}")
+        return data
 
     def run(self, inp: PostSearchInput, ctx: AgentContext) -> PostSearchOutput:
         cfg = self.config

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from pipeline.job.conversation import MAX_HISTORY_MESSAGES, HistoryMessage
 from pipeline.job.stage_budget import StageTimeouts
@@ -26,7 +26,8 @@ class SearchRequest(BaseModel):
         None, max_length=20, description="More collections searched in parallel; results merged by document id."
     )
     query: str
-    top_k: int | None = Field(None, ge=1)
+    # A number only: lax validation read ``true`` as 1 and ``"5"`` as 5.
+    top_k: StrictInt | None = Field(None, ge=1)
     agents: list[str] | None = Field(
         None, max_length=50, description="Run these agents with default configs instead of the collection's."
     )

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
 from pipeline.agents.base import AgentContext, Stage
 from pipeline.job.state import AgentRun, AgentSpec, JobState
@@ -33,13 +33,18 @@ STAGE_TIMEOUT = "stage_timeout"
 
 class StageTimeouts(BaseModel):
     """Seconds per stage, each optional (a stage without one has no budget of its own); the job deadline bounds
-    every one of them (``over_deadline``)."""
+    every one of them (``over_deadline``).
+
+    Each is a JSON number and nothing else: pydantic's lax mode read ``"5"`` as 5 s and ``true`` as a budget of 1 s,
+    so a client's mistake became a deadline that cut its agents short."""
 
     model_config = ConfigDict(extra="forbid")
 
-    pre_search: float | None = Field(None, gt=0, description="Seconds for the pre-search agents, from the submit.")
-    post_search: float | None = Field(None, gt=0, description="Seconds for the post-search agents, from the search.")
-    response: float | None = Field(None, gt=0, description="Seconds for the response agents, from the answer.")
+    pre_search: StrictFloat | None = Field(None, gt=0, description="Seconds for the pre-search agents, from the "
+                                                                    "submit.")
+    post_search: StrictFloat | None = Field(None, gt=0, description="Seconds for the post-search agents, from the "
+                                                                     "search.")
+    response: StrictFloat | None = Field(None, gt=0, description="Seconds for the response agents, from the answer.")
 
     def given(self) -> dict[str, float]:
         return {k: v for k, v in self.model_dump().items() if v is not None}

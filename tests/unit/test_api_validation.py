@@ -118,6 +118,88 @@ def test_top_k_out_of_range_is_422_on_top_k(client, app, collection_id, top_k):
     assert_nothing_written(client, app)
 
 
+@pytest.mark.parametrize(
+    ("fields", "loc"),
+    [
+        ({"stage_timeouts": {"response": True}}, ["body", "stage_timeouts", "response"]),
+        ({"stage_timeouts": {"pre_search": "5"}}, ["body", "stage_timeouts", "pre_search"]),
+        ({"top_k": True}, ["body", "top_k"]),
+        ({"top_k": "5"}, ["body", "top_k"]),
+        ({"search": {"min_score": True}}, ["body", "search", "min_score"]),
+        ({"search": {"candidates": "50"}}, ["body", "search", "candidates"]),
+        ({"mode": "iterative", "iterative": {"target": True}}, ["body", "iterative", "target"]),
+        ({"mode": "iterative", "iterative": {"thresholds": {"first": "4"}}},
+         ["body", "iterative", "thresholds", "first"]),
+        ({"mode": "iterative", "seen": {"window_days": True}}, ["body", "seen", "window_days"]),
+        ({"mode": "iterative", "profiles": [{"name": "risks", "per_iteration": True}]},
+         ["body", "profiles", 0, "per_iteration"]),
+    ],
+)
+def test_a_number_field_takes_a_json_number_not_a_boolean_or_a_string(client, app, collection_id, fields, loc):
+    """``true`` was read as 1 (a stage budget of 1 s, one result) and ``"5"`` as 5: a client's mistake became a
+    setting instead of a 422 naming the field."""
+    response = client.post("/v1/search", json={"collection_id": collection_id, "query": "Q4 revenue", **fields})
+    assert response.status_code == 422, response.text
+    assert locs(response) == [loc]
+    assert_nothing_written(client, app)
+
+
+def test_a_collections_stage_budget_takes_a_number_not_a_boolean(client):
+    name = f"budgets {uuid.uuid4().hex[:8]}"
+    refused = client.post("/v1/collections", json={"name": name, "stage_timeouts": {"response": True}})
+    assert refused.status_code == 422, refused.text
+    assert locs(refused) == [["body", "stage_timeouts", "response"]]
+    assert client.get("/v1/collections", params={"name": name}).json() == []
+    # A whole number is a number of seconds.
+    created = client.post("/v1/collections", json={"name": name, "stage_timeouts": {"response": 5}})
+    assert created.status_code == 201, created.text
+    assert created.json()["stage_timeouts"] == {"response": 5.0}
+
+
+# --- nesting --------------------------------------------------------------------------------------------------
+
+
+def post_json_text(client, path: str, text: str):
+    """A body written out by hand: ``json=`` cannot encode one nested this deep (json.dumps recurses too)."""
+    return client.post(path, content=text.encode(), headers={"Content-Type": "application/json"})
+
+
+def nested_objects(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+def assert_refused_as_too_deep(response, loc: list) -> None:
+    assert response.status_code == 422, response.text
+    assert locs(response) == [loc]
+    assert "nests deeper than 64 levels" in response.json()["detail"][0]["msg"]
+    assert '{"a"' not in response.text and "[[" not in response.text  # nothing of the body comes back
+
+
+@pytest.mark.parametrize("path", ["/v1/collections", "/v1/search", "/v1/agent-configs"])
+def test_a_body_of_arrays_nested_a_thousand_deep_is_422_naming_the_body(client, app, path):
+    """It was a 500: the parser (or pydantic after it) ran out of recursion."""
+    assert_refused_as_too_deep(post_json_text(client, path, "[" * 1000 + "]" * 1000), ["body"])
+    assert_nothing_written(client, app)
+
+
+@pytest.mark.parametrize(("depth", "loc"), [(100, ["body", "documents", 0, "metadata"]), (3000, ["body"])])
+def test_document_metadata_nested_past_the_limit_is_422(client, collection_id, depth, loc):
+    """Nested past the limit the field is named; past what the parser takes (a few hundred levels further) the
+    body is, as nothing of it was read."""
+    body = '{"documents": [{"id": "deep", "text": "A report.", "metadata": %s}]}' % nested_objects(depth)
+    assert_refused_as_too_deep(post_json_text(client, f"/v1/collections/{collection_id}/documents", body), loc)
+    counts = client.get(f"/v1/collections/{collection_id}").json()["documents"]
+    assert counts == {"pending": 0, "indexed": 0, "failed": 0}
+
+
+@pytest.mark.parametrize(("depth", "loc"), [(100, ["body", "filter", "not", "not"]), (3000, ["body"])])
+def test_a_filter_nested_past_the_limit_is_422(client, app, collection_id, depth, loc):
+    deep_filter = '{"not": ' * depth + '{"exists": {"key": "region"}}' + "}" * depth
+    body = '{"collection_id": "%s", "query": "Q4 revenue", "filter": %s}' % (collection_id, deep_filter)
+    assert_refused_as_too_deep(post_json_text(client, "/v1/search", body), loc)
+    assert_nothing_written(client, app)
+
+
 # --- agent configs --------------------------------------------------------------------------------------------
 
 
@@ -231,3 +313,32 @@ def test_probes_need_no_key_and_the_key_may_come_in_its_own_header(client):
         assert client.get(path, headers={"Authorization": ""}).status_code == 200
     key = client.headers["Authorization"].removeprefix("Bearer ")
     assert client.get("/v1/collections", headers={"Authorization": "", "X-API-Key": key}).status_code == 200
+
+
+def test_two_different_keys_in_one_request_are_refused(client, app):
+    """The key schemes read the first header of each name only: a second X-API-Key (or Authorization) header went
+    unseen, and the request was served as whichever key came first."""
+    from pipeline.security.users import UserStore
+
+    key = client.headers["Authorization"].removeprefix("Bearer ")
+    _, other = UserStore(app.state.services.db).create(f"other-{uuid.uuid4().hex[:8]}")
+    for headers in (
+        [("Authorization", ""), ("X-API-Key", key), ("X-API-Key", other)],
+        [("Authorization", f"Bearer {key}"), ("Authorization", f"Bearer {other}")],
+        [("Authorization", f"Bearer {key}"), ("X-API-Key", other)],
+    ):
+        response = client.get("/v1/collections", headers=headers)
+        assert response.status_code == 401, (headers, response.text)
+        assert "two different API keys" in response.json()["detail"]
+        assert response.headers["www-authenticate"] == "Bearer"
+    # The same key twice is one key.
+    same = client.get("/v1/collections", headers=[("Authorization", f"Bearer {key}"), ("X-API-Key", key),
+                                                  ("X-API-Key", key)])
+    assert same.status_code == 200, same.text
+
+
+def test_every_answer_says_nosniff(client):
+    """A browser takes the stated content type of any answer, never one it guesses from the bytes."""
+    for response in (client.get("/v1/collections"), client.get(f"/v1/collections/{COLLECTION_MISSING}"),
+                     client.get("/v1/jobs", headers={"Authorization": ""}), client.get("/healthz")):
+        assert response.headers["x-content-type-options"] == "nosniff", response.request.url

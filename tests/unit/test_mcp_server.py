@@ -221,6 +221,26 @@ def test_bad_arguments_and_api_refusals_are_tool_errors_with_the_reason():
     assert refused.is_error and _text(refused).endswith(": HTTP 401: unknown or revoked API key")
 
 
+@pytest.mark.parametrize(
+    ("arguments", "reason"),
+    [
+        ({"stage_timeouts": {"response": True}}, "stage_timeouts.response: Input should be a valid number"),
+        ({"stage_timeouts": {"response": "5"}}, "stage_timeouts.response: Input should be a valid number"),
+        ({"top_k": True}, "top_k: Input should be a valid integer"),
+    ],
+)
+def test_a_number_argument_takes_a_number_not_a_boolean(arguments, reason):
+    """The arguments were validated laxly before the API saw them: ``true`` reached it as 1.0, a stage budget of
+    one second that the API's own strict check could no longer tell from one sent on purpose."""
+    api = FakeApi()
+    result = _call(api, "search", {"collection": "docs", "query": "q", **arguments})
+    assert result.is_error and _reason(result) == reason
+    assert not api.sent("POST", "/v1/search")
+    sent = _call(api, "search", {"collection": "docs", "query": "q", "top_k": 3, "stage_timeouts": {"response": 5}})
+    assert not sent.is_error, _text(sent)
+    assert json.loads(api.sent("POST", "/v1/search")[0].content)["stage_timeouts"] == {"response": 5.0}
+
+
 def test_ingest_makes_a_new_named_collection_and_waits_for_the_indexing():
     api = FakeApi()
     result = _call(api, "ingest_documents", {"collection": "notes", "wait_s": 5, "documents": [

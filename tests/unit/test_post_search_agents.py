@@ -576,7 +576,8 @@ COMPANIES = {
 
 
 class CompanyServer:
-    """A local JSON API: /companies/<id> (slow-* sleeps, boom is a 500, unknown ids are 404), /down/<id> always 500."""
+    """A local JSON API: /companies/<id> (slow-* sleeps 1.5 s, stuck-* until the server closes, boom is a 500,
+    deep-<n> a reply nested n objects deep, unknown ids are 404), /down/<id> always 500."""
 
     def __init__(self) -> None:
         self.requests: list[str] = []
@@ -598,8 +599,14 @@ class CompanyServer:
                 if key.startswith("slow-"):
                     server._stop.wait(1.5)
                     key = key[len("slow-"):]
+                if key.startswith("stuck-"):
+                    server._stop.wait()
+                    return
                 if key == "garbage":
                     return self._send(200, b"<html>not json</html>")
+                if key.startswith("deep-"):
+                    depth = int(key[len("deep-"):])
+                    return self._send(200, b'{"company": ' + b'{"a": ' * depth + b"1" + b"}" * depth + b"}")
                 if key not in COMPANIES:
                     return self._send(404, {"error": "unknown company"})
                 return self._send(200, COMPANIES[key])
@@ -696,6 +703,31 @@ def test_external_enricher_maps_reply_paths_into_metadata(company_api):
         "breaker_scope": "process"}
 
 
+@pytest.mark.parametrize(
+    ("doc_id", "segment"),
+    [("..", "%2E%2E"), (".", "%2E"), ("v1.2", "v1%2E2"), ("a/b?c#d%2F", "a%2Fb%3Fc%23d%252F")],
+)
+def test_external_enricher_keeps_a_value_inside_its_own_path_segment(company_api, doc_id, segment):
+    """A dot segment is resolved by the client before it sends: with the id '..' the enricher asked for
+    /details, outside the operator's /companies/."""
+    ctx = tools_for(endpoint(company_api, path="/companies/{document_id}/details"))
+    run(enricher(), [company_doc(doc_id, None)], "q", ctx)
+    assert company_api.requests == [f"/companies/{segment}/details"]  # the path as it arrived, undecoded
+
+
+def test_external_enricher_refuses_a_reply_nested_past_the_limit_per_document(company_api):
+    """What is mapped from a reply joins the document's metadata; nested thousands deep, the parse raised
+    RecursionError out of the agent, and a hundred deep it went into metadata that later steps walk recursively."""
+    docs = [company_doc("d1", "deep-100"), company_doc("d2", "deep-3000"), company_doc("d3", "nw")]
+    out = run(enricher(mapping={"profile": "$.company"}), docs, "q", tools_for(endpoint(company_api)))
+    too_deep, far_too_deep, fine = out.documents
+    for doc in (too_deep, far_too_deep):
+        assert doc.metadata["enrichment_error"] == "reply nests deeper than 64 levels of arrays and objects"
+        assert "profile" not in doc.metadata
+    assert fine.metadata["profile"] == COMPANIES["nw"]["company"] and "enrichment_error" not in fine.metadata
+    assert out.metadata["enrichment"]["failed"] == 2 and out.metadata["enrichment"]["enriched"] == 1
+
+
 def test_external_enricher_an_internal_endpoint_is_refused_at_connect_without_the_operators_allowance(company_api):
     docs = [company_doc("d1", "nw"), company_doc("d2", "helios")]
     out = run(enricher(), docs, "q", tools_for(endpoint(company_api, allow_internal=False)))
@@ -722,10 +754,10 @@ def test_external_enricher_an_unregistered_or_removed_endpoint_is_the_agents_err
 
 
 def test_external_enricher_times_out_a_slow_document_and_enriches_the_others(company_api):
-    docs = [company_doc("slow", "slow-nw"), company_doc("fast", "nw")]
+    docs = [company_doc("slow", "stuck-nw"), company_doc("fast", "nw")]
     started = time.monotonic()
     out = run(enricher(timeout_s=0.3), docs, "q", tools_for(endpoint(company_api)))
-    assert time.monotonic() - started < 1.4  # the slow reply (1.5 s) was not waited for
+    assert time.monotonic() - started < 10  # the reply that never comes was not waited for
     slow, fast = out.documents
     assert slow.metadata["enrichment_error"].startswith("timeout after 0.3 s")
     assert "industry" not in slow.metadata
