@@ -19,6 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from pipeline.parsing import PdfLimits, PdfRefused, read_pdf
+from pipeline.platform.settings import get_settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text, known_language, normalise_code
 from pipeline.retrieval.sentence_vectors import chunk_units, pack
 from pipeline.retrieval.vector_store import IndexedChunk
@@ -103,11 +105,12 @@ def chunk_text(text: str, max_chars: int = 1000, overlap_chars: int = 200) -> li
     return chunks
 
 
-def read_documents(path: Path) -> list[DocumentIn]:
-    """JSON Lines (one document per line), or one plain-text / Markdown / PDF file as one document."""
+def read_documents(path: Path, pdf_limits: PdfLimits | None = None) -> list[DocumentIn]:
+    """JSON Lines (one document per line), or one plain-text / Markdown / PDF file as one document. A PDF is read
+    within ``pdf_limits`` (default: the settings'), and refused by name past them."""
     suffix = path.suffix.lower()
     if suffix == ".pdf":
-        return [_storable(_read_pdf(path), path)]
+        return [_storable(_read_pdf(path, pdf_limits or PdfLimits.from_settings(get_settings())), path)]
     text = path.read_text(encoding="utf-8")
     if suffix in (".txt", ".md", ".markdown") and (problem := text_problem(text)):
         raise IngestError(f"{path.name}: the text {problem}")
@@ -132,20 +135,16 @@ def _storable(doc: DocumentIn, path: Path) -> DocumentIn:
     return doc
 
 
-def _read_pdf(path: Path) -> DocumentIn:
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
-
+def _read_pdf(path: Path, limits: PdfLimits) -> DocumentIn:
     try:
-        reader = PdfReader(path)
-        pages = [page.extract_text() or "" for page in reader.pages]
-    except (PdfReadError, OSError) as exc:
-        raise IngestError(f"{path.name}: not a readable PDF ({exc})") from None
-    text = "\n\n".join(p.strip() for p in pages if p.strip())
+        pdf = read_pdf(path, limits)
+    except PdfRefused as exc:
+        raise IngestError(f"{path.name}: {exc}") from None
+    text = "\n\n".join(p.strip() for p in pdf.pages if p.strip())
     if not text:
         raise IngestError(f"{path.name}: the PDF has no extractable text (scanned pages need OCR first)")
-    title = (reader.metadata.title if reader.metadata and reader.metadata.title else None) or path.stem
-    return DocumentIn(id=path.stem, title=title, text=text, metadata={"source": path.name, "pages": len(pages)})
+    return DocumentIn(id=path.stem, title=pdf.title or path.stem, text=text,
+                      metadata={"source": path.name, "pages": len(pdf.pages)})
 
 
 def _markdown_to_text(markdown: str) -> str:

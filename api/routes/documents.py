@@ -4,7 +4,9 @@
 each file as ``agentsearch ingest`` reads it (``pipeline.ingest.read_documents``: JSON Lines, one document per
 line; a ``.txt``, ``.md`` or ``.pdf`` file as one document) and stores the documents through the JSON route's own
 code, so the checks, the quota and the indexing task are the same. A file with a bad line anywhere is refused whole,
-naming the file and the line, and nothing of the request is stored.
+naming the file and the line, and nothing of the request is stored; so is a PDF with more pages, or needing more CPU
+time or memory to read, than the settings allow (``pdf_max_pages``, ``pdf_read_time_s``, ``pdf_read_memory_mb``);
+the PDFs of one request share ``pdf_read_time_s``.
 
 Usage::
 
@@ -15,8 +17,11 @@ Usage::
 
 from __future__ import annotations
 
+import math
 import tempfile
+import time
 import uuid
+from dataclasses import replace
 from pathlib import Path, PurePath
 
 from fastapi import APIRouter, File, Query, Request, UploadFile
@@ -84,11 +89,17 @@ def upload_files(
     """Store the documents of the uploaded files as ``pending`` and queue their indexing (as the JSON route)."""
     # Imported here: the readers (PDF, Markdown) take most of a second to load.
     from pipeline.ingest import IngestError, read_documents
+    from pipeline.parsing import PdfLimits
 
     if len(files) > MAX_UPLOAD_FILES:
         raise unprocessable(("body", "files"), f"at most {MAX_UPLOAD_FILES} files per request")
     with request.app.state.services.db.session() as s:
         get_collection(s, collection_id, user_id)  # another user's collection is refused before any file is read
+    # Each PDF is read in a child process held to these: one file cannot take the server's CPU or memory. The PDFs
+    # of one request share the time limit: twenty files of just under it each would otherwise hold a request (and
+    # the server's cores) twenty times as long.
+    pdf_limits = PdfLimits.from_settings(request.app.state.services.settings)
+    reading_ends = time.monotonic() + pdf_limits.time_s
     documents = []
     first_file: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="agentsearch-upload-") as workdir:
@@ -104,8 +115,12 @@ def upload_files(
             path = Path(workdir) / f"{i}" / name
             path.parent.mkdir()
             path.write_bytes(upload.file.read())
+            left_s = math.ceil(reading_ends - time.monotonic())
+            if left_s < 1 and name.lower().endswith(".pdf"):
+                raise unprocessable(("body", "files", i), f"{name}: the request's PDFs took longer than "
+                                                          f"{pdf_limits.time_s} s to read; send fewer at once")
             try:
-                read = read_documents(path)
+                read = read_documents(path, replace(pdf_limits, time_s=max(1, left_s)))
             except (IngestError, UnicodeDecodeError) as exc:
                 message = str(exc) if str(exc).startswith(f"{name}:") else f"{name}: {exc}"
                 raise unprocessable(("body", "files", i), message) from None

@@ -131,6 +131,17 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(
         8 * 1024 * 1024, ge=1024, description="Request bodies above this are refused with 413 before they are read."
     )
+    # A PDF is read in a child process held to these (pipeline/parsing.py): a few kilobytes of PDF can ask for
+    # minutes of parsing or gigabytes of memory. The upload route and `agentsearch ingest` refuse such a file by name.
+    pdf_max_pages: int = Field(2000, ge=1, description="PDFs with more pages than this are refused.")
+    pdf_read_time_s: int = Field(
+        30, ge=1, le=3600, description="CPU seconds reading one PDF may take; a slower file is refused. "
+                           "The PDFs of one upload request share it."
+    )
+    pdf_read_memory_mb: int = Field(
+        1024, ge=256, le=65536, description="Memory (address space, MB) reading one PDF may take; a file needing "
+                                            "more is refused."
+    )
     max_waits_per_user: int = Field(
         16, ge=0, description="Requests of one user that may wait on jobs at once (?wait, event streams), per API "
         "process; past it ?wait answers at once and a stream is refused with 429."
