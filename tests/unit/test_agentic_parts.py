@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime
 
 import pytest
@@ -240,13 +239,14 @@ def test_an_llm_compression_with_an_invented_figure_is_replaced_by_the_extractiv
 
 def test_compression_runs_with_bounded_concurrency_and_keeps_order():
     active, peak, lock = [0], [0], threading.Lock()
+    pair = threading.Barrier(2, timeout=10)
 
     class Slow(Compressor):
         def compress(self, query, document):
             with lock:
                 active[0] += 1
                 peak[0] = max(peak[0], active[0])
-            time.sleep(0.05)
+            pair.wait()  # two compressions meet here, however the threads are scheduled; one alone times out
             with lock:
                 active[0] -= 1
             return super().compress(query, document)

@@ -175,9 +175,10 @@ def test_the_check_reports_counts_and_is_cheap():
     answer = ("The Denver Broncos defeated the Carolina Panthers 24–10 [1]. Revenue was $512 million in Q4 2025 "
               "[2]. Maintenance costs fell after new turbine contracts and a record storm [2].")
     verify_citations(answer, DOCS)  # the analyzer loaded once
-    started = time.perf_counter()
+    # The check's own CPU time: what a busy machine adds while the thread waits for a core is not its cost.
+    started = time.thread_time()
     result = verify_citations(answer, DOCS)
-    elapsed_ms = (time.perf_counter() - started) * 1000
+    elapsed_ms = (time.thread_time() - started) * 1000
     assert result.info["method"] == "offline" and result.info["sentences"] == 3
     assert (result.info["supported"], result.info["partial"], result.info["unsupported"]) == (1, 1, 1)
     assert result.info["all_supported"] is False

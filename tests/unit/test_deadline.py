@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 
 import pytest
 
@@ -33,19 +34,26 @@ def test_a_hung_call_is_abandoned_counted_and_uncounted_when_it_returns():
     assert (ABANDONED.current, ABANDONED.total) == (before_current + 1, before_total + 1)
     release.set()
     assert returned.wait(5)
-    for _ in range(100):  # the runner settles just after the call returns
-        if ABANDONED.current == before_current:
-            break
-        threading.Event().wait(0.01)
+    deadline = time.monotonic() + 10
+    while ABANDONED.current != before_current and time.monotonic() < deadline:  # it settles just after returning
+        time.sleep(0.01)
     assert (ABANDONED.current, ABANDONED.total) == (before_current, before_total + 1)
 
 
-def test_calls_one_after_another_reuse_a_runner_thread():
+def test_calls_one_after_another_reuse_a_runner_thread(monkeypatch):
+    back, returned = _RUNNERS.back, []
+
+    def back_and_tell(runner) -> bool:
+        kept = back(runner)
+        returned.append(threading.get_ident())
+        return kept
+
+    monkeypatch.setattr(_RUNNERS, "back", back_and_tell)
     first = call_with_deadline(threading.get_ident, 5)
-    for _ in range(100):  # the runner goes back to the idle list just after its call returns
-        if _RUNNERS._idle:
-            break
-        threading.Event().wait(0.01)
+    # The runner goes back to the idle list just after its call returns; the next call takes the last one back.
+    deadline = time.monotonic() + 10
+    while first not in returned and time.monotonic() < deadline:
+        time.sleep(0.01)
     second = call_with_deadline(threading.get_ident, 5)
     assert first == second != threading.get_ident()
 

@@ -129,10 +129,10 @@ def test_the_window_moves_and_admits_again_when_the_oldest_request_leaves_it():
 def test_redis_away_lets_requests_through_and_is_not_asked_again_at_once(caplog):
     windows = RateWindows("redis://127.0.0.1:1/0")  # nothing listens there
     user = uuid.uuid4()
-    started = time.monotonic()
     assert windows.hit(user, "search", 1) is None
+    # Redis is left alone a while: the next calls pass at once, without asking it (a call that did would raise).
+    windows.limiter = windows.storage = None
     assert windows.hit(user, "search", 1) is None and windows.peek(user, "read", 5) is None
-    assert time.monotonic() - started < 2  # the second and third calls did not wait for a timeout
     assert "rate limit counters unavailable" in caplog.text
     admission = windows.admit_job(user, 1, running=lambda: 0)
     assert admission.admitted  # the database's count alone decides

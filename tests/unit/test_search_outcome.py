@@ -6,6 +6,7 @@ outright is searched again with backoff, then fails the job; one that failed in 
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from datetime import timedelta
@@ -104,6 +105,7 @@ class TimedStore:
 
     def __init__(self) -> None:
         self.started: dict[str, float] = {}
+        self.keyword_started = threading.Event()
 
     def dense_search(self, name, vector, limit):
         self.started["semantic"] = time.monotonic()
@@ -111,6 +113,7 @@ class TimedStore:
 
     def keyword_search(self, name, analyzed, limit):
         self.started["keyword"] = time.monotonic()
+        self.keyword_started.set()
         return [Hit(id="d2#0", document_id="d2", title="B", text="Keyword.", score=3.0, metadata={})]
 
     def vectors(self, name, ids):
@@ -124,7 +127,9 @@ def test_the_keyword_search_runs_while_the_query_is_embedded():
     store, embedded = TimedStore(), []
 
     def slow_embed(texts):
-        time.sleep(0.2)
+        # Embedding lasts until the keyword search has begun (10 s at most): that search runs meanwhile, or the
+        # order asserted below is not met.
+        store.keyword_started.wait(10)
         embedded.append(time.monotonic())
         return [[0.1, 0.2] for _ in texts]
 

@@ -174,5 +174,6 @@ def test_a_finished_artifact_waits_for_the_database_instead_of_being_lost():
     assert step_tasks._PatientArtifacts(store, wait_s=5).save("j", object()) == "ref" and store.calls == 3
     gone = _FlakyStore(failures=100)
     with pytest.raises(OperationalError):
-        step_tasks._PatientArtifacts(gone, wait_s=0.6).save("j", object())
+        # Room for the first retry, 0.5 s on (with 0.9 s to spare), never for the second, 1 s after that.
+        step_tasks._PatientArtifacts(gone, wait_s=1.4).save("j", object())
     assert gone.calls == 2
