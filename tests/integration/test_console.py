@@ -39,7 +39,7 @@ PLAY_AUDIO = """async (audio) => {
   audio.muted = true;
   await audio.play();
   const start = performance.now();
-  while (audio.currentTime === 0 && performance.now() - start < 5000) await new Promise((r) => setTimeout(r, 50));
+  while (audio.currentTime === 0 && performance.now() - start < 30000) await new Promise((r) => setTimeout(r, 50));
   return {duration: audio.duration, currentTime: audio.currentTime, paused: audio.paused};
 }"""
 

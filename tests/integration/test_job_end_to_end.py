@@ -108,9 +108,10 @@ def test_agent_past_its_deadline_is_cut_off(stack, collection):
     assert job["status"] == "succeeded", job["error"]
     run = runs_by_agent(job)["test_sleepy"]
     assert run["status"] == "timeout" and "1 s deadline" in run["errors"][0]
-    assert timeout_s <= run["duration_ms"] / 1000 < timeout_s + 0.5
-    # The hung agent costs the job its deadline and little more, not the 60 s it would sleep.
-    assert elapsed_s(job) - elapsed_s(baseline) < timeout_s + 1.0, (elapsed_s(job), elapsed_s(baseline))
+    # The hung agent costs the job its deadline, not the 60 s it would sleep (half of that is room for a loaded
+    # machine).
+    assert timeout_s <= run["duration_ms"] / 1000 < 30
+    assert elapsed_s(job) - elapsed_s(baseline) < 30, (elapsed_s(job), elapsed_s(baseline))
 
 
 def test_response_agent_that_raises_does_not_stop_the_chord(stack, collection):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 
 from tests.integration.conftest import search, use_agents, wait_job
+from tests.support.events import read_events
 
 QUERY = "How much battery storage does Northwind operate?"
 
@@ -15,16 +15,14 @@ def test_identical_job_is_answered_from_the_stored_response(stack, collection):
     query = f"{QUERY} {uuid.uuid4().hex[:6]}"
     with stack.http() as http:
         first = search(http, collection, query, agents=["language_detector", "executive_summary"])
-        started = time.perf_counter()
         again = http.post("/v1/search", json={"collection_id": collection, "query": query,
                                               "agents": ["language_detector", "executive_summary"]})
-        elapsed = time.perf_counter() - started
+        # Answered in the request itself (200, succeeded), where a job that runs is 202 and queued.
         assert again.status_code == 200 and again.json()["cached"] is True and again.json()["status"] == "succeeded"
         cached = http.get(f"/v1/jobs/{again.json()['job_id']}").json()
         other_options = http.post("/v1/search", json={"collection_id": collection, "query": query, "top_k": 3,
                                                       "agents": ["language_detector", "executive_summary"]})
         artifact = http.get(cached["response"]["agent_artifacts"][0]["url"])
-    assert elapsed < 1.0
     assert cached["response"]["answer"] == first["response"]["answer"]
     assert cached["response"]["cached_from"] == first["job_id"] and cached["job_id"] != first["job_id"]
     assert artifact.status_code == 200 and artifact.content
@@ -77,14 +75,7 @@ def test_events_stream_stages_agents_and_the_final_status(stack, collection):
         job_id = http.post("/v1/search", json={"collection_id": collection, "query": QUERY, "use_cache": False,
                                                "agents": ["language_detector", "deduplicator", "executive_summary"]}
                            ).json()["job_id"]
-        events = []
-        with http.stream("GET", f"/v1/jobs/{job_id}/events", timeout=60) as stream:
-            name = None
-            for line in stream.iter_lines():
-                if line.startswith("event: "):
-                    name = line[7:]
-                elif line.startswith("data: "):
-                    events.append((name, json.loads(line[6:])))
+        events = [(name, data) for _, name, data in read_events(http, job_id, timeout_s=60)]
     kinds = [e[0] for e in events]
     assert kinds[-1] == "done" and events[-1][1]["status"] == "succeeded"
     agents = [e[1]["agent_id"] for e in events if e[0] == "agent"]
@@ -94,23 +85,29 @@ def test_events_stream_stages_agents_and_the_final_status(stack, collection):
 
 def test_cancel_stops_the_job_at_its_next_boundary(stack, collection):
     with stack.http() as http:
-        use_agents(http, collection, {"agent_id": "test_sleepy", "config": {"sleep_s": 2}, "timeout_s": 10},
+        use_agents(http, collection, {"agent_id": "test_sleepy", "config": {"sleep_s": 5}, "timeout_s": 10},
                    {"agent_id": "executive_summary"})
         job_id = http.post("/v1/search", json={"collection_id": collection, "query": QUERY, "use_cache": False}
                            ).json()["job_id"]
-        time.sleep(0.5)
+        deadline = time.monotonic() + 60
+        while http.get(f"/v1/jobs/{job_id}").json()["stage"] != "pre_search:test_sleepy":
+            assert time.monotonic() < deadline, "the sleepy step never started"
+            time.sleep(0.05)
         assert http.delete(f"/v1/jobs/{job_id}").status_code == 202
         assert http.delete(f"/v1/jobs/{job_id}").status_code == 409
-        time.sleep(3)  # the sleeping agent finishes; nothing after it may run
         job = wait_job(http, job_id)
     assert job["status"] == "cancelled" and job["response"] is None
-    assert stack.sql("SELECT count(*) FROM artifacts WHERE job_id = %s", job_id) == [(0,)]
-    # The steps still queued were revoked: the worker dropped the next one instead of running it.
+    # The steps still queued were revoked: once the sleeping agent's step ends, the worker drops the next one
+    # instead of running it, and nothing after it runs.
     (task_ids,), = stack.sql("SELECT task_ids FROM jobs WHERE id = %s", job_id)
-    worker_log = stack.logs["worker-0"].read_text()
     assert len(task_ids) >= 4
-    assert any(f"Discarding revoked task: agentsearch.{name}[{task_id}]" in worker_log
-               for task_id in task_ids for name in ("post_search_agent", "core_search", "generate_answer"))
+    steps = {f"agentsearch.{name}[{task_id}]"
+             for task_id in task_ids for name in ("post_search_agent", "core_search", "generate_answer")}
+    deadline = time.monotonic() + 60
+    while not any(step in line for line in stack.worker_log_lines("Discarding revoked task: ") for step in steps):
+        assert time.monotonic() < deadline, "the worker never dropped the cancelled job's next step"
+        time.sleep(0.2)
+    assert stack.sql("SELECT count(*) FROM artifacts WHERE job_id = %s", job_id) == [(0,)]
 
 
 def _finished_job(http, collection: str, query: str) -> str:

@@ -83,7 +83,7 @@ def test_reingest_replaces_and_delete_removes(stack):
         assert "Trains" not in job["response"]["answer"] and len(job["response"]["sources"]) == 1
         assert http.delete(f"/v1/collections/{cid}/documents/policy").status_code == 202
         assert http.delete(f"/v1/collections/{cid}/documents/policy").status_code == 404
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while True:
             job = search(http, cid, "How are flights booked?", agents=[], use_cache=False)
             if not job["response"]["sources"] or time.monotonic() > deadline:
@@ -177,12 +177,12 @@ def test_milvus_errors_are_retried_then_reported(stack, collection, embedder):
 
 
 def test_stage_deadline_keeps_the_partial_results(stack, collection, embedder):
-    slow = FlakyStore(stack.env["AGENTSEARCH_MILVUS_URI"], keyword_delay_s=3.0)
+    slow = FlakyStore(stack.env["AGENTSEARCH_MILVUS_URI"], keyword_delay_s=60.0)
     started = time.monotonic()
     result = Retriever(embedder.embed, slow, KeywordAnalyzer()).search(
-        milvus_collection_name(collection), QUERY, SearchConfig(strategy="hybrid", timeout_s=0.8)
+        milvus_collection_name(collection), QUERY, SearchConfig(strategy="hybrid", timeout_s=3.0)
     )
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 30  # the 3 s deadline, not the keyword search's minute
     assert result.metrics["timed_out"] == ["keyword"]
     assert result.documents and any("deadline" in w for w in result.warnings)
 

@@ -140,7 +140,8 @@ def test_hung_agents_are_abandoned_at_their_deadline_and_the_worker_starts_afres
             assert job["status"] == "succeeded", job["error"]
             assert [a["status"] for a in job["response"]["agents"]] == ["timeout"]
             seconds = (datetime.fromisoformat(job["finished_at"]) - datetime.fromisoformat(job["created_at"]))
-            assert seconds.total_seconds() <= 1.0 + 2.0
+            # The 1 s timeout and the rest of the job: never the hung agent, nor the 30 s default timeout.
+            assert seconds.total_seconds() < 15, seconds
         worker = next(w for (_, w) in _metrics(pool_stack) if w.endswith(f":{pid}"))
         assert _metrics(pool_stack)[("agentsearch_worker_abandoned_threads", worker)] == ABANDONED_CAP - 1
 
