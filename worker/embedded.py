@@ -1,9 +1,13 @@
-"""An in-process Celery worker on threads, for the embedded mode (``memory://`` broker).
+"""In-process Celery workers on threads, for the embedded mode (``memory://`` broker).
+
+Two pools, as a deployment runs two workers: one for the job's steps, rendering and ingestion, and one of its own
+for webhook deliveries (the ``webhooks`` queue). A delivery waits on someone else's server, up to the attempt's
+timeout; sharing the steps' few threads, a user's slow receivers would hold up every user's jobs.
 
 Usage::
 
     worker = EmbeddedWorker(app, concurrency=4)
-    worker.start()          # returns once the consumer is ready
+    worker.start()          # returns once both consumers are ready
     ...
     worker.stop()
 """
@@ -15,7 +19,10 @@ import threading
 from celery import Celery
 from celery.worker import WorkController
 
-from worker.app import ALL_QUEUES
+from worker.app import ALL_QUEUES, WEBHOOKS_QUEUE
+
+JOB_QUEUES = [q for q in ALL_QUEUES if q != WEBHOOKS_QUEUE]
+WEBHOOK_THREADS = 4
 
 
 class _ReadyWorkController(WorkController):
@@ -28,34 +35,38 @@ class _ReadyWorkController(WorkController):
 
 
 class EmbeddedWorker:
-    def __init__(self, app: Celery, concurrency: int = 4) -> None:
+    def __init__(self, app: Celery, concurrency: int = 4, webhook_concurrency: int = WEBHOOK_THREADS) -> None:
         self.app = app
-        self.concurrency = concurrency
-        self._controller: _ReadyWorkController | None = None
-        self._thread: threading.Thread | None = None
+        self.concurrency, self.webhook_concurrency = concurrency, webhook_concurrency
+        self._controllers: list[_ReadyWorkController] = []
+        self._threads: list[threading.Thread] = []
 
     def start(self, timeout_s: float = 30.0) -> None:
         self.app.set_current()
-        # Threads, not processes: the memory broker lives in this process.
-        self._controller = _ReadyWorkController(
-            app=self.app,
-            pool="threads",
-            concurrency=self.concurrency,
-            queues=list(ALL_QUEUES),
-            loglevel="WARNING",
-            hostname="embedded@agentsearch",
-            without_heartbeat=True,
-            without_mingle=True,
-            without_gossip=True,
-            ready_callback=None,
-        )
-        self._thread = threading.Thread(target=self._controller.start, name="agentsearch-worker", daemon=True)
-        self._thread.start()
-        if not self._controller.ready.wait(timeout_s):
-            raise TimeoutError("embedded worker did not start")
+        for name, queues, concurrency in (("embedded", JOB_QUEUES, self.concurrency),
+                                          ("embedded-webhooks", [WEBHOOKS_QUEUE], self.webhook_concurrency)):
+            # Threads, not processes: the memory broker lives in this process.
+            controller = _ReadyWorkController(
+                app=self.app,
+                pool="threads",
+                concurrency=concurrency,
+                queues=queues,
+                loglevel="WARNING",
+                hostname=f"{name}@agentsearch",
+                without_heartbeat=True,
+                without_mingle=True,
+                without_gossip=True,
+                ready_callback=None,
+            )
+            thread = threading.Thread(target=controller.start, name=f"agentsearch-{name}-worker", daemon=True)
+            self._controllers.append(controller)
+            self._threads.append(thread)
+            thread.start()
+            if not controller.ready.wait(timeout_s):
+                raise TimeoutError(f"embedded worker {name} did not start")
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        if self._controller is not None:
-            self._controller.stop(in_sighandler=False)
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        for controller in self._controllers:
+            controller.stop(in_sighandler=False)
+        for thread in self._threads:
+            thread.join(timeout_s)

@@ -3,12 +3,16 @@
 - ``deliver_webhook(delivery_id, due)``: one attempt (``pipeline.webhooks.courier``). A retry due within
   ``COUNTDOWN_MAX_S`` is sent again with a countdown; a later one waits in the database (``next_attempt_at``) for
   the sweep, because the Redis broker hands a message held longer than its visibility timeout to a second worker.
+  An attempt deferred (its user has ``AGENTSEARCH_WEBHOOK_MAX_IN_FLIGHT_PER_USER`` attempts out) is sent again
+  with a countdown of a second or so; the task ends at once and its thread takes the next message.
 - ``sweep_webhooks``: periodic (Celery beat; in embedded mode a ``Ticker`` of the API process): every pending
   delivery that is due, enqueued once (``pipeline.webhooks.outbox.due_deliveries`` leases it). It also sends what
   a lost enqueue or a lost worker left behind.
 
-Both are on the ``webhooks`` queue (``worker.app``), which a thread-pool worker consumes: an attempt mostly waits on
-the receiver. Importing this module makes every commit that ends a job enqueue its deliveries at once.
+Both are on the ``webhooks`` queue (``worker.app``), which a thread-pool worker consumes (in embedded mode, a pool
+of its own: ``worker.embedded``): an attempt mostly waits on the receiver, at most ``AGENTSEARCH_WEBHOOK_TIMEOUT_S``
+in all, and one user's attempts out at once are capped, so one user's slow receivers hold a few threads at most.
+Importing this module makes every commit that ends a job enqueue its deliveries at once.
 
 Usage::
 
@@ -45,18 +49,20 @@ def _courier() -> Courier:
         services.metrics.record_webhook_attempt(result.outcome)
 
     return Courier(services.db, sender, RetrySchedule.from_settings(settings), timeout_s=settings.webhook_timeout_s,
-                   on_attempt=counted)
+                   max_in_flight=settings.webhook_max_in_flight_per_user, on_attempt=counted)
 
 
 @app.task(name="agentsearch.deliver_webhook", **DB_RETRY)
 def deliver_webhook(delivery_id: str, due: str | None = None, manual: bool = False) -> dict[str, Any]:
     report = _courier().attempt(delivery_id, due=due, manual=manual)
-    if report.outcome == "retry" and report.retry_in_s is not None and report.retry_in_s <= COUNTDOWN_MAX_S:
+    again = report.outcome in ("retry", "deferred") and report.retry_in_s is not None
+    if again and report.retry_in_s <= COUNTDOWN_MAX_S:
         try:
-            deliver_webhook.apply_async((delivery_id, report.due), countdown=report.retry_in_s)
-        except Exception:  # noqa: BLE001 - the retry is in the database: the sweep sends it once it is due
-            log.warning("could not enqueue the retry of webhook delivery %s; the sweep will", delivery_id,
-                        exc_info=True)
+            deliver_webhook.apply_async((delivery_id, report.due), {"manual": True} if manual else None,
+                                        countdown=report.retry_in_s)
+        except Exception:  # noqa: BLE001 - an automatic one is in the database: the sweep sends it once it is due
+            log.warning("could not enqueue webhook delivery %s again%s", delivery_id,
+                        "; the manual attempt is lost" if manual else "; the sweep will", exc_info=True)
     elif report.outcome == "gave_up":
         log.warning("webhook delivery %s given up: %s", delivery_id, report.detail)
     return report.as_dict()

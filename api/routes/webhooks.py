@@ -3,7 +3,9 @@
 The secret (``whsec_<base64>``) is shown twice at most: in the answer to create, and to rotate-secret; never in a
 listing. Another user's webhook or delivery answers 404 exactly like one that does not exist. A URL is checked
 where it enters (``pipeline.webhooks.target``): a host that is, or resolves to, an internal address the operator
-did not allow is refused with 422 naming ``["body", "url"]``, and nothing is written.
+did not allow is refused with 422 naming ``["body", "url"]``, and nothing is written. A user has at most
+``AGENTSEARCH_WEBHOOK_MAX_PER_USER`` webhooks (each turns every job's end into one more request): one more is
+refused with 409 until one is deleted.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from api.request_guard import GuardedRoute
 from api.schemas import WebhookCreate, WebhookUpdate
 from pipeline.platform.db import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
 from pipeline.platform.settings import Settings
+from pipeline.webhooks.quota import hold_user, webhook_count
 from pipeline.webhooks.secret import new_secret
 from pipeline.webhooks.target import TargetRefused, checked_url
 from worker.webhooks import deliver_webhook
@@ -54,7 +57,12 @@ def create_webhook(body: WebhookCreate, user_id: CurrentUser, request: Request) 
     """Register a webhook; the answer holds its signing secret, shown this once."""
     services = request.app.state.services
     url = _checked_url(body.url, services.settings)
+    limit = services.settings.webhook_max_per_user
     with services.db.session() as s:
+        hold_user(s, user_id)  # two requests at once cannot both take the last place
+        if webhook_count(s, user_id) >= limit:
+            raise HTTPException(status_code=409, detail=f"you have {limit} webhooks, the most one user may have; "
+                                                        "delete one before adding another")
         row = WebhookRow(user_id=user_id, url=url, events=list(body.events), description=body.description,
                          secret=new_secret(), status="active")
         s.add(row)
@@ -150,7 +158,8 @@ def list_deliveries(webhook_id: uuid.UUID, user_id: CurrentUser, request: Reques
 @router.post("/{webhook_id}/deliveries/{delivery_id}/retry", status_code=202)
 def retry_delivery(webhook_id: uuid.UUID, delivery_id: uuid.UUID, user_id: CurrentUser,
                    request: Request) -> dict[str, Any]:
-    """Send a delivery again now: a new attempt with the same ``webhook-id``, whatever its status."""
+    """Send a delivery again now: a new attempt with the same ``webhook-id``, whatever its status; after the attempt
+    under way, if one is, and within the user's attempts out at once, as every attempt."""
     with request.app.state.services.db.session() as s:
         _owned(s, webhook_id, user_id)
         row = s.get(WebhookDeliveryRow, delivery_id)

@@ -13,7 +13,8 @@ Metrics (see README "Observability"):
 - ``agentsearch_queue_length{queue}``                    messages waiting in the broker (Redis broker only)
 - ``agentsearch_worker_abandoned_threads{worker}``      agent threads past their deadline, per worker process
 - ``agentsearch_worker_threads_abandoned_total{worker}``, ``agentsearch_worker_recycles_total{worker}``
-- ``agentsearch_webhook_attempts_total{outcome}``         delivered, http_error, timeout, refused, network_error
+- ``agentsearch_webhook_attempts_total{outcome}``         delivered, http_error, timeout, refused, network_error,
+                                                          error
 - ``agentsearch_metrics_store_up``                       1 when the Redis holding the above could be read
 
 Usage::

@@ -61,7 +61,7 @@ ARTIFACT_BUCKETS_BYTES: tuple[float, ...] = tuple(
 AGENT_STATUSES = ("ok", "cached", "error", "timeout", "circuit_open", "skipped")
 CACHES = ("agent", "search", "embedding", "job")
 # Every outcome of a webhook delivery attempt (pipeline.webhooks.sender.SendResult).
-WEBHOOK_OUTCOMES = ("delivered", "http_error", "timeout", "refused", "network_error")
+WEBHOOK_OUTCOMES = ("delivered", "http_error", "timeout", "refused", "network_error", "error")
 
 
 def _field(*parts: str) -> str:

@@ -34,6 +34,7 @@ from sqlalchemy import (
     Uuid,
     create_engine,
     event,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
@@ -382,12 +383,16 @@ class WebhookDeliveryRow(Base):
 
     ``next_attempt_at`` is when the next automatic attempt is due; a worker that takes the delivery moves it past
     the attempt's timeout first (a lease), so a second worker leaves it alone and a lost worker's delivery comes
-    due again.
+    due again. ``sending_until`` is set while an attempt is out (its claim, manual attempts' too): no second
+    attempt of the delivery starts before the first is recorded or its claim lapses (a lost worker's), and the
+    claims of one user's deliveries are what its attempts in flight are counted by.
     """
 
     __tablename__ = "webhook_deliveries"
     __table_args__ = (
         Index("ix_webhook_deliveries_status_next", "status", "next_attempt_at"),
+        Index("ix_webhook_deliveries_sending_until", "sending_until",
+              postgresql_where=text("sending_until IS NOT NULL"), sqlite_where=text("sending_until IS NOT NULL")),
         # One delivery of an event per webhook, however often the job's end is recorded.
         UniqueConstraint("webhook_id", "job_id", "event", name="uq_webhook_deliveries_webhook_job_event"),
     )
@@ -401,6 +406,7 @@ class WebhookDeliveryRow(Base):
     status: Mapped[str] = mapped_column(String(20), default="pending")  # pending | delivered | failed
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    sending_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     delivered_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

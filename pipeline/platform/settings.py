@@ -177,7 +177,10 @@ class Settings(BaseSettings):
         86400.0, gt=0, le=30 * 86400, description="How long a delivery is retried after its event before the "
         "webhook is marked failing."
     )
-    webhook_timeout_s: float = Field(10.0, gt=0, le=120, description="Longest wait for one delivery attempt.")
+    webhook_timeout_s: float = Field(
+        10.0, gt=0, le=120, description="Longest one delivery attempt may take in all, from the connection to the "
+        "receiver's status line and headers (not per read: a receiver that trickles its answer is cut off too)."
+    )
     webhook_backoff_base_s: float = Field(
         5.0, gt=0, le=3600, description="Wait before the first retry; doubled after each failed attempt, jittered."
     )
@@ -185,6 +188,16 @@ class Settings(BaseSettings):
     webhook_sweep_interval_s: float = Field(
         10.0, gt=0, le=3600, description="How often deliveries due for an attempt are looked for (beat, embedded "
         "ticker)."
+    )
+    # One user's slow receivers take this many threads of the webhooks worker at most: keep it well below that
+    # worker's concurrency, so other users' deliveries always find one.
+    webhook_max_in_flight_per_user: int = Field(
+        2, ge=1, le=64, description="Delivery attempts of one user's webhooks out at once; more are deferred a "
+        "second or so, holding no worker thread meanwhile."
+    )
+    webhook_max_per_user: int = Field(
+        20, ge=1, le=1000, description="Webhooks one user may register (each turns every job's end into one more "
+        "request); past it POST /v1/webhooks is refused with 409."
     )
 
     # Rate limits and quotas per user (pipeline/security/quotas.py); an operator overrides them for one user with

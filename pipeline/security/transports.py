@@ -114,12 +114,12 @@ class GuardedAsyncBackend(httpcore2.AsyncNetworkBackend):
 
 
 class _GuardedTransport(httpx.HTTPTransport):
-    def __init__(self, guard: EgressGuard) -> None:
+    def __init__(self, guard: EgressGuard, inner: httpcore.NetworkBackend | None = None) -> None:
         super().__init__(trust_env=False)
         # httpx builds its connection pool without a backend argument; the same pool, with the guarded backend.
         # (httpx 0.28 keeps it as ``_pool``; handle_request maps httpcore's errors to httpx's around it.)
         self._pool = httpcore.ConnectionPool(ssl_context=httpx.create_ssl_context(trust_env=False),
-                                             network_backend=GuardedBackend(guard))
+                                             network_backend=GuardedBackend(guard, inner))
 
 
 class _GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
@@ -130,9 +130,10 @@ class _GuardedAsyncTransport(httpx2.AsyncHTTPTransport):
 
 
 def guarded_client(policy: EgressPolicy | None = None, resolver: Resolver | None = None,
-                   **client_options: Any) -> httpx.Client:
-    """An ``httpx.Client`` (``client_options``: timeout, headers, follow_redirects, ...) behind the guard."""
-    transport = _GuardedTransport(EgressGuard(policy, resolver))
+                   network_backend: httpcore.NetworkBackend | None = None, **client_options: Any) -> httpx.Client:
+    """An ``httpx.Client`` (``client_options``: timeout, headers, follow_redirects, ...) behind the guard;
+    ``network_backend``: what the guard connects through once an address passed (httpcore's sockets by default)."""
+    transport = _GuardedTransport(EgressGuard(policy, resolver), network_backend)
     return httpx.Client(transport=transport, trust_env=False, **client_options)
 
 

@@ -10,8 +10,10 @@ Framework-free, like the rest of ``pipeline``: the Celery tasks that drive it ar
 - ``schedule``: when a failed delivery is tried again (exponential, jittered, within the retry window);
 - ``outbox``: the delivery rows a job's end writes in the transaction that ends it, and who hears of them after
   the commit;
-- ``sender``: one HTTP attempt through the egress guard;
-- ``courier``: one attempt of one delivery, from taking it to recording what happened.
+- ``sender``: one HTTP attempt through the egress guard, bounded as a whole by its timeout (``deadline``);
+- ``quota``: how many webhooks a user may have, and how many of its attempts may be out at once;
+- ``courier``: one attempt of one delivery, from taking it (one at a time, within its user's cap) to recording what
+  happened.
 
 Usage::
 

@@ -6,6 +6,10 @@ followed: a receiver answers the POST itself, and a 3xx counts as a failed attem
 (a redirect is also how a public URL would point a delivery inward). Only the status is read, never the body: a
 receiver's answer means nothing here beyond success or failure.
 
+``timeout_s`` bounds the whole attempt, from the connection to the status line and headers, not each read
+(``pipeline.webhooks.deadline``): a receiver that trickles its answer a byte at a time is cut off at the deadline
+like one that never answers, so one attempt never holds a worker, or its delivery's lease, longer than that.
+
 Usage::
 
     sender = WebhookSender(settings.egress_policy(), timeout_s=10)
@@ -23,6 +27,7 @@ import httpx
 from pipeline.platform.db import utcnow
 from pipeline.security.egress import EgressPolicy, Resolver
 from pipeline.security.transports import egress_refusal, guarded_client
+from pipeline.webhooks.deadline import DeadlineBackend
 from pipeline.webhooks.signer import signed_headers
 
 USER_AGENT = "agentsearch-webhooks/1"
@@ -30,7 +35,8 @@ USER_AGENT = "agentsearch-webhooks/1"
 
 @dataclass(frozen=True)
 class SendResult:
-    """What one attempt came to. ``outcome``: delivered, http_error, timeout, refused (egress) or network_error."""
+    """What one attempt came to. ``outcome``: delivered, http_error, timeout, refused (egress), network_error, or
+    error (the attempt could not be made at all: ``pipeline.webhooks.courier`` records whatever the send raised)."""
 
     outcome: str
     duration_ms: float
@@ -52,12 +58,14 @@ class WebhookSender:
         headers = {**signed_headers(secret, message_id, body, utcnow()), "content-type": "application/json",
                    "user-agent": USER_AGENT}
         started = time.perf_counter()
+        deadline = DeadlineBackend(time.monotonic() + self.timeout_s)
 
         def took() -> float:
             return round((time.perf_counter() - started) * 1000, 3)
 
         try:
-            with guarded_client(self.policy, self.resolver, timeout=self.timeout_s, follow_redirects=False) as client:
+            with guarded_client(self.policy, self.resolver, network_backend=deadline, timeout=self.timeout_s,
+                                follow_redirects=False) as client:
                 with client.stream("POST", url, content=body.encode("utf-8"), headers=headers) as response:
                     code = response.status_code
         except httpx.TimeoutException as exc:

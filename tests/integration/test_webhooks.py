@@ -2,8 +2,9 @@
 
 The suite's stack keeps the egress guard's defaults (127.0.0.1 refused), so this module adds an API process and a
 thread-pool worker on the ``webhooks`` queue of its own, started as an operator who allowed 127.0.0.1 would start
-them (``AGENTSEARCH_EGRESS_ALLOW``), with a short retry schedule; jobs still run on the suite's worker, and their
-ends are written and enqueued there. The suite's own API answers the registrations that must be refused.
+them (``AGENTSEARCH_EGRESS_ALLOW``), with a short retry schedule, a few threads and a cap of two attempts out per
+user; jobs still run on the suite's worker, and their ends are written and enqueued there. The suite's own API
+answers the registrations that must be refused.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ pytestmark = pytest.mark.integration
 
 EVENTS = ["job.succeeded", "job.failed", "job.cancelled"]
 RETRY_WINDOW_S = 6
+# One attempt's deadline, in all; the webhooks worker's threads; one user's attempts out at once.
+TIMEOUT_S = 10
+THREADS = 4
+IN_FLIGHT = 2
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +43,9 @@ def allowed_api(stack, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("webhooks")
     env = {**stack.env, "AGENTSEARCH_EGRESS_ALLOW": json.dumps(["127.0.0.1"]),
            "AGENTSEARCH_WEBHOOK_BACKOFF_BASE_S": "0.2", "AGENTSEARCH_WEBHOOK_BACKOFF_MAX_S": "1",
-           "AGENTSEARCH_WEBHOOK_RETRY_WINDOW_S": str(RETRY_WINDOW_S), "AGENTSEARCH_WEBHOOK_TIMEOUT_S": "5",
-           "AGENTSEARCH_WORKER_PRELOAD_EMBEDDER": "false"}
-    with extra_api_and_worker(workdir, env, queues="webhooks", concurrency=8, name="webhooks") as url:
+           "AGENTSEARCH_WEBHOOK_RETRY_WINDOW_S": str(RETRY_WINDOW_S), "AGENTSEARCH_WEBHOOK_TIMEOUT_S": str(TIMEOUT_S),
+           "AGENTSEARCH_WEBHOOK_MAX_IN_FLIGHT_PER_USER": str(IN_FLIGHT), "AGENTSEARCH_WORKER_PRELOAD_EMBEDDER": "false"}
+    with extra_api_and_worker(workdir, env, queues="webhooks", concurrency=THREADS, name="webhooks") as url:
         yield url
 
 
@@ -247,3 +252,96 @@ def test_another_users_webhook_answers_404_like_a_missing_one(stack, allowed_api
         kept = http.get(f"/v1/webhooks/{hook['id']}").json()
         assert kept["status"] == "active" and kept["url"] == f"{receiver.url}/private"
         assert http.delete(f"/v1/webhooks/{hook['id']}").status_code == 204
+
+
+def wait_attempts(http: httpx.Client, hook_id: str, count: int, timeout_s: float) -> list[dict]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = deliveries(http, hook_id)
+        if found and len(found[0]["attempts"]) >= count:
+            return found[0]["attempts"]
+        assert time.monotonic() < deadline, f"fewer than {count} attempts recorded after {timeout_s} s: {found}"
+        time.sleep(0.2)
+
+
+def sleepy_collection(http: httpx.Client) -> str:
+    """A collection of the client's user whose jobs take a few seconds: long enough to cancel them first."""
+    collection = http.post("/v1/collections", json={"name": f"nap-{uuid.uuid4().hex[:6]}"}).json()["id"]
+    use_agents(http, collection, {"agent_id": "test_sleepy", "name": "nap", "config": {"sleep_s": 3}})
+    return collection
+
+
+def cancelled_job(http: httpx.Client, collection: str) -> str:
+    """A job of the client's user, ended at once by its cancel: the API writes its end and enqueues its deliveries,
+    with no worker in between."""
+    submitted = http.post("/v1/search", json={"collection_id": collection, "query": "tidal", "use_cache": False})
+    assert submitted.status_code == 202, submitted.text
+    job_id = submitted.json()["job_id"]
+    assert http.delete(f"/v1/jobs/{job_id}").status_code == 202
+    return job_id
+
+
+def test_a_receiver_that_trickles_its_answer_is_cut_off_at_the_attempts_deadline(allowed_api, user, receiver):
+    key, collection_id = user
+    # The status line at once, then a header byte a second: no read ever waits anywhere near the timeout.
+    receiver.trickle["/trickle"] = 1.0
+    try:
+        with client(allowed_api, key) as http:
+            hook = register(http, f"{receiver.url}/trickle", events=["job.succeeded"])
+            run_job(http, collection_id)
+            receiver.wait_trickling("/trickle", 1)
+            first, *_ = wait_attempts(http, hook["id"], 1, timeout_s=TIMEOUT_S + 20)
+            assert first["status_code"] is None and first["error"].startswith(f"no answer within {TIMEOUT_S} s")
+            assert first["duration_ms"] <= (TIMEOUT_S + 10) * 1000, first
+            assert http.delete(f"/v1/webhooks/{hook['id']}").status_code == 204
+    finally:
+        receiver.trickle.pop("/trickle", None)
+
+
+def test_one_users_slow_receivers_do_not_hold_up_another_users_delivery(stack, allowed_api, receiver):
+    slow_user, other_user = (stack.create_user(f"{n}-{uuid.uuid4().hex[:6]}") for n in ("slow", "other"))
+    receiver.trickle["/held"] = 0.2
+    try:
+        with client(allowed_api, slow_user) as slow, client(allowed_api, other_user) as other:
+            held = [register(slow, f"{receiver.url}/held", events=["job.cancelled"]) for _ in range(THREADS + 2)]
+            register(other, f"{receiver.url}/prompt", events=["job.cancelled"])
+            slow_jobs, other_jobs = sleepy_collection(slow), sleepy_collection(other)
+            cancelled_job(slow, slow_jobs)  # six deliveries to receivers that hold every request open
+            receiver.wait_trickling("/held", IN_FLIGHT)
+            cancelled_job(other, other_jobs)
+            (prompt,) = receiver.wait_processed("/prompt", 1, timeout_s=TIMEOUT_S + 20)
+            # It went out while the slow user's first attempts were still held, and only the cap of them: the
+            # other four were deferred, not queued on threads.
+            started = [t for t in receiver.trickled if t.path == "/held" and t.started < prompt.at]
+            assert len(started) == IN_FLIGHT, started
+            assert all(t.ended is None or t.ended > prompt.at for t in started), started
+            # Released, the slow user's six are all delivered: deferred, none lost.
+            receiver.trickle.pop("/held")
+            receiver.wait_processed("/held", len(held), timeout_s=60)
+            for hook in held:
+                assert wait_delivery(slow, hook["id"], "delivered")["status"] == "delivered"
+    finally:
+        receiver.trickle.pop("/held", None)
+
+
+def test_a_url_with_a_tab_or_a_line_break_is_refused_naming_the_field(allowed_api, user, receiver):
+    key, _ = user
+    with client(allowed_api, key) as http:
+        for url in (f"{receiver.url}/a\tb", f"{receiver.url}/a\r\nX-Injected: 1"):
+            refused = http.post("/v1/webhooks", json={"url": url, "events": ["job.failed"]})
+            assert refused.status_code == 422, refused.text
+            (detail,) = refused.json()["detail"]
+            assert detail["loc"] == ["body", "url"] and "control character" in detail["msg"]
+        assert all("\t" not in h["url"] and "\n" not in h["url"] for h in http.get("/v1/webhooks").json())
+
+
+def test_a_user_has_at_most_twenty_webhooks(stack, allowed_api):
+    key = stack.create_user(f"many-{uuid.uuid4().hex[:6]}")
+    body = {"url": "http://127.0.0.1:9/hook", "events": ["job.succeeded"]}
+    with client(allowed_api, key) as http:
+        made = [http.post("/v1/webhooks", json=body) for _ in range(20)]
+        assert [m.status_code for m in made] == [201] * 20
+        refused = http.post("/v1/webhooks", json=body)
+        assert refused.status_code == 409, refused.text
+        assert "the most one user may have" in refused.json()["detail"]
+        assert len(http.get("/v1/webhooks").json()) == 20

@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import threading
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -27,12 +29,13 @@ from pipeline.security.egress import EgressPolicy
 from pipeline.webhooks import outbox
 from pipeline.webhooks.courier import Courier
 from pipeline.webhooks.events import encode
-from pipeline.webhooks.outbox import due_deliveries, on_new_deliveries, record_job_end
+from pipeline.webhooks.outbox import aware, due_deliveries, due_token, on_new_deliveries, record_job_end
 from pipeline.webhooks.schedule import RetrySchedule
 from pipeline.webhooks.secret import new_secret
 from pipeline.webhooks.sender import SendResult
 from pipeline.webhooks.signer import WebhookVerificationError, signed_headers, verify
 from pipeline.webhooks.target import TargetRefused, checked_url
+from tests.support.webhook_receiver import WebhookReceiver
 
 # The Standard Webhooks specification's own example (and svix's test vector).
 VECTOR_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -170,7 +173,7 @@ def test_public_urls_pass_and_the_operator_can_allow_internal_ones():
 @pytest.fixture
 def db(tmp_path):
     url = f"sqlite:///{tmp_path / 'webhooks.db'}"
-    upgrade(url, "0005_webhooks")
+    upgrade(url)
     database = Database(url)
     yield database
     database.dispose()
@@ -192,19 +195,19 @@ def _collection(db) -> uuid.UUID:
         return row.id
 
 
-def _webhook(db, events=("job.succeeded", "job.failed", "job.cancelled"), status="active") -> WebhookRow:
+def _webhook(db, events=("job.succeeded", "job.failed", "job.cancelled"), status="active", user_id=DEFAULT_USER_ID,
+             url="https://hooks.example.org/h") -> WebhookRow:
     with db.session() as s:
-        row = WebhookRow(user_id=DEFAULT_USER_ID, url="https://hooks.example.org/h", events=list(events),
-                         secret=new_secret(), status=status)
+        row = WebhookRow(user_id=user_id, url=url, events=list(events), secret=new_secret(), status=status)
         s.add(row)
         s.flush()
         return row
 
 
-def _job(db, collection_id) -> str:
+def _job(db, collection_id, user_id=DEFAULT_USER_ID) -> str:
     job_id = uuid.uuid4()
     with db.session() as s:
-        JobStore(db).create(s, job_id, DEFAULT_USER_ID, collection_id, "q", request={}, deadline_s=600)
+        JobStore(db).create(s, job_id, user_id, collection_id, "q", request={}, deadline_s=600)
     return str(job_id)
 
 
@@ -404,3 +407,252 @@ def test_attempts_are_counted_by_outcome(redis_client):
     assert 'agentsearch_webhook_attempts_total{outcome="http_error"} 2.0' in text
     assert 'agentsearch_webhook_attempts_total{outcome="delivered"} 1.0' in text
     assert 'agentsearch_webhook_attempts_total{outcome="timeout"} 0.0' in text
+
+
+# -- one attempt at a time, each bounded as a whole; fairness between users -------------------------------------
+
+ALLOW_LOOPBACK = EgressPolicy.parse(["127.0.0.1"])
+
+
+def _in_thread(work) -> threading.Thread:
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread
+
+
+def _wait(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_an_attempt_ends_at_its_deadline_however_slowly_the_receiver_trickles():
+    from pipeline.webhooks.sender import WebhookSender
+
+    with WebhookReceiver() as receiver:
+        receiver.trickle["/slow"] = 0.2  # each read gets a byte long before a 1 s read timeout
+        results: list[SendResult] = []
+        started = time.monotonic()
+        attempt = _in_thread(lambda: results.append(
+            WebhookSender(ALLOW_LOOPBACK, timeout_s=1).send(f"{receiver.url}/slow", new_secret(), "msg_1", "{}")))
+        attempt.join(1 + 10)
+        assert not attempt.is_alive(), "the attempt was still open 10 s past its 1 s deadline"
+        assert time.monotonic() - started < 1 + 10
+        (result,) = results
+        assert result.outcome == "timeout" and result.error.startswith("no answer within 1 s")
+        assert 900 <= result.duration_ms < 11_000
+        _wait(lambda: not receiver.trickling("/slow"), 10, "the receiver still holds the request")
+
+
+def test_the_lease_outlasts_each_attempt_so_the_sweep_never_sends_a_second_copy_beside_it(db, heard, monkeypatch):
+    from pipeline.webhooks import courier as courier_module
+    from pipeline.webhooks.sender import WebhookSender
+
+    # A short lease, so that an attempt that outlived it would show within seconds.
+    monkeypatch.setattr(courier_module, "LEASE_MARGIN_S", 1.0)
+    lease_s = 1 + courier_module.LEASE_MARGIN_S
+    with WebhookReceiver() as receiver:
+        receiver.trickle["/slow"] = 0.05
+        delivery = _one_delivery(db)
+        with db.session() as s:
+            s.query(WebhookRow).update({"url": f"{receiver.url}/slow"})
+        # Retried a second or two after each timeout: a second attempt never starts as the first is hung up.
+        courier = Courier(db, WebhookSender(ALLOW_LOOPBACK, timeout_s=1),
+                          RetrySchedule(base_s=2, max_s=2, window_s=3600), timeout_s=1)
+        _in_thread(lambda: courier.attempt(delivery))
+        most_open = 0
+
+        def two_attempts_recorded() -> bool:
+            nonlocal most_open
+            for found, token in due_deliveries(db, utcnow(), lease_s=lease_s):  # the sweep, every 50 ms
+                _in_thread(lambda found=found, token=token: courier.attempt(found, due=token))
+            most_open = max(most_open, len(receiver.trickling("/slow")))
+            assert most_open <= 1, "two attempts of one delivery were out at once"
+            with db.session() as s:
+                return s.query(WebhookAttemptRow).count() >= 2
+
+        _wait(two_attempts_recorded, 30, "fewer than two attempts recorded")
+        with db.session() as s:
+            attempts = s.query(WebhookAttemptRow).order_by(WebhookAttemptRow.number).all()
+        assert all(a.error.startswith("no answer within 1 s") for a in attempts)
+        first, second = attempts[:2]
+        assert aware(first.started_at) + timedelta(milliseconds=first.duration_ms) <= aware(second.started_at)
+
+
+class HeldSender(FakeSender):
+    """Holds the attempts to ``held_url`` until ``release`` is set; ``out`` counts those waiting."""
+
+    def __init__(self, held_url: str) -> None:
+        super().__init__()
+        self.held_url, self.release, self.out = held_url, threading.Event(), 0
+        self._lock = threading.Lock()
+
+    def send(self, url, secret, message_id, body) -> SendResult:
+        if url == self.held_url:
+            with self._lock:
+                self.out += 1
+            self.release.wait(30)
+        return super().send(url, secret, message_id, body)
+
+
+def test_a_manual_attempt_waits_while_another_attempt_of_the_delivery_is_out(db, heard):
+    delivery = _one_delivery(db)
+    sender = HeldSender("https://hooks.example.org/h")
+    courier = Courier(db, sender, RetrySchedule())
+    automatic: list = []
+    first = _in_thread(lambda: automatic.append(courier.attempt(delivery)))
+    _wait(lambda: sender.out == 1, 10, "the first attempt never went out")
+    sender.held_url = None  # a second send, if one were made, would not wait
+    manual = courier.attempt(delivery, manual=True)
+    assert (manual.outcome, manual.detail) == ("deferred", "another attempt of it is out")
+    assert 0.5 <= manual.retry_in_s <= 1.5 and len(sender.sent) == 0
+    sender.release.set()
+    first.join(10)
+    assert automatic[0].outcome == "delivered" and len(sender.sent) == 1
+    assert courier.attempt(delivery, manual=True).outcome == "delivered"  # its turn, once the first is recorded
+    with db.session() as s:
+        assert [a.manual for a in s.query(WebhookAttemptRow).order_by(WebhookAttemptRow.number)] == [False, True]
+        assert s.get(WebhookDeliveryRow, uuid.UUID(delivery)).sending_until is None
+
+
+def test_an_automatic_attempt_waits_while_a_manual_one_is_out(db, heard):
+    delivery = _one_delivery(db)
+    sender = HeldSender("https://hooks.example.org/h")
+    courier = Courier(db, sender, RetrySchedule(), rng=lambda: 0.5)
+    manual = _in_thread(lambda: courier.attempt(delivery, manual=True))
+    _wait(lambda: sender.out == 1, 10, "the manual attempt never went out")
+    automatic = courier.attempt(delivery)  # due since the job ended: a manual attempt moves no lease
+    assert (automatic.outcome, automatic.detail, automatic.retry_in_s) == ("deferred", "another attempt of it is out",
+                                                                          1.0)
+    sender.release.set()
+    manual.join(10)
+    assert courier.attempt(delivery, due=automatic.due).detail == "already delivered"
+    assert len(sender.sent) == 1
+
+
+def test_one_users_attempts_out_at_once_are_capped_and_the_rest_deferred_not_another_users(db, heard):
+    from pipeline.security.users import UserStore
+
+    slow, fast = "https://slow.example.org/h", "https://fast.example.org/h"
+    other_user, _ = UserStore(db).create(f"other-{uuid.uuid4().hex[:6]}")
+    for _ in range(3):
+        _webhook(db, user_id=DEFAULT_USER_ID, url=slow)
+    _webhook(db, user_id=other_user, url=fast)
+    collection = _collection(db)
+    JobStore(db).fail(_job(db, collection), "boom")
+    JobStore(db).fail(_job(db, collection, user_id=other_user), "boom")
+    with db.session() as s:
+        mine = [str(d.id) for d, h in s.query(WebhookDeliveryRow, WebhookRow)
+                .join(WebhookRow, WebhookRow.id == WebhookDeliveryRow.webhook_id).filter(WebhookRow.url == slow)]
+        (theirs,) = [str(d.id) for d, h in s.query(WebhookDeliveryRow, WebhookRow)
+                     .join(WebhookRow, WebhookRow.id == WebhookDeliveryRow.webhook_id).filter(WebhookRow.url == fast)]
+    sender = HeldSender(slow)
+    courier = Courier(db, sender, RetrySchedule(), max_in_flight=2, rng=lambda: 0.5)
+    held = [_in_thread(lambda d=d: courier.attempt(d)) for d in mine[:2]]
+    _wait(lambda: sender.out == 2, 10, "the first two attempts never went out")
+
+    deferred = courier.attempt(mine[2])
+    assert (deferred.outcome, deferred.retry_in_s, deferred.attempt) == ("deferred", 1.0, None)
+    assert deferred.detail == "its user has 2 attempts out, the most at once"
+    assert sender.out == 2  # nothing sent, no thread held
+    with db.session() as s:
+        row = s.get(WebhookDeliveryRow, uuid.UUID(mine[2]))
+        assert row.attempts == 0 and row.sending_until is None and due_token(row.next_attempt_at) == deferred.due
+        assert s.query(WebhookAttemptRow).count() == 0
+    assert courier.attempt(theirs).outcome == "delivered"  # another user's delivery goes out meanwhile
+    assert courier.attempt(mine[2], manual=True).outcome == "deferred"  # a manual one waits its turn as well
+
+    sender.release.set()
+    for thread in held:
+        thread.join(10)
+    assert courier.attempt(mine[2], due=deferred.due).outcome == "delivered"
+    with db.session() as s:
+        assert s.query(WebhookDeliveryRow).filter(WebhookDeliveryRow.status == "delivered").count() == 4
+        assert s.query(WebhookDeliveryRow).filter(WebhookDeliveryRow.sending_until.is_not(None)).count() == 0
+
+
+def test_a_users_deferred_attempts_come_back_spaced_by_how_many_wait(db, heard):
+    for _ in range(20):
+        _webhook(db)
+    collection = _collection(db)
+    for _ in range(3):
+        JobStore(db).fail(_job(db, collection), "boom")
+    first, second, *_ = [str(r.id) for r in _deliveries(db)]
+    clock = Clock()
+    courier = Courier(db, FakeSender(), RetrySchedule(), max_in_flight=1, clock=clock, rng=lambda: 0.5)
+    with db.session() as s:  # one attempt out: the user's cap
+        s.get(WebhookDeliveryRow, uuid.UUID(first)).sending_until = clock.now + courier.lease
+    # Sixty wait: each comes back in about three seconds, so together about twenty a second, not sixty.
+    assert courier.attempt(second).retry_in_s == pytest.approx(3.0)
+
+
+def test_a_claim_that_lapsed_frees_its_place_and_its_delivery(db, heard):
+    delivery = _one_delivery(db)
+    clock = Clock()
+    sender = FakeSender()
+    courier = Courier(db, sender, RetrySchedule(), timeout_s=10, max_in_flight=1, clock=clock)
+    with db.session() as s:  # as a worker lost mid-attempt leaves it
+        row = s.get(WebhookDeliveryRow, uuid.UUID(delivery))
+        row.sending_until = row.next_attempt_at = clock.now + courier.lease
+    assert courier.attempt(delivery, manual=True).outcome == "deferred"
+    clock.now += courier.lease + timedelta(seconds=1)
+    (found,) = due_deliveries(db, clock.now, lease_s=40)
+    assert courier.attempt(delivery, due=found[1]).outcome == "delivered"
+
+
+def test_whatever_the_send_raises_is_a_failed_attempt_with_its_reason_scheduled_again(db, heard):
+    from pipeline.webhooks.sender import WebhookSender
+
+    delivery = _one_delivery(db)
+    with db.session() as s:  # stored before URLs were checked for control characters
+        s.query(WebhookRow).update({"url": "https://hooks.example.org/a\tb"})
+    clock = Clock()
+    courier = Courier(db, WebhookSender(EgressPolicy(), timeout_s=2), RetrySchedule(base_s=2, window_s=60),
+                      clock=clock, rng=lambda: 1.0)
+    report = courier.attempt(delivery)
+    assert (report.outcome, report.attempt, report.retry_in_s) == ("retry", 1, 2.0)
+    assert report.detail.startswith("not sent: InvalidURL: ")
+    with db.session() as s:
+        (attempt,) = s.query(WebhookAttemptRow).all()
+        row = s.get(WebhookDeliveryRow, uuid.UUID(delivery))
+        assert attempt.error.startswith("not sent: InvalidURL: ") and attempt.status_code is None
+        assert (row.status, row.last_error, row.sending_until) == ("pending", attempt.error, None)
+
+    class Broken:
+        def send(self, *args):
+            raise RuntimeError("a bug")
+
+    outcomes = []
+    while not outcomes or outcomes[-1] == "retry":
+        clock.now += timedelta(seconds=30)
+        outcomes.append(Courier(db, Broken(), RetrySchedule(base_s=2, window_s=60), clock=clock).attempt(delivery)
+                        .outcome)
+    assert outcomes[-1] == "gave_up"  # given up at the window's end, as any failing delivery is
+    with db.session() as s:
+        assert s.get(WebhookDeliveryRow, uuid.UUID(delivery)).last_error == "not sent: RuntimeError: a bug"
+        assert s.query(WebhookRow).one().status == "failing"
+
+
+@pytest.mark.parametrize("url", ["https://hooks.example.org/a\tb", "https://hooks.example.org/a\r\nX-Injected: 1",
+                                 "https://hooks.example.org/a\nb", "https://hooks.example.org/a\x00b",
+                                 "https://hooks.\x7fexample.org/"])
+def test_urls_with_control_characters_are_refused(url):
+    with pytest.raises(TargetRefused, match="control character"):
+        checked_url(url, EgressPolicy(), RESOLVE)
+
+
+@pytest.mark.parametrize("manual, kwargs", [(False, None), (True, {"manual": True})])
+def test_a_deferred_attempt_is_enqueued_again_and_its_task_ends(monkeypatch, manual, kwargs):
+    from pipeline.webhooks.courier import AttemptReport
+    from worker import webhooks as tasks
+
+    class Stub:
+        def attempt(self, delivery_id, due=None, manual=False):
+            return AttemptReport(delivery_id, "deferred", retry_in_s=0.7, due=None if manual else "token")
+
+    sent = []
+    monkeypatch.setattr(tasks, "_courier", Stub)
+    monkeypatch.setattr(tasks.deliver_webhook, "apply_async", lambda *a, **kw: sent.append((a, kw)))
+    assert tasks.deliver_webhook.run("d1", manual=manual)["outcome"] == "deferred"
+    assert sent == [((("d1", None if manual else "token"), kwargs), {"countdown": 0.7})]
