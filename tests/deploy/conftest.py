@@ -72,6 +72,28 @@ def longest_hard_time_limit_s(settings: Settings) -> float:
     return max(STEP_LIMIT_S, settings.default_agent_timeout_s) + HARD_LIMIT_MARGIN_S
 
 
+def routed_queues() -> set[str]:
+    """Every queue the Celery app sends tasks to: its default queue and each queue of its task routes."""
+    from worker.app import ALL_QUEUES, app
+
+    queues = {app.conf.task_default_queue} | {route["queue"] for route in app.conf.task_routes.values()}
+    assert queues == set(ALL_QUEUES), "worker.app.ALL_QUEUES is not the set of queues its routes name"
+    return queues
+
+
+def assert_each_queue_has_one_worker(consumed: dict[str, str]) -> None:
+    """``consumed``: each worker's --queues. Every routed queue is consumed, by exactly one kind of worker: a queue
+    shared by two would let one kind's tasks hold threads or processes the other's need."""
+    owners: dict[str, list[str]] = {}
+    for worker, queues in consumed.items():
+        assert queues, f"{worker} names no --queues (it would consume the default for its pool)"
+        for queue in queues.split(","):
+            owners.setdefault(queue, []).append(worker)
+    assert set(owners) == routed_queues(), (set(owners) ^ routed_queues())
+    shared = {queue: workers for queue, workers in owners.items() if len(workers) != 1}
+    assert not shared, f"queues consumed by more than one worker: {shared}"
+
+
 def assert_window_spans_several_heartbeats(command: str) -> None:
     """A probe that allowed barely one heartbeat's gap would restart a busy but healthy worker."""
     from worker.lifecycle import HEARTBEAT_INTERVAL_S

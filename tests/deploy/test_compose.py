@@ -11,6 +11,7 @@ import pytest
 
 from tests.deploy.conftest import (
     FLOWER_TEST_CREDENTIALS,
+    assert_each_queue_has_one_worker,
     assert_window_spans_several_heartbeats,
     longest_hard_time_limit_s,
     run_compose,
@@ -19,9 +20,9 @@ from tests.deploy.conftest import (
 )
 from worker.app import ALL_QUEUES, ARTIFACTS_QUEUE, DEFAULT_QUEUE, INGEST_QUEUE, WEBHOOKS_QUEUE
 
-APP_SERVICES = ("migrate", "api", "worker-threads", "worker-prefork", "beat", "flower")
-WORKERS = ("worker-threads", "worker-prefork")
-HEARTBEAT_CHECKED = ("worker-threads", "worker-prefork", "beat")
+APP_SERVICES = ("migrate", "api", "worker-threads", "worker-prefork", "worker-webhooks", "beat", "flower")
+WORKERS = ("worker-threads", "worker-prefork", "worker-webhooks")
+HEARTBEAT_CHECKED = (*WORKERS, "beat")
 
 
 def flag_value(command: list[str], flag: str) -> str | None:
@@ -89,9 +90,15 @@ def test_workers_can_be_scaled(compose_config):
 
 def test_workers_consume_every_queue_and_each_its_own(compose_config):
     services = compose_config["services"]
+    # Every service that runs a worker is one of these: none consumes a queue unchecked.
+    runs_worker = {name for name, service in services.items()
+                   if list(service.get("command") or [])[:2] == ["agentsearch", "worker"]}
+    assert runs_worker == set(WORKERS)
     consumed = {name: flag_value(services[name]["command"], "--queues") for name in WORKERS}
-    assert consumed == {"worker-threads": f"{DEFAULT_QUEUE},{WEBHOOKS_QUEUE}",
-                        "worker-prefork": f"{ARTIFACTS_QUEUE},{INGEST_QUEUE}"}
+    assert consumed == {"worker-threads": DEFAULT_QUEUE,
+                        "worker-prefork": f"{ARTIFACTS_QUEUE},{INGEST_QUEUE}",
+                        "worker-webhooks": WEBHOOKS_QUEUE}
+    assert_each_queue_has_one_worker(consumed)
     assert sorted(q for queues in consumed.values() for q in queues.split(",")) == sorted(ALL_QUEUES)
 
 
@@ -99,7 +106,18 @@ def test_steps_run_in_threads_and_computing_in_processes(compose_config):
     services = compose_config["services"]
     pools = {name: (flag_value(services[name]["command"], "--pool"),
                     flag_value(services[name]["command"], "--concurrency")) for name in WORKERS}
-    assert pools == {"worker-threads": ("threads", "128"), "worker-prefork": ("prefork", "2")}
+    assert pools == {"worker-threads": ("threads", "128"), "worker-prefork": ("prefork", "2"),
+                     "worker-webhooks": ("threads", "16")}
+
+
+def test_webhook_deliveries_have_threads_of_their_own(compose_config):
+    service = compose_config["services"]["worker-webhooks"]
+    command = service["command"]
+    assert flag_value(command, "--queues") == WEBHOOKS_QUEUE
+    assert flag_value(command, "--pool") == "threads"
+    # One user's slow receivers hold at most their cap of attempts: a small share of the threads.
+    settings = settings_from(service["environment"])
+    assert int(flag_value(command, "--concurrency")) >= 4 * settings.webhook_max_in_flight_per_user
 
 
 def test_one_embeddings_server_serves_every_process_that_embeds(compose_config):

@@ -20,6 +20,7 @@ import pytest
 
 from tests.deploy.conftest import (
     KUSTOMIZATIONS,
+    assert_each_queue_has_one_worker,
     assert_window_spans_several_heartbeats,
     longest_hard_time_limit_s,
     run_probe,
@@ -31,7 +32,7 @@ from worker.app import ALL_QUEUES, ARTIFACTS_QUEUE, DEFAULT_QUEUE, INGEST_QUEUE,
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
 POD_OWNERS = ("Deployment", "Job")
 BUILDS = tuple(KUSTOMIZATIONS)
-WORKERS = ("worker-threads", "worker-prefork")
+WORKERS = ("worker-threads", "worker-prefork", "worker-webhooks")
 
 
 def by_kind(objects: list[dict], kind: str) -> dict[str, dict]:
@@ -103,6 +104,7 @@ def test_both_kustomizations_render_the_whole_service(builds):
             ("HorizontalPodAutoscaler", "agentsearch-api"),
             ("Deployment", "agentsearch-worker-threads"), ("ScaledObject", "agentsearch-worker-threads"),
             ("Deployment", "agentsearch-worker-prefork"), ("ScaledObject", "agentsearch-worker-prefork"),
+            ("Deployment", "agentsearch-worker-webhooks"), ("ScaledObject", "agentsearch-worker-webhooks"),
             ("Deployment", "agentsearch-embeddings"), ("Service", "agentsearch-embeddings"),
             ("HorizontalPodAutoscaler", "agentsearch-embeddings"),
             ("Deployment", "agentsearch-beat"),
@@ -184,6 +186,19 @@ def test_keda_watches_the_queue_each_worker_consumes_on_the_broker(builds, build
 
 
 @pytest.mark.parametrize("build", BUILDS)
+def test_every_queue_is_consumed_by_exactly_one_worker(builds, build):
+    objects = builds[build]
+    consumed = {}
+    for obj in workloads(objects):
+        (container,) = pod_spec(obj)["containers"]
+        if container["args"][:2] == ["agentsearch", "worker"]:
+            consumed[component(obj)] = flag_value(container["args"], "--queues")
+    # Every workload that runs a worker is one of these: none consumes a queue unchecked.
+    assert set(consumed) == set(WORKERS)
+    assert_each_queue_has_one_worker(consumed)
+
+
+@pytest.mark.parametrize("build", BUILDS)
 def test_steps_run_in_threads_and_computing_in_processes(builds, build):
     deployments = by_kind(builds[build], "Deployment")
     workers = {}
@@ -191,8 +206,54 @@ def test_steps_run_in_threads_and_computing_in_processes(builds, build):
         (container,) = pod_spec(deployments[f"agentsearch-{name}"])["containers"]
         args = container["args"]
         workers[name] = (flag_value(args, "--pool"), flag_value(args, "--queues"), flag_value(args, "--concurrency"))
-    assert workers == {"worker-threads": ("threads", f"{DEFAULT_QUEUE},{WEBHOOKS_QUEUE}", "128"),
-                       "worker-prefork": ("prefork", f"{ARTIFACTS_QUEUE},{INGEST_QUEUE}", "2")}
+    assert workers == {"worker-threads": ("threads", DEFAULT_QUEUE, "128"),
+                       "worker-prefork": ("prefork", f"{ARTIFACTS_QUEUE},{INGEST_QUEUE}", "2"),
+                       "worker-webhooks": ("threads", WEBHOOKS_QUEUE, "16")}
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_webhook_deliveries_have_threads_of_their_own(builds, build):
+    objects = builds[build]
+    deployment = by_kind(objects, "Deployment")["agentsearch-worker-webhooks"]
+    (container,) = pod_spec(deployment)["containers"]
+    args = container["args"]
+    assert flag_value(args, "--queues") == WEBHOOKS_QUEUE
+    assert flag_value(args, "--pool") == "threads"
+    # One user's slow receivers hold at most their cap of attempts: a small share of the threads.
+    settings = settings_from(container_env(objects, container))
+    assert int(flag_value(args, "--concurrency")) >= 4 * settings.webhook_max_in_flight_per_user
+    scaled = by_kind(objects, "ScaledObject")["agentsearch-worker-webhooks"]
+    assert scaled["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert [t["metadata"]["listName"] for t in scaled["spec"]["triggers"]] == [WEBHOOKS_QUEUE]
+    # The periodic sweep is on this queue: a worker is always there to run it.
+    assert 1 <= scaled["spec"]["minReplicaCount"] < scaled["spec"]["maxReplicaCount"]
+
+
+def cpu_cores(quantity: str) -> float:
+    return float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
+def memory_bytes(quantity: str) -> int:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "K": 10**3, "M": 10**6, "G": 10**9}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return int(float(quantity[: -len(suffix)]) * factor)
+    return int(quantity)
+
+
+def test_the_dev_overlay_shrinks_every_worker(builds):
+    """The dev overlay patches every worker alike: requests no larger than the base's, at most 2 replicas."""
+    dev_requests = {}
+    for name in WORKERS:
+        base = by_kind(builds["base"], "Deployment")[f"agentsearch-{name}"]
+        dev = by_kind(builds["dev"], "Deployment")[f"agentsearch-{name}"]
+        (base_container,), (dev_container,) = pod_spec(base)["containers"], pod_spec(dev)["containers"]
+        base_req, dev_req = base_container["resources"]["requests"], dev_container["resources"]["requests"]
+        assert cpu_cores(dev_req["cpu"]) <= cpu_cores(base_req["cpu"]), name
+        assert memory_bytes(dev_req["memory"]) <= memory_bytes(base_req["memory"]), name
+        dev_requests[name] = (dev_req["cpu"], dev_req["memory"])
+        assert by_kind(builds["dev"], "ScaledObject")[f"agentsearch-{name}"]["spec"]["maxReplicaCount"] <= 2, name
+    assert len(set(dev_requests.values())) == 1, dev_requests
 
 
 @pytest.mark.parametrize("build", BUILDS)
@@ -265,7 +326,7 @@ def test_worker_and_beat_liveness_is_the_heartbeat_file_age(builds, build, tmp_p
         # The probe allows at least a minute of silence before a restart: several missed 10 s beats.
         live = container["livenessProbe"]
         assert live["periodSeconds"] * live["failureThreshold"] >= 60
-    assert checked == 6
+    assert checked == 2 * (len(WORKERS) + 1)
 
 
 def test_api_probes_use_the_health_routes(builds):
