@@ -7,11 +7,13 @@ these checks are the only thing that stands between a typo and a broken deployme
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
 import subprocess
 import sys
+from functools import lru_cache
 from pathlib import Path
 from unittest import mock
 
@@ -79,6 +81,67 @@ def routed_queues() -> set[str]:
     queues = {app.conf.task_default_queue} | {route["queue"] for route in app.conf.task_routes.values()}
     assert queues == set(ALL_QUEUES), "worker.app.ALL_QUEUES is not the set of queues its routes name"
     return queues
+
+
+@lru_cache(maxsize=None)
+def broker_lists(broker_url: str) -> dict[str, frozenset[bytes]]:
+    """Each queue's Redis lists, as the app fills them: every task it registers, sent once from outside any task (a
+    job's first step from the API, beat) and once from inside one (a job's next step), through the Celery app (its
+    routes and its publish hook, worker.app) and kombu's Redis transport (with the app's broker transport options),
+    onto an in-memory Redis. kombu keeps each priority step of a queue on a list of its own: these are every list a
+    message of this app can wait on, so every list an autoscaler must read."""
+    import fakeredis
+    import kombu
+    from kombu.transport import redis as kombu_redis
+
+    from worker.app import app
+
+    assert broker_url.startswith("redis"), broker_url
+    server = fakeredis.FakeServer()
+
+    class InMemoryConnection(fakeredis.FakeRedisConnection):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "server": server})
+
+    for module in app.conf.include:
+        importlib.import_module(module)
+    tasks = [task for name, task in app.tasks.items() if not name.startswith("celery.")]
+    lists: dict[str, set[bytes]] = {}
+    # The publish hook reads the broker URL: the deployment's, not the test environment's.
+    with mock.patch.object(kombu_redis.Channel, "connection_class", InMemoryConnection), \
+            mock.patch.dict(app.conf, {"broker_url": broker_url}), \
+            kombu.Connection(broker_url, transport_options=app.conf.broker_transport_options) as connection:
+        for task in tasks:
+            with mock.patch.object(task, "typing", False):  # no arguments: only where the message goes matters
+                task.apply_async(connection=connection)
+                task.apply_async(connection=connection, parent_id="a-step", root_id="a-job")
+        channel = connection.default_channel
+        redis = fakeredis.FakeRedis(server=server)
+        for key in redis.keys():
+            if redis.type(key) != b"list":
+                continue
+            for raw in redis.lrange(key, 0, -1):
+                message = json.loads(raw)
+                queue = message["properties"]["delivery_info"]["routing_key"]
+                # The list kombu's own naming gives the message's queue and priority.
+                named = (channel.global_keyprefix or "") + channel._q_for_pri(
+                    queue, channel._get_message_priority(message))
+                assert named.encode() == key, (named, key)
+                lists.setdefault(queue, set()).add(key)
+    return {queue: frozenset(keys) for queue, keys in lists.items()}
+
+
+def kombu_list_name(queue: str, priority: int | None, transport_options: dict) -> bytes:
+    """The Redis list kombu puts a message of this priority (None: none given) on, for this queue, with these broker
+    transport options: its Redis channel's own functions, on a channel that connects nowhere."""
+    from kombu.transport.redis import Channel
+
+    channel = Channel.__new__(Channel)
+    for option in Channel.from_transport_options:
+        if option in transport_options:
+            setattr(channel, option, transport_options[option])
+    step = channel._get_message_priority({"properties": {"priority": priority}})
+    return ((channel.global_keyprefix or "") + channel._q_for_pri(queue, step)).encode()
 
 
 def assert_each_queue_has_one_worker(consumed: dict[str, str]) -> None:

@@ -7,8 +7,10 @@ ScaledObjects: the schema of KEDA 2.16's CRD, as the cloudcoil-models-keda model
 
 from __future__ import annotations
 
+import ast
 import base64
 import copy
+import itertools
 import os
 import time
 from functools import lru_cache
@@ -22,6 +24,8 @@ from tests.deploy.conftest import (
     KUSTOMIZATIONS,
     assert_each_queue_has_one_worker,
     assert_window_spans_several_heartbeats,
+    broker_lists,
+    kombu_list_name,
     longest_hard_time_limit_s,
     run_probe,
     settings_from,
@@ -156,17 +160,43 @@ def test_the_keda_schema_catches_mistakes(builds):
             jsonschema.validate(bad, scaled_object_schema())
 
 
+def queue_lists(objects: list[dict]) -> dict[str, frozenset[bytes]]:
+    """Each queue's Redis lists with the broker this build configures (conftest.broker_lists)."""
+    return broker_lists(configmap_data(objects)["AGENTSEARCH_BROKER_URL"])
+
+
+def list_name(trigger: dict) -> bytes:
+    # The exact bytes KEDA asks Redis for: the YAML string, control characters included.
+    return trigger["metadata"]["listName"].encode()
+
+
+def test_every_queue_has_a_list_per_priority_its_messages_carry(builds):
+    """A message sent from outside any task (NEW_WORK_PRIORITY, worker.app) waits on another list than one sent from
+    a task (no priority): each queue has both, and an autoscaler reading one of them misses the other's backlog."""
+    from worker.app import NEW_WORK_PRIORITY, app
+
+    options = app.conf.broker_transport_options
+    for objects in builds.values():
+        lists = queue_lists(objects)
+        assert set(lists) == set(ALL_QUEUES)
+        for queue, names in lists.items():
+            assert names == {kombu_list_name(queue, None, options),
+                             kombu_list_name(queue, NEW_WORK_PRIORITY, options)}, (queue, names)
+            assert queue.encode() in names, queue  # the plain list: messages sent from a task
+
+
 @pytest.mark.parametrize("build", BUILDS)
-def test_keda_watches_the_queue_each_worker_consumes_on_the_broker(builds, build):
+def test_keda_watches_every_list_of_the_queues_each_worker_consumes_on_the_broker(builds, build):
     objects = builds[build]
     deployments = by_kind(objects, "Deployment")
     broker = urlparse(configmap_data(objects)["AGENTSEARCH_BROKER_URL"])
-    watched = set()
+    lists_of = queue_lists(objects)
+    watched = []
     for name, scaled in by_kind(objects, "ScaledObject").items():
         target = deployments[scaled["spec"]["scaleTargetRef"]["name"]]
         namespace = target["metadata"]["namespace"]
         (container,) = pod_spec(target)["containers"]
-        # One trigger per queue the worker consumes: the backlog of any of them scales it.
+        # One trigger per Redis list of each queue the worker consumes: a task waiting on any of them scales it.
         lists = []
         for trigger in scaled["spec"]["triggers"]:
             meta = trigger["metadata"]
@@ -179,10 +209,79 @@ def test_keda_watches_the_queue_each_worker_consumes_on_the_broker(builds, build
             assert host in (f"{broker.hostname}.{namespace}.svc.cluster.local", f"{broker.hostname}.{namespace}.svc",
                             f"{broker.hostname}.{namespace}"), (name, address)
             assert int(port) == (broker.port or 6379), name
-            lists.append(meta["listName"])
-        assert lists == flag_value(container["args"], "--queues").split(","), name
-        watched.update(lists)
-    assert watched == set(ALL_QUEUES)
+            lists.append(list_name(trigger))
+        consumed = flag_value(container["args"], "--queues").split(",")
+        expected = set().union(*(lists_of[queue] for queue in consumed))
+        assert len(lists) == len(set(lists)), (name, lists)
+        assert set(lists) == expected, (name, "missing", expected - set(lists), "not a list of its queues",
+                                        set(lists) - expected)
+        watched += lists
+    assert sorted(watched) == sorted(set().union(*lists_of.values()))
+
+
+class FormulaError(ValueError):
+    pass
+
+
+def evaluate_formula(formula: str, values: dict[str, float]) -> float:
+    """A scalingModifiers formula of the kind these ScaledObjects use (trigger names, +, max, min) on ``values``,
+    as KEDA's expression language would compute it; anything else is refused."""
+    def value(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return value(node.body)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return value(node.left) + value(node.right)
+        if isinstance(node, ast.Name):
+            if node.id not in values:
+                raise FormulaError(f"{node.id!r} names no trigger")
+            return values[node.id]
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min")
+                and node.args and not node.keywords):
+            return {"max": max, "min": min}[node.func.id](value(arg) for arg in node.args)
+        raise FormulaError(f"unexpected {ast.dump(node)} in {formula!r}")
+
+    return value(ast.parse(formula, mode="eval"))
+
+
+def test_the_formula_check_catches_mistakes():
+    values = {"a": 1.0, "a_new": 2.0, "b": 4.0}
+    assert evaluate_formula("max(a + a_new, b)", values) == 4.0
+    for bad in ("a + c", "a * 2", "a - a_new", "__import__('os')"):
+        with pytest.raises(FormulaError):
+            evaluate_formula(bad, values)
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_keda_adds_up_the_lists_of_a_queue_and_follows_the_larger_queue(builds, build):
+    """Without a formula KEDA follows the longest list: a queue's backlog split over two lists would count half.
+    The formula adds up each queue's lists and takes the larger queue; its target is the waiting tasks per replica,
+    the listLength of each trigger."""
+    objects = builds[build]
+    lists_of = queue_lists(objects)
+    for name, scaled in by_kind(objects, "ScaledObject").items():
+        triggers = scaled["spec"]["triggers"]
+        names = [trigger.get("name") for trigger in triggers]
+        # Every trigger is named (KEDA refuses a formula over an unnamed one), each name once, as an identifier.
+        assert all(n and n.isidentifier() for n in names) and len(set(names)) == len(names), (name, names)
+        modifiers = scaled["spec"]["advanced"]["scalingModifiers"]
+        assert modifiers.get("metricType", "AverageValue") == "AverageValue", name
+        assert {trigger["metadata"]["listLength"] for trigger in triggers} == {modifiers["target"]}, name
+        queue_of = {trigger["name"]: next((q for q, lists in lists_of.items() if list_name(trigger) in lists), None)
+                    for trigger in triggers}
+
+        def expected(values: dict[str, float]) -> float:
+            per_queue: dict[str, float] = {}
+            for trigger_name, queue in queue_of.items():
+                per_queue[queue] = per_queue.get(queue, 0.0) + values[trigger_name]
+            return max(per_queue.values())
+
+        # Each list alone, every list at once, and lengths that tell every sum apart.
+        cases = [{n: float(n == only) for n in names} for only in names]
+        cases.append(dict.fromkeys(names, 1.0))
+        cases += [dict(zip(names, map(float, lengths)))
+                  for lengths in itertools.permutations([10 ** i for i in range(len(names))])]
+        for values in cases:
+            assert evaluate_formula(modifiers["formula"], values) == expected(values), (name, values)
 
 
 @pytest.mark.parametrize("build", BUILDS)
@@ -224,7 +323,7 @@ def test_webhook_deliveries_have_threads_of_their_own(builds, build):
     assert int(flag_value(args, "--concurrency")) >= 4 * settings.webhook_max_in_flight_per_user
     scaled = by_kind(objects, "ScaledObject")["agentsearch-worker-webhooks"]
     assert scaled["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
-    assert [t["metadata"]["listName"] for t in scaled["spec"]["triggers"]] == [WEBHOOKS_QUEUE]
+    assert {list_name(t) for t in scaled["spec"]["triggers"]} == queue_lists(objects)[WEBHOOKS_QUEUE]
     # The periodic sweep is on this queue: a worker is always there to run it.
     assert 1 <= scaled["spec"]["minReplicaCount"] < scaled["spec"]["maxReplicaCount"]
 
