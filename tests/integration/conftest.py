@@ -11,6 +11,7 @@ import json
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -110,6 +111,20 @@ def search(http: httpx.Client, collection_id: str, query: str, timeout_s: float 
 
 def runs_by_agent(job: dict) -> dict[str, dict]:
     return {r["agent_id"]: r for r in job["response"]["agents"]}
+
+
+@contextmanager
+def extra_api(env: dict[str, str], log: Path) -> Iterator[str]:
+    """One more API process on ``env`` (the stack's environment with a few settings of a test's own): its URL for as
+    long as the block lasts."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start_process([str(BIN / "agentsearch"), "api", "--host", "127.0.0.1", "--port", str(port)], env, log)
+    try:
+        wait_for(lambda: httpx.get(f"{url}/healthz").status_code == 200, 90, "api", proc, log)
+        yield url
+    finally:
+        stop_process(proc)
 
 
 @contextmanager

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 import pytest
 import redis
 
-from devstack import BIN, free_port, start_process, stop_process, wait_for
-from tests.integration.conftest import use_agents, wait_job
+from tests.integration.conftest import extra_api, free_port, use_agents, wait_job
 
 pytestmark = pytest.mark.integration
 
@@ -62,23 +58,10 @@ def _assert_refused(response: httpx.Response, limit: int) -> None:
     assert 1 <= int(response.headers["RateLimit-Reset"]) <= 60
 
 
-@contextmanager
-def _another_api(env: dict[str, str], log: Path) -> Iterator[str]:
-    """One more API process with ``env``; its URL for as long as the block lasts."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = start_process([str(BIN / "agentsearch"), "api", "--host", "127.0.0.1", "--port", str(port)], env, log)
-    try:
-        wait_for(lambda: httpx.get(f"{url}/healthz").status_code == 200, 90, "api", proc, log)
-        yield url
-    finally:
-        stop_process(proc)
-
-
 @pytest.fixture(scope="module")
 def second_api(stack):
     """Another API process on the stack's environment (Redis, database): a second replica behind a balancer."""
-    with _another_api(stack.env, stack.workdir / "api-2.log") as url:
+    with extra_api(stack.env, stack.workdir / "api-2.log") as url:
         yield url
 
 
@@ -223,7 +206,7 @@ def test_requests_pass_unlimited_while_the_counters_redis_is_away(stack):
     _, key, _ = _user(stack, "no-redis", "--reads-per-minute", "2", "--max-documents", "1")
     log = stack.workdir / "api-no-redis.log"
     nothing_listens = f"redis://127.0.0.1:{free_port()}/2"
-    with _another_api({**stack.env, "AGENTSEARCH_REDIS_URL": nothing_listens}, log) as url, \
+    with extra_api({**stack.env, "AGENTSEARCH_REDIS_URL": nothing_listens}, log) as url, \
             httpx.Client(base_url=url, timeout=30, headers={"Authorization": f"Bearer {key}"}) as http:
         answers = [http.get("/v1/jobs") for _ in range(4)]
         assert [a.status_code for a in answers] == [200] * 4

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 
-from tests.integration.conftest import BIN, SAMPLE_CORPUS, free_port, start_process, stop_process, wait_for
+from tests.integration.conftest import SAMPLE_CORPUS, extra_api
 from tests.support.pdfs import page_text, pdf_file, shared_stream
 
 
@@ -62,26 +59,13 @@ def test_files_are_read_as_the_cli_reads_them_and_a_bad_file_is_refused_whole(st
         assert stranger.post(url, files=[("files", ("x.txt", b"hello"))]).status_code == 404
 
 
-@contextmanager
-def _api_with(env: dict[str, str], log: Path) -> Iterator[str]:
-    """One more API process on the stack's environment with a few settings of the test's own; its URL."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = start_process([str(BIN / "agentsearch"), "api", "--host", "127.0.0.1", "--port", str(port)], env, log)
-    try:
-        wait_for(lambda: httpx.get(f"{url}/healthz").status_code == 200, 90, "api", proc, log)
-        yield url
-    finally:
-        stop_process(proc)
-
-
 def test_a_pdf_past_the_time_or_page_limit_is_refused_naming_the_file_and_nothing_is_stored(stack, tmp_path):
     """Three pages sharing one content stream of 1.8 M operators: 4 KB that took over ten CPU seconds of the API
     process to read. Past the limits a PDF is refused as any bad file is: a 422 naming it, nothing of the request
     stored; a PDF within them is read and indexed as before."""
     env = {**stack.env, "AGENTSEARCH_PDF_READ_TIME_S": "2", "AGENTSEARCH_PDF_MAX_PAGES": "3"}
     note = ("files", ("notes.md", b"# Notes\n\nThe grid was stable.\n"))
-    with _api_with(env, tmp_path / "api.log") as url, \
+    with extra_api(env, tmp_path / "api.log") as url, \
             httpx.Client(base_url=url, timeout=120, headers={"Authorization": f"Bearer {stack.api_key}"}) as http:
         collection_id = http.post("/v1/collections", json={"name": "pdf-limits"}).json()["id"]
         upload = f"/v1/collections/{collection_id}/files"
