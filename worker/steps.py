@@ -200,6 +200,7 @@ def generate_answer(state: dict[str, Any]) -> dict[str, Any]:
         answered = steps.answer_step(current, llm=LLMClient.from_settings(settings),
                                      # Stored sentence vectors read, the rest embedded lazily (steps.known_embed).
                                      embed=steps.known_embed(services, current),
+                                     embedding_model=settings.embedding_model,
                                      language=settings.keyword_language,
                                      # The text as it is written, for the job's events (answer.delta).
                                      stream=AnswerChannel(services.redis, current.job_id))

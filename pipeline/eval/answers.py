@@ -3,7 +3,7 @@
 Every question goes through the path a job takes: ``Retriever.search`` with the service's default search config
 (the job's ``search_config`` with the default top-k), then ``steps.answer_step`` (the LLM when one is configured,
 else the extractive answer, with the service's embedder). A hit is a gold span found in the answer text,
-case-insensitive. Each answer's citations are checked as a job checks them (``pipeline.eval.citations``): the
+case-insensitive, its citation marks read past. Each answer's citations are checked as a job checks them (``pipeline.eval.citations``): the
 share of answers whose every cited sentence is supported, and how often the gold span lies inside a verified span.
 
 Usage::
@@ -16,6 +16,7 @@ Usage::
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,8 +41,13 @@ def load_gold_answers(path: Path) -> dict[str, list[str]]:
     return gold
 
 
+_CITATION_MARK = re.compile(r"\s*\[\d+\]")
+
+
 def holds_gold_span(answer: str, spans: list[str]) -> bool:
-    text = answer.casefold()
+    """Whether the answer quotes one of the gold spans, case-insensitive. Citation marks are read past: a quoted
+    sentence ends "... his last writing [1].", and the gold span "his last writing." is in it."""
+    text = _CITATION_MARK.sub("", answer).casefold()
     return any(span.casefold() in text for span in spans)
 
 
@@ -74,7 +80,8 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
         config = steps.search_config(state, settings.search_defaults())
         result = retriever.search(collection, text, config, model=settings.embedding_model)
         state.documents = result.documents
-        state = steps.answer_step(state, llm=llm, embed=services.embedder.embed, language=settings.keyword_language)
+        state = steps.answer_step(state, llm=llm, embed=services.embedder.embed, language=settings.keyword_language,
+                                  embedding_model=settings.embedding_model)
         latencies.append((time.perf_counter() - started) * 1000)
         spans = gold[question_id] if gold is not None else []
         hit = holds_gold_span(state.answer or "", spans)

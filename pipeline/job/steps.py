@@ -241,9 +241,11 @@ def known_embed(services: Services, state: JobState) -> Callable[[list[str]], li
 
 
 @traced_stage("answer")
-def answer_step(state: JobState, llm=None, embed=None, language: str = "english", stream=None) -> JobState:
+def answer_step(state: JobState, llm=None, embed=None, language: str = "english", stream=None,
+                embedding_model: str | None = None) -> JobState:
     """The answer with citations: the LLM's when ``llm`` is given (an ``LLMClient``), else, or when it fails,
-    the extractive one (sentences scored with ``embed`` when given). ``metadata.answer`` records which and why.
+    the extractive one (sentences scored with ``embed``, the vectors of ``embedding_model``, when given).
+    ``metadata.answer`` records which and why.
 
     With ``stream`` (a ``pipeline.job.answer_stream.AnswerChannel``) the text is written to it as it is made and
     the validated answer ends it, so the job's events carry the answer before the job ends."""
@@ -254,7 +256,8 @@ def answer_step(state: JobState, llm=None, embed=None, language: str = "english"
     if stream is not None:
         stream.start()
     answer = generate_answer(query if llm is not None else state.query, state.documents, with_cot=state.cot,
-                             llm=llm, embed=embed, language=language, stream=stream)
+                             llm=llm, embed=embed, language=language, stream=stream,
+                             embedding_model=embedding_model)
     if stream is not None:
         stream.finish(answer.text, method=answer.method, fallback_reason=answer.fallback_reason)
     state.answer = answer.text

@@ -61,6 +61,13 @@ EMBEDDING_LANGUAGES: dict[str, frozenset[str]] = {
 }
 
 
+
+def embedding_learnt(model: str | None, language: str) -> bool:
+    """Whether the embedding model ``model`` learnt ``language`` (an ISO code): a model not named in
+    ``EMBEDDING_LANGUAGES``, or none named, is taken to know every language."""
+    return model is None or language in EMBEDDING_LANGUAGES.get(model, {language})
+
+
 @dataclass(frozen=True)
 class Detected:
     code: str

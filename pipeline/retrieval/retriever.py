@@ -35,7 +35,7 @@ from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import PUBLISHED_KEYS
 from pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse
-from pipeline.retrieval.language import EMBEDDING_SCRIPTS, detect_language
+from pipeline.retrieval.language import EMBEDDING_SCRIPTS, detect_language, embedding_learnt
 from pipeline.retrieval.language_route import CollectionLanguages, fuse_translations, language_route
 from pipeline.retrieval.outcome import degraded_reasons
 from pipeline.retrieval.sentence_signal import with_best_sentences
@@ -275,6 +275,10 @@ class Retriever:
         metrics["search_ms"] = round((time.perf_counter() - t0) * 1000, 3)
 
         # Best chunk per document, per retriever; and every chunk found of each document, for the sentence signal.
+        # The chunk that stands for a document (its text in the result, what the answer reads) is the semantic
+        # side's best where the embedding model learnt the query's language, else the keyword side's: MiniLM's
+        # cosine picked the wrong chunk of the right paragraph for 7% of German, Spanish and Romanian questions.
+        lead = "semantic" if embedding_learnt(model or None, self._query_language(query, metrics)) else "keyword"
         per_doc: dict[str, dict[str, float]] = {}
         best_hit: dict[str, Hit] = {}
         chunks_of: dict[str, dict[str, Hit]] = {}
@@ -284,7 +288,7 @@ class Retriever:
                 chunks_of.setdefault(hit.document_id, {})[hit.id] = hit
                 if hit.score > scores.get(hit.document_id, float("-inf")):
                     scores[hit.document_id] = hit.score
-                    if hit.document_id not in best_hit or name == "semantic":
+                    if hit.document_id not in best_hit or name == lead:
                         best_hit[hit.document_id] = hit
             per_doc[name] = scores
         lists = [per_doc[n] for n in ("semantic", "keyword") if n in per_doc]
@@ -316,6 +320,13 @@ class Retriever:
         if not metrics["errors"]:
             del metrics["errors"]
         return RetrievalResult(documents, metrics, warnings)
+
+    @staticmethod
+    def _query_language(query: str, metrics: dict) -> str:
+        """The language the query is read as: the first its keyword analysis used (a short English question
+        misread as Dutch is read as the collection's English), else the detected one."""
+        analysed_as = metrics.get("languages", {}).get("analysed_as")
+        return analysed_as[0] if analysed_as else detect_language(query).code
 
     def _analyse_query(self, query: str, languages: dict[str, int] | None, metrics: dict, warnings: list[str]) -> str:
         """The query's keyword terms. A language-aware analyser reads it as its own language and as the

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.retrieval.fusion import with_sentence_signal
-from pipeline.retrieval.language import EMBEDDING_LANGUAGES, detect_language
+from pipeline.retrieval.language import detect_language, embedding_learnt
 from pipeline.retrieval.sentence_vectors import best_sentence_cosine
 from pipeline.retrieval.vector_store import Hit, VectorStore
 
@@ -38,7 +38,7 @@ def with_best_sentences(store: VectorStore, collection: str, query: str, vector:
     keeps the fused ranking and goes in ``metrics["errors"]``.
     """
     language = detect_language(query).code
-    if language not in EMBEDDING_LANGUAGES.get(model, {language}):
+    if not embedding_learnt(model, language):
         metrics["sentence_skipped"] = f"the embedding model {model} was not trained on {language}"
         return fused
     window = sorted(fused, key=fused.__getitem__, reverse=True)[:SENTENCE_WINDOW]

@@ -3,8 +3,9 @@
 Source ``n`` is the n-th document in ``sources`` (the retrieval order); a citation is ``[n]``.
 
 - ``extractive_answer``: the sentences of the retrieved documents that best answer the query, each cited. A
-  sentence is scored by its similarity to the query (embedding cosine when an ``embed`` function is given), the
-  share of the query's content terms it holds (stemmed, rarer terms weigh more), whether it holds the kind of
+  sentence is scored (``score_sentences``) by the share of the query's terms it holds (the keyword search's
+  analysis of each document's language, rarer terms weigh more), its similarity to the query (embedding cosine,
+  where an ``embed`` function is given and its model learnt the query's language), whether it holds the kind of
   thing the question asks for (a number for "how many", a date for "when", a name for "who"...) that the question
   does not already say, and its document's retrieval score. The best ones are read in source order.
 - ``llm_answer``: one chat completion over the numbered sources; the reply (JSON ``{"answer", "steps"}``, or
@@ -27,8 +28,9 @@ Usage::
 from __future__ import annotations
 
 from pipeline.documents import Document
-from pipeline.job.answer.extractive import answer_sentences, cite, extractive_answer, question_kind
+from pipeline.job.answer.extractive import answer_sentences, cite, extractive_answer, score_sentences
 from pipeline.job.answer.llm import build_messages, clean_citations, llm_answer
+from pipeline.job.answer.question_kind import question_kind
 from pipeline.job.answer.result import (
     ANSWER_LLM_TIMEOUT_S,
     DEFAULT_MAX_SENTENCES,
@@ -41,13 +43,13 @@ from pipeline.job.answer.result import (
 
 __all__ = ["ANSWER_LLM_TIMEOUT_S", "DEFAULT_MAX_SENTENCES", "NO_RESULTS", "NO_TEXT", "Answer", "AnswerSink", "Embed",
            "answer_sentences", "build_messages", "cite", "clean_citations", "extractive_answer", "generate_answer",
-           "llm_answer", "question_kind"]
+           "llm_answer", "question_kind", "score_sentences"]
 
 
 def generate_answer(query: str, documents: list[Document], with_cot: bool = False, llm=None,
                     embed: Embed | None = None, timeout_s: float = ANSWER_LLM_TIMEOUT_S,
                     max_sentences: int = DEFAULT_MAX_SENTENCES, language: str = "english",
-                    stream: AnswerSink | None = None) -> Answer:
+                    stream: AnswerSink | None = None, embedding_model: str | None = None) -> Answer:
     """The LLM's answer when one is configured and answers; otherwise the extractive one, saying why.
 
     With ``stream`` (``pipeline.job.answer_stream.AnswerChannel``) the text is written to it as it is made: the
@@ -65,7 +67,7 @@ def generate_answer(query: str, documents: list[Document], with_cot: bool = Fals
                 if stream is not None:
                     stream.reset(reason)
     answer = extractive_answer(query, documents, max_sentences=max_sentences, with_cot=with_cot, embed=embed,
-                               language=language)
+                               language=language, embedding_model=embedding_model)
     answer.fallback_reason = reason
     if stream is not None:
         stream.write(answer.text)

@@ -1,87 +1,43 @@
 """The offline answer: the sentences of the retrieved documents that best answer the query, each cited.
 
+A sentence's score adds four signals (``WEIGHTS_EMBED`` / ``WEIGHTS_LEXICAL``):
+
+- **lexical**: the share of the query's terms it holds, each weighted by its rarity among the candidate sentences
+  (BM25's inverse document frequency, in Lucene's form that stays positive: a word most sentences hold, such as a
+  function word of a language with no stop-word list, counts for little). Terms are the keyword search's own: each document is analysed as the
+  language ingestion detected for it (``metadata.language``) and the query as its own language and the documents'
+  languages of its script (``KeywordAnalyzer.query_terms``). A query term of four letters or more is also held by a
+  longer term that contains it: inflection a stemmer leaves ("منطق" in "منطقتان", "tasks" in "subtasks" is the
+  price) and affixes of languages with no stemmer at all.
+- **semantic**: the embedding cosine of query and sentence, only where the embedding model learnt the query's
+  language (``pipeline.retrieval.language.embedding_learnt``): MiniLM's cosines of Arabic or German sentences are
+  noise that outweighed the words (docs/evaluation.md, "Answers in every language").
+- **kind**: whether it holds the kind of thing the question asks for (``question_kind``).
+- **retrieval**: its document's search score, relative to the first document's.
+
+The best ``max_sentences`` are read in source order.
+
 Usage::
 
     answer = extractive_answer("When did revenue grow?", documents, max_sentences=3, with_cot=True)
     answer.text      # "Q4 2025 revenue reached $412 million [1]. ..."
+    scored, info = score_sentences("When did revenue grow?", documents, embed=embed, language="auto",
+                                   embedding_model="all-MiniLM-L6-v2")
+    scored[0].text, scored[0].score, info["scoring"]
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from pipeline.documents import CotStep, Document
+from pipeline.job.answer.question_kind import capitals_say_little, holds_kind, question_kind
 from pipeline.job.answer.result import DEFAULT_MAX_SENTENCES, NO_RESULTS, NO_TEXT, Answer, Embed, sources_of
+from pipeline.retrieval.language import detect_language, embedding_learnt
 from pipeline.text import STOPWORDS, whole_sentences, words
-
-# --- the question's shape ---------------------------------------------------------------------------------------
-
-# What a question asks for, by its question words (English, German, Spanish). The first match wins, so the more
-# specific phrases come first. "number" = a quantity, "time" = a date/year/duration, "name" = a proper name.
-_ASKS: list[tuple[str, str]] = [
-    (r"\bhow (?:many|much|long|old|far|large|big|tall|high|often|wide|deep|heavy)\b", "number"),
-    (r"\bwhat (?:percentage|percent|number|amount|proportion|fraction)\b", "number"),
-    (r"\b(?:what|which) (?:year|decade|century|month|day|date|time|period|era)\b|\bwhen\b|\bsince when\b", "time"),
-    (r"\bwho(?:m|se)?\b|\bwhat (?:person|man|woman|company|organi[sz]ation|team|group)\b", "name"),
-    (r"\bwhere\b|\bwhat (?:city|country|state|place|region|continent|river|location)\b", "name"),
-    (r"\bwie (?:viele?|lange?|alt|weit|gro(?:ß|ss)|hoch|oft)\b|\bwieviele?\b", "number"),
-    (r"\bwann\b|\bin welchem jahr\b|\bseit wann\b|\bwelche[mnrs]? (?:jahr|jahrhundert|datum)\b", "time"),
-    (r"\bwer\b|\bwe[mn]\b|\bwessen\b", "name"),
-    (r"\bwo(?:her|hin)?\b", "name"),
-    (r"\bcu[aá]nt[oa]s?\b|\bqu[eé] (?:porcentaje|cantidad|n[uú]mero)\b", "number"),
-    (r"\bcu[aá]ndo\b|\b(?:en )?qu[eé] (?:a[nñ]o|siglo|fecha|d[eé]cada)\b", "time"),
-    (r"\bqui[eé]n(?:es)?\b|\bde qui[eé]n\b", "name"),
-    (r"\bd[oó]nde\b|\badonde\b", "name"),
-]
-_ASKS_COMPILED = [(re.compile(p, re.IGNORECASE), kind) for p, kind in _ASKS]
-_NUMBER_WORDS = frozenset(
-    """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen
-    seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million
-    billion trillion dozen half once twice ein eine zwei drei vier fünf sechs sieben acht neun zehn elf zwölf
-    zwanzig hundert tausend million milliarde uno una dos tres cuatro cinco seis siete ocho nueve diez once doce
-    veinte cien ciento mil millón millones""".split()
-)
-_MONTHS = frozenset(
-    """january february march april may june july august september october november december januar februar märz
-    mai juni juli oktober dezember enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre
-    diciembre century centuries jahrhundert siglo""".split()
-)
-_DIGITS = re.compile(r"\d")
-_YEAR = re.compile(r"\b(?:1\d{3}|20\d{2})s?\b|\b\d{1,2}(?:st|nd|rd|th)\b")
-_CAPITALISED = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-ZÄÖÜÁÉÍÓÚÑ][\w'’-]+")
-
-
-def question_kind(query: str) -> str | None:
-    """What the question asks for: "number", "time", "name", or None when its words do not say."""
-    for pattern, kind in _ASKS_COMPILED:
-        if pattern.search(query):
-            return kind
-    return None
-
-
-def _holds_kind(sentence: str, kind: str | None, query_words: set[str], german: bool) -> bool:
-    """Does the sentence hold something of the asked kind that the question itself does not say?"""
-    if kind is None:
-        return False
-    tokens = [w for w in words(sentence) if w not in query_words]
-    if kind == "number":
-        return any(_DIGITS.search(w) or w in _NUMBER_WORDS for w in tokens)
-    if kind == "time":
-        fresh = " ".join(tokens)
-        return bool(_YEAR.search(fresh)) or any(w in _MONTHS for w in tokens)
-    # A name: a capitalised word that is not the sentence's first and not in the question. German capitalises
-    # every noun, so there it says little and is not used.
-    if german:
-        return False
-    return any(m.group(0).lower() not in query_words and m.group(0).lower() not in STOPWORDS
-               for m in _CAPITALISED.finditer(sentence))
-
-
-# --- extractive -------------------------------------------------------------------------------------------------
 
 @lru_cache(maxsize=4)
 def _analyzer(language: str):
@@ -103,40 +59,61 @@ def _cosine(a: list[float], b: list[float]) -> float:
 # The answer's sentences are the text's whole sentences: each cited, each scored (and embedded) on its own.
 answer_sentences = whole_sentences
 
-
-@dataclass
-class _Candidate:
-    doc_index: int
-    sent_index: int
-    text: str
-    terms: set[str]
-    score: float = 0.0
-
-
 # The weights of a sentence's score. Term coverage leads; meaning (when embeddings are available) next; the
 # retrieval score of the sentence's document carries real weight, since the retriever saw the whole passage.
 # Chosen on the XQuAD en/de/es questions at hand; changing them moves the gold-span rate by about a point.
 WEIGHTS_EMBED = {"lexical": 0.42, "semantic": 0.28, "kind": 0.12, "retrieval": 0.18}
 WEIGHTS_LEXICAL = {"lexical": 0.65, "semantic": 0.0, "kind": 0.13, "retrieval": 0.22}
+# A query term this long or longer is also held by a longer term containing it; shorter ones would meet pieces of
+# unrelated words.
+MIN_CONTAINED = 4
 
 
-def extractive_answer(query: str, documents: list[Document], max_sentences: int = DEFAULT_MAX_SENTENCES,
-                      with_cot: bool = False, embed: Embed | None = None, language: str = "english") -> Answer:
-    sources = sources_of(documents)
-    steps: list[CotStep] = []
-    if not documents:
-        if with_cot:
-            steps.append(CotStep(step=1, thought="The search returned no documents, so there is nothing to cite."))
-        return Answer(NO_RESULTS, sources, steps, info={"scoring": "none"})
+@dataclass
+class ScoredSentence:
+    """One candidate sentence of the answer, with its score and the signals that made it."""
 
+    doc_index: int
+    sent_index: int
+    text: str
+    score: float = 0.0
+    lexical: float = 0.0
+    semantic: float | None = None
+    kind: bool = False
+    retrieval: float = 0.0
+
+
+def _language_of(document: Document, analyzer) -> str:
+    """The language a document is analysed as: the one ingestion detected for it, detected now if it has none."""
+    if not analyzer.automatic:
+        return analyzer.code
+    stored = document.metadata.get("language")
+    return stored if isinstance(stored, str) and stored else analyzer.language_of(document.text)
+
+
+def _holds(term: str, terms: set[str]) -> bool:
+    return term in terms or (len(term) >= MIN_CONTAINED and any(term in t for t in terms if len(t) > len(term)))
+
+
+def score_sentences(query: str, documents: list[Document], embed: Embed | None = None, language: str = "english",
+                    embedding_model: str | None = None) -> tuple[list[ScoredSentence], dict[str, Any]]:
+    """Every sentence of ``documents`` (a sentence in two documents once, from the better), best first, and
+    ``info``: how they were scored (``scoring``, ``semantic_skipped`` or ``embedding_error``, ``question_kind``).
+
+    ``language`` is the keyword analysis setting (``auto`` or a fixed language); ``embedding_model`` names the
+    model behind ``embed``, whose cosines are left out for a query in a language it did not learn (None: a model
+    taken to know every language)."""
     analyzer = _analyzer(language)
-    query_terms = set(analyzer.terms(query))
+    languages = [_language_of(doc, analyzer) for doc in documents]
+    terms, read_as = analyzer.query_terms(query, languages)
+    query_terms = set(terms)
     query_words = set(words(query))
     kind = question_kind(query)
-    german = bool(re.search(r"\b(?:wie|wer|wann|wo|welche[mnrs]?|was)\b", query, re.IGNORECASE)) and not re.search(
-        r"\b(?:who|what|when|where|how|which)\b", query, re.IGNORECASE)
+    german = capitals_say_little(query)
+    info: dict[str, Any] = {"scoring": "lexical", "question_kind": kind}
 
-    candidates: list[_Candidate] = []
+    candidates: list[ScoredSentence] = []
+    held: list[set[str]] = []
     seen: set[str] = set()
     for doc_index, doc in enumerate(documents):
         for sent_index, sentence in enumerate(answer_sentences(doc.text)):
@@ -144,16 +121,27 @@ def extractive_answer(query: str, documents: list[Document], max_sentences: int 
             if not key or key in seen:  # the same sentence in two documents is cited once, from the better one
                 continue
             seen.add(key)
-            candidates.append(_Candidate(doc_index, sent_index, sentence, set(analyzer.terms(sentence))))
+            terms = set(analyzer.terms_as(languages[doc_index], sentence))
+            candidates.append(ScoredSentence(doc_index, sent_index, sentence))
+            held.append({t for t in query_terms if _holds(t, terms)})
+    if not candidates:
+        return [], info
 
-    # Rarer query terms say more about where the answer is: weight each by its inverse frequency in the candidates.
+    # Rarer query terms say more about where the answer is.
     n = len(candidates)
-    weight = {t: math.log(1 + (n + 1) / (1 + sum(t in c.terms for c in candidates))) for t in query_terms}
+    weight = {}
+    for term in query_terms:
+        df = sum(term in h for h in held)
+        weight[term] = math.log(1 + (n - df + 0.5) / (df + 0.5))
     total_weight = sum(weight.values()) or 1.0
 
     semantic: list[float] | None = None
-    info: dict[str, Any] = {"scoring": "lexical"}
-    if embed is not None and candidates:
+    # The language the query is read as (its automatic analysis's first): a short English question misread as
+    # Dutch is read as its documents' English.
+    query_language = read_as[0] if analyzer.automatic else detect_language(query).code
+    if embed is not None and not embedding_learnt(embedding_model, query_language):
+        info["semantic_skipped"] = f"the embedding model {embedding_model} was not trained on {query_language}"
+    elif embed is not None:
         try:
             vectors = embed([query] + [c.text for c in candidates])
             semantic = [max(0.0, _cosine(vectors[0], v)) for v in vectors[1:]]
@@ -163,21 +151,33 @@ def extractive_answer(query: str, documents: list[Document], max_sentences: int 
     weights = WEIGHTS_EMBED if semantic is not None else WEIGHTS_LEXICAL
     top_score = max((d.score for d in documents), default=0.0)
 
-    lexical = [sum(weight[t] for t in query_terms & c.terms) / total_weight for c in candidates]
     for i, cand in enumerate(candidates):
-        retrieval = documents[cand.doc_index].score / top_score if top_score > 0 else 0.0
-        cand.score = (
-            weights["lexical"] * lexical[i]
-            + weights["semantic"] * (semantic[i] if semantic is not None else 0.0)
-            + weights["kind"] * (_holds_kind(cand.text, kind, query_words, german) if lexical[i] > 0 else 0.0)
-            + weights["retrieval"] * retrieval
-        )
+        cand.lexical = sum(weight[t] for t in held[i]) / total_weight
+        cand.semantic = semantic[i] if semantic is not None else None
+        cand.kind = cand.lexical > 0 and holds_kind(cand.text, kind, query_words, german)
+        cand.retrieval = documents[cand.doc_index].score / top_score if top_score > 0 else 0.0
+        cand.score = (weights["lexical"] * cand.lexical + weights["semantic"] * (cand.semantic or 0.0)
+                      + weights["kind"] * cand.kind + weights["retrieval"] * cand.retrieval)
+    return sorted(candidates, key=lambda c: (-c.score, c.doc_index, c.sent_index)), info
 
-    best = sorted(candidates, key=lambda c: (-c.score, c.doc_index, c.sent_index))[:max_sentences]
+
+def extractive_answer(query: str, documents: list[Document], max_sentences: int = DEFAULT_MAX_SENTENCES,
+                      with_cot: bool = False, embed: Embed | None = None, language: str = "english",
+                      embedding_model: str | None = None) -> Answer:
+    sources = sources_of(documents)
+    steps: list[CotStep] = []
+    if not documents:
+        if with_cot:
+            steps.append(CotStep(step=1, thought="The search returned no documents, so there is nothing to cite."))
+        return Answer(NO_RESULTS, sources, steps, info={"scoring": "none"})
+
+    scored, info = score_sentences(query, documents, embed=embed, language=language, embedding_model=embedding_model)
+    kind = info["question_kind"]
     # Read in document rank order, then sentence order, so the answer flows like the sources.
-    chosen = sorted(best, key=lambda c: (c.doc_index, c.sent_index))
+    chosen = sorted(scored[:max_sentences], key=lambda c: (c.doc_index, c.sent_index))
     parts = [cite(c.text, c.doc_index + 1) for c in chosen] or [NO_TEXT]
     if with_cot:
+        query_words = set(words(query))
         shown = sorted({w for w in query_words if w not in STOPWORDS and len(w) > 2 or any(ch.isdigit() for ch in w)})
         steps = [
             CotStep(
@@ -193,7 +193,6 @@ def extractive_answer(query: str, documents: list[Document], max_sentences: int 
                 evidence=[documents[c.doc_index].id for c in chosen],
             ),
         ]
-    info["question_kind"] = kind
     return Answer(" ".join(parts), sources, steps, info=info)
 
 
