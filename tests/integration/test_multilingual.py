@@ -97,6 +97,20 @@ def test_a_question_in_each_language_finds_its_document(stack, mixed, query, exp
     assert metrics["language_route"]["route"] == "same"
 
 
+def test_the_answer_weighs_an_english_only_models_cosines_for_english_questions_only(stack, mixed):
+    with stack.http() as http:
+        german = search(http, mixed, "Warum hatten die Züge im Winter Verspätungen?", agents=[], use_cache=False)
+        english = search(http, mixed, "How often are the gearboxes of wind turbines inspected?", agents=[],
+                         use_cache=False)
+    assert german["status"] == english["status"] == "succeeded"
+    answer = german["response"]["metadata"]["answer"]
+    assert answer["scoring"] == "lexical", answer
+    assert answer["semantic_skipped"] == "the embedding model all-MiniLM-L6-v2 was not trained on de"
+    assert "weil Weichen einfroren" in german["response"]["answer"]
+    assert english["response"]["metadata"]["answer"]["scoring"] == "embedding+lexical"
+    assert "every six months" in english["response"]["answer"]
+
+
 def test_each_chunk_carries_its_language_and_a_filter_reads_it(stack, mixed):
     found, _ = top(stack, mixed, "Brot Bahn Bäcker Züge", filter={"eq": {"key": "language", "value": "de"}})
     assert set(found) <= {"de-bahn", "de-brot", "mixed-phone"} and {"de-bahn", "de-brot"} <= set(found)

@@ -39,6 +39,7 @@ from pipeline.job.answer.result import DEFAULT_MAX_SENTENCES, NO_RESULTS, NO_TEX
 from pipeline.retrieval.language import detect_language, embedding_learnt
 from pipeline.text import STOPWORDS, whole_sentences, words
 
+
 @lru_cache(maxsize=4)
 def _analyzer(language: str):
     from pipeline.retrieval.analyzer import KeywordAnalyzer
