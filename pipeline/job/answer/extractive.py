@@ -122,9 +122,9 @@ def score_sentences(query: str, documents: list[Document], embed: Embed | None =
             if not key or key in seen:  # the same sentence in two documents is cited once, from the better one
                 continue
             seen.add(key)
-            terms = set(analyzer.terms_as(languages[doc_index], sentence))
+            sentence_terms = set(analyzer.terms_as(languages[doc_index], sentence))
             candidates.append(ScoredSentence(doc_index, sent_index, sentence))
-            held.append({t for t in query_terms if _holds(t, terms)})
+            held.append({t for t in query_terms if _holds(t, sentence_terms)})
     if not candidates:
         return [], info
 
