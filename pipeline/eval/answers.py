@@ -3,8 +3,9 @@
 Every question goes through the path a job takes: ``Retriever.search`` with the service's default search config
 (the job's ``search_config`` with the default top-k), then ``steps.answer_step`` (the LLM when one is configured,
 else the extractive answer, with the service's embedder). A hit is a gold span found in the answer text,
-case-insensitive, its citation marks read past. Each answer's citations are checked as a job checks them (``pipeline.eval.citations``): the
-share of answers whose every cited sentence is supported, and how often the gold span lies inside a verified span.
+case-insensitive, its citation marks read past. Each answer's citations are checked as a job checks them
+(``pipeline.eval.citations``): the share of answers whose every cited sentence is supported, and how often the gold
+span lies inside a verified span.
 
 Usage::
 

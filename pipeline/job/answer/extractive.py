@@ -4,11 +4,11 @@ A sentence's score adds four signals (``WEIGHTS_EMBED`` / ``WEIGHTS_LEXICAL``):
 
 - **lexical**: the share of the query's terms it holds, each weighted by its rarity among the candidate sentences
   (BM25's inverse document frequency, in Lucene's form that stays positive: a word most sentences hold, such as a
-  function word of a language with no stop-word list, counts for little). Terms are the keyword search's own: each document is analysed as the
-  language ingestion detected for it (``metadata.language``) and the query as its own language and the documents'
-  languages of its script (``KeywordAnalyzer.query_terms``). A query term of four letters or more is also held by a
-  longer term that contains it: inflection a stemmer leaves ("منطق" in "منطقتان", "tasks" in "subtasks" is the
-  price) and affixes of languages with no stemmer at all.
+  function word of a language with no stop-word list, counts for little). Terms are the keyword search's own: each
+  document is analysed as the language ingestion detected for it (``metadata.language``) and the query as its own
+  language and the documents' languages of its script (``KeywordAnalyzer.query_terms``). A query term of four
+  letters or more is also held by a longer term that contains it: inflection a stemmer leaves ("منطق" in
+  "منطقتان"; "tasks" in "subtasks" is the price) and affixes of languages with no stemmer at all.
 - **semantic**: the embedding cosine of query and sentence, only where the embedding model learnt the query's
   language (``pipeline.retrieval.language.embedding_learnt``): MiniLM's cosines of Arabic or German sentences are
   noise that outweighed the words (docs/evaluation.md, "Answers in every language").
