@@ -64,6 +64,8 @@ def measure(data: Path, language: str, offset: int, limit: int, diagnose: bool) 
     collection, _, _ = ensure_corpus_indexed(services, data / language / "corpus.jsonl")
     retriever = services.uncached_retriever()
     asked, gold, qrels = _questions(data, language, offset, limit)
+    if diagnose:  # an earlier version, measured without diagnostics, has no score_sentences
+        from pipeline.job.answer import score_sentences
     # An earlier version's answer step may not take the model's name.
     named = {"embedding_model": settings.embedding_model} if "embedding_model" in inspect.signature(
         steps.answer_step).parameters else {}
@@ -85,8 +87,6 @@ def measure(data: Path, language: str, offset: int, limit: int, diagnose: bool) 
         hits += holds_gold_span(answered.answer or "", spans)
         if not diagnose:
             continue
-        from pipeline.job.answer import score_sentences
-
         paragraph += any(d.id in qrels.get(question_id, {}) for d in state.documents)
         in_documents += any(holds_gold_span(d.text, spans) for d in state.documents)
         scored, _ = score_sentences(text, state.documents, embed=services.embedder.embed,

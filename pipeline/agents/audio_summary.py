@@ -37,6 +37,7 @@ from pipeline.agents.base import (
     ResponseAgent,
     ResponseAgentInput,
 )
+from pipeline.text import without_citation_marks
 
 ESPEAK = "espeak-ng"
 ESPEAK_TIMEOUT_S = 25.0  # below the agent's default deadline: the subprocess is killed before the runner gives up
@@ -51,7 +52,6 @@ LANGUAGE_VOICES = {
     "zh-cn": "cmn",
     "zh-tw": "cmn",
 }
-_CITATION = re.compile(r"\s*\[\d+\]")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 
 
@@ -94,7 +94,7 @@ def voice_for(language: object, voices: frozenset[str]) -> str | None:
 
 def speech_text(query: str, answer: str, include_query: bool, max_chars: int) -> tuple[str, bool]:
     """What is read out: the question, then the answer without citation markers, cut at a sentence within the limit."""
-    body = " ".join(_CITATION.sub("", answer).split())
+    body = " ".join(without_citation_marks(answer).split())
     question = " ".join(query.split())
     text = f"{question}\n\n{body}" if include_query and question else body
     if len(text) <= max_chars:

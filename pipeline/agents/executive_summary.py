@@ -9,8 +9,6 @@ Usage::
 
 from __future__ import annotations
 
-import re
-
 from pydantic import Field
 
 from pipeline.agents.base import (
@@ -23,7 +21,6 @@ from pipeline.agents.base import (
 )
 from pipeline.text import split_sentences, words
 
-_CITATION = re.compile(r"\s*\[\d+\]")
 
 
 def _fit(text: str, budget: int) -> str:

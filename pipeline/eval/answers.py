@@ -17,12 +17,12 @@ Usage::
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.eval.retrieval import percentile
+from pipeline.text import without_citation_marks
 
 if TYPE_CHECKING:  # types only: the services take seconds to load, which `agentsearch --help` would pay
     from pipeline.services import Services
@@ -42,13 +42,10 @@ def load_gold_answers(path: Path) -> dict[str, list[str]]:
     return gold
 
 
-_CITATION_MARK = re.compile(r"\s*\[\d+\]")
-
-
 def holds_gold_span(answer: str, spans: list[str]) -> bool:
     """Whether the answer quotes one of the gold spans, case-insensitive. Citation marks are read past: a quoted
     sentence ends "... his last writing [1].", and the gold span "his last writing." is in it."""
-    text = _CITATION_MARK.sub("", answer).casefold()
+    text = without_citation_marks(answer).casefold()
     return any(span.casefold() in text for span in spans)
 
 

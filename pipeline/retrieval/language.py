@@ -61,7 +61,6 @@ EMBEDDING_LANGUAGES: dict[str, frozenset[str]] = {
 }
 
 
-
 def embedding_learnt(model: str | None, language: str) -> bool:
     """Whether the embedding model ``model`` learnt ``language`` (an ISO code): a model not named in
     ``EMBEDDING_LANGUAGES``, or none named, is taken to know every language."""

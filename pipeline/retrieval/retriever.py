@@ -278,7 +278,10 @@ class Retriever:
         # The chunk that stands for a document (its text in the result, what the answer reads) is the semantic
         # side's best where the embedding model learnt the query's language, else the keyword side's: MiniLM's
         # cosine picked the wrong chunk of the right paragraph for 7% of German, Spanish and Romanian questions.
-        lead = "semantic" if embedding_learnt(model or None, self._query_language(query, metrics)) else "keyword"
+        # With one side there is nothing to choose, and the query's language is not asked for.
+        lead = None
+        if len(hits) > 1:
+            lead = "semantic" if embedding_learnt(model or None, self._query_language(query, metrics)) else "keyword"
         per_doc: dict[str, dict[str, float]] = {}
         best_hit: dict[str, Hit] = {}
         chunks_of: dict[str, dict[str, Hit]] = {}

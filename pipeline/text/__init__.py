@@ -15,6 +15,7 @@ _SENTENCE_END = re.compile(
     r"|(?<=[。！？][」』”’）])\s*"
 )
 _WORD = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*", re.UNICODE)
+_CITATION_MARK = re.compile(r"\s*\[\d+\]")
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being below between
@@ -52,6 +53,11 @@ def whole_sentences(text: str) -> list[str]:
         else:
             merged.append(piece)
     return merged
+
+
+def without_citation_marks(text: str) -> str:
+    """``text`` with its ``[n]`` marks and the space before each taken out: "in January [3]." -> "in January."."""
+    return _CITATION_MARK.sub("", text)
 
 
 def words(text: str) -> list[str]:
