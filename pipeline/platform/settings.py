@@ -75,6 +75,19 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(None, description="OpenAI-compatible endpoint for LLM answers.")
     openai_api_key: str | None = Field(None, description="API key for that endpoint.")
     openai_model: str | None = Field(None, description="Model name at that endpoint.")
+    # A small model asked for JSON adds prose or stops half-way; constrained output (response_format json_schema,
+    # honoured by llama.cpp, vLLM and OpenAI) is what makes its replies parse.
+    llm_structured_output: bool = Field(
+        True, description="Ask the LLM endpoint for JSON by schema where a reply must be JSON (response_format)."
+    )
+    llm_context_tokens: int | None = Field(
+        None, ge=256, le=10_000_000, description="Tokens one LLM request may hold (prompt and reply); unset: asked "
+                                                 "from the endpoint (llama.cpp /props, vLLM /v1/models)."
+    )
+    llm_default_context_tokens: int = Field(
+        4096, ge=256, le=10_000_000, description="Context assumed when neither llm_context_tokens nor the endpoint "
+                                                 "says it."
+    )
 
     api_host: str = "127.0.0.1"
     api_port: int = Field(8000, ge=0, le=65535)
