@@ -244,6 +244,8 @@ def eval_answers(corpus: Path, queries: Path, answers_path: Path | None, limit: 
         click.echo(f"{made}: {report['questions']} queries without gold answers, latency p50 "
                    f"{report['latency_ms']['p50']:.1f} ms")
     click.echo(_citation_line(report["citations"]))
+    if "grounding" in report:
+        click.echo(_grounding_line(report["grounding"], gold is not None))
     _write_report(report, json_out)
     if details_out:
         details_out.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details))
@@ -260,6 +262,24 @@ def _citation_line(c: dict) -> str:
         line += (f"  gold span inside a verified span {c['gold_in_verified_span_rate']:.4f} "
                  f"(of answers holding it: {c['gold_in_verified_span_of_hits']})")
     return line
+
+
+def _grounding_line(g: dict, with_gold: bool) -> str:
+    ms, first = g["answer_step_ms"], g["first_delta_ms"]
+    line = ""
+    if with_gold:
+        line = (f"offline on the same documents: gold-span rate {g['offline_gold_span_rate']:.4f} (lost "
+                f"{g['lost_against_offline']}, gained {g['gained_against_offline']}); the model's delivered "
+                f"sentences alone {g['model_sentences_gold_span_rate']:.4f}\n")
+    s = g["sentences"]
+    return line + (
+        f"grounding: model sentences delivered in {g['llm_sentences_delivered_rate']:.4f} of answers; sentences "
+        f"supported {s['supported']}, partly {s['partial']}, unsupported {s['unsupported']}; delivered without "
+        f"their mark {g['delivered_without_mark']}, marked partial {g['delivered_marked_partial']}\n"
+        f"answer step p50/p95: LLM {ms['llm'].get('p50')}/{ms['llm'].get('p95')} ms, offline "
+        f"{ms['offline'].get('p50')}/{ms['offline'].get('p95')} ms; first answer.delta LLM "
+        f"{first['llm'].get('p50')}/{first['llm'].get('p95')} ms, offline {first['offline'].get('p50')}/"
+        f"{first['offline'].get('p95')} ms")
 
 
 @eval_group.command("followups")

@@ -7,6 +7,12 @@ case-insensitive, its citation marks read past. Each answer's citations are chec
 (``pipeline.eval.citations``): the share of answers whose every cited sentence is supported, and how often the gold
 span lies inside a verified span.
 
+With an LLM, each question is also answered offline on the same documents, so one run gives the delivered
+answer's gold-span rate beside the extractive one's (``offline``), how the delivery rule chose (``grounding``:
+answers that used the model's sentences, the sentences' verdicts, and delivered sentences the check found
+unsupported or partly supported without their mark, which must be 0), and the latency of the first
+``answer.delta`` a reader would see against the offline answer's (``first_delta_ms``).
+
 Usage::
 
     gold = load_gold_answers(Path("xquad/en/answers.jsonl"))        # {question id: ["span", ...]}
@@ -21,6 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipeline.eval.grounding import FirstDelta, GroundingTally
 from pipeline.eval.retrieval import percentile
 from pipeline.text import without_citation_marks
 
@@ -71,6 +78,7 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
     in_documents = 0
     latencies: list[float] = []
     methods: dict[str, int] = {}
+    grounding = GroundingTally() if llm is not None else None
     for question_id, text in asked:
         started = time.perf_counter()
         state = JobState(job_id=f"eval-{question_id}", collection_id=collection, query=text, original_query=text,
@@ -78,8 +86,10 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
         config = steps.search_config(state, settings.search_defaults())
         result = retriever.search(collection, text, config, model=settings.embedding_model)
         state.documents = result.documents
-        state = steps.answer_step(state, llm=llm, embed=services.embedder.embed, language=settings.keyword_language,
-                                  embedding_model=settings.embedding_model)
+        searched = state
+        first = FirstDelta()
+        state = steps.answer_step(searched, llm=llm, embed=services.embedder.embed, language=settings.keyword_language,
+                                  embedding_model=settings.embedding_model, stream=first)
         latencies.append((time.perf_counter() - started) * 1000)
         spans = gold[question_id] if gold is not None else []
         hit = holds_gold_span(state.answer or "", spans)
@@ -88,6 +98,12 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
         in_documents += found
         method = state.metadata.get("answer", {}).get("method", "?")
         methods[method] = methods.get(method, 0) + 1
+        extra: dict = {}
+        if grounding is not None:
+            offline_first = FirstDelta()
+            offline = steps.answer_step(searched, embed=services.embedder.embed, language=settings.keyword_language,
+                                        embedding_model=settings.embedding_model, stream=offline_first)
+            extra = grounding.add(state, offline, spans, hit, first, offline_first)
         # The probes embed as a job does: the source sentences' vectors stored at ingest are read, not recomputed.
         known = KnownVectors(services.embedder.embed,
                              stored_for(services.vector_store, state.documents, lambda name: name, collection))
@@ -95,11 +111,12 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
         if details is not None:
             details.append({"_id": question_id, "question": text, "answers": spans, "hit": hit,
                             "in_documents": found, "answer": state.answer,
-                            "documents": [d.id for d in state.documents], **checked})
+                            "documents": [d.id for d in state.documents], **checked, **extra})
         if progress:
             progress(1)
+    measured = {"grounding": grounding.report(len(asked))} if grounding is not None else {}
     if gold is None:
-        return {"questions": len(asked), "citations": tally.report(), "methods": methods,
+        return {"questions": len(asked), "citations": tally.report(), "methods": methods, **measured,
                 "latency_ms": {"p50": round(percentile(latencies, 0.5), 2),
                                "p95": round(percentile(latencies, 0.95), 2)},
                 "top_k": settings.default_top_k, "strategy": settings.search_strategy}
@@ -114,4 +131,5 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
         "methods": methods,
         "top_k": settings.default_top_k,
         "strategy": settings.search_strategy,
+        **measured,
     }

@@ -30,7 +30,7 @@ from pipeline.agents.fallback import FallbackOutcome, critical_reason, failed, r
 from pipeline.agents.runner import AgentRunner
 from pipeline.documents import Document
 from pipeline.job.answer import generate_answer
-from pipeline.job.answer.citations import verify_citations
+from pipeline.job.answer.citations import CitationCheck, citation_summary, verify_citations
 from pipeline.job.artifact_names import numbered
 from pipeline.job.artifacts import ArtifactStore, JobEnded
 from pipeline.job.routing import Peer, follow, passed_over
@@ -264,10 +264,12 @@ def answer_step(state: JobState, llm=None, embed=None, language: str = "english"
     state.sources = answer.sources
     state.cot_steps = answer.cot_steps
     state.metadata["answer"] = answer.metadata()
-    # Each cited sentence checked against its source; the LLM judges only what an LLM wrote (the extractive
-    # answer quotes its sources, so the offline check finds each sentence verbatim).
-    check = verify_citations(answer.text, state.documents, llm=llm if answer.method == "llm" else None,
-                             embed=embed, language=language)
+    if answer.citations is not None:
+        # An LLM answer: every sentence was judged before it was delivered (pipeline.job.answer.grounding).
+        check = CitationCheck(answer.citations, citation_summary(answer.citations, answer.info.get("check", {})))
+    else:
+        # The extractive answer quotes its sources, so the offline check finds each sentence verbatim.
+        check = verify_citations(answer.text, state.documents, embed=embed, language=language)
     state.citations = check.citations
     state.metadata["citations"] = check.info
     return state
@@ -332,8 +334,12 @@ def assemble_response(state: JobState, response_runs: list[AgentRun]) -> dict:
     """The job's response (answer, sources, reasoning steps, every agent's outcome, artifacts, metadata, timings),
     with artifacts by reference (the API inlines their bytes)."""
     runs = [*state.agent_runs, *response_runs]
-    # A search that failed outright never gets here (the job fails); one that failed in part is said to be so.
+    # A search that failed outright never gets here (the job fails); one that failed in part is said to be so,
+    # and so is an answer the configured LLM failed to give (the offline answer stood in).
     degraded = degraded_reasons(state.metadata.get("search") or {})
+    answer = state.metadata.get("answer") or {}
+    if answer.get("degraded"):
+        degraded = [*degraded, f"answer: the LLM failed, the offline answer was given ({answer.get('fallback_reason')})"]
     return {
         "job_id": state.job_id,
         # Only a complete response is reused by the whole-job cache (JobStore.find_cached). An agent the stage's

@@ -1,4 +1,4 @@
-"""The answer as it is written: the delta channel, its batching, the LLM client's stream, the reply's text filter,
+"""The answer as it is written: the delta channel, its batching, the LLM client's stream, the reply's sentences as they arrive,
 the answer step writing to the channel and the events route's answer part (in-process Redis, a local LLM server)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from cli.client import ApiClient
 from cli.search import search
 from pipeline.agents.base import Document
 from pipeline.job.answer import generate_answer
-from pipeline.job.answer.reply_text import ReplyTextFilter
+from pipeline.job.answer.llm import SentenceReader
 from pipeline.job.answer_stream import AnswerChannel, AnswerStreamReader, DeltaBatcher, stream_key
 from pipeline.job.state import JobState
 from pipeline.job.steps import answer_step
@@ -201,22 +201,30 @@ def test_the_stream_keeps_its_budget_and_fails_at_once_on_a_client_error(fake, l
     assert len(fake.requests) == 2  # no retry of the 400
 
 
-# --- the answer's text in a reply still arriving -----------------------------------------------------------------
+# --- the reply's sentences, each once it is complete ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
-def test_the_answer_field_is_decoded_however_the_reply_is_cut(size):
-    reply = json.dumps({"answer": 'The "Pats" \\ won é 😀 [2]\nok', "steps": ['a "answer": "no"']})
-    text = ReplyTextFilter()
-    shown = "".join(text.feed(reply[i:i + size]) for i in range(0, len(reply), size))
-    assert shown == json.loads(reply)["answer"]
+def test_each_sentence_of_a_structured_reply_is_given_once_its_item_closes(size):
+    reply = json.dumps({"sentences": [{"text": 'The "Pats" won é 😀.', "sources": [2]},
+                                      {"text": "They beat Seattle [1].", "sources": []}]})
+    reader = SentenceReader(n_sources=2)
+    given = []
+    for i in range(0, len(reply), size):
+        for sentence in reader.feed(reply[i:i + size]):
+            given.append((i + size, sentence))
+    given.extend((len(reply), s) for s in reader.close())
+    assert [(s.text, s.cited) for _, s in given] == [('The "Pats" won é 😀.', [2]), ("They beat Seattle.", [1])]
+    if size < 100:  # the first sentence came while the second was still being written
+        assert given[0][0] < len(reply) - 20
 
 
-def test_prose_and_fenced_replies():
-    text = ReplyTextFilter()
-    assert "".join(text.feed(p) for p in ["  The Pat", "riots [2]."]) == "The Patriots [2]."
-    text = ReplyTextFilter()
-    assert "".join(text.feed(p) for p in ["`", '``json\n{"ans', 'wer": "X"}\n```']) == "X"
+def test_a_prose_reply_gives_a_sentence_once_the_next_one_begins():
+    reader = SentenceReader(n_sources=2)
+    first = reader.feed("The Patriots won Super Bowl XLIX [2]. The game was pla")
+    assert [(s.text, s.cited) for s in first] == [("The Patriots won Super Bowl XLIX.", [2])]
+    assert reader.feed("yed in Glendale [2].") == []
+    assert [s.text for s in reader.close()] == ["The game was played in Glendale."]
 
 
 # --- the answer step writes the channel --------------------------------------------------------------------------
@@ -227,14 +235,36 @@ def job_state() -> JobState:
                     documents=DOCS)
 
 
-def test_the_llm_answer_streams_and_its_deltas_join_to_the_answer(server, client, fake, llm):
-    fake.script(FakeLLM.streamed(json.dumps({"answer": "The New England Patriots won [2]."}), interval_s=0.005))
+PATRIOTS = {"text": "The New England Patriots won Super Bowl XLIX.", "sources": [2]}
+GLENDALE = {"text": "The game was played in Glendale, Arizona.", "sources": [2]}
+INVENTED = {"text": "The Seattle Seahawks lost by 4 points.", "sources": [2]}
+AGREES = FakeLLM.entailment(lambda claim, source: ("supported", claim))
+
+
+def test_the_llm_answer_streams_checked_sentences_and_its_deltas_join_to_the_answer(server, client, fake, llm):
+    body = json.dumps({"sentences": [PATRIOTS, INVENTED, GLENDALE]})
+    fake.script(FakeLLM.streamed([body[i:i + 6] for i in range(0, len(body), 6)], interval_s=0.002), AGREES)
     state = job_state()
     out = answer_step(state, llm=llm, stream=unbatched(client, state.job_id))
     entries = read_all(server, state.job_id)
     deltas = [e.text for e in entries if e.kind == "delta"]
-    assert len(deltas) > 3 and "".join(deltas) == out.answer == "The New England Patriots won [2]."
+    # One delta per checked sentence as it completed; the invented one was never shown.
+    assert deltas[:2] == ["The New England Patriots won Super Bowl XLIX [2]. ",
+                          "The game was played in Glendale, Arizona [2]. "]
+    assert not any("Seahawks" in d for d in deltas)
+    assert "reset" not in [e.kind for e in entries]
+    assert "".join(deltas) == out.answer
     assert entries[-1].kind == "answer" and entries[-1].text == out.answer and entries[-1].data["method"] == "llm"
+
+
+def test_a_stream_of_unsupported_sentences_is_replaced_by_the_offline_answer(server, client, fake, llm):
+    fake.script(FakeLLM.streamed(json.dumps({"sentences": [INVENTED]}), interval_s=0.002))
+    state = job_state()
+    out = answer_step(state, llm=llm, stream=unbatched(client, state.job_id))
+    entries = read_all(server, state.job_id)
+    assert out.metadata["answer"]["method"] == "extractive"
+    assert not any("Seahawks" in e.text for e in entries)
+    assert "".join(e.text for e in entries if e.kind == "delta") == out.answer
 
 
 def test_the_offline_answer_is_one_delta(server, client):
@@ -246,7 +276,8 @@ def test_the_offline_answer_is_one_delta(server, client):
 
 
 def test_an_llm_that_fails_part_way_voids_its_text_before_the_offline_answer(server, client, fake, llm):
-    fake.script(FakeLLM.streamed(json.dumps({"answer": "The New England Patriots won [2]."}), break_after=4))
+    body = json.dumps({"sentences": [PATRIOTS, GLENDALE]})
+    fake.script(FakeLLM.streamed([body[:60], body[60:90], body[90:]], break_after=2))
     channel = unbatched(client, "jf")
     answer = generate_answer(QUESTION, DOCS, llm=llm, stream=channel)
     channel.finish(answer.text, method=answer.method, fallback_reason=answer.fallback_reason)

@@ -269,14 +269,18 @@ def test_the_answer_step_checks_the_extractive_answer_without_the_llm(fake, llm)
     assert isinstance(response["citations"][0]["span"], list)
 
 
-def test_the_answer_step_checks_an_llm_answer_with_one_more_call(fake, llm):
+def test_the_answer_step_judges_an_llm_answer_before_delivering_it(fake, llm):
     fake.script(json.dumps({"answer": "The Broncos defeated the Panthers 31–10 [1]. The game was in Santa Clara [1]."}),
                 FakeLLM.entailment(lambda claim, text: ("supported", "Santa Clara, California")))
     out = answer_step(job_state(), llm=llm)
     assert out.metadata["answer"]["method"] == "llm" and len(fake.requests) == 2
-    assert [c.status for c in out.citations] == ["unsupported", "supported"]
+    sentences = out.metadata["answer"]["sentences"]
+    assert [(s["status"], s["delivered"]) for s in sentences] == [("unsupported", False), ("supported", True)]
+    assert "31" in sentences[0]["reason"]
+    assert out.answer.startswith("The game was in Santa Clara [1].") and "31–10" not in out.answer
+    assert all(c.status == "supported" for c in out.citations)
     assert out.metadata["citations"]["method"] == "llm"
-    assert out.metadata["citations"]["all_supported"] is False
+    assert out.metadata["citations"]["all_supported"] is True
 
 
 # --- the evaluation's citation figures -----------------------------------------------------------------------------

@@ -9,7 +9,8 @@ import uuid
 import pytest
 
 from pipeline.agents.base import Document
-from pipeline.job.answer import ANSWER_LLM_TIMEOUT_S, NO_RESULTS, clean_citations, generate_answer, llm_answer
+from pipeline.job.answer import ANSWER_LLM_TIMEOUT_S, NO_RESULTS, draft_answer, generate_answer
+from pipeline.job.answer.llm import ANSWER_MAX_TOKENS, ANSWER_SCHEMA, ANSWER_SCHEMA_COT, read_reply
 from pipeline.job.state import JobState
 from pipeline.job.steps import answer_step
 from pipeline.platform.llm import LLMClient, LLMError, parse_json_reply
@@ -36,88 +37,90 @@ def llm(fake):
     return LLMClient(fake.base_url, model="fake-model", api_key="sk-test", backoff_s=0.01, max_backoff_s=0.05)
 
 
-def reply(answer: str, steps: list | None = None) -> str:
-    return json.dumps({"answer": answer, **({"steps": steps} if steps is not None else {})})
+def reply(*sentences: tuple[str, list[int]], steps: list[str] | None = None) -> str:
+    """The reply the answer's schema asks for (``pipeline.job.answer.llm.ANSWER_SCHEMA``)."""
+    body = {"sentences": [{"text": text, "sources": cited} for text, cited in sentences]}
+    return json.dumps({**({"steps": steps} if steps is not None else {}), **body})
+
+
+AGREES = FakeLLM.entailment(lambda claim, source: ("supported", claim))
+PATRIOTS = ("The New England Patriots won Super Bowl XLIX.", [2])
 
 
 # --- the request the project sends --------------------------------------------------------------------------------
 
 
-def test_the_answer_request_carries_model_numbered_sources_question_and_temperature(fake, llm):
-    fake.script(reply("The New England Patriots won it [2]."))
-    llm_answer(llm, QUESTION, DOCS, with_cot=False, timeout_s=5)
+def test_the_answer_request_carries_model_numbered_sources_question_schema_and_temperature(fake, llm):
+    fake.script(reply(PATRIOTS))
+    draft_answer(llm, QUESTION, DOCS, with_cot=False, timeout_s=5)
     assert len(fake.requests) == 1 and fake.paths == ["/v1/chat/completions"]
     body = fake.requests[0]
     assert body["model"] == "fake-model"
-    assert body["temperature"] == 0.0
+    assert body["temperature"] == 0.0 and body["max_tokens"] == ANSWER_MAX_TOKENS
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"] == ANSWER_SCHEMA
     assert fake.headers[0]["authorization"] == "Bearer sk-test"
     system, user = body["messages"]
     assert system["role"] == "system" and user["role"] == "user"
-    assert "[1]" in system["content"] and '"answer"' in system["content"]
-    assert '"steps"' not in system["content"]  # reasoning steps only when asked
+    assert '"sentences"' in system["content"] and '"steps"' not in system["content"]  # steps only when asked
     assert "[1] Super Bowl 50\nThe Denver Broncos defeated" in user["content"]
     assert "[2] Super Bowl XLIX\nThe New England Patriots won Super Bowl XLIX." in user["content"]
     assert user["content"].rstrip().endswith(f"Question: {QUESTION}")
     assert user["content"].index("[1] Super Bowl 50") < user["content"].index("[2] Super Bowl XLIX")
 
 
-def test_with_cot_the_prompt_asks_for_steps_and_they_become_cot_steps_with_evidence(fake, llm):
-    fake.script(reply("The New England Patriots [2].",
-                      ["Source [2] names the winner of Super Bowl XLIX.", "Source [1] is about Super Bowl 50 [1]."]))
-    answer = llm_answer(llm, QUESTION, DOCS, with_cot=True, timeout_s=5)
-    assert '"steps"' in fake.requests[0]["messages"][0]["content"]
+def test_an_endpoint_without_structured_output_is_asked_for_plain_text_with_marks(fake):
+    plain = LLMClient(fake.base_url, model="fake-model", structured_output=False)
+    fake.script("The New England Patriots won Super Bowl XLIX [2]. It was played in Glendale.")
+    draft = draft_answer(plain, QUESTION, DOCS, timeout_s=5)
+    assert "response_format" not in fake.requests[0]
+    assert "square brackets" in fake.requests[0]["messages"][0]["content"]
+    assert [(s.text, s.cited) for s in draft.sentences] == [
+        ("The New England Patriots won Super Bowl XLIX.", [2]), ("It was played in Glendale.", [])]
+    assert draft.info["format"] == "text" and draft.info["structured"] is False
+
+
+def test_with_cot_the_schema_asks_for_steps_and_checked_steps_become_cot_steps(fake, llm):
+    fake.script(reply(PATRIOTS, steps=["Source [2] names the winner of Super Bowl XLIX.",
+                                       "The Seattle Seahawks lost it 28-24 [1]."]), AGREES)
+    answer = generate_answer(QUESTION, DOCS, with_cot=True, llm=llm)
+    assert fake.requests[0]["response_format"]["json_schema"]["schema"] == ANSWER_SCHEMA_COT
     assert answer.method == "llm"
-    assert answer.text == "The New England Patriots [2]."
-    assert [s.step for s in answer.cot_steps] == [1, 2]
-    assert answer.cot_steps[0].evidence == ["sb49"]
-    assert answer.cot_steps[1].evidence == ["sb50"]
+    # The second step names a team and a score no source holds: it is not shown.
+    assert [(s.step, s.evidence) for s in answer.cot_steps] == [(1, ["sb49"])]
     assert [s.document_id for s in answer.sources] == ["sb50", "sb49"]
-    assert answer.info["format"] == "json" and answer.info["citations"] == [2]
 
 
-# --- how the reply is handled --------------------------------------------------------------------------------------
+# --- how the reply is read -----------------------------------------------------------------------------------------
 
 
-def test_a_json_reply_in_a_code_fence_is_parsed(fake, llm):
-    fake.script("Here you go:\n```json\n" + reply("Patriots [2].") + "\n```")
-    answer = llm_answer(llm, QUESTION, DOCS, timeout_s=5)
-    assert answer.text == "Patriots [2]."
-    assert answer.info["format"] == "json"
+@pytest.mark.parametrize(("raw", "fmt"), [
+    ("Here you go:\n```json\n" + reply(PATRIOTS) + "\n```", "json"),
+    ('{"answer": "The New England Patriots won Super Bowl XLIX [2]."}', "json_answer"),
+    ('{"sentences": [{"text": "The New England Patriots won Super Bowl XLIX.", "sources": [2]}, {"text": "The ga',
+     "json_salvaged"),
+    ("The New England Patriots won Super Bowl XLIX [2].", "text"),
+])
+def test_a_reply_is_read_as_sentences_in_every_form_a_model_gives(raw, fmt):
+    sentences, _, got, _ = read_reply(raw, n_sources=2)
+    assert got == fmt
+    assert [(s.text, s.cited) for s in sentences] == [PATRIOTS]
 
 
-def test_a_prose_reply_is_used_as_plain_text(fake, llm):
-    fake.script("The New England Patriots won Super Bowl XLIX [2].")
-    answer = llm_answer(llm, QUESTION, DOCS, with_cot=True, timeout_s=5)
-    assert answer.text == "The New England Patriots won Super Bowl XLIX [2]."
-    assert answer.info["format"] == "text"
-    assert answer.cot_steps == [] and answer.info["steps_missing"] is True
-
-
-def test_a_json_reply_cut_short_still_gives_its_answer(fake, llm):
-    fake.script('{"answer": "The Patriots won [2].", "steps": ["Source [2] says')
-    answer = llm_answer(llm, QUESTION, DOCS, timeout_s=5)
-    assert answer.text == "The Patriots won [2]."
-    assert answer.info["format"] == "json_salvaged"
-
-
-@pytest.mark.parametrize("bad", ['{"response": "Patriots"}', '["Patriots"]', '{"answer": ""}', "   "])
-def test_a_reply_without_a_usable_answer_raises(fake, llm, bad):
+@pytest.mark.parametrize("bad", ['{"response": "Patriots"}', '["Patriots"]', '{"sentences": []}', "   ", "{\"sen"])
+def test_a_reply_without_sentences_ends_in_the_offline_answer_saying_so(fake, llm, bad):
     fake.script(bad)
-    with pytest.raises(LLMError):
-        llm_answer(llm, QUESTION, DOCS, timeout_s=5)
+    answer = generate_answer(QUESTION, DOCS, llm=llm)
+    assert answer.method == "extractive" and answer.fallback_reason == "the LLM's answer held no sentence"
+    assert "The New England Patriots won Super Bowl XLIX [2]." in answer.text
+    assert len(fake.requests) == 1  # nothing to judge: no second call
 
 
-def test_citations_of_sources_that_do_not_exist_are_dropped(fake, llm):
-    fake.script(reply("Patriots [2][7]. Played in Arizona [9]. Broncos won the next one [1, 8]."))
-    answer = llm_answer(llm, QUESTION, DOCS, timeout_s=5)
-    assert answer.text == "Patriots [2]. Played in Arizona. Broncos won the next one [1]."
-    assert answer.info["citations"] == [1, 2]
-    assert answer.info["dropped_citations"] == [7, 9, 8]
-
-
-def test_clean_citations_keeps_valid_lists_and_ranges():
-    assert clean_citations("A [1, 2]. B [1-2]. C [0].", 2) == ("A [1, 2]. B [1-2]. C.", [1, 2], [0])
-    assert clean_citations("No citations at all.", 3) == ("No citations at all.", [], [])
+def test_citations_of_sources_that_do_not_exist_are_dropped_and_counted():
+    sentences, _, _, dropped = read_reply(reply(("Patriots won.", [2, 7]), ("Played in Arizona [9].", []),
+                                                ("Broncos won the next one.", ["1", "[8]"])), n_sources=2)
+    assert [s.cited for s in sentences] == [[2], [], [1]]
+    assert dropped == [7, 9, 8]
 
 
 def test_parse_json_reply_tolerates_fences_and_surrounding_text():
@@ -201,20 +204,31 @@ def state(**kwargs) -> JobState:
                     documents=DOCS, **kwargs)
 
 
-def test_answer_step_uses_the_llm_and_records_it(fake, llm):
-    fake.script(reply("The New England Patriots [2].", ["Source [2] names the winner."]))
+def test_answer_step_delivers_the_checked_llm_answer_and_records_every_sentence(fake, llm):
+    fake.script(reply(PATRIOTS, ("The Seattle Seahawks scored 24 points.", [2]), steps=["Source [2] names it."]),
+                AGREES)
     out = answer_step(state(cot=True), llm=llm)
-    assert out.answer == "The New England Patriots [2]."
-    assert out.metadata["answer"]["method"] == "llm"
-    assert out.metadata["answer"]["fallback_reason"] is None
-    assert out.metadata["answer"]["model"] == "fake-model"
+    assert out.answer.startswith("The New England Patriots won Super Bowl XLIX [2].")
+    assert "Seahawks" not in out.answer
+    meta = out.metadata["answer"]
+    assert meta["method"] == "llm" and meta["fallback_reason"] is None
+    assert meta["draft"]["model"] == "fake-model" and meta["check"]["judge"] == "llm"
+    assert [(s["status"], s["delivered"]) for s in meta["sentences"]] == [("supported", True),
+                                                                         ("unsupported", False)]
+    assert "Seattle" in meta["sentences"][1]["reason"]
     assert [s.evidence for s in out.cot_steps] == [["sb49"]]
+    # Every delivered sentence carries its verdict; the judge's call listed only the sentence the check kept.
+    assert {c.sentence: c.status for c in out.citations}["The New England Patriots won Super Bowl XLIX [2]."] == \
+        "supported"
+    assert "Seahawks" not in fake.requests[1]["messages"][1]["content"]
+    assert out.metadata["citations"]["method"] == "llm"
 
 
 def test_answer_step_falls_back_to_the_extractive_answer_when_the_llm_fails(fake, llm):
     fake.script(*[FakeLLM.error(500, "model overloaded")] * 3)
     out = answer_step(state(cot=True), llm=llm)
     assert out.metadata["answer"]["method"] == "extractive"
+    assert out.metadata["answer"]["degraded"] is True
     reason = out.metadata["answer"]["fallback_reason"]
     assert "LLMError" in reason and "500" in reason and "model overloaded" in reason
     assert "The New England Patriots won Super Bowl XLIX [2]." in out.answer
@@ -222,12 +236,18 @@ def test_answer_step_falls_back_to_the_extractive_answer_when_the_llm_fails(fake
     assert len(fake.requests) == 3
 
 
-def test_answer_step_falls_back_when_the_reply_holds_no_answer(fake, llm):
-    fake.script('{"unexpected": true}')
-    out = answer_step(state(), llm=llm)
-    assert out.metadata["answer"]["method"] == "extractive"
-    assert "no answer" in out.metadata["answer"]["fallback_reason"]
-    assert "[2]" in out.answer
+def test_a_judge_that_fails_leaves_the_offline_verdicts(fake, llm):
+    fake.script(reply(PATRIOTS), "not json at all")
+    answer = generate_answer(QUESTION, DOCS, llm=llm)
+    assert answer.method == "llm" and answer.info["check"]["judge"] == "offline only"
+    assert "not JSON" in answer.info["check"]["judge_error"]
+
+
+def test_a_judge_that_disagrees_lowers_the_verdict_and_the_offline_answer_is_delivered(fake, llm):
+    fake.script(reply(PATRIOTS), FakeLLM.entailment(lambda claim, source: ("unsupported", "")))
+    answer = generate_answer(QUESTION, DOCS, llm=llm)
+    assert answer.method == "extractive" and "1 unsupported" in answer.fallback_reason
+    assert answer.info["sentences"][0]["reason"] == "entailment: the LLM judged it unsupported"
 
 
 def test_answer_step_without_an_llm_is_extractive_without_a_fallback_reason():
@@ -244,7 +264,7 @@ def test_no_documents_never_asks_the_llm(fake, llm):
 
 
 def test_the_llm_is_told_the_users_question_and_what_was_searched(fake, llm):
-    fake.script(reply("Patriots [2]."))
+    fake.script(reply(PATRIOTS), AGREES)
     translated = state().model_copy(update={"original_query": "¿Quién ganó el Super Bowl XLIX?"})
     answer_step(translated, llm=llm)
     user = fake.requests[0]["messages"][1]["content"]
@@ -273,9 +293,9 @@ def services_with_llm(tmp_path, install_services, fake):
 def test_the_generate_answer_task_answers_with_the_configured_llm(services_with_llm, fake):
     from worker.steps import generate_answer
 
-    fake.script(reply("The New England Patriots [2]."))
+    fake.script(reply(PATRIOTS), AGREES)
     out = JobState.load(generate_answer(state().dump()))  # no job row: progress is a no-op
-    assert out.answer == "The New England Patriots [2]."
+    assert out.answer.startswith("The New England Patriots won Super Bowl XLIX [2].")
     assert out.metadata["answer"]["method"] == "llm"
     assert fake.requests[0]["model"] == "fake-model" and fake.headers[0]["authorization"] == "Bearer sk-task"
     assert "answer" in out.timings_ms

@@ -8,11 +8,13 @@ Source ``n`` is the n-th document in ``sources`` (the retrieval order); a citati
   where an ``embed`` function is given and its model learnt the query's language), whether it holds the kind of
   thing the question asks for (a number for "how many", a date for "when", a name for "who"...) that the question
   does not already say, and its document's retrieval score. The best ones are read in source order.
-- ``llm_answer``: one chat completion over the numbered sources; the reply (JSON ``{"answer", "steps"}``, or
-  plain text when the model ignores the format) is checked: citations of sources that do not exist are dropped,
-  and what happened is recorded in ``Answer.info``.
-- ``generate_answer``: what a job's answer step does: the LLM when one is configured, the extractive answer
-  otherwise or when the LLM fails (``Answer.fallback_reason`` says why).
+- ``draft_answer``: the LLM's draft, one chat completion over the numbered sources read as sentences, each with
+  the source numbers the model gave it (``pipeline.job.answer.llm``).
+- ``judge_sentences`` and ``deliver``: every sentence of the draft judged against the sources, and the rule that
+  picks what the user receives: the LLM's supported sentences and the extractive answer's quotes, or the
+  extractive answer alone (``pipeline.job.answer.grounding``). A weak LLM may add nothing; it takes nothing away.
+- ``generate_answer``: what a job's answer step does: the draft judged and delivered when an LLM is configured,
+  the extractive answer otherwise or when the LLM fails (``Answer.fallback_reason`` says why).
 
 Usage::
 
@@ -22,14 +24,27 @@ Usage::
 
     answer = generate_answer(query, documents, with_cot=True, llm=LLMClient.from_settings(settings),
                              embed=services.embedder.embed)
-    answer.method, answer.fallback_reason, answer.info
+    answer.method, answer.fallback_reason, answer.info["sentences"], answer.citations
 """
 
 from __future__ import annotations
 
-from pipeline.documents import Document
+import time
+
+from pipeline.documents import CotStep, Document
+from pipeline.job.answer.citations import CITATION_LLM_TIMEOUT_S, Claim, cited_sentences
 from pipeline.job.answer.extractive import answer_sentences, cite, extractive_answer, score_sentences
-from pipeline.job.answer.llm import build_messages, clean_citations, llm_answer
+from pipeline.job.answer.grounding import (
+    PARTIAL_MARK,
+    LLMSentence,
+    SentenceVerdict,
+    deliver,
+    judge_sentences,
+    lower_by_judge,
+    unstated,
+    written,
+)
+from pipeline.job.answer.llm import build_messages, draft_answer
 from pipeline.job.answer.question_kind import question_kind
 from pipeline.job.answer.result import (
     ANSWER_LLM_TIMEOUT_S,
@@ -41,34 +56,90 @@ from pipeline.job.answer.result import (
     Embed,
 )
 
-__all__ = ["ANSWER_LLM_TIMEOUT_S", "DEFAULT_MAX_SENTENCES", "NO_RESULTS", "NO_TEXT", "Answer", "AnswerSink", "Embed",
-           "answer_sentences", "build_messages", "cite", "clean_citations", "extractive_answer", "generate_answer",
-           "llm_answer", "question_kind", "score_sentences"]
+__all__ = ["ANSWER_LLM_TIMEOUT_S", "DEFAULT_MAX_SENTENCES", "NO_RESULTS", "NO_TEXT", "PARTIAL_MARK", "Answer",
+           "AnswerSink", "Embed", "answer_sentences", "build_messages", "cite", "draft_answer", "extractive_answer",
+           "generate_answer", "judge_sentences", "question_kind", "score_sentences"]
 
 
 def generate_answer(query: str, documents: list[Document], with_cot: bool = False, llm=None,
                     embed: Embed | None = None, timeout_s: float = ANSWER_LLM_TIMEOUT_S,
                     max_sentences: int = DEFAULT_MAX_SENTENCES, language: str = "english",
-                    stream: AnswerSink | None = None, embedding_model: str | None = None) -> Answer:
-    """The LLM's answer when one is configured and answers; otherwise the extractive one, saying why.
+                    stream: AnswerSink | None = None, embedding_model: str | None = None,
+                    judge_timeout_s: float = CITATION_LLM_TIMEOUT_S) -> Answer:
+    """The answer the user receives: with an LLM, its draft judged sentence by sentence and delivered by the rule
+    of ``pipeline.job.answer.grounding``; without one, or when it fails, the extractive answer, saying why.
 
-    With ``stream`` (``pipeline.job.answer_stream.AnswerChannel``) the text is written to it as it is made: the
-    LLM's as it arrives, the extractive one whole; an LLM that fails part-way voids what it wrote (``reset``)."""
-    reason = None
-    if llm is not None:
-        if not documents:
-            reason = "no documents to answer from"
-        else:
-            try:
-                return llm_answer(llm, query, documents, with_cot=with_cot, timeout_s=timeout_s,
-                                  on_text=stream.write if stream is not None else None)
-            except Exception as exc:  # noqa: BLE001 - any LLM failure ends in the offline answer, recorded
-                reason = f"{type(exc).__name__}: {exc}"[:500]
-                if stream is not None:
-                    stream.reset(reason)
-    answer = extractive_answer(query, documents, max_sentences=max_sentences, with_cot=with_cot, embed=embed,
-                               language=language, embedding_model=embedding_model)
-    answer.fallback_reason = reason
+    With ``stream`` (``pipeline.job.answer_stream.AnswerChannel``) the text is written to it as it is made: each
+    of the LLM's sentences once it is complete and judged (an unsupported one never), the extractive answer whole;
+    what the final rule changes is corrected when the answer is finished (``AnswerChannel.finish``)."""
+    offline = extractive_answer(query, documents, max_sentences=max_sentences, with_cot=with_cot, embed=embed,
+                                language=language, embedding_model=embedding_model)
+    if llm is None:
+        return _streamed(offline, stream)
+    if not documents:
+        offline.fallback_reason = "no documents to answer from"
+        return _streamed(offline, stream)
+    started = time.perf_counter()
+
+    def show(sentence: LLMSentence) -> None:
+        [verdict], _ = judge_sentences([sentence], documents, embed=embed, language=language)
+        if verdict.status != "unsupported":
+            stream.write(written(verdict) + " ")
+
+    try:
+        draft = draft_answer(llm, query, documents, with_cot=with_cot, timeout_s=timeout_s,
+                             on_sentence=show if stream is not None else None)
+    except Exception as exc:  # noqa: BLE001 - any LLM failure ends in the offline answer, recorded
+        reason = f"{type(exc).__name__}: {exc}"[:500]
+        if stream is not None:
+            stream.reset(reason)
+        offline.fallback_reason = reason
+        offline.info = {**offline.info, "degraded": True}
+        return _streamed(offline, stream)
+    verdicts, check = judge_sentences(draft.sentences, documents, embed=embed, language=language)
+    judge_info = _judge(llm, verdicts, documents, judge_timeout_s)
+    answer = deliver(verdicts, offline, documents, language=language)
+    answer.info = {**answer.info, "draft": draft.info, "check": {**check, **judge_info,
+                                                               "method": "llm" if judge_info.get("judge") == "llm"
+                                                               else "offline"},
+                   "llm_ms": round((time.perf_counter() - started) * 1000, 1)}
+    if answer.method == "llm" and with_cot:
+        answer.cot_steps = _steps(draft.steps, documents)
+    if stream is not None and answer.method != "llm":
+        stream.reset(answer.fallback_reason or "the LLM's answer was not delivered")
+        stream.write(answer.text)
+    return answer
+
+
+def _streamed(answer: Answer, stream: AnswerSink | None) -> Answer:
     if stream is not None:
         stream.write(answer.text)
     return answer
+
+
+def _judge(llm, verdicts: list[SentenceVerdict], documents: list[Document], timeout_s: float) -> dict:
+    """The LLM's own check of the sentences the offline check kept; it can only lower their verdicts."""
+    from pipeline.job.answer.entailment import judge_claims
+
+    kept = [i for i, v in enumerate(verdicts) if v.status != "unsupported"]
+    if not kept:
+        return {}
+    claims = [Claim(sentence=verdicts[i].text, text=verdicts[i].text, sources=verdicts[i].sources) for i in kept]
+    try:
+        judged, info = judge_claims(llm, claims, documents, timeout_s=timeout_s)
+    except Exception as exc:  # noqa: BLE001 - the offline verdicts stand, and the record says why
+        return {"judge": "offline only", "judge_error": f"{type(exc).__name__}: {exc}"[:300]}
+    lowered = lower_by_judge(verdicts, {kept[k]: verdict for k, verdict in judged.items()})
+    return {"judge": "llm", **info, "lowered_by_llm": lowered}
+
+
+def _steps(raw: list[str], documents: list[Document]) -> list[CotStep]:
+    """The model's reasoning steps that state no number or name the sources lack, each citing what it cites."""
+    steps = []
+    for thought in raw:
+        if unstated(thought, documents):
+            continue
+        claims = cited_sentences(thought, len(documents), keep_uncited=True)
+        cited = list(dict.fromkeys(n for c in claims for n in c.sources))
+        steps.append(CotStep(step=len(steps) + 1, thought=thought, evidence=[documents[n - 1].id for n in cited]))
+    return steps

@@ -39,7 +39,6 @@ from typing import Any
 
 from pipeline.documents import Citation, Document
 from pipeline.job.answer.extractive import _analyzer, _cosine
-from pipeline.job.answer.llm import citation_numbers
 from pipeline.job.answer.result import Embed
 from pipeline.text import words
 from pipeline.text.spans import Sentence, find_loose, sentence_spans, squeeze
@@ -113,9 +112,22 @@ def _cut(sentence: str) -> list[tuple[int, int]]:
     return [*bounds, (start, len(sentence))]
 
 
-def cited_sentences(answer: str, n_sources: int) -> list[Claim]:
-    """The answer's sentences that cite at least one existing source. A citation written after a sentence's full
-    stop ("... won. [2] The game ...") belongs to the sentence before it."""
+def citation_numbers(inner: str) -> list[int]:
+    """The source numbers inside one citation's brackets: ``"1, 3-5"`` -> ``[1, 3, 4, 5]``."""
+    out: list[int] = []
+    for part in re.split(r"\s*[,;]\s*", inner.strip()):
+        bounds = [int(x) for x in re.split(r"\s*[-–]\s*", part) if x.strip()]
+        if len(bounds) == 2 and 0 < bounds[1] - bounds[0] <= 50:
+            out.extend(range(bounds[0], bounds[1] + 1))
+        else:
+            out.extend(bounds)
+    return out
+
+
+def cited_sentences(answer: str, n_sources: int, keep_uncited: bool = False) -> list[Claim]:
+    """The answer's sentences that cite at least one existing source (every sentence with ``keep_uncited``). A
+    citation written after a sentence's full stop ("... won. [2] The game ...") belongs to the sentence before
+    it."""
     spans = [Sentence(s.start + a, s.start + b, answer[s.start + a:s.start + b])
              for s in sentence_spans(answer) for a, b in _cut(answer[s.start:s.end])]
     pieces: list[list[int]] = []  # [start, end] in the answer, per sentence
@@ -135,7 +147,7 @@ def cited_sentences(answer: str, n_sources: int) -> list[Claim]:
         cited: list[int] = []
         for m in _MARKERS.finditer(written):
             cited.extend(n for n in citation_numbers(m.group(1)) if 1 <= n <= n_sources and n not in cited)
-        if not cited:
+        if not cited and not keep_uncited:
             continue
         text = squeeze(re.sub(r"\s+([.,;:!?])", r"\1", _MARKERS.sub("", written)))
         if text:
@@ -380,10 +392,16 @@ def verify_citations(answer: str, documents: list[Document], llm=None, embed: Em
             info.update(llm_info, method="llm")
         except Exception as exc:  # noqa: BLE001 - any LLM failure leaves the offline verdicts, recorded
             info["fallback_reason"] = f"{type(exc).__name__}: {exc}"[:500]
+    info["ms"] = round((time.perf_counter() - started) * 1000, 2)
+    return CitationCheck(citations, citation_summary(citations, info))
+
+
+def citation_summary(citations: list[Citation], info: dict[str, Any]) -> dict[str, Any]:
+    """What a job records in ``metadata.citations``: how the check ran (``info``), the count per status, the
+    sentences checked and whether every one is supported."""
     counts = {status: sum(c.status == status for c in citations) for status in STATUSES}
-    info.update(counts, sentences=len(claims), all_supported=fully_supported(citations),
-                ms=round((time.perf_counter() - started) * 1000, 2))
-    return CitationCheck(citations, info)
+    return {"method": "offline", **info, **counts, "sentences": len({c.sentence for c in citations}),
+            "all_supported": fully_supported(citations)}
 
 
 def fully_supported(citations: list[Citation]) -> bool:

@@ -21,7 +21,6 @@ from typing import Any
 
 from pipeline.documents import Citation, Document
 from pipeline.job.answer.citations import CONTRADICTED
-from pipeline.job.answer.result import MAX_SOURCE_CHARS
 from pipeline.text.spans import find_loose, squeeze
 
 SYSTEM_PROMPT = (
@@ -35,21 +34,42 @@ SYSTEM_PROMPT = (
     '"quote": "<the shortest passage of the source that supports the claim, copied exactly; empty when '
     'unsupported>"}]} with one verdict per pair.'
 )
+VERDICTS_SCHEMA = {
+    "type": "object",
+    "properties": {"verdicts": {"type": "array", "items": {
+        "type": "object",
+        "properties": {"claim": {"type": "integer"}, "source": {"type": "integer"},
+                       "status": {"enum": ["supported", "partial", "unsupported"]}, "quote": {"type": "string"}},
+        "required": ["claim", "source", "status", "quote"]}}},
+    "required": ["verdicts"],
+}
 # Offline and LLM verdicts share one score scale; a model's verdict carries no graded confidence of its own.
 STATUS_SCORE = {"supported": 1.0, "partial": 0.5, "unsupported": 0.0}
 
 
-def build_messages(claims, documents: list[Document]) -> list[dict[str, str]]:
+def reply_tokens(claims) -> int:
+    """Room for the reply: a verdict with its short quote per (claim, source) pair."""
+    return 64 + 96 * sum(len(c.sources) for c in claims)
+
+
+def build_messages(claims, documents: list[Document], llm=None) -> list[dict[str, str]]:
+    """The prompt; with ``llm`` the cited sources are fitted in tokens to the model's context beside the claims
+    and the reply (``pipeline.platform.prompt_budget``)."""
+    from pipeline.platform.llm import LLMError
+    from pipeline.platform.prompt_budget import fit_texts
+
     cited = sorted({n for c in claims for n in c.sources})
-    blocks = []
-    for n in cited:
-        text = squeeze(documents[n - 1].text)
-        if len(text) > MAX_SOURCE_CHARS:
-            text = text[:MAX_SOURCE_CHARS].rsplit(" ", 1)[0] + " …"
-        blocks.append(f"[{n}]\n{text}")
+    blocks = [f"[{n}]\n{squeeze(documents[n - 1].text)}" for n in cited]
     lines = [f"{i}. (cites {', '.join(f'[{n}]' for n in c.sources)}) {c.text}" for i, c in enumerate(claims, 1)]
-    user = "Sources:\n\n" + "\n\n".join(blocks) + "\n\nClaims:\n" + "\n".join(lines)
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    system = {"role": "system", "content": SYSTEM_PROMPT}
+    tail = "\n\nClaims:\n" + "\n".join(lines)
+    if llm is not None:
+        fitted = fit_texts(llm, [system, {"role": "user", "content": "Sources:\n\n" + tail}], blocks,
+                           reply_tokens=reply_tokens(claims))
+        if not fitted.fits or len(fitted.texts) < len(blocks):
+            raise LLMError("the claims and their sources do not fit the model's context")
+        blocks = list(fitted.texts)
+    return [system, {"role": "user", "content": "Sources:\n\n" + "\n\n".join(blocks) + tail}]
 
 
 def parse_verdicts(reply: Any, claims) -> dict[tuple[int, int], tuple[str, str]]:
@@ -83,7 +103,8 @@ def entailment_verdicts(llm, claims, documents: list[Document], offline: list[Ci
     """The model's verdicts over the offline ones (``offline``: one per pair, in claim then source order)."""
     from pipeline.platform.llm import parse_json_reply
 
-    reply = llm.complete(build_messages(claims, documents), timeout_s=timeout_s, temperature=0.0)
+    reply = llm.complete(build_messages(claims, documents, llm=llm), timeout_s=timeout_s, temperature=0.0,
+                         max_tokens=reply_tokens(claims), json_schema=VERDICTS_SCHEMA)
     verdicts = parse_verdicts(parse_json_reply(reply), claims)
     pairs = [(i, n) for i, c in enumerate(claims) for n in c.sources]
     out: list[Citation] = []
@@ -114,3 +135,20 @@ def entailment_verdicts(llm, claims, documents: list[Document], offline: list[Ci
     info = {"model": getattr(llm, "model", None), "llm_verdicts": len(verdicts), "llm_missing": missing,
             "quotes_not_found": not_found, "contradicted_kept": kept_contradicted}
     return out, info
+
+
+def judge_claims(llm, claims, documents: list[Document], timeout_s: float) -> tuple[dict[int, tuple[str, str]], dict]:
+    """The model's verdict per claim (index into ``claims``): the best status it gave over the claim's sources,
+    with the reason to show. Raises ``LLMError`` when the reply holds no usable verdict."""
+    from pipeline.platform.llm import parse_json_reply
+
+    reply = llm.complete(build_messages(claims, documents, llm=llm), timeout_s=timeout_s, temperature=0.0,
+                         max_tokens=reply_tokens(claims), json_schema=VERDICTS_SCHEMA)
+    verdicts = parse_verdicts(parse_json_reply(reply), claims)
+    rank = {"unsupported": 0, "partial": 1, "supported": 2}
+    judged: dict[int, tuple[str, str]] = {}
+    for (i, _n), (status, _quote) in verdicts.items():
+        if i not in judged or rank[status] > rank[judged[i][0]]:
+            judged[i] = (status, f"entailment: the LLM judged it {status}")
+    return judged, {"model": getattr(llm, "model", None), "llm_verdicts": len(verdicts),
+                    "llm_missing": len(claims) - len(judged)}

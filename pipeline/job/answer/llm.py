@@ -1,9 +1,24 @@
-"""The LLM's answer: one chat completion over the numbered sources, its reply checked (citations of sources that
-do not exist are dropped; what happened is recorded in ``Answer.info``).
+"""The LLM's draft of an answer: one chat completion over the numbered sources, read as sentences, each with the
+source numbers the model gave it. The draft is not the answer: ``pipeline.job.answer.grounding`` judges every
+sentence and decides what is delivered.
+
+The model is asked in the form it can follow best:
+
+- **structured** (``ANSWER_SCHEMA``, sent as ``response_format`` ``json_schema`` where the endpoint honours it):
+  ``{"sentences": [{"text": "...", "sources": [1]}]}``, so a citation is a field, not a mark the model must place;
+- **plain text** with ``[n]`` marks otherwise (an endpoint that refuses ``response_format``, or
+  ``AGENTSEARCH_LLM_STRUCTURED_OUTPUT=false``).
+
+Whatever comes back is read leniently (``read_reply``): the schema's JSON, an ``{"answer": "..."}`` object, a reply
+cut short at ``max_tokens`` (its complete sentences kept), or prose with ``[n]`` marks. Citations of sources that do
+not exist are dropped and counted. With ``on_sentence`` the reply is streamed and each sentence is handed over as
+soon as it is complete (``SentenceReader``).
 
 Usage::
 
-    answer = llm_answer(LLMClient.from_settings(settings), query, documents, with_cot=True)
+    draft = draft_answer(llm, query, documents, with_cot=False, timeout_s=60)
+    draft.sentences   # [LLMSentence(text="The Broncos won.", cited=[1]), ...]
+    draft.info        # {"model": ..., "format": "json", "finish_reason": "stop", "dropped_citations": []}
 """
 
 from __future__ import annotations
@@ -11,155 +26,238 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.documents import CotStep, Document
-from pipeline.job.answer.reply_text import ReplyTextFilter
-from pipeline.job.answer.result import ANSWER_LLM_TIMEOUT_S, MAX_SOURCE_CHARS, Answer, sources_of
+from pipeline.documents import Document
+from pipeline.job.answer.citations import citation_numbers, cited_sentences
+from pipeline.job.answer.grounding import LLMSentence
+from pipeline.job.answer.result import ANSWER_LLM_TIMEOUT_S
 
 SYSTEM_PROMPT = (
     "You answer questions using only the numbered sources you are given.\n"
-    "- Support every statement with the numbers of the sources it comes from, in square brackets: [1], or [1][3].\n"
-    "- Cite only source numbers from the list. Do not use outside knowledge.\n"
-    "- Quote names, numbers and dates exactly as the sources write them. Be concise.\n"
-    "- If the sources do not contain the answer, say so.\n"
+    "- Answer in one to three short sentences. Do not use outside knowledge.\n"
+    "- Copy names, numbers and dates exactly as the sources write them.\n"
+    "- Give each sentence the numbers of the sources that say it.\n"
+    "- If the sources do not contain the answer, give no sentence.\n"
 )
-FORMAT_PLAIN = 'Reply with only a JSON object: {"answer": "<the answer, with [n] citations>"}'
-FORMAT_COT = (
-    'Reply with only a JSON object: {"answer": "<the answer, with [n] citations>", '
-    '"steps": ["<reasoning step>", ...]} where "steps" are the short reasoning steps that lead from the sources to '
-    "the answer, each citing the sources it uses."
+FORMAT_STRUCTURED = 'Reply with a JSON object: {"sentences": [{"text": "<a sentence>", "sources": [<source number>]}]}'
+FORMAT_STRUCTURED_COT = (
+    'Reply with a JSON object: {"steps": ["<a short reasoning step>", ...], "sentences": [{"text": "<a sentence>", '
+    '"sources": [<source number>]}]} where "steps" lead from the sources to the answer.'
 )
+FORMAT_TEXT = "Reply in plain text. End each sentence with the numbers of its sources in square brackets: [1] or [1][3]."
+# The answer's length is bounded twice: by the schema (sentences, their length) and by the reply's tokens.
+MAX_SENTENCES = 4
+MAX_SENTENCE_CHARS = 400
+MAX_STEPS = 4
+ANSWER_MAX_TOKENS = 512
+
+_SENTENCE_ITEM = {
+    "type": "object",
+    "properties": {"text": {"type": "string", "maxLength": MAX_SENTENCE_CHARS},
+                   "sources": {"type": "array", "items": {"type": "integer"}, "maxItems": 3}},
+    "required": ["text", "sources"],
+}
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"sentences": {"type": "array", "items": _SENTENCE_ITEM, "maxItems": MAX_SENTENCES}},
+    "required": ["sentences"],
+}
+ANSWER_SCHEMA_COT: dict[str, Any] = {
+    "type": "object",
+    "properties": {"steps": {"type": "array", "items": {"type": "string", "maxLength": MAX_SENTENCE_CHARS},
+                             "maxItems": MAX_STEPS},
+                   "sentences": ANSWER_SCHEMA["properties"]["sentences"]},
+    "required": ["steps", "sentences"],
+}
 
 _CITATION = re.compile(r"\s?\[(\s*\d+\s*(?:(?:,|;|-|–)\s*\d+\s*)*)\]")
-_ANSWER_FIELD = re.compile(r'"answer"\s*:\s*"((?:[^"\\]|\\.)*)', re.DOTALL)
+# One complete item of the schema's "sentences" array, as it stands in the raw reply (the schema fixes the order
+# of its keys): what a reply cut short, or still streaming, already holds.
+_ITEM = re.compile(r'\{\s*"text"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"sources"\s*:\s*\[([^\]]*)\]\s*\}')
+_ANSWER_FIELD = re.compile(r'"answer"\s*:\s*("(?:[^"\\]|\\.)*)', re.DOTALL)
 
 
-def build_messages(query: str, documents: list[Document], with_cot: bool,
-                   max_source_chars: int = MAX_SOURCE_CHARS) -> list[dict[str, str]]:
-    blocks = []
-    for n, doc in enumerate(documents, start=1):
-        text = " ".join(doc.text.split())
-        if len(text) > max_source_chars:
-            text = text[:max_source_chars].rsplit(" ", 1)[0] + " …"
-        title = f" {doc.title}" if doc.title else ""
-        blocks.append(f"[{n}]{title}\n{text}")
-    user = "Sources:\n\n" + "\n\n".join(blocks) + f"\n\nQuestion: {query}"
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT + (FORMAT_COT if with_cot else FORMAT_PLAIN)},
-        {"role": "user", "content": user},
-    ]
+@dataclass
+class Draft:
+    """The model's answer as sentences, its reasoning steps (with ``with_cot``), and what happened."""
+
+    sentences: list[LLMSentence]
+    steps: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
 
 
-def citation_numbers(inner: str) -> list[int]:
-    """The source numbers inside one citation's brackets: ``"1, 3-5"`` -> ``[1, 3, 4, 5]``."""
+def build_messages(query: str, documents: list[Document], with_cot: bool, structured: bool,
+                   llm=None) -> tuple[list[dict[str, str]], str | None]:
+    """The prompt, and a note when the sources had to be cut to fit the model's context. With ``llm`` the sources
+    are fitted in tokens (``pipeline.platform.prompt_budget``): the best-ranked keep the most."""
+    from pipeline.platform.llm import LLMError
+    from pipeline.platform.prompt_budget import fit_texts
+
+    form = (FORMAT_STRUCTURED_COT if with_cot else FORMAT_STRUCTURED) if structured else FORMAT_TEXT
+    system = {"role": "system", "content": SYSTEM_PROMPT + form}
+    blocks = [f"[{n}]{f' {doc.title}' if doc.title else ''}\n{' '.join(doc.text.split())}"
+              for n, doc in enumerate(documents, start=1)]
+    question = f"\n\nQuestion: {query}"
+    note = None
+    if llm is not None:
+        fitted = fit_texts(llm, [system, {"role": "user", "content": "Sources:\n\n" + question}], blocks,
+                           reply_tokens=ANSWER_MAX_TOKENS)
+        if not fitted.fits:
+            raise LLMError("the question and the reply alone do not fit the model's context")
+        blocks, note = list(fitted.texts), fitted.note()
+    user = "Sources:\n\n" + "\n\n".join(blocks) + question
+    return [system, {"role": "user", "content": user}], note
+
+
+def _numbers(raw: Any) -> list[int]:
+    """Source numbers as a model may write them: ``[1, 2]``, ``["1", "[2]"]``, ``1``, ``"1, 2"``."""
+    items = raw if isinstance(raw, list) else [raw]
     out: list[int] = []
-    for part in re.split(r"\s*[,;]\s*", inner.strip()):
-        bounds = [int(x) for x in re.split(r"\s*[-–]\s*", part) if x.strip()]
-        if len(bounds) == 2 and 0 < bounds[1] - bounds[0] <= 50:
-            out.extend(range(bounds[0], bounds[1] + 1))
-        else:
-            out.extend(bounds)
+    for item in items:
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            out.append(item)
+        elif isinstance(item, str):
+            out.extend(citation_numbers(item.strip().strip("[]")) if re.fullmatch(r"[\s\[\]\d,;–-]+", item) else [])
     return out
 
 
-def clean_citations(text: str, n_sources: int) -> tuple[str, list[int], list[int]]:
-    """Drop citations of sources that do not exist. Returns (text, cited numbers kept, numbers dropped)."""
-    kept: list[int] = []
-    dropped: list[int] = []
-
-    def replace(match: re.Match) -> str:
-        lead = match.group(0)[: len(match.group(0)) - len(match.group(0).lstrip())]
-        cited = citation_numbers(match.group(1))
-        good = [c for c in cited if 1 <= c <= n_sources]
-        dropped.extend(c for c in cited if not 1 <= c <= n_sources)
-        kept.extend(c for c in good if c not in kept)
-        if not good:
-            return ""
-        if len(good) == len(cited):
-            return match.group(0)
-        return lead + "".join(f"[{c}]" for c in dict.fromkeys(good))
-
-    cleaned = _CITATION.sub(replace, text)
-    cleaned = re.sub(r"[ \t]+([.,;:!?])", r"\1", cleaned) if dropped else cleaned
-    return cleaned.strip(), sorted(kept), dropped
+def _sentence(text: str, numbers: list[int], n_sources: int, dropped: list[int]) -> LLMSentence | None:
+    """One sentence: marks written inside its text moved to its numbers, numbers of no source dropped."""
+    for m in _CITATION.finditer(text):
+        numbers = [*numbers, *citation_numbers(m.group(1))]
+    text = re.sub(r"\s+([.,;:!?])", r"\1", _CITATION.sub("", text)).strip()
+    if not re.search(r"\w", text):
+        return None
+    dropped.extend(n for n in numbers if not 1 <= n <= n_sources)
+    return LLMSentence(text, list(dict.fromkeys(n for n in numbers if 1 <= n <= n_sources)))
 
 
-def _parse_reply(reply: str) -> tuple[str | None, Any, str]:
-    """(answer text, raw steps, format) from the model's reply; answer None when there is none to use."""
+def _prose(text: str, n_sources: int, dropped: list[int]) -> list[LLMSentence]:
+    out = []
+    for claim in cited_sentences(text, n_sources=10**6, keep_uncited=True):
+        s = _sentence(claim.sentence, [], n_sources, dropped)
+        if s is not None:
+            out.append(s)
+    return out
+
+
+def read_reply(reply: str, n_sources: int) -> tuple[list[LLMSentence], list[str], str, list[int]]:
+    """(sentences, steps, format, dropped citation numbers) from the model's whole reply. Format: ``json`` (the
+    schema), ``json_answer`` (``{"answer": ...}``), ``json_salvaged`` (cut short; its complete sentences),
+    ``text`` (prose), ``json_broken`` (JSON with nothing usable)."""
     from pipeline.platform.llm import LLMError, parse_json_reply
 
+    dropped: list[int] = []
     stripped = reply.strip()
     try:
-        data = parse_json_reply(stripped)
+        data = parse_json_reply(stripped) if stripped else None
     except LLMError:
         data = None
+    if isinstance(data, dict) and not ({"sentences", "answer"} & data.keys()) and _ITEM.search(stripped):
+        data = None  # a reply cut short: the value found is one of its items, read below with the others
     if isinstance(data, dict):
-        answer = data.get("answer")
-        if isinstance(answer, str) and answer.strip():
-            return answer.strip(), data.get("steps"), "json"
-        return None, None, "json"
-    unfenced = re.sub(r"^```\w*\s*", "", stripped)
-    if data is not None and unfenced.startswith("["):  # a JSON list: not the shape asked for
-        return None, None, "json"
-    # (Otherwise a "JSON value" found inside prose is just a citation like "[2]": the reply is prose.)
-    # Not JSON. A reply cut short inside the JSON still holds its answer; otherwise the model answered in prose.
-    if re.match(r"(?:```(?:json)?\s*)?\{", stripped):
-        found = _ANSWER_FIELD.search(stripped)
-        if found and found.group(1).strip():
+        steps = [s.strip() for s in data.get("steps") or [] if isinstance(s, str) and s.strip()]
+        if isinstance(data.get("sentences"), list):
+            out = []
+            for item in data["sentences"]:
+                text = item.get("text") if isinstance(item, dict) else item
+                numbers = _numbers(item.get("sources", [])) if isinstance(item, dict) else []
+                if isinstance(text, str) and (s := _sentence(text, numbers, n_sources, dropped)):
+                    out.append(s)
+            return out, steps, "json", dropped
+        if isinstance(data.get("answer"), str):
+            return _prose(data["answer"], n_sources, dropped), steps, "json_answer", dropped
+        return [], steps, "json_broken", dropped
+    if re.match(r"(?:```(?:json)?\s*)?[{\[]", stripped):
+        items = list(_ITEM.finditer(stripped))
+        if items:
+            out = [s for m in items
+                   if (s := _sentence(json.loads(m.group(1)), _numbers(m.group(2).split(",")), n_sources, dropped))]
+            return out, [], "json_salvaged", dropped
+        if found := _ANSWER_FIELD.search(stripped):
+            raw = found.group(1)
             try:
-                text = json.loads(f'"{found.group(1)}"')
+                text = json.loads(raw if raw.endswith('"') and len(raw) > 1 else raw + '"')
             except json.JSONDecodeError:
-                text = found.group(1)
-            return text.strip(), None, "json_salvaged"
-        return None, None, "json_broken"
-    return stripped or None, None, "text"
+                text = raw.strip('"')
+            return _prose(text, n_sources, dropped), [], "json_salvaged", dropped
+        return [], [], "json_broken", dropped
+    return _prose(stripped, n_sources, dropped), [], "text", dropped
 
 
-def _steps(raw: Any, documents: list[Document]) -> list[CotStep]:
-    if not isinstance(raw, list):
-        return []
-    steps = []
-    for item in raw:
-        if isinstance(item, dict):
-            thought = item.get("thought") or item.get("text") or item.get("step") or ""
+class SentenceReader:
+    """Fed a reply's pieces as they stream in, gives back each sentence once it is complete: a closed item of the
+    schema's array, or in prose a sentence once the next one has begun (``close`` gives the last)."""
+
+    def __init__(self, n_sources: int) -> None:
+        self.n_sources = n_sources
+        self.raw = ""
+        self.given = 0
+        self.dropped: list[int] = []
+
+    def feed(self, piece: str) -> list[LLMSentence]:
+        self.raw += piece
+        return self._ready(final=False)
+
+    def close(self) -> list[LLMSentence]:
+        return self._ready(final=True)
+
+    def _ready(self, final: bool) -> list[LLMSentence]:
+        lead = self.raw.lstrip()
+        if not lead:
+            return []
+        if lead[0] in "{[`":
+            found: list[LLMSentence] = []
+            for m in _ITEM.finditer(self.raw):
+                try:
+                    text = json.loads(m.group(1))
+                except json.JSONDecodeError:
+                    continue
+                if s := _sentence(text, _numbers(m.group(2).split(",")), self.n_sources, []):
+                    found.append(s)
         else:
-            thought = item
-        if not isinstance(thought, str) or not thought.strip():
-            continue
-        thought, cited, _ = clean_citations(thought.strip(), len(documents))
-        steps.append(CotStep(step=len(steps) + 1, thought=thought, evidence=[documents[c - 1].id for c in cited]))
-    return steps
+            found = _prose(self.raw, self.n_sources, [])
+            if not final:
+                found = found[:-1]  # the last may still grow
+        new, self.given = found[self.given:], max(self.given, len(found))
+        return new
 
 
-def llm_answer(llm, query: str, documents: list[Document], with_cot: bool = False,
-               timeout_s: float = ANSWER_LLM_TIMEOUT_S, on_text: Callable[[str], None] | None = None) -> Answer:
-    """Ask the LLM, over numbered sources. Raises ``LLMError`` when there is no usable answer in its reply.
-
-    With ``on_text`` the reply is streamed and the answer's text handed to it piece by piece as it arrives
-    (``ReplyTextFilter``); the answer returned is still parsed and checked on the whole reply."""
-    from pipeline.platform.llm import LLMError
-
-    messages = build_messages(query, documents, with_cot)
-    if on_text is None:
-        reply = llm.complete(messages, timeout_s=timeout_s, temperature=0.0)
+def draft_answer(llm, query: str, documents: list[Document], with_cot: bool = False,
+                 timeout_s: float = ANSWER_LLM_TIMEOUT_S,
+                 on_sentence: Callable[[LLMSentence], None] | None = None) -> Draft:
+    """Ask the LLM over numbered sources; its reply read as sentences (see the module docstring). Raises
+    ``LLMError`` when the endpoint gives no reply; an empty draft (no sentence) is the caller's to judge."""
+    structured = bool(getattr(llm, "structured_output", False))
+    schema = (ANSWER_SCHEMA_COT if with_cot else ANSWER_SCHEMA) if structured else None
+    messages, fitted = build_messages(query, documents, with_cot, structured=structured, llm=llm)
+    finish_reason = None
+    if on_sentence is None:
+        got = llm.reply(messages, timeout_s=timeout_s, temperature=0.0, max_tokens=ANSWER_MAX_TOKENS,
+                        json_schema=schema)
+        reply, finish_reason = got.text, got.finish_reason
     else:
-        shown = ReplyTextFilter()
+        reader = SentenceReader(len(documents))
         pieces: list[str] = []
-        for piece in llm.stream(messages, timeout_s=timeout_s, temperature=0.0):
+        for piece in llm.stream(messages, timeout_s=timeout_s, temperature=0.0, max_tokens=ANSWER_MAX_TOKENS,
+                                json_schema=schema):
             pieces.append(piece)
-            if text := shown.feed(piece):
-                on_text(text)
+            for sentence in reader.feed(piece):
+                on_sentence(sentence)
+        for sentence in reader.close():
+            on_sentence(sentence)
         reply = "".join(pieces)
-    text, raw_steps, fmt = _parse_reply(reply)
-    if text is None:
-        raise LLMError(f"LLM reply held no answer ({fmt}): {reply[:200]!r}")
-    text, cited, dropped = clean_citations(text, len(documents))
-    if not text:
-        raise LLMError(f"LLM answer was empty once invalid citations were dropped: {reply[:200]!r}")
-    steps = _steps(raw_steps, documents) if with_cot else []
-    info: dict[str, Any] = {"model": getattr(llm, "model", None), "format": fmt, "citations": cited,
-                            "dropped_citations": dropped}
-    if with_cot and not steps:
-        info["steps_missing"] = True
-    return Answer(text, sources_of(documents), steps, method="llm", info=info)
+    sentences, steps, fmt, dropped = read_reply(reply, len(documents))
+    info: dict[str, Any] = {"model": getattr(llm, "model", None), "format": fmt,
+                            "structured": schema is not None, "dropped_citations": dropped}
+    if finish_reason:
+        info["finish_reason"] = finish_reason
+    if fitted:
+        info["sources_fitted"] = fitted
+    if not sentences:
+        info["empty_reply"] = reply[:200]
+    return Draft(sentences, steps, info)

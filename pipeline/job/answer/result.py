@@ -6,14 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pipeline.documents import CotStep, Document, Source
+from pipeline.documents import Citation, CotStep, Document, Source
 
 NO_RESULTS = "No documents in the collection matched the query."
 NO_TEXT = "The documents that matched the query hold no text to quote."
 # The answer step's Celery limit is 120 s (worker.canvas.STEP_LIMIT_S); the LLM's whole budget, retries included,
 # stays well below it so a slow endpoint ends in the extractive fallback, not a killed task.
 ANSWER_LLM_TIMEOUT_S = 60.0
-MAX_SOURCE_CHARS = 2000
 DEFAULT_MAX_SENTENCES = 3
 
 Embed = Callable[[list[str]], list[list[float]]]
@@ -35,6 +34,9 @@ class Answer:
     method: str = "extractive"  # extractive | llm
     fallback_reason: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    # Set when the answer's sentences were already judged (an LLM answer, ``pipeline.job.answer.grounding``);
+    # None when the answer step is still to check them.
+    citations: list[Citation] | None = None
 
     def metadata(self) -> dict[str, Any]:
         """What the job records in ``metadata.answer``."""
