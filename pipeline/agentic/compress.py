@@ -5,8 +5,9 @@
   about the query keeps its lead.
 - ``Compressor``: the LLM (told to keep proper nouns, dates, figures and key statements, which answers cite, and to
   drop navigation, boilerplate and unrelated content) when one is given, else extractive. An LLM reply that is
-  empty, longer than the document, or holds a number the document does not (an invented figure) is replaced by the
-  extractive version.
+  empty, cut at its token limit (about ``max_chars / 2`` tokens), longer than the document, or holds a number the
+  document does not (an invented figure) is replaced by the extractive version. A document longer than the model's
+  context is sent from its beginning, as much as fits.
 - ``compress_documents``: a batch two at a time by default (``concurrency``), which bounds the calls one job makes
   to the LLM endpoint at once; order kept; each document records how it was compressed in
   ``metadata["compressed"]``.
@@ -26,10 +27,12 @@ from pydantic import BaseModel
 from pipeline.agentic.signals import coverage, has_specifics, numbers_in
 from pipeline.documents import Document
 from pipeline.platform.llm import LLMClient, LLMError
+from pipeline.platform.prompt_budget import fit
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.text import split_sentences
 
 SPECIFICS_BONUS = 0.25
+MIN_REPLY_TOKENS = 128
 
 _SYSTEM = (
     "Compress the document to the content relevant to the query. Preserve exactly: proper nouns, dates, technical "
@@ -94,14 +97,21 @@ class Compressor:
         return compressed, record
 
     def _llm(self, query: str, doc: Document) -> tuple[str | None, str | None]:
+        reply_tokens = max(MIN_REPLY_TOKENS, self.max_chars // 2)
+        head = f"Query: {query}\n\nDocument: {doc.title}\n"
+        system = {"role": "system", "content": _SYSTEM}
+        # A document longer than the model's context is compressed from its beginning, as much as fits.
+        fitted = fit(self.llm, [system, {"role": "user", "content": head}], [doc.text], reply_tokens)
+        if not fitted:
+            return None, "the document does not fit the model's context, extractive used"
         try:
-            reply = self.llm.complete(
-                [{"role": "system", "content": _SYSTEM},
-                 {"role": "user", "content": f"Query: {query}\n\nDocument: {doc.title}\n{doc.text}"}],
-                timeout_s=self.timeout_s)
+            reply = self.llm.reply([system, {"role": "user", "content": head + fitted[0]}], timeout_s=self.timeout_s,
+                                   max_tokens=reply_tokens)
         except LLMError as exc:
             return None, f"compression call failed, extractive used: {exc}"
-        text = reply.strip()
+        if reply.truncated:
+            return None, f"compression reply cut at max_tokens ({reply_tokens}), extractive used"
+        text = reply.text.strip()
         if not text or len(text) >= len(doc.text):
             return None, f"compression reply unusable ({len(text)} characters), extractive used"
         invented = numbers_in(text) - numbers_in(doc.text)

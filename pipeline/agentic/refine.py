@@ -2,9 +2,11 @@
 
 - ``LLMRefiner``: the prompt gives the original query, the discarded results with their scores and reasons, and
   the rules (drop terms that led to poor results, add specificity, stay concise); the reply is the new query as
-  plain text. A failed call or an unusable reply reuses the original query (the next search still moves on: the
-  seen-memo skips what was evaluated) and says so. It sees every discarded result of the run (the most recent
-  ``max_discarded``), not only the last batch, so it does not walk back into what an earlier iteration rejected.
+  plain text. A failed call or an unusable reply (empty, cut at its token limit, a paragraph, the query again) reuses
+  the original query (the next search still moves on: the seen-memo skips what was evaluated) and says so. It sees
+  every discarded result of the run (the most recent ``max_discarded``), not only the last batch, so it does not
+  walk back into what an earlier iteration rejected; what the model's context cannot hold is left out, the oldest
+  discarded results first.
 - ``OfflineRefiner``: pseudo-relevance feedback. Terms frequent in the kept documents and (nearly) absent from the
   discarded ones — and from the ``background``, the other results the search found but nobody evaluated, which keeps
   words common to the whole neighbourhood ("company", "energy") out — are added; query terms found in most
@@ -29,12 +31,14 @@ from pydantic import BaseModel, Field
 from pipeline.agentic.scoring import Evaluation
 from pipeline.documents import Document
 from pipeline.platform.llm import LLMClient, LLMError
+from pipeline.platform.prompt_budget import fit
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.text import STOPWORDS, words
 
 _LETTERS = re.compile(r"^[^\W\d_]+(?:-[^\W\d_]+)*$")
 _FENCE = re.compile(r"^```\w*\s*|\s*```$", re.MULTILINE)
 MAX_QUERY_CHARS = 1000
+REPLY_TOKENS = 160
 
 
 class Refinement(BaseModel):
@@ -158,15 +162,42 @@ class LLMRefiner:
             f"{e.overall if e.overall is not None else 'n/a'}) - {e.reasoning or 'no reason given'}"
             for d, e in discarded[-self.max_discarded:]
         ]
+        titles = [f"- {d.title or d.id}" for d in kept[:10]]
+        # The kept titles first, then the discarded lines newest first: what the context cannot hold is the oldest.
+        bare = _PROMPT.format(original=original, current=current, discarded="", kept="")
+        fitted = fit(self.llm, bare, [*titles, *lines[::-1]], REPLY_TOKENS, share="in_order")
+        titles, lines = fitted[: len(titles)], fitted[len(titles):][::-1]
         prompt = _PROMPT.format(original=original, current=current, discarded="\n".join(lines) or "- none",
-                                kept="\n".join(f"- {d.title or d.id}" for d in kept[:10]) or "- none")
+                                kept="\n".join(titles) or "- none")
         try:
-            reply = self.llm.complete([{"role": "user", "content": prompt}], timeout_s=self.timeout_s,
-                                      temperature=0.3)
+            reply = self.llm.reply([{"role": "user", "content": prompt}], timeout_s=self.timeout_s,
+                                   temperature=0.3, max_tokens=REPLY_TOKENS)
         except LLMError as exc:
             return Refinement(query=original, method="unchanged", error=f"refinement call failed: {exc}")
-        query = clean_query_reply(reply)
-        if not query or len(query) > MAX_QUERY_CHARS:
-            return Refinement(query=original, method="unchanged",
-                              error=f"unusable refinement reply ({len(query)} characters): {reply[:200]!r}")
+        query = clean_query_reply(reply.text)
+        problem = None
+        if reply.truncated:
+            problem = f"refinement reply cut at max_tokens ({REPLY_TOKENS})"
+        elif not query or len(query) > MAX_QUERY_CHARS:
+            problem = f"unusable refinement reply ({len(query)} characters)"
+        elif _same_query(query, current) or _same_query(query, original):
+            problem = "the refinement reply repeats the query"
+        elif _echoes_prompt(query):
+            problem = "the refinement reply repeats the prompt's instructions"
+        if problem:
+            return Refinement(query=original, method="unchanged", error=f"{problem}: {reply.text[:200]!r}")
         return Refinement(query=query, method="llm")
+
+
+def _same_query(a: str, b: str) -> bool:
+    return " ".join(a.lower().split()) == " ".join(b.lower().split())
+
+
+# The prompt's own lines of instruction and its section names: a small model may hand them back as its "query".
+_INSTRUCTIONS = [" ".join(re.sub(r"^\d+\.\s*", "", line).lower().split()) for line in _PROMPT.splitlines()
+                 if len(line.split()) >= 4 or line.rstrip(":").isupper() and line.strip()]
+
+
+def _echoes_prompt(query: str) -> bool:
+    lowered = " ".join(query.lower().split())
+    return any(line.rstrip(".") in lowered for line in _INSTRUCTIONS if line)

@@ -5,7 +5,8 @@ their mean), and keeping those at or above a threshold.
   fences and text around the JSON are tolerated; a list, or an object holding one, is accepted; entries are matched
   to documents by number or id). A reply with no usable evaluation keeps every document (a scoring failure must not
   empty the job's results) and says why in ``Scoring.error`` (method ``keep_all``); a document the reply left out
-  is kept the same way.
+  is kept the same way, and so is one past the model's context, which is not shown (the reply is asked by JSON
+  schema, at most ``TOKENS_PER_EVALUATION`` tokens a document).
 - ``OfflineScorer``: the criteria from retrieval signals. Relevance is the mean of the query's stemmed-term
   coverage, the embedding cosine of query and document, and the retrieval score; source quality comes from
   ``authority`` and blocked domains; recency from a ``published`` date, only when the search weighs recency
@@ -41,6 +42,7 @@ from pipeline.agentic.signals import cosine, coverage
 from pipeline.agents.relevance_filter import DEFAULT_BLOCKED_DOMAINS, blocked_domain, published_date, url_host
 from pipeline.documents import Document
 from pipeline.platform.llm import LLMClient, LLMError, parse_json_reply
+from pipeline.platform.prompt_budget import fit_texts
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 
 CRITERIA = ("relevance", "actionability", "source_quality", "recency_impact")
@@ -125,12 +127,23 @@ _SYSTEM = (
     "2. actionability: concrete facts, figures, names or practical takeaways a reader can use\n"
     "3. source_quality: an original, authoritative source rather than an aggregator or a thin page\n"
     "4. recency_impact: recent and significant developments (judge by the text when no date is given)\n"
-    "For each document give the four scores, overall_score (their average), decision (\"keep\" if overall_score "
-    "is at least the threshold, else \"discard\") and a one-sentence reasoning.\n"
-    'Reply with only a JSON array: [{"id": <the document\'s number>, "relevance": n, "actionability": n, '
-    '"source_quality": n, "recency_impact": n, "overall_score": x, "decision": "keep"|"discard", '
-    '"reasoning": "..."}, ...]'
+    "For each document give the four scores and a one-sentence reasoning (the overall score, their average, and "
+    "the decision against the threshold are computed from them).\n"
+    'Reply with only JSON: {"evaluations": [{"id": <the document\'s number>, "relevance": n, "actionability": n, '
+    '"source_quality": n, "recency_impact": n, "reasoning": "..."}, ...]}'
 )
+_SCORE = {"enum": [1, 2, 3, 4, 5]}
+EVALUATION_SCHEMA = {"type": "object", "required": ["id", *CRITERIA, "reasoning"],
+                     "properties": {"id": {"type": "integer"}, **{c: _SCORE for c in CRITERIA},
+                                    "reasoning": {"type": "string", "maxLength": 200}}}
+REPLY_BASE_TOKENS = 16
+TOKENS_PER_EVALUATION = 96
+
+
+def evaluations_schema(n: int) -> dict:
+    """The reply's shape: at most one evaluation a document shown (a small model goes on inventing documents)."""
+    return {"type": "object", "required": ["evaluations"], "properties": {"evaluations": {
+        "type": "array", "maxItems": n, "items": EVALUATION_SCHEMA}}}
 
 
 def _doc_block(n: int, doc: Document) -> str:
@@ -220,14 +233,26 @@ class LLMScorer:
     def score(self, query: str, documents: list[Document], threshold: float = 4.0) -> Scoring:
         if not documents:
             return Scoring(method="llm", evaluations=[])
-        user = (f"Query: {query}\nThreshold: {threshold:g}\n\nDocuments:\n\n"
-                + "\n\n".join(_doc_block(i, d) for i, d in enumerate(documents, start=1)))
+        head = f"Query: {query}\nThreshold: {threshold:g}\n\nDocuments:\n\n"
+        system = {"role": "system", "content": _SYSTEM}
+        # Documents past the model's context are not shown: like any the reply leaves out, they are kept unscored.
+        reply_tokens = REPLY_BASE_TOKENS + TOKENS_PER_EVALUATION * len(documents)
+        fitted = fit_texts(self.llm, [system, {"role": "user", "content": head}],
+                           [_doc_block(i, d) for i, d in enumerate(documents, start=1)], reply_tokens)
+        if not fitted.texts:
+            return keep_all(documents, f"evaluation not asked, every result kept: {fitted.note()}")
         try:
-            text = self.llm.complete([{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}],
-                                     timeout_s=self.timeout_s, temperature=0.3)
+            reply = self.llm.reply([system, {"role": "user", "content": head + "\n\n".join(fitted.texts)}],
+                                   timeout_s=self.timeout_s, temperature=0.3, max_tokens=reply_tokens,
+                                   json_schema=evaluations_schema(len(fitted.texts)))
         except LLMError as exc:
             return keep_all(documents, f"evaluation call failed, every result kept: {exc}")
-        return parse_evaluations(text, documents)
+        scoring = parse_evaluations(reply.text, documents)
+        if reply.truncated and scoring.method == "keep_all":
+            scoring = keep_all(documents, f"evaluation reply cut at max_tokens ({reply_tokens}), every result kept")
+        if fitted.changed:
+            scoring = scoring.model_copy(update={"error": "; ".join(filter(None, [fitted.note(), scoring.error]))})
+        return scoring
 
 
 # --- offline ------------------------------------------------------------------------------------------------------

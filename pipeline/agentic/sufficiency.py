@@ -9,8 +9,10 @@ iterations does a query deserve?
 - ``OfflineGrader``: an aspect is covered when one kept document holds at least ``min_coverage`` of its stemmed
   terms; sufficient when every aspect is covered. Each uncovered aspect becomes a follow-up query.
 - ``LLMGrader``: asks the LLM whether the kept results are complete (they answer the core question with enough
-  depth) or not (partial, tangential or unspecific), as JSON ``{"sufficient", "missing", "follow_up_queries"}``; a
-  failed call or an unusable reply falls back to the offline grade and says why.
+  depth) or not (partial, tangential or unspecific), as JSON ``{"sufficient", "missing", "follow_up_queries"}``
+  (asked by schema); a failed call or an unusable reply (not JSON, cut at its token limit) falls back to the offline
+  grade and says why. The results shown are those the model's context holds (``Grade.budget`` says when some
+  were cut or left out); follow-ups that repeat the query or run to a paragraph are dropped.
 
 Usage::
 
@@ -28,7 +30,8 @@ from pydantic import BaseModel, Field
 
 from pipeline.agentic.signals import coverage
 from pipeline.documents import Document
-from pipeline.platform.llm import LLMClient, LLMError, parse_json_reply
+from pipeline.platform.llm import LLMClient, LLMError, reply_json
+from pipeline.platform.prompt_budget import fit_texts
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.text import content_terms
 
@@ -36,6 +39,9 @@ _SPLIT = re.compile(
     r"\?|;|,|\b(?:and|or|versus|vs\.?|as well as|compared (?:with|to)|along with|plus)\b", re.IGNORECASE
 )
 DOC_CHARS_IN_PROMPT = 600
+REPLY_TOKENS = 256
+MAX_LISTED = 5
+MAX_FOLLOW_UP_CHARS = 200
 MIN_ASPECT_TERMS_ALONE = 3
 
 
@@ -46,6 +52,7 @@ class Grade(BaseModel):
     follow_up_queries: list[str] = Field(default_factory=list)
     method: Literal["llm", "offline"]
     error: str | None = None
+    budget: str | None = Field(None, description="What of the results was cut to fit the model's context.")
 
 
 class Grader(Protocol):
@@ -98,6 +105,9 @@ _SYSTEM = (
 )
 
 
+_PLACEHOLDERS = frozenset({"what is still missing", "a search query for each missing part"})
+
+
 class LLMGrader:
     def __init__(self, llm: LLMClient, fallback: OfflineGrader, timeout_s: float = 20.0,
                  max_follow_ups: int = 3) -> None:
@@ -105,25 +115,49 @@ class LLMGrader:
 
     def grade(self, query: str, kept: list[Document]) -> Grade:
         offline = self.fallback.grade(query, kept)
-        sources = "\n\n".join(f"[{i}] {d.title or d.id}\n{' '.join(d.text.split())[:DOC_CHARS_IN_PROMPT]}"
-                              for i, d in enumerate(kept, start=1)) or "(no results)"
+        blocks = [f"[{i}] {d.title or d.id}\n{' '.join(d.text.split())[:DOC_CHARS_IN_PROMPT]}"
+                  for i, d in enumerate(kept, start=1)]
+        system = {"role": "system", "content": _SYSTEM}
+        fitted = fit_texts(self.llm, [system, {"role": "user", "content": f"Query: {query}\n\nResults:\n\n"}],
+                           blocks, REPLY_TOKENS)
+        if blocks and not fitted.texts:
+            return offline.model_copy(update={"error": f"offline grade used: {fitted.note()}"})
+        sources = "\n\n".join(fitted.texts) or "(no results)"
+        schema = {"type": "object", "required": ["sufficient", "missing", "follow_up_queries"], "properties": {
+            "sufficient": {"type": "boolean"},
+            "missing": {"type": "array", "maxItems": MAX_LISTED, "items": {"type": "string", "maxLength": 200}},
+            "follow_up_queries": {"type": "array", "maxItems": MAX_LISTED,
+                                  "items": {"type": "string", "maxLength": MAX_FOLLOW_UP_CHARS}}}}
         try:
-            reply = self.llm.complete(
-                [{"role": "system", "content": _SYSTEM},
-                 {"role": "user", "content": f"Query: {query}\n\nResults:\n\n{sources}"}],
-                timeout_s=self.timeout_s)
+            reply = self.llm.reply([system, {"role": "user", "content": f"Query: {query}\n\nResults:\n\n{sources}"}],
+                                   timeout_s=self.timeout_s, max_tokens=REPLY_TOKENS, json_schema=schema)
         except LLMError as exc:
             return offline.model_copy(update={"error": f"grading call failed, offline grade used: {exc}"})
         try:
-            data = parse_json_reply(reply)
+            data = reply_json(reply)
         except LLMError as exc:
             return offline.model_copy(update={"error": f"malformed grading reply, offline grade used: {exc}"})
         if not isinstance(data, dict) or not isinstance(data.get("sufficient"), bool):
             return offline.model_copy(
                 update={"error": f"unusable grading reply, offline grade used: {str(data)[:200]}"})
-        follow_ups = [" ".join(str(q).split()) for q in data.get("follow_up_queries") or [] if str(q).strip()]
-        missing = [str(m) for m in data.get("missing") or [] if str(m).strip()]
+        follow_ups = usable_queries(data.get("follow_up_queries"), query)
+        # Nothing is missing from what the model calls sufficient; the prompt's own placeholders are not aspects.
+        missing = [] if data["sufficient"] else [
+            str(m) for m in data.get("missing") or [] if str(m).strip() and str(m).strip() not in _PLACEHOLDERS]
         if not data["sufficient"] and not follow_ups:
-            follow_ups = offline.follow_up_queries or missing
+            follow_ups = offline.follow_up_queries or usable_queries(missing, query)
         return Grade(sufficient=data["sufficient"], coverage=offline.coverage, missing=missing,
-                     follow_up_queries=[] if data["sufficient"] else follow_ups[: self.max_follow_ups], method="llm")
+                     follow_up_queries=[] if data["sufficient"] else follow_ups[: self.max_follow_ups], method="llm",
+                     budget=fitted.note())
+
+
+def usable_queries(values, query: str) -> list[str]:
+    """The follow-up queries worth a search: text, not the query again, not a paragraph; in order, once each."""
+    seen = {" ".join(query.lower().split())}
+    out = []
+    for value in values if isinstance(values, list) else []:
+        text = " ".join(str(value).split())
+        if text and len(text) <= MAX_FOLLOW_UP_CHARS and text.lower() not in seen:
+            seen.add(text.lower())
+            out.append(text)
+    return out

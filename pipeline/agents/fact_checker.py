@@ -17,9 +17,11 @@ A claim is ``supported`` (best cosine at least ``support_threshold``, no contrad
 when every claim is, unsupported when none is, mixed otherwise. ``drop_unsupported`` removes the unsupported ones.
 
 LLM entailment (``mode: "llm"``, or ``"auto"`` with an endpoint): per document, the claims and their best evidence
-sentences go to the LLM, which answers ``[{"claim": 1, "verdict": "supported" | "contradicted" |
-"not_enough_info"}]``. Verdicts replace the offline ones claim by claim (support 1 / 0 / 0); a malformed reply or an
-LLM error keeps the offline verdicts for that document and says so in ``fact_check["llm_error"]``.
+sentences go to the LLM, which answers ``{"verdicts": [{"claim": 1, "verdict": "supported" | "contradicted" |
+"not_enough_info"}]}`` (asked by JSON schema; a bare list is read too). Verdicts replace the offline ones claim by
+claim (support 1 / 0 / 0); a malformed reply or an LLM error keeps the offline verdicts for that document and says so
+in ``fact_check["llm_error"]``. Claims past the model's context are not sent (``fact_check["llm_budget"]``) and keep
+theirs.
 
 The trusted collection must be one of the config owner's own: another user's (or a missing) collection is refused
 when the config is saved (422, in the words used for a collection that does not exist) and again when the agent
@@ -56,7 +58,8 @@ from pipeline.agents.base import (
     PostSearchOutput,
 )
 from pipeline.agents.references import CollectionReference, resolve_references
-from pipeline.platform.llm import LLMError, parse_json_reply
+from pipeline.platform.llm import LLMError
+from pipeline.platform.prompt_budget import fit_texts
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.text import split_sentences, words
 
@@ -70,10 +73,14 @@ _NAMED = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*")
 
 LLM_SYSTEM = (
     "You check claims against trusted evidence. For each numbered claim decide whether the evidence supports it, "
-    "contradicts it, or does not say. Reply with only a JSON array like "
-    '[{"claim": 1, "verdict": "supported"}, {"claim": 2, "verdict": "contradicted"}] using the verdicts '
-    '"supported", "contradicted" or "not_enough_info".'
+    "contradicts it, or does not say. Reply with only JSON like "
+    '{"verdicts": [{"claim": 1, "verdict": "supported"}, {"claim": 2, "verdict": "contradicted"}]} using the '
+    'verdicts "supported", "contradicted" or "not_enough_info".'
 )
+VERDICT_SCHEMA = {"type": "object", "required": ["claim", "verdict"],
+                  "properties": {"claim": {"type": "integer"},
+                                 "verdict": {"enum": ["supported", "contradicted", "not_enough_info"]}}}
+TOKENS_PER_VERDICT = 24
 _VERDICTS = {"supported": "supported", "entailed": "supported", "entailment": "supported", "true": "supported",
              "contradicted": "contradicted", "contradiction": "contradicted", "refuted": "contradicted",
              "false": "contradicted", "not_enough_info": "unsupported", "not enough info": "unsupported",
@@ -310,7 +317,8 @@ class FactChecker(PostSearchAgent):
         report["support"] = round(sum(c["support"] for c in claims) / len(claims), 4)
         report["status"] = "supported" if supported == len(claims) else "unsupported" if supported == 0 else "mixed"
         # Fixed key order: status first, as documented.
-        for key in ("status", "support", "claims", "method", *(k for k in ("llm_error", "llm_missing") if k in report)):
+        for key in ("status", "support", "claims", "method",
+                    *(k for k in ("llm_error", "llm_missing", "llm_budget") if k in report)):
             report[key] = report.pop(key)
 
     # --- LLM entailment ---------------------------------------------------------------------------------------
@@ -322,14 +330,26 @@ class FactChecker(PostSearchAgent):
             evidence = c.get("_context") or []
             lines = "\n".join(f"  - {s}" for s in evidence[:3]) or "  - (no evidence found)"
             blocks.append(f"Claim {n}: {c['claim']}\nEvidence:\n{lines}")
+        reply_tokens = TOKENS_PER_VERDICT * (len(claims) + 1)
+        # Claims past the context are left out: they keep their offline verdicts (counted in llm_missing).
+        fitted = fit_texts(llm, [{"role": "system", "content": LLM_SYSTEM}], blocks, reply_tokens)
+        if not fitted.texts:
+            report["llm_error"] = f"{fitted.note()}; offline verdicts kept"
+            return
         messages = [{"role": "system", "content": LLM_SYSTEM},
-                    {"role": "user", "content": "\n\n".join(blocks)}]
+                    {"role": "user", "content": "\n\n".join(fitted.texts)}]
         try:
-            reply = parse_json_reply(llm.complete(messages, timeout_s=self.config.llm_timeout_s))
-            verdicts = parse_verdicts(reply, len(claims))
+            # At most one verdict a claim: a small model goes on numbering claims that were never asked about.
+            schema = {"type": "object", "required": ["verdicts"], "properties": {"verdicts": {
+                "type": "array", "maxItems": len(fitted.texts), "items": VERDICT_SCHEMA}}}
+            reply = llm.complete_json(messages, timeout_s=self.config.llm_timeout_s, max_tokens=reply_tokens,
+                                      json_schema=schema)
+            verdicts = parse_verdicts(reply, len(fitted.texts))
         except (LLMError, ValueError) as exc:
             report["llm_error"] = f"{exc}; offline verdicts kept"
             return
+        if fitted.changed:
+            report["llm_budget"] = fitted.note()
         report["method"] = "llm"
         for i, verdict in verdicts.items():
             claims[i]["offline_status"] = claims[i]["status"]

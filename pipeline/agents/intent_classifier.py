@@ -4,8 +4,10 @@ Each label's examples are embedded with the service's embedding model (``ctx.too
 unit-length centroid (computed once per agent instance and, per process, per toolbox and config); the query goes to
 the label whose centroid is the most cosine-similar. Below ``min_confidence`` (that cosine similarity) the intent is
 ``fallback_intent``. With ``mode: "llm"`` (or ``"auto"`` and an LLM endpoint configured) the LLM picks the label from
-the same examples instead; in ``auto`` a failing LLM call falls back to the centroids. The tag goes into metadata
-(``intent``, ``intent_confidence``, ``intent_scores``), where later agents and search filters can route on it.
+the same examples instead (a JSON schema lists the labels, so a constrained endpoint answers one of them; a model
+with a small context is shown fewer examples per label); in ``auto`` a failing LLM call or an unusable reply falls
+back to the centroids. The tag goes into metadata (``intent``, ``intent_confidence``, ``intent_scores``), where later
+agents and search filters can route on it.
 
 With ``routes`` (intent -> the agent id or config id of a later pre-search agent) the classifier also names the
 next agent to run (``next_agent_id``): the agents between it and that one are passed over (``pipeline.job.routing``),
@@ -41,12 +43,15 @@ from pipeline.agents.base import (
     PreSearchInput,
     PreSearchOutput,
 )
-from pipeline.platform.llm import LLMError, parse_json_reply
+from pipeline.platform.llm import LLMError, estimate_tokens
+from pipeline.platform.prompt_budget import fit_texts, require_fit
 
 # Centroids per toolbox (so per embedding model and process) and per intents config, shared by agent instances:
 # the runner builds a fresh agent for every call.
 _shared: "weakref.WeakKeyDictionary[object, dict[str, dict[str, list[float]]]]" = weakref.WeakKeyDictionary()
 _shared_lock = threading.Lock()
+REPLY_BASE_TOKENS = 24
+EXAMPLES_SHOWN = (8, 4, 2, 1, 0)
 
 
 # Question types any collection has; a collection's own config replaces them with its domain's intents.
@@ -211,21 +216,34 @@ class IntentClassifier(PreSearchAgent):
         )
 
     # -- LLM ------------------------------------------------------------------------------------------------
+    def _messages(self, llm, query: str, reply_tokens: int) -> list[dict[str, str]]:
+        """The prompt with as many example queries per intent as the model's context holds (8, else fewer)."""
+        for examples_shown in EXAMPLES_SHOWN:
+            labels = "\n".join(
+                f"- {label}: " + "; ".join(json.dumps(e, ensure_ascii=False) for e in examples[:examples_shown])
+                for label, examples in self.config.intents.items()
+            )
+            system = (
+                "You classify search queries by intent. The intents, each with example queries:\n"
+                f"{labels}\n"
+                f'If none fits, use "{self.config.fallback_intent}". Reply with JSON only: '
+                '{"intent": "<one intent label>", "confidence": <0 to 1>}'
+            )
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": query}]
+            if fit_texts(llm, messages, [], reply_tokens).fits:
+                return messages
+        require_fit(llm, messages, reply_tokens)  # not even the labels alone: LLMError says so
+        return messages
+
     def _by_llm(self, llm, query: str) -> PreSearchOutput:
-        labels = "\n".join(
-            f"- {label}: " + "; ".join(json.dumps(e, ensure_ascii=False) for e in examples[:8])
-            for label, examples in self.config.intents.items()
-        )
-        system = (
-            "You classify search queries by intent. The intents, each with example queries:\n"
-            f"{labels}\n"
-            f'If none fits, use "{self.config.fallback_intent}". Reply with JSON only: '
-            '{"intent": "<one intent label>", "confidence": <0 to 1>}'
-        )
-        data = parse_json_reply(llm.complete(
-            [{"role": "system", "content": system}, {"role": "user", "content": query}],
-            timeout_s=self.config.llm_timeout_s,
-        ))
+        labels = [*self.config.intents, *([] if self.config.fallback_intent in self.config.intents
+                                          else [self.config.fallback_intent])]
+        reply_tokens = REPLY_BASE_TOKENS + max(estimate_tokens(json.dumps(label)) for label in labels)
+        messages = self._messages(llm, query, reply_tokens)
+        schema = {"type": "object", "required": ["intent", "confidence"],
+                  "properties": {"intent": {"enum": labels}, "confidence": {"type": "number"}}}
+        data = llm.complete_json(messages, timeout_s=self.config.llm_timeout_s, max_tokens=reply_tokens,
+                                 json_schema=schema)
         if not isinstance(data, dict) or not isinstance(data.get("intent"), str):
             raise LLMError(f"intent reply has no 'intent': {str(data)[:200]!r}")
         label = data["intent"].strip()

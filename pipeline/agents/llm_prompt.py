@@ -6,10 +6,15 @@ it (``{metadata[language]}``; a missing key is empty), ``{collection_id}``, ``{u
 output can steer it). A template naming anything else is refused when the config is saved. The reply goes into:
 
 - ``output: "metadata"`` (default): ``metadata[metadata_key]``: the reply text, or its JSON value with
-  ``parse_json: true``;
+  ``parse_json: true`` (and ``json_schema``, the endpoint is asked for that shape); a reply cut at ``max_tokens``
+  is stored with ``metadata["<metadata_key>_truncated"] = true``, or is an error when its JSON did not end;
 - ``output: "query"``: the reply replaces the query (the previous one is kept in
-  ``metadata["<metadata_key>_previous_query"]``); an empty reply is an error, never an empty query;
+  ``metadata["<metadata_key>_previous_query"]``); an empty reply, one cut at ``max_tokens`` or one too long for a
+  query is an error, never the query;
 - ``output: "both"``: both.
+
+The prompt is fitted to the model's context (``pipeline.platform.prompt_budget``) with room for ``max_tokens`` of
+reply: ``{documents}`` gives way first; a template that does not fit even without them is not sent (an error).
 
 Without an LLM endpoint (``AGENTSEARCH_OPENAI_BASE_URL`` / ``_MODEL``) the agent reports ``skipped`` with that
 reason.
@@ -43,10 +48,13 @@ from pipeline.agents.base import (
     PreSearchInput,
     PreSearchOutput,
 )
-from pipeline.platform.llm import LLMError, parse_json_reply
+from pipeline.platform.llm import LLMError, reply_json
+from pipeline.platform.prompt_budget import fit, require_fit
 
 PLACEHOLDERS = ("query", "metadata", "collection_id", "user_id", "documents", "answer")
 _FENCED = re.compile(r"^```\w*\s*|\s*```$")
+DEFAULT_REPLY_TOKENS = 512
+MAX_QUERY_CHARS = 1000
 
 
 class _Missing(dict):
@@ -91,7 +99,13 @@ class LlmPrompt(PreSearchAgent):
         metadata_key: str = Field("llm_prompt", min_length=1, max_length=100, pattern=r"^[A-Za-z_][\w.-]*$")
         parse_json: bool = Field(False, description="Store the reply's JSON value (code fences tolerated).")
         temperature: float = Field(0.0, ge=0.0, le=2.0)
-        max_tokens: int | None = Field(None, ge=1, le=32000)
+        max_tokens: int | None = Field(
+            None, ge=1, le=32000, description=f"Longest reply, in tokens; unset: {DEFAULT_REPLY_TOKENS}."
+        )
+        json_schema: dict[str, Any] | None = Field(
+            None, description="With parse_json: the JSON Schema the reply must follow (an object), sent to endpoints "
+                              "that constrain their output to it."
+        )
         llm_timeout_s: float = Field(20.0, gt=0, le=300, description="Budget of the LLM call, retries included.")
 
         @field_validator("template")
@@ -109,20 +123,32 @@ class LlmPrompt(PreSearchAgent):
                                  f"known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
             return value
 
+        @field_validator("json_schema")
+        @classmethod
+        def _object_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+            # Endpoints take an object at the root only (OpenAI); one refusing a schema is asked without any again.
+            if value is not None and value.get("type") != "object":
+                raise ValueError('json_schema must describe an object: {"type": "object", "properties": {...}}')
+            return value
+
         @model_validator(mode="after")
         def _json_for_metadata(self) -> "LlmPrompt.Config":
             if self.parse_json and self.output == "query":
                 raise ValueError("parse_json applies to the metadata output; the query is always text")
+            if self.json_schema is not None and not self.parse_json:
+                raise ValueError("json_schema needs parse_json: true")
             return self
 
-    def fill(self, inp: PreSearchInput, ctx: AgentContext) -> str:
-        documents = ctx.retrieved_documents or []
+    def fill(self, inp: PreSearchInput, ctx: AgentContext, documents: list[str] | None = None) -> str:
+        """The template filled from the job; ``documents`` replaces the numbered documents (fitted to a budget)."""
+        if documents is None:
+            documents = document_blocks(ctx)
         values: dict[str, Any] = {
             "query": inp.query,
             "metadata": _Missing(inp.metadata),
             "collection_id": inp.collection_id or ctx.collection_id or "",
             "user_id": inp.user_id or ctx.user_id or "",
-            "documents": "\n\n".join(f"[{n}] {d.title}\n{d.text}".strip() for n, d in enumerate(documents, 1)),
+            "documents": "\n\n".join(documents),
             "answer": "",
         }
         return self.config.template.format(**values)
@@ -134,20 +160,39 @@ class LlmPrompt(PreSearchAgent):
                 "no LLM endpoint configured (set AGENTSEARCH_OPENAI_BASE_URL and AGENTSEARCH_OPENAI_MODEL); "
                 "llm_prompt needs one"
             )
-        messages = ([{"role": "system", "content": self.config.system}] if self.config.system else []) + [
-            {"role": "user", "content": self.fill(inp, ctx)}
-        ]
-        reply = llm.complete(messages, timeout_s=self.config.llm_timeout_s, temperature=self.config.temperature,
-                             max_tokens=self.config.max_tokens)
-        key = self.config.metadata_key
+        cfg = self.config
+        reply_tokens = cfg.max_tokens or DEFAULT_REPLY_TOKENS
+        system = [{"role": "system", "content": cfg.system}] if cfg.system else []
+        documents = document_blocks(ctx)
+        if documents and "documents" in template_fields(cfg.template):
+            # The documents are what gives way: the template and the job's fields are sent whole or not at all.
+            bare = [*system, {"role": "user", "content": self.fill(inp, ctx, [])}]
+            documents = fit(llm, bare, documents, reply_tokens)
+        messages = [*system, {"role": "user", "content": self.fill(inp, ctx, documents)}]
+        require_fit(llm, messages, reply_tokens)
+        reply = llm.reply(messages, timeout_s=cfg.llm_timeout_s, temperature=cfg.temperature, max_tokens=reply_tokens,
+                          json_schema=cfg.json_schema if cfg.parse_json else None)
+        key = cfg.metadata_key
         metadata: dict[str, Any] = {}
         query = inp.query
-        if self.config.output in ("query", "both"):
-            text = _FENCED.sub("", reply.strip()).strip().strip('"').strip()
+        if cfg.output in ("query", "both"):
+            text = _FENCED.sub("", reply.text.strip()).strip().strip('"').strip()
             if not text:
                 raise LLMError("the LLM's reply was empty; the query is left as it was")
-            query = text
+            if reply.truncated:
+                raise LLMError(f"the LLM's reply was cut at max_tokens ({reply_tokens}); the query is left as it was")
+            if len(text) > MAX_QUERY_CHARS:
+                raise LLMError(f"the LLM's reply is {len(text)} characters, too long for a query; the query is left "
+                               "as it was")
+            query = " ".join(text.split())
             metadata[f"{key}_previous_query"] = inp.query
-        if self.config.output in ("metadata", "both"):
-            metadata[key] = parse_json_reply(reply) if self.config.parse_json else reply.strip()
+        if cfg.output in ("metadata", "both"):
+            metadata[key] = reply_json(reply) if cfg.parse_json else reply.text.strip()
+            if reply.truncated:
+                metadata[f"{key}_truncated"] = True
         return PreSearchOutput(query=query, metadata=metadata)
+
+
+def document_blocks(ctx: AgentContext) -> list[str]:
+    """The job's documents as the numbered blocks ``{documents}`` shows."""
+    return [f"[{n}] {d.title}\n{d.text}".strip() for n, d in enumerate(ctx.retrieved_documents or [], 1)]

@@ -25,7 +25,9 @@ of the questions (``Subject``):
   The result is a keyword query: names, quarter, month, year, numbers, key terms.
 
 With an LLM configured (``mode: "llm"``, or ``"auto"`` with ``AGENTSEARCH_OPENAI_BASE_URL``) the LLM writes the
-standalone query from the last ``max_turns`` turns instead; in ``auto`` a failing call falls back to the rules.
+standalone query from the last ``max_turns`` turns instead (the most recent ones that fit the model's context); in
+``auto`` a failing call, a reply without a query, one that hands back a question the rules see refer back, or one
+that reads like an earlier answer (a citation mark, most of its words from no question) falls back to the rules.
 
 Without history the agent is ``skipped``. Its result is in metadata: ``standalone_query``, ``contextualized``,
 ``contextualization_method`` (``rules`` | ``llm`` | ``unchanged``), ``original_query`` and, for the rules, what was
@@ -59,9 +61,15 @@ from pipeline.agents.base import (
     PreSearchInput,
     PreSearchOutput,
 )
-from pipeline.platform.llm import LLMError, parse_json_reply
+from pipeline.platform.llm import LLMError, estimate_tokens
+from pipeline.platform.prompt_budget import fit
 from pipeline.text import STOPWORDS
+from pipeline.text import words as text_words
 
+REWRITE_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+REPLY_BASE_TOKENS = 64
+MAX_GROWTH = 2  # a rewrite longer than twice the question and its longest predecessor is an answer, not a query
+_CITATION = re.compile(r"\[\d+(?:[,\s\d-]*)\]")
 _TOKEN = re.compile(r"[^\W\d_][\w&'’.-]*[\w]|[^\W\d_]|\d[\d.,]*%?|\$\d[\d.,]*")
 _YEAR = re.compile(r"^(?:19|20)\d\d$")
 _QUARTER = re.compile(r"^[QqHh][1-4]$")
@@ -114,6 +122,11 @@ class Subject:
     def as_query(self) -> str:
         parts = [*self.names, *(t for t in (self.quarter, self.month, self.year) if t), *self.numbers, *self.terms]
         return " ".join(parts)
+
+
+def _bare_words(text: str) -> set[str]:
+    """The words of a text, possessives stripped ("Northwind's" is "northwind")."""
+    return {re.sub(r"['’]s$", "", w) for w in text_words(text)}
 
 
 def parse(question: str) -> Subject:
@@ -277,6 +290,9 @@ class QueryContextualizer(PreSearchAgent):
             try:
                 query = self._by_llm(llm, inp.query, history)
                 changed = query != inp.query.strip()
+                if not changed and contextualize(inp.query, history, self.config.min_content_words)[1]:
+                    # A small model often hands the question back as it came: the rules see a reference back.
+                    raise LLMError("the rewrite repeats a question that refers back to the conversation")
                 metadata.update(standalone_query=query, contextualized=changed,
                                 contextualization_method="llm" if changed else "unchanged")
                 return PreSearchOutput(query=query if changed else inp.query, metadata=metadata)
@@ -290,6 +306,7 @@ class QueryContextualizer(PreSearchAgent):
         return PreSearchOutput(query=query, metadata=metadata)
 
     def _by_llm(self, llm, query: str, history: list[dict[str, str]]) -> str:
+        """The LLM's standalone query; ``LLMError`` for a reply without one, or one too long to be a query."""
         lines = []
         for turn in history:
             if turn.get("role") == "user":
@@ -302,12 +319,27 @@ class QueryContextualizer(PreSearchAgent):
             "keep names, numbers, dates and the question's language. If the question is already standalone, return "
             'it unchanged. Reply with JSON only: {"query": "<the standalone query>"}'
         )
-        user = "Conversation:\n" + "\n".join(lines) + f"\n\nLast question: {query.strip()}"
-        data = parse_json_reply(llm.complete(
-            [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            timeout_s=self.config.llm_timeout_s,
-        ))
+        last = f"\n\nLast question: {query.strip()}"
+        longest_user = max((len(t["content"]) for t in history if t.get("role") == "user"), default=0)
+        reply_tokens = REPLY_BASE_TOKENS + 2 * estimate_tokens(query)
+        # The most recent turns matter most: they are fitted first and the oldest are left out.
+        fitted = fit(llm, [{"role": "system", "content": system}, {"role": "user", "content": "Conversation:" + last}],
+                     lines[::-1], reply_tokens, share="in_order")
+        if not fitted:
+            raise LLMError("the conversation does not fit the model's context beside the question")
+        user = "Conversation:\n" + "\n".join(fitted[::-1]) + last
+        data = llm.complete_json([{"role": "system", "content": system}, {"role": "user", "content": user}],
+                                 timeout_s=self.config.llm_timeout_s, max_tokens=reply_tokens,
+                                 json_schema=REWRITE_SCHEMA)
         rewritten = data.get("query") if isinstance(data, dict) else None
         if not isinstance(rewritten, str) or not rewritten.strip():
             raise LLMError(f"rewrite reply has no query: {str(data)[:200]!r}")
-        return " ".join(rewritten.split())
+        rewritten = " ".join(rewritten.split())
+        if len(rewritten) > MAX_GROWTH * (len(query) + longest_user) + 40:
+            raise LLMError(f"rewrite reply is {len(rewritten)} characters, not a search query: {rewritten[:200]!r}")
+        asked = _bare_words(" ".join([query, *(t["content"] for t in history if t.get("role") == "user")]))
+        said = _bare_words(rewritten)
+        if _CITATION.search(rewritten) or len(said - asked) * 2 > len(said):
+            # Most of its words come from the earlier answers, not from any question: an answer, not the question.
+            raise LLMError(f"rewrite reply reads like an earlier answer, not the question: {rewritten[:200]!r}")
+        return rewritten

@@ -9,7 +9,9 @@ in the feedback but rare elsewhere win. Stop words, numbers, the query's own wor
 (and their stems) and words seen in fewer than ``min_feedback_docs`` feedback documents are left out; the best
 ``max_terms`` are appended to the query. Configured ``synonyms`` (a word or phrase -> its synonyms) are always
 added when the key occurs in the query. With ``mode: "llm"`` (or ``"auto"`` and an LLM endpoint configured) the
-LLM proposes the terms instead of the feedback pass; in ``auto`` a failing LLM call falls back to the offline path.
+LLM proposes the terms instead of the feedback pass (asked by JSON schema); a term made only of the query's own
+words, or a sentence rather than a term, is dropped, and in ``auto`` a failing LLM call or a reply with no new term
+left falls back to the offline path, saying why in ``expansion_warning``.
 
 The added terms go into metadata (``expansion_terms``, with ``expansion_sources`` telling where each came from).
 
@@ -40,7 +42,8 @@ from pipeline.agents.base import (
     PreSearchInput,
     PreSearchOutput,
 )
-from pipeline.platform.llm import LLMError, parse_json_reply
+from pipeline.platform.llm import LLMError
+from pipeline.platform.prompt_budget import require_fit
 from pipeline.text import STOPWORDS, words
 
 # Generic English words the shared stop list keeps but that never help a search.
@@ -60,6 +63,9 @@ _OTHER_STOPWORDS = frozenset(
     ao aos as com da das do dos em foi na nas no nos os pela pelo por uma
     che chi con da dei del della delle di gli il nel nella per più sono tra una""".split()
 )
+TOKENS_PER_TERM = 12
+MAX_TERM_CHARS = 60
+MAX_TERM_WORDS = 4
 _STEMMER = Stemmer.Stemmer("english")
 _LETTERS = re.compile(r"^[^\W\d_]+(?:-[^\W\d_]+)*$")
 
@@ -220,16 +226,22 @@ class QueryExpander(PreSearchAgent):
         return chosen, [d.id for d in documents]
 
     def _by_llm(self, llm, query: str, query_stems: set[str]) -> list[str]:
+        """The LLM's terms; ``LLMError`` for a reply with none that is new, short and not the query again."""
         system = (
             "You expand search queries for a document search engine. Propose up to "
             f"{self.config.max_terms} additional search terms (synonyms, closely related terms, spelled-out "
             "abbreviations) in the query's language that would help find relevant documents. Do not repeat words of "
             'the query. Reply with JSON only: {"terms": ["term", ...]}'
         )
-        data = parse_json_reply(llm.complete(
-            [{"role": "system", "content": system}, {"role": "user", "content": query}],
-            timeout_s=self.config.llm_timeout_s,
-        ))
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": query}]
+        # Room for a few repeats of the query's words, which are dropped, beside the terms asked for.
+        asked = 2 * self.config.max_terms
+        reply_tokens = 16 + TOKENS_PER_TERM * asked
+        require_fit(llm, messages, reply_tokens)
+        schema = {"type": "object", "required": ["terms"], "properties": {"terms": {
+            "type": "array", "maxItems": asked, "items": {"type": "string", "maxLength": MAX_TERM_CHARS}}}}
+        data = llm.complete_json(messages, timeout_s=self.config.llm_timeout_s, max_tokens=reply_tokens,
+                                 json_schema=schema)
         terms = data.get("terms") if isinstance(data, dict) else data
         if not isinstance(terms, list):
             raise LLMError(f"expansion reply has no list of terms: {str(data)[:200]!r}")
@@ -237,6 +249,11 @@ class QueryExpander(PreSearchAgent):
         for term in terms:
             if isinstance(term, str) and term.strip():
                 term = " ".join(term.split())
-                if " " in term or _stem(term.lower()) not in query_stems:
+                if len(term) > MAX_TERM_CHARS or len(term.split()) > MAX_TERM_WORDS:
+                    continue  # a sentence, not a search term
+                # A term of the query's own words ("wind turbine" for "offshore wind turbine") adds nothing.
+                if any(_stem(w) not in query_stems for w in words(term)):
                     out.append(term)
+        if not out:
+            raise LLMError(f"expansion reply has no new term (empty, or the query's own words): {terms!r:.200}")
         return out

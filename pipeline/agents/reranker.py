@@ -19,10 +19,12 @@ renormalised and ``metadata["rerank"]["dense"]`` says why. ``retrieval_weight`` 
 in ``metadata["rerank"]``.
 
 LLM listwise (``mode: "llm"``, or ``"auto"`` when an endpoint is configured): the offline ranking's top
-``llm_top_n`` documents are sent as numbered passages and the model replies with a JSON list of numbers, best first.
-The reply is parsed defensively: unknown, repeated or out-of-range numbers are ignored (and reported), documents it
-leaves out keep their offline order after the ones it ranked; a reply with no usable number, or an LLM error, keeps
-the offline order and records the problem in ``metadata["rerank"]["llm_error"]``. In LLM mode the scores are by
+``llm_top_n`` documents are sent as numbered passages (as many as the model's context holds: the others keep their
+offline order after the ranked ones, ``metadata["rerank"]["llm_budget"]`` says so) and the model replies with the
+numbers, best first (``{"ranking": [3, 1, 2]}``, asked by JSON schema; a bare list is read too). The reply is parsed
+defensively: unknown, repeated or out-of-range numbers are ignored (and reported), documents it leaves out keep their
+offline order after the ones it ranked; a reply with no usable number, or an LLM error, keeps the offline order and
+records the problem in ``metadata["rerank"]["llm_error"]``. In LLM mode the scores are by
 position (``1 - rank / n``), so that every later step that sorts by score keeps the model's order.
 
 Usage::
@@ -45,14 +47,21 @@ import Stemmer
 from pydantic import Field, field_validator, model_validator
 
 from pipeline.agents.base import AgentConfig, AgentContext, Document, PostSearchAgent, PostSearchInput, PostSearchOutput
-from pipeline.platform.llm import LLMError, parse_json_reply
+from pipeline.platform.llm import LLMError
+from pipeline.platform.prompt_budget import fit_texts
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.text import whole_sentences
 
 LLM_SYSTEM = (
     "You rank search results. Given a query and numbered passages, order the passages by how well they answer the "
-    "query, best first. Reply with only a JSON array of the passage numbers, for example [3, 1, 2]."
+    'query, best first. Reply with only JSON holding the passage numbers, for example {"ranking": [3, 1, 2]}.'
 )
+REPLY_BASE_TOKENS = 16
+TOKENS_PER_NUMBER = 4
+
+
+def _closing(n: int) -> str:
+    return f"\n\nReply with the JSON of all {n} passage numbers, best first."
 
 
 # --- offline components ---------------------------------------------------------------------------------------
@@ -352,23 +361,37 @@ class Reranker(PostSearchAgent):
         if llm is None:
             summary["llm_error"] = "no LLM endpoint configured; kept the offline order"
             return offline_order
-        head, tail = offline_order[: cfg.llm_top_n], offline_order[cfg.llm_top_n :]
-        lines = []
-        for n, i in enumerate(head, start=1):
+        head = offline_order[: cfg.llm_top_n]
+        bodies = []
+        for i in head:
             doc = docs[i]
             body = best_passages[i] or (f"{doc.title}: {doc.text}" if doc.title else doc.text)
             body = " ".join(body.split())
             if len(body) > cfg.llm_passage_chars:
                 body = body[: cfg.llm_passage_chars].rsplit(" ", 1)[0] + " …"
-            lines.append(f"[{n}] {body}")
+            bodies.append(body)
+        reply_tokens = REPLY_BASE_TOKENS + TOKENS_PER_NUMBER * len(head)
+        fixed = [{"role": "system", "content": LLM_SYSTEM},
+                 {"role": "user", "content": f"Query: {query}\n\nPassages:\n" + _closing(len(head))}]
+        # The passages past the model's context are not shown: they keep their offline order after the ranked ones.
+        fitted = fit_texts(llm, fixed, bodies, reply_tokens)
+        if len(fitted.texts) < 2:
+            summary["llm_error"] = f"{fitted.note()}; kept the offline order"
+            return offline_order
+        if fitted.changed:
+            summary["llm_budget"] = fitted.note()
+        head, tail = head[: len(fitted.texts)], offline_order[len(fitted.texts):]
+        lines = [f"[{n}] {body}" for n, body in enumerate(fitted.texts, start=1)]
         messages = [
             {"role": "system", "content": LLM_SYSTEM},
-            {"role": "user", "content": f"Query: {query}\n\nPassages:\n" + "\n".join(lines)
-             + f"\n\nReply with the JSON array of all {len(head)} passage numbers, best first."},
+            {"role": "user", "content": f"Query: {query}\n\nPassages:\n" + "\n".join(lines) + _closing(len(head))},
         ]
+        schema = {"type": "object", "required": ["ranking"], "properties": {"ranking": {
+            "type": "array", "maxItems": len(head), "items": {"type": "integer"}}}}
         try:
-            reply = llm.complete(messages, timeout_s=cfg.llm_timeout_s)
-            ranked, problems = parse_ranking(parse_json_reply(reply), len(head))
+            reply = llm.complete_json(messages, timeout_s=cfg.llm_timeout_s, max_tokens=reply_tokens,
+                                      json_schema=schema)
+            ranked, problems = parse_ranking(reply, len(head))
         except (LLMError, ValueError) as exc:
             summary["llm_error"] = f"{exc}; kept the offline order"
             return offline_order

@@ -9,6 +9,13 @@ without a detector the LLM names it itself. Without an LLM endpoint (``AGENTSEAR
 the agent reports ``skipped`` with that reason: there is no offline translation, and the search's
 ``language_route`` says the search stayed monolingual.
 
+Every reply is checked before it replaces anything (a small model echoes the query, answers it, or writes a word
+or two): asked by JSON schema, a translation that is empty, under a quarter or over four times the query's length,
+without a word, without the query's numbers, made only of the query's own words, or (by the language detector,
+confidently) in another language than the target is refused. With no translation left the run is an error saying
+why (never cached), and the query is searched as asked; a target that failed beside others that did not is named in
+``translation_errors``.
+
 The query becomes the first translation; the original stays in metadata (``original_query``, ``translated_from``,
 ``translated_to``), and with several targets ``translations`` holds each (``{language: text}``). The search then
 runs the original and every translation and fuses the lists (``Retriever.search(translations=...)``), so the
@@ -39,7 +46,10 @@ from pipeline.agents.base import (
     PreSearchInput,
     PreSearchOutput,
 )
-from pipeline.platform.llm import LLMError, parse_json_reply
+from pipeline.platform.llm import LLMError, estimate_tokens, parse_json_reply
+from pipeline.platform.prompt_budget import require_fit
+from pipeline.retrieval.language import detect_language
+from pipeline.text import words
 
 LANGUAGE_NAMES = {
     "en": "English", "de": "German", "es": "Spanish", "fr": "French", "it": "Italian", "pt": "Portuguese",
@@ -48,6 +58,18 @@ LANGUAGE_NAMES = {
     "he": "Hebrew", "hi": "Hindi", "zh-cn": "Chinese", "zh": "Chinese", "ja": "Japanese", "ko": "Korean",
 }
 _CODE = re.compile(r"^[a-z]{2,3}(-[a-z]{2,4})?$")
+TRANSLATION_SCHEMA = {
+    "type": "object",
+    "properties": {"source_language": {"type": "string", "maxLength": 8}, "translation": {"type": "string"}},
+    "required": ["source_language", "translation"],
+}
+REPLY_BASE_TOKENS = 48
+# The detector's confidence from which a reply "in another language" is believed: short queries of names and
+# numbers read as anything at 0.1-0.3, real sentences at 0.9 and more.
+WRONG_LANGUAGE_CONFIDENCE = 0.8
+MAX_GROWTH = 4  # a translation this many times longer than the query is an answer or a ramble, not a translation
+MIN_SHARE = 0.25  # Chinese takes about 0.4 of a German question's characters; a quarter is a word or two left
+_NUMBER = re.compile(r"\d+")
 
 
 def language_name(code: str) -> str:
@@ -70,7 +92,8 @@ class Translator(PreSearchAgent):
             None, description="ISO 639-1 code to translate into; unset: the collection's main languages (else 'en')."
         )
         main_share: float = Field(
-            0.2, gt=0.0, le=1.0, description="A language is one of the collection's main ones from this share of chunks."
+            0.2, gt=0.0, le=1.0,
+            description="A language is one of the collection's main ones from this share of chunks.",
         )
         max_targets: int = Field(3, ge=1, le=8, description="At most this many translations (one LLM call each).")
         min_confidence: float = Field(
@@ -125,12 +148,23 @@ class Translator(PreSearchAgent):
                 "translation needs one"
             )
         translations: dict[str, str] = {}
+        failures: dict[str, str] = {}
         source = None
         for target in targets:
-            said, translation = self._translate(llm, inp.query, detected, target)
+            try:
+                said, translation = self._translate(llm, inp.query, detected, target)
+            except LLMError as exc:
+                failures[target] = str(exc)
+                continue
             source = source or said
-            if translation and translation != inp.query and not (said and _same_language(said, target)):
+            # The LLM's word that the query is already in the target counts only where no detector said otherwise.
+            if translation and translation != inp.query and not (detected is None and said
+                                                                 and _same_language(said, target)):
                 translations[target] = translation
+        if failures and not translations:
+            # No translation at all: an error (recorded on the run, never cached), the query searched as asked.
+            raise LLMError("; ".join(f"{target}: {why}" for target, why in failures.items()))
+        warnings = {"translation_errors": failures} if failures else {}
         if not translations:
             # Nothing changed: the LLM found the query already in the target language.
             return PreSearchOutput(
@@ -142,14 +176,16 @@ class Translator(PreSearchAgent):
             query=translations[first],
             metadata={
                 "original_query": inp.query,
-                "translated_from": source or detected,
+                "translated_from": detected or source,
                 "translated_to": first,
                 "translation_method": "llm",
                 **({"translations": translations} if len(translations) > 1 else {}),
+                **warnings,
             },
         )
 
     def _translate(self, llm, query: str, detected: str | None, target: str) -> tuple[str | None, str]:
+        """(the source language the LLM named, the translation); ``LLMError`` for a reply that is not one."""
         source_hint = f" The query is in {language_name(detected)} ({detected})." if detected else ""
         system = (
             f"You translate search queries into {language_name(target)} ({target}).{source_hint} "
@@ -157,19 +193,48 @@ class Translator(PreSearchAgent):
             'Reply with JSON only: {"source_language": "<ISO 639-1 code of the query>", "translation": "<the query '
             f'in {language_name(target)}>"}}'
         )
-        reply = llm.complete(
-            [{"role": "system", "content": system}, {"role": "user", "content": query}],
-            timeout_s=self.config.llm_timeout_s,
-        )
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": query}]
+        # Room for a translation several times the query's tokens (another script can take more of them).
+        reply_tokens = REPLY_BASE_TOKENS + 3 * estimate_tokens(query)
+        require_fit(llm, messages, reply_tokens)
+        reply = llm.reply(messages, timeout_s=self.config.llm_timeout_s, max_tokens=reply_tokens,
+                          json_schema=TRANSLATION_SCHEMA)
+        if reply.truncated:
+            raise LLMError(f"translation reply cut at max_tokens ({reply_tokens}): {reply.text[:200]!r}")
         try:
-            data = parse_json_reply(reply)
+            data = parse_json_reply(reply.text)
         except LLMError:
             data = None
         if isinstance(data, dict) and isinstance(data.get("translation"), str):
             source = data.get("source_language")
             source = source.strip().lower() if isinstance(source, str) and source.strip() else None
-            return source, data["translation"].strip()
-        if "{" in reply:
-            raise LLMError(f"translation reply is not the JSON asked for: {reply[:200]!r}")
+            return source, self._checked(query, " ".join(data["translation"].split()), target)
+        if "{" in reply.text:
+            raise LLMError(f"translation reply is not the JSON asked for: {reply.text[:200]!r}")
         # A model that ignored the format but answered with the translation alone.
-        return detected, reply.strip().strip('"').strip()
+        return detected, self._checked(query, reply.text.strip().strip('"').strip(), target)
+
+    @staticmethod
+    def _checked(query: str, translation: str, target: str) -> str:
+        """The translation, unless it is empty or, by the language detector, plainly in another language than the
+        target (a small model may echo the query or answer it instead): then ``LLMError`` says which."""
+        if not translation:
+            raise LLMError("the translation reply was empty")
+        if not (MIN_SHARE * len(query) <= len(translation) <= MAX_GROWTH * len(query) + 40):
+            raise LLMError(f"the translation reply is {len(translation)} characters for a {len(query)}-character "
+                           f"query: {translation[:200]!r}")
+        if not any(c.isalpha() for c in translation) and any(c.isalpha() for c in query):
+            raise LLMError(f"the translation reply has no word: {translation[:200]!r}")
+        said = set(words(translation))
+        if translation != query and said and said <= set(words(query)):
+            raise LLMError(f"the translation reply copies words of the query without translating any: "
+                           f"{translation[:200]!r}")
+        lost = [n for n in _NUMBER.findall(query) if n not in translation]
+        if lost:
+            raise LLMError(f"the translation reply lost the query's numbers {lost}: {translation[:200]!r}")
+        found = detect_language(translation)
+        if found.confidence >= WRONG_LANGUAGE_CONFIDENCE and not _same_language(found.code, target):
+            if translation == query:
+                raise LLMError(f"the reply repeats the query, which is in {found.code!r}, not {target!r}")
+            raise LLMError(f"the translation reply is in {found.code!r}, not {target!r}: {translation[:200]!r}")
+        return translation

@@ -27,7 +27,7 @@ from pipeline.agents.spell_checker import SpellChecker
 from pipeline.agents.translator import Translator
 from pipeline.job.state import AgentSpec, JobState
 from pipeline.job.steps import pre_search_step
-from pipeline.platform.llm import LLMClient
+from pipeline.platform.llm import LLMClient, LLMReply, reply_json
 from pipeline.platform.settings import Settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.text import words
@@ -95,15 +95,22 @@ class FakeTools:
 
 
 class StubLLM:
-    """The smallest LLM client: ``complete`` returns scripted replies and keeps the messages it got."""
+    """The smallest LLM client: ``reply`` / ``complete`` / ``complete_json`` give scripted replies and keep the
+    messages they got (a context of unknown size: prompts are budgeted by estimate)."""
 
     def __init__(self, *replies: str) -> None:
         self.replies = list(replies)
         self.messages: list[list[dict]] = []
 
-    def complete(self, messages, timeout_s=20.0, **kwargs) -> str:
+    def reply(self, messages, timeout_s=20.0, **kwargs) -> LLMReply:
         self.messages.append(messages)
-        return self.replies.pop(0)
+        return LLMReply(self.replies.pop(0), "stop")
+
+    def complete(self, messages, timeout_s=20.0, **kwargs) -> str:
+        return self.reply(messages, timeout_s).text
+
+    def complete_json(self, messages, timeout_s=20.0, **kwargs):
+        return reply_json(self.reply(messages, timeout_s))
 
 
 def ctx_with(tools) -> AgentContext:
