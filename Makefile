@@ -4,7 +4,7 @@ PYTHON  := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 SYSTEM_PYTHON ?= python3
 
-.PHONY: install services embedding-server demo test unit integration deploy-check chaos bench clean
+.PHONY: install services embedding-server llm-server demo test unit integration deploy-check chaos bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv $(VENV)
@@ -26,17 +26,22 @@ services:
 embedding-server: install
 	$(PYTHON) -m devstack.embedding_server install
 
+# The real LLM server of tests/integration/test_llm_server.py: llama.cpp's llama-server built from the llama-cpp-python
+# sdist, with SmolLM2-135M-Instruct, in ~/.cache/agentsearch/llama-server (shared by every clone); ~12 min once.
+llm-server: install
+	$(PYTHON) -m devstack.llm_server install
+
 demo: install
 	scripts/ensure-services.sh --no-services espeak-ng:espeak-ng
 	$(VENV)/bin/agentsearch demo
 
-test: install services embedding-server
+test: install services embedding-server llm-server
 	$(PYTHON) -m pytest -q
 
 unit: install
 	$(PYTHON) -m pytest -q tests/unit
 
-integration: install services embedding-server
+integration: install services embedding-server llm-server
 	$(PYTHON) -m pytest -q tests/integration
 
 # docker-compose.yml, k8s/ and the Dockerfile through the real tools, pinned in the test extra; no services needed.
@@ -51,7 +56,7 @@ chaos: install services
 
 # Speed is measured here, not in tests: one run of the seven benchmarks, written to BENCHMARKS.md (raw figures in
 # bench/results/suite.json). BENCH_ARGS=--quick tries the suite out with small parameters (bench/results/quick.md).
-bench: install services embedding-server
+bench: install services embedding-server llm-server
 	$(PYTHON) bench/suite.py $(BENCH_ARGS)
 
 clean:
