@@ -8,6 +8,9 @@ Usage::
         stack.restart_redis()                 # a fault drill
         key = stack.create_user("bob")        # through `agentsearch users create`, as an operator would
 
+    with LLMServer(workdir / "llm") as llm, DevStack(workdir, llm=llm) as stack:
+        ...                                   # the workers' answers come from the local LLM server
+
 The package docstring (``devstack/__init__.py``) says what a stack is made of and the drills it offers.
 """
 
@@ -34,13 +37,25 @@ from devstack.processes import BIN, REPO, free_port, start_process, stop_process
 BROKER_DB, RESULTS_DB, CACHE_DB = 0, 1, 2
 
 
+def llm_env(llm) -> dict[str, str]:
+    """The settings that give the API and the workers an LLM endpoint: ``llm`` is an ``LLMServer`` (anything with
+    ``url``, ``model`` and ``api_key``) or ``(base_url, model)`` / ``(base_url, model, api_key)``; None for none."""
+    if llm is None:
+        return {}
+    base_url, model, api_key = (*llm, None)[:3] if isinstance(llm, tuple) else (llm.url, llm.model, llm.api_key)
+    env = {"AGENTSEARCH_OPENAI_BASE_URL": base_url, "AGENTSEARCH_OPENAI_MODEL": model}
+    if api_key:
+        env["AGENTSEARCH_OPENAI_API_KEY"] = api_key
+    return env
+
+
 class DevStack:
     """The processes of a distributed deployment, on this machine, for as long as the ``with`` block lasts."""
 
     def __init__(self, workdir: Path, workers: int = 1, concurrency: int = 2,
                  queues: str = "celery,artifacts,ingest,webhooks",
                  extra_env: dict[str, str] | None = None, user: str = "local-user", own_postgres: bool = False,
-                 beat: bool = False, pool: str = "prefork") -> None:
+                 beat: bool = False, pool: str = "prefork", llm=None) -> None:
         self.workdir = Path(workdir)
         self.workers_wanted, self.concurrency, self.queues, self.user = workers, concurrency, queues, user
         self.pool = pool
@@ -82,6 +97,7 @@ class DevStack:
             "AGENTSEARCH_RATE_LIMIT_INGEST_PER_MINUTE": "20000",
             "AGENTSEARCH_MAX_RUNNING_JOBS": "10000",
             "AGENTSEARCH_MAX_DOCUMENTS": "10000000",
+            **llm_env(llm),
             **self.extra_env,
         }
 

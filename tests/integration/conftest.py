@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from devstack import BIN, REPO, DevStack, free_port, start_process, stop_process, wait_for  # noqa: F401 - shared
+from devstack.llm_server import LLMServer
 
 SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
 # How long the stack's searches and ingests wait for Milvus (1 + 2 + 4 + 3 s of backoff); the default is 60 s.
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.integration
 class Stack(DevStack):
     """The suite's stack: test agents loaded in the workers, which log their calls under ``call_logs``."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, llm=None) -> None:
         self.tmp = tmp
         self.call_logs = tmp / "calls"
         self.call_logs.mkdir(parents=True, exist_ok=True)
@@ -39,7 +40,8 @@ class Stack(DevStack):
         super().__init__(tmp, workers=1, concurrency=2, user="it-user", queues="celery,artifacts,ingest",
                          extra_env={"AGENTSEARCH_AGENT_MODULES": json.dumps(["tests.support.faulty_agents"]),
                                     # test_faults: a Milvus outage outlasts this in seconds, not a minute.
-                                    "AGENTSEARCH_MILVUS_RETRY_S": str(MILVUS_RETRY_S)})
+                                    "AGENTSEARCH_MILVUS_RETRY_S": str(MILVUS_RETRY_S)},
+                         llm=llm)
 
     def calls(self, name: str) -> list[int]:
         path = self.call_logs / f"{name}.calls"
@@ -49,6 +51,20 @@ class Stack(DevStack):
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory) -> Stack:
     with Stack(tmp_path_factory.mktemp("stack")) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def llm_server(tmp_path_factory) -> Iterator[LLMServer]:
+    """A real OpenAI-compatible LLM server (llama-server with SmolLM2-135M-Instruct), built once per machine."""
+    with LLMServer(tmp_path_factory.mktemp("llm-server")) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def llm_stack(tmp_path_factory, llm_server: LLMServer) -> Stack:
+    """A second stack like the suite's, whose workers answer (and run their LLM agents) with ``llm_server``."""
+    with Stack(tmp_path_factory.mktemp("llm-stack"), llm=llm_server) as running:
         yield running
 
 
