@@ -37,6 +37,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -253,6 +254,8 @@ def main() -> None:
         print(install(quiet=False))
         return
     workdir = REPO / ".agentsearch" / "llm-server-run"
+    # The server runs in a session of its own, which a `kill` of this command does not reach: stop it on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with LLMServer(workdir, port=args.port, ctx_size=args.ctx_size, parallel=args.parallel, threads=args.threads,
                    api_key=args.api_key) as server:
         settings = f"AGENTSEARCH_OPENAI_BASE_URL={server.url} AGENTSEARCH_OPENAI_MODEL={server.model}"
