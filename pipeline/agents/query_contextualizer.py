@@ -26,8 +26,9 @@ of the questions (``Subject``):
 
 With an LLM configured (``mode: "llm"``, or ``"auto"`` with ``AGENTSEARCH_OPENAI_BASE_URL``) the LLM writes the
 standalone query from the last ``max_turns`` turns instead (the most recent ones that fit the model's context); in
-``auto`` a failing call, a reply without a query, one that hands back a question the rules see refer back, or one
-that reads like an earlier answer (a citation mark, most of its words from no question) falls back to the rules.
+``auto`` a failing call, a reply without a query, one that hands back a question the rules see refer back, one that
+reads like an earlier answer (a citation mark, most of its words from no question), or one that drops the question's
+own names, figures or key terms (an earlier question handed back) falls back to the rules.
 
 Without history the agent is ``skipped``. Its result is in metadata: ``standalone_query``, ``contextualized``,
 ``contextualization_method`` (``rules`` | ``llm`` | ``unchanged``), ``original_query`` and, for the rules, what was
@@ -342,4 +343,14 @@ class QueryContextualizer(PreSearchAgent):
         if _CITATION.search(rewritten) or len(said - asked) * 2 > len(said):
             # Most of its words come from the earlier answers, not from any question: an answer, not the question.
             raise LLMError(f"rewrite reply reads like an earlier answer, not the question: {rewritten[:200]!r}")
+        own, lowered = parse(query), rewritten.lower()
+        quarter_words = {own.quarter.lower(), *(w for w, q in _ORDINAL_QUARTERS.items() if q == own.quarter)} \
+            if own.quarter else set()
+        dropped = [w for w in (*own.names, own.year, own.month, *own.numbers, *own.terms)
+                   if w and w.lower() not in lowered]
+        if quarter_words and not any(w in lowered for w in quarter_words):
+            dropped.append(own.quarter)
+        if dropped:
+            # An earlier question handed back, or the follow-up's own subject lost ("and its profit?" without it).
+            raise LLMError(f"rewrite reply drops the question's own words {dropped}: {rewritten[:200]!r}")
         return rewritten

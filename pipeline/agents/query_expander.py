@@ -10,8 +10,9 @@ in the feedback but rare elsewhere win. Stop words, numbers, the query's own wor
 ``max_terms`` are appended to the query. Configured ``synonyms`` (a word or phrase -> its synonyms) are always
 added when the key occurs in the query. With ``mode: "llm"`` (or ``"auto"`` and an LLM endpoint configured) the
 LLM proposes the terms instead of the feedback pass (asked by JSON schema); a term made only of the query's own
-words, or a sentence rather than a term, is dropped, and in ``auto`` a failing LLM call or a reply with no new term
-left falls back to the offline path, saying why in ``expansion_warning``.
+words or of the prompt's ("term", "json"), a sentence, a figure or a placeholder ("employee_name") is dropped, and in
+``auto`` a failing LLM call or a reply with no new term left falls back to the offline path, saying why in
+``expansion_warning``.
 
 The added terms go into metadata (``expansion_terms``, with ``expansion_sources`` telling where each came from).
 
@@ -245,15 +246,21 @@ class QueryExpander(PreSearchAgent):
         terms = data.get("terms") if isinstance(data, dict) else data
         if not isinstance(terms, list):
             raise LLMError(f"expansion reply has no list of terms: {str(data)[:200]!r}")
-        out = []
-        for term in terms:
-            if isinstance(term, str) and term.strip():
-                term = " ".join(term.split())
-                if len(term) > MAX_TERM_CHARS or len(term.split()) > MAX_TERM_WORDS:
-                    continue  # a sentence, not a search term
-                # A term of the query's own words ("wind turbine" for "offshore wind turbine") adds nothing.
-                if any(_stem(w) not in query_stems for w in words(term)):
-                    out.append(term)
+        prompt_words = set(words(system)) - set(words(query))
+        out = [term for term in (" ".join(t.split()) for t in terms if isinstance(t, str)) if _usable_term(
+            term, query_stems, prompt_words)]
         if not out:
-            raise LLMError(f"expansion reply has no new term (empty, or the query's own words): {terms!r:.200}")
+            raise LLMError(f"expansion reply has no new term (empty, the query's or the prompt's own words): "
+                           f"{terms!r:.200}")
         return out
+
+
+def _usable_term(term: str, query_stems: set[str], prompt_words: set[str]) -> bool:
+    """A short search term in words, not the query's again nor the prompt's ("term", "json"), no placeholder."""
+    found = words(term)
+    if not found or len(term) > MAX_TERM_CHARS or len(term.split()) > MAX_TERM_WORDS:
+        return False  # nothing, or a sentence rather than a term
+    if "_" in term or not any(c.isalpha() for c in term):
+        return False  # an identifier ("employee_name") or a figure: other years are another question
+    # A term of the query's own words ("wind turbine" for "offshore wind turbine") adds nothing.
+    return any(_stem(w) not in query_stems for w in found) and not set(found) <= prompt_words

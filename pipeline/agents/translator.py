@@ -208,18 +208,20 @@ class Translator(PreSearchAgent):
         if isinstance(data, dict) and isinstance(data.get("translation"), str):
             source = data.get("source_language")
             source = source.strip().lower() if isinstance(source, str) and source.strip() else None
-            return source, self._checked(query, " ".join(data["translation"].split()), target)
+            return source, self._checked(query, " ".join(data["translation"].split()), detected, target)
         if "{" in reply.text:
             raise LLMError(f"translation reply is not the JSON asked for: {reply.text[:200]!r}")
         # A model that ignored the format but answered with the translation alone.
-        return detected, self._checked(query, reply.text.strip().strip('"').strip(), target)
+        return detected, self._checked(query, reply.text.strip().strip('"').strip(), detected, target)
 
     @staticmethod
-    def _checked(query: str, translation: str, target: str) -> str:
-        """The translation, unless it is empty or, by the language detector, plainly in another language than the
-        target (a small model may echo the query or answer it instead): then ``LLMError`` says which."""
+    def _checked(query: str, translation: str, detected: str | None, target: str) -> str:
+        """The translation, unless it is no translation (the checks in the module's docstring): then ``LLMError``
+        says why. The query handed back is a translation only when no detector named another language for it."""
         if not translation:
             raise LLMError("the translation reply was empty")
+        if translation == query and detected is not None:
+            raise LLMError(f"the reply repeats the query, which is in {detected!r}, not {target!r}")
         if not (MIN_SHARE * len(query) <= len(translation) <= MAX_GROWTH * len(query) + 40):
             raise LLMError(f"the translation reply is {len(translation)} characters for a {len(query)}-character "
                            f"query: {translation[:200]!r}")

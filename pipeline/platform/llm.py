@@ -146,6 +146,7 @@ class _Endpoint:
         self.context: int | None = None
         self.context_until = 0.0  # monotonic time the context answer stays valid; 0: never asked
         self.tokenizes: bool | None = None  # None: not asked yet
+        self.tokenize_after = 0.0  # monotonic time before which an unreachable /tokenize is not asked again
         self.structured_output = True
 
 
@@ -362,13 +363,15 @@ class LLMClient:
         if not text:
             return 0
         facts = self._endpoint
-        if facts.tokenizes is False:
+        if facts.tokenizes is False or time.monotonic() < facts.tokenize_after:
             return estimate_tokens(text)
         try:
             response = _PROBE.post(f"{self.root_url}/tokenize", headers=self._headers,
                                    json={"content": text, "prompt": text, "model": self.model})
         except httpx.HTTPError:
-            return estimate_tokens(text)  # unreachable now: estimated, asked again next time
+            # Unreachable now: estimated, and not asked again for a while (a prompt's texts would each wait).
+            facts.tokenize_after = time.monotonic() + UNREACHABLE_TTL_S
+            return estimate_tokens(text)
         tokens = None
         if response.status_code == 200:
             try:

@@ -85,6 +85,7 @@ def translation(text: str, source: str = "es") -> str:
     (translation("los ingresos de Northwind Energy en el cuarto trimestre 2025"), "copies words of the query"),
     (translation("What was Northwind Energy's revenue in the fourth quarter?"), "lost the query's numbers"),
     (translation(SPANISH, source="en"), "repeats the query"),                  # echoed, claimed to be English
+    (translation(SPANISH, source="es"), "repeats the query"),                  # echoed, the detector said Spanish
     (translation("Quels étaient les revenus de Northwind Energy au quatrième trimestre 2025?"), "not 'en'"),
     (('{"source_language": "es", "translation": "What was', "length"), "cut at max_tokens"),
 ])
@@ -95,6 +96,14 @@ def test_a_bad_translation_is_an_error_saying_why_and_the_query_stays(reply, rea
                                                   pre(llm))
     asked = llm.asked[0]
     assert asked["json_schema"]["required"] == ["source_language", "translation"] and asked["max_tokens"] > 40
+
+
+def test_without_a_detector_a_query_handed_back_is_already_in_the_target_unless_it_plainly_is_not():
+    same = Translator({"target_language": "en"}).run(PreSearchInput(query="Super Bowl 50 MVP"),
+                                                     pre(Scripted(translation("Super Bowl 50 MVP", source="en"))))
+    assert same.query == "Super Bowl 50 MVP" and same.metadata["translated_from"] is None
+    with pytest.raises(LLMError, match="repeats the query, which is in 'es'"):
+        Translator({"target_language": "en"}).run(PreSearchInput(query=SPANISH), pre(Scripted(translation(SPANISH))))
 
 
 def test_the_detector_outweighs_the_models_claim_that_the_query_is_already_english():
@@ -283,3 +292,27 @@ def test_a_cut_compression_is_replaced_by_the_extractive_one():
         "Northwind revenue", DOCS[0])
     assert record.method == "extractive" and "cut at max_tokens (150)" in record.error
     assert llm.asked[0]["max_tokens"] == 150
+
+
+@pytest.mark.parametrize(("question", "reply"), [
+    ("and in 2024?", "What was Northwind's Q4 2025 revenue?"),       # the earlier question handed back
+    ("and its profit?", "Northwind Q4 2025 revenue"),                  # the follow-up's own subject lost
+])
+def test_a_rewrite_that_drops_the_follow_ups_own_words_falls_back_to_the_rules(question, reply):
+    out = QueryContextualizer({"mode": "auto"}).run(PreSearchInput(query=question),
+                                                   pre(Scripted(json.dumps({"query": reply})), REVENUE))
+    assert out.metadata["contextualization_method"] == "rules"
+    assert "drops the question's own words" in out.metadata["contextualization_warning"]
+
+
+def test_a_rewrite_may_spell_the_quarter_out():
+    out = QueryContextualizer({"mode": "llm"}).run(
+        PreSearchInput(query="what about the third quarter?"),
+        pre(Scripted('{"query": "Northwind revenue in the third quarter of 2025"}'), REVENUE))
+    assert out.query == "Northwind revenue in the third quarter of 2025"
+
+
+def test_placeholders_figures_and_the_prompts_own_words_are_no_expansion_terms():
+    llm = Scripted('{"terms": ["term", "employee_name", "2023", "JSON", "staff count", "headcount"]}')
+    out = QueryExpander({"mode": "llm", "max_terms": 5}).run(PreSearchInput(query="How many employees?"), pre(llm))
+    assert out.metadata["expansion_terms"] == ["staff count", "headcount"]

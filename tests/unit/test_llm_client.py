@@ -159,14 +159,22 @@ def test_tokens_are_counted_by_the_endpoint_when_it_tokenizes(endpoint):
     assert seen.count("POST /tokenize") == 2  # once for each endpoint: the missing route is remembered
 
 
-def test_an_unreachable_endpoint_is_estimated_and_asked_again(monkeypatch):
+def test_an_unreachable_endpoint_is_estimated_and_asked_again_later(monkeypatch):
+    tries: list[str] = []
+
     def refuse(request: httpx.Request) -> httpx.Response:
+        tries.append(request.url.path)
         raise httpx.ConnectError("refused", request=request)
 
     monkeypatch.setattr(llm_module, "_PROBE", httpx.Client(transport=httpx.MockTransport(refuse)))
     llm = client("down")
     assert llm.context_tokens() is None and llm.count_tokens("abc def") == llm_module.estimate_tokens("abc def")
+    assert llm.count_tokens("ghi") == llm_module.estimate_tokens("ghi")
+    assert tries == ["/props", "/tokenize"]  # the second text did not wait for it again
     assert llm._endpoint.tokenizes is None  # not taken for an endpoint without the route
+    llm._endpoint.tokenize_after = 0.0  # the pause over
+    llm.count_tokens("ghi")
+    assert tries[-1] == "/tokenize"
 
 
 def test_threads_sharing_a_client_ask_the_endpoint_once(endpoint):
