@@ -1,6 +1,8 @@
 """Response: an HTML email draft with a subject, the answer and linked sources. A sentence its sources do not
 support (the answer step's citation check) is wrapped in ``<mark class="citation-unsupported">`` (or
-``citation-partial``) with "[not supported by source n]" after it, and a line under the answer counts them.
+``citation-partial``) with "[not supported by source n]" after it, and a line under the answer counts them; when an
+LLM wrote the answer, a second line says how many of its sentences the sources support and how many were left out,
+or why its answer was not used.
 
 Every piece of document or query text is HTML-escaped: a document holding ``<script>`` cannot put a script into
 the email.
@@ -27,7 +29,7 @@ from pipeline.agents.base import (
     ResponseAgent,
     ResponseAgentInput,
 )
-from pipeline.agents.citation_marks import marked_pieces, summary
+from pipeline.agents.citation_marks import marked_pieces, model_note, shown, summary
 
 
 def _safe_url(value: object) -> str | None:
@@ -45,7 +47,7 @@ def _marked_answer(inp: ResponseAgentInput) -> str:
             out.append(escape(piece))
             continue
         title = escape(mark.reason or mark.label, quote=True)
-        out.append(f'<mark class="citation-{mark.status}" title="{title}">{escape(piece)}</mark> '
+        out.append(f'<mark class="citation-{mark.status}" title="{title}">{escape(shown(piece, mark))}</mark> '
                    f'<small class="citation-flag">[{escape(mark.label)}]</small>')
     return "".join(out)
 
@@ -74,8 +76,8 @@ class EmailDraft(ResponseAgent):
             title = escape(source.title)
             label = f'<a href="{escape(url, quote=True)}">{title}</a>' if url else title
             items.append(f"<li>[{i}] {label} <small>(score {source.score:.3f})</small></li>")
-        checked = summary(inp.citations)
-        checked = f"<p><small>{escape(checked)}</small></p>\n" if checked else ""
+        notes = (summary(inp.citations), model_note(inp.metadata.get("answer")))
+        checked = "".join(f"<p><small>{escape(line)}</small></p>\n" for line in notes if line)
         html = (
             "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
             f"<title>{escape(subject)}</title></head>\n<body>\n"

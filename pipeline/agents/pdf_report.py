@@ -1,7 +1,8 @@
 """Response: a PDF report (reportlab platypus): title, the answer with its citation markers, the reasoning steps when
 the job asked for them, the sources with their scores, and "Page N of M" in every footer. A sentence its sources do
 not support (the answer step's citation check) is printed in red with "[not supported by source n]" after it (or
-"only partly supported"), and a line under the answer counts them.
+"only partly supported"), and a line under the answer counts them; when an LLM wrote the answer, a second line says
+how many of its sentences the sources support and how many were left out, or why its answer was not used.
 
 Every piece of text is escaped for reportlab's paragraph mini-markup, so a title or document holding ``<`` or ``&``
 prints as written. Text is set in DejaVu Sans (shipped with matplotlib) when it is there, so non-Latin-1 letters
@@ -47,7 +48,7 @@ from pipeline.agents.base import (
     ResponseAgentInput,
     Source,
 )
-from pipeline.agents.citation_marks import marked_pieces, summary
+from pipeline.agents.citation_marks import marked_pieces, model_note, shown, summary
 from pipeline.documents import Citation
 
 _XML_ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -107,7 +108,7 @@ def _marked(block: str, citations: list[Citation], sources: int) -> str:
     so after it (readable wherever the text is copied to, not only as a colour)."""
     out = []
     for piece, mark in marked_pieces(block, citations):
-        text = _with_citations(piece, sources)
+        text = _with_citations(shown(piece, mark), sources)
         if mark is not None:
             text = (f'<font color="{_FLAG}">{text}</font> '
                     f'<font color="{_FLAG}" size="8"><b>[{_text(mark.label)}]</b></font>')
@@ -184,9 +185,9 @@ class PdfReport(ResponseAgent):
         for block in (b.strip() for b in re.split(r"\n\s*\n", inp.answer)):
             if block:
                 story.append(Paragraph(_marked(block, inp.citations, len(inp.sources)), styles["body"]))
-        checked = summary(inp.citations)
-        if checked:
-            story.append(Paragraph(_text(checked), styles["muted"]))
+        for line in (summary(inp.citations), model_note(inp.metadata.get("answer"))):
+            if line:
+                story.append(Paragraph(_text(line), styles["muted"]))
 
         steps = (inp.cot_steps or []) if cfg.include_cot else []
         if steps:
