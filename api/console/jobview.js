@@ -1,6 +1,8 @@
 // One job on screen: its pipeline stage by stage as the event stream tells it, the answer as it is written, the
 // sources its [n] citations open, the reasoning steps and the artifacts. The same view replays a finished job:
-// the events route sends a finished job's stage log and agent runs again, then `done`.
+// the events route sends a finished job's stage log and agent runs again, then `done`. Under an answer an LLM
+// wrote, a line says how it was made: how many of the model's sentences the sources support, which were left out
+// and why, or why the model's answer was not used (`metadata.answer.sentences`).
 
 import { api, ApiError, jobEvents } from './api.js';
 import { append, badge, clear, formatMs, h, parseTime, toast, uid } from './dom.js';
@@ -20,6 +22,11 @@ const REASONS = {
   stage_timeout: 'the stage’s time budget ran out (stage_timeout)',
   routed: 'an earlier agent routed past it (routed)',
 };
+// The words the answer step writes into a sentence of the model's that its sources only partly support
+// (PARTIAL_MARK in pipeline/job/answer/grounding.py); shown as a mark of its own, not as part of the sentence.
+const PARTIAL_MARK = '(partly supported)';
+// The answer cut at its citation markers and partial marks, each kept as a piece of its own.
+const ANSWER_PIECES = /(\[\d+\]|\(partly supported\))/;
 
 /** A step of the pipeline: one row, its status and what it did. */
 class Step {
@@ -89,6 +96,7 @@ export class JobView {
     this.answerStep = new Step(this.lists.answer, 'answer', null, 'Answer with citations');
     this.answerEl = h('div', { class: 'answer', 'aria-live': 'polite', 'aria-busy': 'true' },
       h('p', { class: 'muted answer-placeholder' }, 'The answer appears here as it is written.'));
+    this.answerNoteEl = h('div', { class: 'answer-made' });
     this.citation = h('div', { class: 'citation-panel', hidden: true, role: 'region', 'aria-label': 'Cited passage', tabindex: '-1' });
     this.sourcesEl = h('div', { class: 'sources' });
     this.reasoningEl = h('div', { class: 'reasoning' });
@@ -99,7 +107,7 @@ export class JobView {
       h('div', { class: 'job-body' },
         h('section', { class: 'pipeline', 'aria-label': 'Pipeline' }, h('ol', { class: 'stages' }, stageBlocks)),
         h('section', { class: 'result', 'aria-label': 'Answer' },
-          h('h4', { class: 'section-title' }, 'Answer'), this.answerEl, this.citation, this.sourcesEl, this.reasoningEl)),
+          h('h4', { class: 'section-title' }, 'Answer'), this.answerEl, this.answerNoteEl, this.citation, this.sourcesEl, this.reasoningEl)),
       this.artifactsEl);
   }
 
@@ -307,7 +315,8 @@ export class JobView {
   }
 
   renderStreaming() {
-    clear(this.answerEl).append(h('p', { class: 'answer-text streaming' }, this.streamText, h('span', { class: 'caret', 'aria-hidden': 'true' })));
+    const pieces = this.streamText.split(ANSWER_PIECES).map((piece) => (piece === PARTIAL_MARK ? partialMark(null) : piece));
+    clear(this.answerEl).append(h('p', { class: 'answer-text streaming' }, pieces, h('span', { class: 'caret', 'aria-hidden': 'true' })));
   }
 
   onAnswer(data) {
@@ -373,28 +382,50 @@ export class JobView {
     if (started && ended) this.meta.append(` · took ${formatMs(ended - started)}`);
   }
 
-  /** The answer with each [n] a button that opens the passage of source n. */
+  /** The answer with each [n] a button that opens the passage of source n, and each partial mark set apart. */
   renderAnswer(text, response) {
     const sources = response ? response.sources || [] : (this.job && this.job.response ? this.job.response.sources : null);
     const paragraph = h('p', { class: 'answer-text' });
-    const parts = text.split(/(\[\d+\])/);
+    const parts = text.split(ANSWER_PIECES);
     parts.forEach((part, index) => {
+      // The sentence a marker ends (a marker written after the full stop belongs to the sentence before it).
+      const claim = () => parts.slice(0, index).join('').split(/(?<=[.!?])\s+/)
+        .filter((piece) => piece.replace(/\[\d+\]/g, '').trim()).pop() || '';
+      if (part === PARTIAL_MARK) { paragraph.append(partialMark(response ? partialReason(response, claim()) : null)); return; }
       const match = /^\[(\d+)\]$/.exec(part);
       if (!match) { paragraph.append(part); return; }
       const n = Number(match[1]);
-      // The sentence the marker ends (a marker written after the full stop belongs to the sentence before it).
-      const claim = parts.slice(0, index).join('').split(/(?<=[.!?])\s+/)
-        .filter((piece) => piece.replace(/\[\d+\]/g, '').trim()).pop() || '';
-      const cited = response ? findCitation(response.citations, n, claim) : null;
+      const sentence = claim();
+      const cited = response ? findCitation(response.citations, n, sentence) : null;
       const verdict = cited ? ` (${VERDICTS[cited.status] || cited.status})` : '';
       paragraph.append(h('button', {
         type: 'button', class: 'cite', 'aria-expanded': 'false', dataset: { source: String(n), verdict: cited ? cited.status : null },
         'aria-label': `Source ${n}${verdict}: show the cited passage`,
-        onclick: (event) => this.openCitation(n, claim.replace(/\[\d+\]/g, '').trim(), event.currentTarget),
+        onclick: (event) => this.openCitation(n, sentence.replace(/\[\d+\]/g, '').trim(), event.currentTarget),
       }, `[${n}]`));
     });
     clear(this.answerEl).append(paragraph);
-    if (response) this.renderSources(sources || [], response);
+    if (response) {
+      this.renderAnswerNote(response.metadata && response.metadata.answer);
+      this.renderSources(sources || [], response);
+    }
+  }
+
+  /** How the answer was made, when a model wrote it or was asked to: one line, and the model's sentences that
+   * were left out, each with the reason the check gave. */
+  renderAnswerNote(info) {
+    clear(this.answerNoteEl);
+    const line = modelNote(info);
+    if (!line) return;
+    this.answerNoteEl.dataset.method = info.method;
+    this.answerNoteEl.append(h('p', { class: 'answer-note' }, line));
+    const leftOut = (Array.isArray(info.sentences) ? info.sentences : []).filter((s) => s && typeof s === 'object' && !s.delivered);
+    if (!leftOut.length) return;
+    this.answerNoteEl.append(h('details', { class: 'answer-left-out' },
+      h('summary', null, `The model's sentences left out (${leftOut.length})`),
+      h('ul', null, leftOut.map((s) => h('li', null, h('q', null, String(s.text || '')),
+        // A sentence the check had nothing against is left out only when the offline answer replaced the model's.
+        h('span', { class: 'muted' }, ` — ${s.reason || 'the offline answer was delivered instead'}`))))));
   }
 
   renderSources(sources) {
@@ -460,6 +491,49 @@ export class JobView {
 }
 
 const VERDICTS = { supported: 'supported by the source', partial: 'only partly supported', unsupported: 'not supported by the source' };
+
+/** One line on how an LLM's answer was made, from the job's `metadata.answer`; null when no model wrote one (none
+ * configured, or no documents to answer from). The PDF report and the email draft print the same line
+ * (model_note in pipeline/agents/citation_marks.py). */
+export function modelNote(info) {
+  if (!info || typeof info !== 'object') return null;
+  const sentences = Array.isArray(info.sentences) ? info.sentences.filter((s) => s && typeof s === 'object') : null;
+  if (info.method !== 'llm') {
+    if (!sentences && !info.degraded) return null;
+    const reason = String(info.fallback_reason || 'the offline answer was delivered instead').replace(/[. ]+$/, '');
+    return `The model's answer was not used: ${reason}.`;
+  }
+  if (!sentences) return null;
+  const model = info.model || (info.draft && info.draft.model);
+  const count = (status) => sentences.filter((s) => s.status === status).length;
+  const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
+  const leftOut = sentences.filter((s) => !s.delivered).length;
+  let line = `Written by the model${model ? ` (${model})` : ''}: ${count('supported')} of ${plural(sentences.length, 'sentence')} supported by the sources`;
+  if (count('partial')) line += `, ${count('partial')} only partly`;
+  if (leftOut) line += `; ${leftOut} left out`;
+  if (Number.isInteger(info.quotes_added) && info.quotes_added > 0) line += `; ${plural(info.quotes_added, 'quote')} from the sources added`;
+  return `${line}.`;
+}
+
+/** A partly supported sentence's mark: the answer's own words, set apart, the check's reason in its title. */
+function partialMark(reason) {
+  return h('span', { class: 'partial-mark', title: `Only partly supported by the sources${reason ? `: ${reason}` : ''}` }, PARTIAL_MARK);
+}
+
+/** Why the sentence a partial mark ends is only partly supported: the check's reason for that sentence. */
+function partialReason(response, claim) {
+  const norm = (text) => String(text || '').replace(/\[\d+\]/g, '').replace(PARTIAL_MARK, '').replace(/[.!?。\s]+$/, '')
+    .replace(/\s+/g, ' ').trim().toLowerCase();
+  const wanted = norm(claim);
+  if (!wanted) return null;
+  const same = (text) => { const own = norm(text); return own && (own.includes(wanted) || wanted.includes(own)); };
+  const info = response.metadata && response.metadata.answer;
+  const sentence = (info && Array.isArray(info.sentences) ? info.sentences : [])
+    .find((s) => s && s.status === 'partial' && s.reason && same(s.text));
+  if (sentence) return sentence.reason;
+  const cited = (response.citations || []).find((c) => c && c.status === 'partial' && c.reason && same(c.sentence));
+  return cited ? cited.reason : null;
+}
 
 /** The response's check of the sentence a marker ends, for source n: matched by the sentence's words. */
 export function findCitation(citations, n, claim) {

@@ -1,7 +1,8 @@
 """The web console in a real headless Chromium (Debian's ``chromium``, driven by Playwright) against the stack.
 
 One user's session from sign-in to history, in order: each test continues where the one before it left the page.
-Screenshots of every screen at a laptop and a phone width go to ``.agentsearch/screenshots/``.
+Then a job answered by a real LLM (``llm_stack``), on a page of its own: the line under the answer says how it was
+made. Screenshots of every screen at a laptop and a phone width go to ``.agentsearch/screenshots/``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import REPO, SAMPLE_CORPUS
+from devstack.ingest import ingest_through_api
+from pipeline.agents.citation_marks import model_note
+from pipeline.job.answer.grounding import PARTIAL_MARK
+from tests.integration.conftest import REPO, SAMPLE_CORPUS, search
 
 SHOTS = REPO / ".agentsearch" / "screenshots"
 LAPTOP = {"width": 1366, "height": 768}
@@ -348,3 +352,94 @@ def test_console_files_are_served_without_a_key_and_nothing_outside_them(console
         assert anonymous.get("/console/..%2Fapp.py").status_code == 404
         assert anonymous.get("/console/jobview.js").status_code == 200
         assert anonymous.get("/v1/collections").status_code == 401
+
+
+def _sign_in(console: Console) -> None:
+    console.goto("")
+    console.page.fill("#api-key", console.key)
+    console.page.click("form.sign-in button[type=submit]")
+    console.page.wait_for_selector(".view-search")
+
+
+def test_an_answer_the_model_wrote_says_how_it_was_made_and_what_was_left_out(console, llm_stack):
+    """A real LLM job: the console's line is the one the PDF report and the email draft print (``model_note``),
+    whatever the small model wrote; then the same job's record with a made-up verdict per sentence, so a partly
+    supported sentence and a left-out one (a reason holding markup) are certain to be there."""
+    llm = Console(llm_stack, console.page.context.browser.new_page(viewport=LAPTOP), console.dialogs)
+    page = llm.page
+    page.set_default_timeout(60_000)
+    documents = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines() if line.strip()]
+    with llm.http() as http:
+        collection = ingest_through_api(http, "console llm corpus", documents)
+        job = search(http, collection, "What was Northwind Energy's revenue in the second quarter of 2024?",
+                     timeout_s=180, agents=[], use_cache=False)
+    assert job["status"] == "succeeded", job
+    response = job["response"]
+    info = response["metadata"]["answer"]
+    assert "sentences" in info, info  # the model was asked, and every sentence of its draft judged
+    _sign_in(llm)
+
+    article = f"article.job[data-job='{job['job_id']}']"
+    llm.goto(f"#/jobs/{job['job_id']}")
+    page.wait_for_selector(f"{article}[data-status='succeeded'] .answer-note")
+    note = page.locator(f"{article} .answer-made")
+    assert note.locator(".answer-note").inner_text() == model_note(info)
+    assert note.get_attribute("data-method") == info["method"]
+    left_out = [s for s in info["sentences"] if not s["delivered"]]
+    assert note.locator(".answer-left-out li").count() == len(left_out)
+    assert page.locator(f"{article} .answer .partial-mark").count() == response["answer"].count(PARTIAL_MARK)
+    llm.shoot("answer-by-llm")
+
+    # The same record, its answer and verdicts made up: one sentence supported, one partly (its mark set apart,
+    # the reason in its title), one left out for a number no source holds.
+    supported = "Northwind Energy reported revenue of $318 million in Q2 2024 [1]."
+    partial = f"Revenue grew because of offshore demand [1] {PARTIAL_MARK}."
+    hostile = "no source holds <img src=x onerror=alert(1)>"
+    made_up = {**response, "answer": f"{supported} {partial}", "metadata": {**response["metadata"], "answer": {
+        "method": "llm", "fallback_reason": None, "draft": {"model": "smollm2-135m-instruct"}, "quotes_added": 0,
+        "llm_sentences": {"supported": 1, "partial": 1, "unsupported": 1},
+        "sentences": [
+            {"text": "Northwind Energy reported revenue of $318 million in Q2 2024.", "status": "supported",
+             "cited": [1], "sources": [1], "reason": None, "delivered": True},
+            {"text": "Revenue grew because of offshore demand.", "status": "partial", "cited": [1], "sources": [1],
+             "reason": "the source does not say: offshore, demand", "delivered": True},
+            {"text": "Northwind sold 369 turbines.", "status": "unsupported", "cited": [2], "sources": [],
+             "reason": hostile, "delivered": False}]}}}
+
+    def record(route) -> None:  # the job's record as the API gives it, with whatever ``made_up`` is by then
+        route.fulfill(json={**route.fetch().json(), "response": made_up})
+
+    page.route(f"**/v1/jobs/{job['job_id']}", record)
+    page.reload()
+    page.wait_for_selector(f"{article}[data-status='succeeded'] .answer-left-out")
+    answer = page.locator(f"{article} .answer")
+    assert answer.inner_text().strip() == made_up["answer"]  # the text as written, marks and all
+    mark = answer.locator(".partial-mark")
+    assert mark.count() == 1 and mark.inner_text() == PARTIAL_MARK
+    assert mark.get_attribute("title") == ("Only partly supported by the sources: the source does not say: offshore, "
+                                           "demand")
+    line = ("Written by the model (smollm2-135m-instruct): 1 of 3 sentences supported by the sources, 1 only partly; "
+            "1 left out.")
+    assert note.locator(".answer-note").inner_text() == line == model_note(made_up["metadata"]["answer"])
+    details = note.locator(".answer-left-out")
+    assert not details.evaluate("d => d.open")  # quiet until asked
+    details.locator("summary").click()
+    assert details.locator("li q").inner_text() == "Northwind sold 369 turbines."
+    assert details.locator("li").inner_text().endswith(f" — {hostile}")
+    assert page.locator("img[src='x']").count() == 0  # the reason is text, never markup
+    llm.shoot("answer-by-llm-left-out")
+
+    # The offline answer delivered instead: the line says why, and lists what the model wrote.
+    why = "no sentence of the LLM's answer is supported by the sources (1 unsupported, 0 partly supported)"
+    made_up = {**response, "metadata": {**response["metadata"], "answer": {
+        "method": "extractive", "fallback_reason": why, "llm_sentences": {"supported": 0, "partial": 0,
+                                                                           "unsupported": 1},
+        "sentences": [{"text": "Northwind sold 369 turbines.", "status": "unsupported", "cited": [2], "sources": [],
+                       "reason": "no source holds 369", "delivered": False}]}}}
+    page.reload()
+    page.wait_for_selector(f"{article}[data-status='succeeded'] .answer-left-out")
+    assert note.locator(".answer-note").inner_text() == f"The model's answer was not used: {why}."
+    assert note.get_attribute("data-method") == "extractive"
+    assert answer.locator(".partial-mark").count() == 0
+    page.unroute(f"**/v1/jobs/{job['job_id']}")
+    page.close()
