@@ -18,8 +18,17 @@ Then the thread-pool worker's memory: after a batch of jobs that search (hybrid,
 peak resident set (``VmHWM``) with the model in process and, on a third stack, with an embeddings server
 (``AGENTSEARCH_EMBEDDING_URL``: Infinity from ``devstack.embedding_server``), where it holds no model at all.
 
+With ``--llm`` it measures instead jobs whose answer step asks a real LLM: ``llama-server`` with
+SmolLM2-135M-Instruct (``devstack.llm_server``, started here with ``--slots`` slots) behind a thread-pool worker, each
+job a hybrid search of the sample corpus and the model's answer, no agents. Beside jobs/s and latency it reports how
+the server's slots were used (``GET /slots`` and ``GET /metrics`` sampled while the batch ran: slots busy on average
+and at most, the share of the time all were busy, requests waiting for a slot) and how many answers came from the
+model rather than the offline fallback: worker threads past the slots only queue at the server, where a job's
+answer budget runs out, so an operator sizes ``--concurrency`` to the endpoint's slots from these figures.
+
     .venv/bin/python bench/concurrency.py --jobs 200 [--threads 64] [--json out.json]
     .venv/bin/agentsearch bench concurrency --jobs 200 --json out.json      # the same
+    .venv/bin/agentsearch bench concurrency --llm --jobs 16 --threads 8 [--slots 4]
 """
 
 from __future__ import annotations
@@ -27,7 +36,9 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +47,7 @@ from bench import scifact
 from bench.agents import SLEEP_S
 from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, job_wall_ms, summary, wait_idle
 from devstack.embedding_server import EmbeddingServer
+from devstack.llm_server import LLMServer
 
 AGENTS = ["bench_sleep_pre", "bench_skip_search", "bench_sleep_post"]
 SEARCH_AGENTS = ["bench_sleep_pre", "bench_sleep_post"]
@@ -43,6 +55,7 @@ QUERY = "How did the grid cope with the winter peak?"
 CLIENT_THREADS = 8
 POLL_BATCH = 20
 DEFAULT_THREADS = 128  # WORKER_THREADS' default
+LLM_SLOT_TOKENS = 2048  # each slot's context, as the LLM server's default gives it
 
 
 def _collection(target: Target) -> str:
@@ -86,9 +99,15 @@ def run_batch(target: Target, collection_id: str, jobs: int, tag: str, timeout_s
     last = max(datetime.fromisoformat(j["finished_at"]) for j in finished.values() if j["finished_at"])
     seconds = (last - first).total_seconds()
     latency = summary([job_wall_ms(j) for j in succeeded])
+    # How the answers were made (llm or extractive) and, for the offline ones, why: an LLM endpoint short of
+    # slots shows here as answers whose call ran out of time.
+    answers = [((j["response"] or {}).get("metadata") or {}).get("answer") or {} for j in succeeded]
+    methods = Counter(str(answer.get("method")) for answer in answers)
+    reasons = Counter(str(answer["fallback_reason"])[:80] for answer in answers if answer.get("fallback_reason"))
     return {"jobs": jobs, "errors": errors, **({"why": why} if why else {}), "seconds": round(seconds, 3),
             "jobs_per_s": round(len(succeeded) / seconds, 3), "p50_ms": round(latency["p50"], 1),
-            "p95_ms": round(latency["p95"], 1)}
+            "p95_ms": round(latency["p95"], 1), "answers": dict(sorted(methods.items())),
+            **({"fallback_reasons": dict(reasons.most_common(4))} if reasons else {})}
 
 
 def _memory(stack, index: int) -> list[dict]:
@@ -152,6 +171,75 @@ def measure(jobs: int = 200, threads: int = DEFAULT_THREADS, remote: bool = True
     return results
 
 
+class SlotUse:
+    """The LLM server's slots sampled while a batch runs: how many were busy, and requests waiting for one."""
+
+    def __init__(self, server: LLMServer, interval_s: float = 0.25) -> None:
+        self.server, self.interval_s = server, interval_s
+        self.busy: list[int] = []
+        self.waiting: list[int] = []
+        self.slots = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> "SlotUse":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._done.wait(self.interval_s):
+            slots = self.server.get("/slots").json()
+            self.slots = len(slots)
+            self.busy.append(sum(1 for slot in slots if slot["is_processing"]))
+            self.waiting.append(int(self.server.metrics().get("requests_deferred", 0)))
+
+    def figures(self) -> dict:
+        if not self.busy:
+            return {"slots": self.slots, "samples": 0}
+        return {"slots": self.slots, "samples": len(self.busy),
+                "busy_mean": round(sum(self.busy) / len(self.busy), 2), "busy_max": max(self.busy),
+                "all_busy_share": round(sum(1 for b in self.busy if b == self.slots) / len(self.busy), 3),
+                "waiting_max": max(self.waiting)}
+
+
+def measure_llm(jobs: int, threads: int, slots: int = 4, server_threads: int = 1, warmup: int = 2) -> dict:
+    """Jobs answered by the local LLM server (``slots`` slots of ``LLM_SLOT_TOKENS``) behind a thread-pool worker
+    of ``threads``, beside the prefork worker of the CPU-heavy queues: throughput, latency and the slots' use."""
+    with tempfile.TemporaryDirectory(prefix="agentsearch-bench-llm-") as tmp:
+        return _measure_llm(Path(tmp), jobs, threads, slots, server_threads, warmup)
+
+
+def _measure_llm(workdir: Path, jobs: int, threads: int, slots: int, server_threads: int, warmup: int) -> dict:
+    server = LLMServer(workdir / "llm", ctx_size=slots * LLM_SLOT_TOKENS, parallel=slots, threads=server_threads)
+    stack = bench_stack(workdir / "stack", workers=1, concurrency=threads, pool="threads", queues="celery",
+                        llm=server)
+    with server, stack:
+        index = stack.add_worker(queues="artifacts,ingest", concurrency=1, pool="prefork")
+        stack.wait_worker_ready(index)
+        target = Target.of(stack)
+        documents = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines() if line.strip()]
+        collection_id = ingest(target, f"corpus-{time.time_ns()}", documents)
+        wait_idle(stack)
+        run_batch(target, collection_id, warmup, "warm-up llm", agents=[])
+        before = server.metrics()
+        with SlotUse(server) as use:
+            figures = run_batch(target, collection_id, jobs, "llm", agents=[])
+        after = server.metrics()
+    seconds = figures.get("seconds") or 0
+    predicted = after["tokens_predicted_total"] - before["tokens_predicted_total"]
+    prompt = after["prompt_tokens_total"] - before["prompt_tokens_total"]
+    return {**figures, "threads": threads, "server_threads": server_threads, "slot_tokens": LLM_SLOT_TOKENS,
+            # The server's own average since it started (the warm-up's few jobs included).
+            "slot_use": {**use.figures(), "busy_per_decode": round(after.get("n_busy_slots_per_decode", 0), 2)},
+            "prompt_tokens": int(prompt), "predicted_tokens": int(predicted),
+            "tokens_per_s": round((prompt + predicted) / seconds, 1) if seconds else None,
+            "server_start_s": round(server.start_s, 2)}
+
+
 def public(result: dict) -> dict:
     """What ``agentsearch bench concurrency --json`` writes."""
     keys = ("jobs_per_s", "p50_ms", "p95_ms", "errors")
@@ -164,11 +252,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--no-remote", action="store_true", help="skip the stack with an embeddings server")
+    parser.add_argument("--llm", action="store_true", help="jobs answered by a local LLM server instead")
+    parser.add_argument("--slots", type=int, default=4, help="with --llm: the LLM server's slots")
     args = parser.parse_args()
-    result = measure(args.jobs, args.threads, remote=not args.no_remote)
+    if args.llm:
+        result = measure_llm(args.jobs, args.threads, args.slots)
+    else:
+        result = measure(args.jobs, args.threads, remote=not args.no_remote)
     print(json.dumps(result, indent=2))
     if args.json:
-        args.json.write_text(json.dumps(public(result)) + "\n")
+        args.json.write_text(json.dumps(result if args.llm else public(result)) + "\n")
 
 
 if __name__ == "__main__":

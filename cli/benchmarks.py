@@ -6,6 +6,7 @@ Usage::
     agentsearch bench hop --attach                                  # on the stack AGENTSEARCH_* point to
     agentsearch bench default-job --queries 20 --json job.json      # the uncached default job on SciFact
     agentsearch bench concurrency --jobs 200 --json many.json       # prefork beside a thread pool
+    agentsearch bench concurrency --llm --jobs 16 --threads 8       # jobs answered by a local LLM server
     agentsearch bench filters --rows 10000                          # a metadata filter's cost in Milvus Lite
     agentsearch bench mcp --calls 40 --searches 10                  # an MCP tool call beside its API route
 
@@ -79,18 +80,28 @@ def bench_default_job(queries: int, docs: int, attach: bool, json_out: Path | No
 
 @bench_group.command("concurrency")
 @click.option("--jobs", type=click.IntRange(1), default=200, show_default=True,
-              help="Jobs submitted at once, each with two agents that wait 1 s and no search.")
+              help="Jobs submitted at once, each with two agents that wait 1 s and no search (with --llm: a search "
+                   "and the LLM's answer each).")
 @click.option("--threads", type=click.IntRange(1, 1024), default=None,
               help="Threads of the thread-pool worker (default: the benchmark's, see bench/concurrency.py).")
+@click.option("--llm", is_flag=True,
+              help="Instead: jobs that search the sample corpus and are answered by a local LLM server "
+                   "(llama-server, devstack/llm_server.py), with the server's slot use; start with a few jobs.")
+@click.option("--slots", type=click.IntRange(1, 64), default=4, show_default=True,
+              help="With --llm: requests the LLM server answers at once.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help='Write {"thread_pool": {"jobs_per_s", "p50_ms", "p95_ms", "errors"}, "prefork": {...}} here.')
-def bench_concurrency(jobs: int, threads: int | None, json_out: Path | None) -> None:
+              help='Write {"thread_pool": {"jobs_per_s", "p50_ms", "p95_ms", "errors"}, "prefork": {...}} here '
+                   '(with --llm: {"jobs_per_s", ..., "answers", "slot_use", "tokens_per_s"}).')
+def bench_concurrency(jobs: int, threads: int | None, llm: bool, slots: int, json_out: Path | None) -> None:
     """Many waiting jobs at once on one worker host: a prefork worker of 2 processes beside a thread-pool worker,
-    each on a local stack of its own."""
+    each on a local stack of its own; with --llm, jobs answered by a real LLM server and how its slots were used."""
     from bench import concurrency  # the bench stack and its SQLAlchemy: see cli/__init__.py
 
-    result = concurrency.measure(jobs, threads or concurrency.DEFAULT_THREADS)
-    figures = concurrency.public(result)
+    threads = threads or concurrency.DEFAULT_THREADS
+    if llm:
+        figures = concurrency.measure_llm(jobs, threads, slots)
+    else:
+        figures = concurrency.public(concurrency.measure(jobs, threads))
     if json_out is not None:
         json_out.write_text(json.dumps(figures) + "\n")
     click.echo(json.dumps(figures))
