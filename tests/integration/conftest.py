@@ -95,6 +95,22 @@ def collection(stack: Stack) -> str:
     return collection_id
 
 
+def own_collection(http: httpx.Client, name: str, documents: list[dict] | None = None,
+                   timeout_s: float = 60) -> str:
+    """A new collection of the caller's, with ``documents`` indexed (waited for) when given."""
+    created = http.post("/v1/collections", json={"name": name})
+    assert created.status_code == 201, created.text
+    collection_id = created.json()["id"]
+    if documents:
+        assert http.post(f"/v1/collections/{collection_id}/documents",
+                         json={"documents": documents}).status_code == 202
+        deadline = time.monotonic() + timeout_s
+        while http.get(f"/v1/collections/{collection_id}").json()["documents"]["pending"]:
+            assert time.monotonic() < deadline, "indexing stuck"
+            time.sleep(0.2)
+    return collection_id
+
+
 def wait_job(http: httpx.Client, job_id: str, timeout_s: float = 90) -> dict:
     deadline = time.monotonic() + timeout_s
     while True:

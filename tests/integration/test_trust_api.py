@@ -16,7 +16,7 @@ import httpx
 
 from devstack import BIN, REPO, free_port, start_process, stop_process, wait_for
 from pipeline.security.users import SHOWN_CHARS
-from tests.integration.conftest import runs_by_agent, search, use_agents, wait_job
+from tests.integration.conftest import own_collection, runs_by_agent, search, use_agents, wait_job
 from tests.support.events import read_events
 
 
@@ -33,20 +33,6 @@ def post_raw(http: httpx.Client, path: str, body: dict) -> httpx.Response:
 
 def locs(response: httpx.Response) -> list[list]:
     return [d["loc"] for d in response.json()["detail"]]
-
-
-def own_collection(http: httpx.Client, name: str, documents: list[dict] | None = None) -> str:
-    created = http.post("/v1/collections", json={"name": name})
-    assert created.status_code == 201, created.text
-    collection_id = created.json()["id"]
-    if documents:
-        assert http.post(f"/v1/collections/{collection_id}/documents",
-                         json={"documents": documents}).status_code == 202
-        deadline = time.monotonic() + 60
-        while http.get(f"/v1/collections/{collection_id}").json()["documents"]["pending"]:
-            assert time.monotonic() < deadline, "indexing stuck"
-            time.sleep(0.2)
-    return collection_id
 
 
 # -- tenancy --------------------------------------------------------------------------------------------------

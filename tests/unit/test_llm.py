@@ -44,7 +44,8 @@ def reply(*sentences: tuple[str, list[int]], steps: list[str] | None = None) -> 
 
 
 AGREES = FakeLLM.entailment(lambda claim, source: ("supported", claim))
-PATRIOTS = ("The New England Patriots won Super Bowl XLIX.", [2])
+PATRIOTS = ("The New England Patriots won Super Bowl XLIX.", [2])  # word for word in source 2: no judge asked
+WON = ("Super Bowl XLIX was won by the New England Patriots.", [2])  # said otherwise: the judge is asked
 
 
 # --- the request the project sends --------------------------------------------------------------------------------
@@ -205,10 +206,10 @@ def state(**kwargs) -> JobState:
 
 
 def test_answer_step_delivers_the_checked_llm_answer_and_records_every_sentence(fake, llm):
-    fake.script(reply(PATRIOTS, ("The Seattle Seahawks scored 24 points.", [2]), steps=["Source [2] names it."]),
+    fake.script(reply(WON, ("The Seattle Seahawks scored 24 points.", [2]), steps=["Source [2] names it."]),
                 AGREES)
     out = answer_step(state(cot=True), llm=llm)
-    assert out.answer.startswith("The New England Patriots won Super Bowl XLIX [2].")
+    assert out.answer.startswith("Super Bowl XLIX was won by the New England Patriots [2].")
     assert "Seahawks" not in out.answer
     meta = out.metadata["answer"]
     assert meta["method"] == "llm" and meta["fallback_reason"] is None
@@ -218,8 +219,8 @@ def test_answer_step_delivers_the_checked_llm_answer_and_records_every_sentence(
     assert "Seattle" in meta["sentences"][1]["reason"]
     assert [s.evidence for s in out.cot_steps] == [["sb49"]]
     # Every delivered sentence carries its verdict; the judge's call listed only the sentence the check kept.
-    assert {c.sentence: c.status for c in out.citations}["The New England Patriots won Super Bowl XLIX [2]."] == \
-        "supported"
+    assert {c.sentence: c.status for c in out.citations}["Super Bowl XLIX was won by the New England Patriots [2]."] \
+        == "supported"
     assert "Seahawks" not in fake.requests[1]["messages"][1]["content"]
     assert out.metadata["citations"]["method"] == "llm"
 
@@ -236,15 +237,22 @@ def test_answer_step_falls_back_to_the_extractive_answer_when_the_llm_fails(fake
     assert len(fake.requests) == 3
 
 
+def test_a_sentence_found_word_for_word_is_not_judged_again(fake, llm):
+    fake.script(reply(PATRIOTS))
+    answer = generate_answer(QUESTION, DOCS, llm=llm)
+    assert answer.method == "llm" and answer.info["check"]["judge"] == "not needed"
+    assert len(fake.requests) == 1
+
+
 def test_a_judge_that_fails_leaves_the_offline_verdicts(fake, llm):
-    fake.script(reply(PATRIOTS), "not json at all")
+    fake.script(reply(WON), "not json at all")
     answer = generate_answer(QUESTION, DOCS, llm=llm)
     assert answer.method == "llm" and answer.info["check"]["judge"] == "offline only"
     assert "not JSON" in answer.info["check"]["judge_error"]
 
 
 def test_a_judge_that_disagrees_lowers_the_verdict_and_the_offline_answer_is_delivered(fake, llm):
-    fake.script(reply(PATRIOTS), FakeLLM.entailment(lambda claim, source: ("unsupported", "")))
+    fake.script(reply(WON), FakeLLM.entailment(lambda claim, source: ("unsupported", "")))
     answer = generate_answer(QUESTION, DOCS, llm=llm)
     assert answer.method == "extractive" and "1 unsupported" in answer.fallback_reason
     assert answer.info["sentences"][0]["reason"] == "entailment: the LLM judged it unsupported"

@@ -121,9 +121,9 @@ def _judge(llm, verdicts: list[SentenceVerdict], documents: list[Document], time
     """The LLM's own check of the sentences the offline check kept; it can only lower their verdicts."""
     from pipeline.job.answer.entailment import judge_claims
 
-    kept = [i for i, v in enumerate(verdicts) if v.status != "unsupported"]
+    kept = [i for i, v in enumerate(verdicts) if v.status != "unsupported" and not v.verbatim]
     if not kept:
-        return {}
+        return {"judge": "not needed"} if verdicts else {}
     claims = [Claim(sentence=verdicts[i].text, text=verdicts[i].text, sources=verdicts[i].sources) for i in kept]
     try:
         judged, info = judge_claims(llm, claims, documents, timeout_s=timeout_s)

@@ -13,7 +13,8 @@ A sentence's verdict (``judge_sentences``):
    is then cited to the sources that support it, preferring those the model cited; a sentence the model left
    uncited, or cited to the wrong source, is cited where it is said.
 3. **The LLM's own check** (``entailment``, where an LLM judge is given) can only lower a verdict: a weak judge
-   cannot pass off what the offline check refused.
+   cannot pass off what the offline check refused. A sentence that stands word for word in its source is not
+   asked about: nothing could lower it.
 
 The delivery rule (``deliver``):
 
@@ -79,6 +80,7 @@ class SentenceVerdict:
     sources: list[int]  # the sources that say it (the ones it is cited to when delivered); empty when unsupported
     citations: list[Citation]  # one per source in ``sources`` (or the best attempt when unsupported)
     reason: str | None = None
+    verbatim: bool = False  # the sentence stands word for word in a source it is cited to
 
     def as_dict(self, delivered: bool) -> dict[str, Any]:
         return {"text": self.text, "status": self.status, "cited": self.cited, "sources": self.sources,
@@ -157,11 +159,11 @@ def judge_sentences(sentences: list[LLMSentence], documents: list[Document], emb
         pairs, info = verify_offline(claims, documents, embed=embed, language=language)
         per_claim = len(documents)
         for k, i in enumerate(claim_of):
-            verdicts[i] = _verdict(sentences[i], pairs[k * per_claim:(k + 1) * per_claim])
+            verdicts[i] = _verdict(sentences[i], pairs[k * per_claim:(k + 1) * per_claim], documents)
     return [v for v in verdicts if v is not None], info
 
 
-def _verdict(sentence: LLMSentence, pairs: list[Citation]) -> SentenceVerdict:
+def _verdict(sentence: LLMSentence, pairs: list[Citation], documents: list[Document]) -> SentenceVerdict:
     """The sentence's verdict from its pairs with every source (in source order)."""
     best = pairs[0]
     for c in pairs[1:]:
@@ -176,12 +178,15 @@ def _verdict(sentence: LLMSentence, pairs: list[Citation]) -> SentenceVerdict:
     own = [c for c in level if c.source in sentence.cited]
     chosen = own or [max(level, key=lambda c: c.score)]
     reason = None if status == "supported" else chosen[0].reason
+    verbatim = status == "supported" and any(find_loose(documents[c.source - 1].text, sentence.text.rstrip(".!?"))
+                                             for c in chosen)
     if not own and sentence.cited:
         moved = f"cited {_marks(sentence.cited)}, said by {_marks([chosen[0].source])}"
         reason = "; ".join(filter(None, [reason, moved]))
     elif not sentence.cited:
         reason = "; ".join(filter(None, [reason, "cited by the check: the model gave no source"]))
-    return SentenceVerdict(sentence.text, sentence.cited, status, [c.source for c in chosen], chosen, reason)
+    return SentenceVerdict(sentence.text, sentence.cited, status, [c.source for c in chosen], chosen, reason,
+                           verbatim)
 
 
 def _marks(numbers: list[int]) -> str:

@@ -48,10 +48,13 @@ FORMAT_STRUCTURED_COT = (
 )
 FORMAT_TEXT = "Reply in plain text. End each sentence with the numbers of its sources in square brackets: [1] or [1][3]."
 # The answer's length is bounded twice: by the schema (sentences, their length) and by the reply's tokens.
-MAX_SENTENCES = 4
-MAX_SENTENCE_CHARS = 400
+MAX_SENTENCES = 3
+MAX_SENTENCE_CHARS = 300
 MAX_STEPS = 4
-ANSWER_MAX_TOKENS = 512
+# Three sentences of 300 characters and the JSON around them; the reasoning steps get room of their own. A small
+# model fills whatever room it is given, and every token costs the user time.
+ANSWER_MAX_TOKENS = 320
+STEPS_MAX_TOKENS = 256
 
 _SENTENCE_ITEM = {
     "type": "object",
@@ -88,6 +91,10 @@ class Draft:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+def reply_tokens(with_cot: bool) -> int:
+    return ANSWER_MAX_TOKENS + (STEPS_MAX_TOKENS if with_cot else 0)
+
+
 def build_messages(query: str, documents: list[Document], with_cot: bool, structured: bool,
                    llm=None) -> tuple[list[dict[str, str]], str | None]:
     """The prompt, and a note when the sources had to be cut to fit the model's context. With ``llm`` the sources
@@ -103,7 +110,7 @@ def build_messages(query: str, documents: list[Document], with_cot: bool, struct
     note = None
     if llm is not None:
         fitted = fit_texts(llm, [system, {"role": "user", "content": "Sources:\n\n" + question}], blocks,
-                           reply_tokens=ANSWER_MAX_TOKENS)
+                           reply_tokens=reply_tokens(with_cot))
         if not fitted.fits:
             raise LLMError("the question and the reply alone do not fit the model's context")
         blocks, note = list(fitted.texts), fitted.note()
@@ -235,15 +242,15 @@ def draft_answer(llm, query: str, documents: list[Document], with_cot: bool = Fa
     structured = bool(getattr(llm, "structured_output", False))
     schema = (ANSWER_SCHEMA_COT if with_cot else ANSWER_SCHEMA) if structured else None
     messages, fitted = build_messages(query, documents, with_cot, structured=structured, llm=llm)
+    max_tokens = reply_tokens(with_cot)
     finish_reason = None
     if on_sentence is None:
-        got = llm.reply(messages, timeout_s=timeout_s, temperature=0.0, max_tokens=ANSWER_MAX_TOKENS,
-                        json_schema=schema)
+        got = llm.reply(messages, timeout_s=timeout_s, temperature=0.0, max_tokens=max_tokens, json_schema=schema)
         reply, finish_reason = got.text, got.finish_reason
     else:
         reader = SentenceReader(len(documents))
         pieces: list[str] = []
-        for piece in llm.stream(messages, timeout_s=timeout_s, temperature=0.0, max_tokens=ANSWER_MAX_TOKENS,
+        for piece in llm.stream(messages, timeout_s=timeout_s, temperature=0.0, max_tokens=max_tokens,
                                 json_schema=schema):
             pieces.append(piece)
             for sentence in reader.feed(piece):
