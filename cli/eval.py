@@ -153,13 +153,16 @@ def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | Non
               help="Stop early when the kept results cover the query.")
 @click.option("--llm/--no-llm", "use_llm", default=False, show_default=True,
               help="Evaluate and refine with the configured LLM (AGENTSEARCH_OPENAI_*) instead of offline signals.")
+@click.option("--llm-guard/--no-llm-guard", default=True, show_default=True,
+              help="With --llm: stop using the LLM in a loop once its scores disagree with the retrieval.")
+@click.option("--llm-timeout", type=float, default=20.0, show_default=True, help="Budget of each LLM call, s.")
 @click.option("--limit", type=int, default=None, help="Only the first N queries.")
 @click.option("--filter", "filter_json", default=None, help="Metadata filter applied to every search, as JSON.")
 @click.option("--json", "json_out", type=JSON_OUT, default=None)
 def eval_iterative(corpus: Path, queries: Path, qrels: Path, target: int, max_iterations: int | None,
                    per_iteration: int, first_threshold: float, later_threshold: float, adaptive_threshold: bool,
-                   sufficiency: bool, use_llm: bool, limit: int | None, filter_json: str | None,
-                   json_out: Path | None) -> None:
+                   sufficiency: bool, use_llm: bool, llm_guard: bool, llm_timeout: float, limit: int | None,
+                   filter_json: str | None, json_out: Path | None) -> None:
     """Iterative mode vs single-shot search: share of queries with a relevant document in the kept set."""
     from pipeline.eval.agentic import run_iterative_eval
     from pipeline.platform.llm import LLMClient
@@ -168,6 +171,7 @@ def eval_iterative(corpus: Path, queries: Path, qrels: Path, target: int, max_it
     try:
         config = IterativeConfig(target=target, max_iterations=max_iterations, per_iteration=per_iteration,
                                  sufficiency=sufficiency, llm="auto" if use_llm else "off",
+                                 llm_guard=llm_guard, llm_timeout_s=llm_timeout,
                                  thresholds=Thresholds(first=first_threshold, later=later_threshold,
                                                        adaptive=adaptive_threshold))
         judged = load_qrels(qrels)
@@ -192,6 +196,10 @@ def eval_iterative(corpus: Path, queries: Path, qrels: Path, target: int, max_it
         f"iterative ({'LLM' if llm else 'offline'}): relevant in kept set {it['hit_rate']:.4f}, mean kept "
         f"{it['mean_kept']:.2f} (empty {it['empty_share']:.1%}), examined {it['mean_examined']:.2f}, iterations "
         f"{it['mean_iterations']:.2f}, stops {it['stop_reasons']}, p50 {it['latency_ms']['p50']:.0f} ms\n"
+        f"iterative: recall@10 {it['recall@10']:.4f}, nDCG@10 {it['ndcg@10']:.4f}, LLM calls per job "
+        f"{it['llm_calls_per_job']:.2f}, guard {it['llm_guard']}\n"
+        f"single shot top 10: recall@10 {single['top_10']['recall@10']:.4f}, "
+        f"nDCG@10 {single['top_10']['ndcg@10']:.4f}\n"
         f"single shot: top-{single['top_target']['k']} {single['top_target']['hit_rate']:.4f}, same size as kept "
         f"{single['matched_size']['hit_rate']:.4f}, same size as examined {single['examined_size']['hit_rate']:.4f}"
         f"  ({report['queries']} queries)"

@@ -71,6 +71,12 @@ class IterativeConfig(BaseModel):
     llm: Literal["auto", "off"] = Field(
         "auto", description="auto: evaluate, refine, grade and compress with the LLM when one is configured."
     )
+    llm_guard: bool = Field(
+        True, description="Check the LLM's scores of each batch against the retrieval; when they disagree, "
+        "evaluate, refine and grade offline for the rest of the run.")
+    llm_guard_min_rank_correlation: StrictFloat = Field(
+        0.0, ge=-1.0, le=1.0, description="The guard fires when the rank correlation (Kendall tau-b) of the LLM's "
+        "scores with the retrieval scores of a batch is below this.")
     llm_timeout_s: StrictFloat = Field(20.0, gt=0, le=120, description="Budget of each LLM call, retries included.")
     compress: bool = Field(True, description="Compress long kept documents to their query-relevant sentences.")
     compress_min_chars: StrictInt = Field(1200, ge=100, le=100_000,

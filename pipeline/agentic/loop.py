@@ -10,6 +10,11 @@ keep those at or above the iteration's threshold, and record all of it. Then ``n
     stop "sufficient"        when the sufficiency grader says the kept results answer the query
     continue                 otherwise: with the refined query and the grader's follow-up queries
 
+With an LLM scoring the batches and the offline tools given as ``fallback_*``, each LLM-scored batch is checked
+against the retrieval (``guard.check_agreement``): when the model disagrees with it, that batch is judged by the
+offline scorer and the rest of the run evaluates, refines and grades offline (``LoopState.llm_off``, the
+iteration's ``guard``).
+
 The grader runs only when its answer can change the decision (short of the target, budget left). The state is all
 a successor needs, so a Celery task runs one step and enqueues the next one instead of waiting on it.
 
@@ -33,6 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from pipeline.agentic.config import IterativeConfig
+from pipeline.agentic.guard import DISAGREES, GuardCheck, check_agreement
 from pipeline.agentic.refine import Refinement, Refiner
 from pipeline.agentic.scoring import Evaluation, Scorer, judge
 from pipeline.agentic.sufficiency import Grade, Grader, choose_budget
@@ -68,6 +74,7 @@ class IterationRecord(BaseModel):
     discarded: int
     kept_total: int
     evaluation_error: str | None = None
+    guard: GuardCheck | None = Field(None, description="The check of the LLM's scores against the retrieval.")
     grade: Grade | None = None
     refinement: Refinement | None = None
     next_queries: list[str] = Field(default_factory=list)
@@ -92,6 +99,8 @@ class LoopState(BaseModel):
     seen: list[str] = Field(default_factory=list, description="Memo keys: 'id:<collection>/<doc>' and 'url:<url>'.")
     history: list[IterationRecord] = Field(default_factory=list)
     stop_reason: str | None = None
+    llm_off: str | None = Field(None, description="Why the LLM stopped being used ('llm_disagrees_with_retrieval').")
+    llm_off_iteration: int | None = Field(None, description="The iteration whose check turned the LLM off.")
 
     @classmethod
     def start(cls, query: str, config: IterativeConfig) -> "LoopState":
@@ -112,6 +121,17 @@ class LoopTools:
     refiner: Refiner
     grader: Grader | None = None
     skip_seen: SkipSeen | None = None
+    # The offline tools the guard falls back to when the LLM's scores disagree with the retrieval (None: no guard).
+    fallback_scorer: Scorer | None = None
+    fallback_refiner: Refiner | None = None
+    fallback_grader: Grader | None = None
+
+    def current(self, state: "LoopState") -> tuple[Scorer, Refiner, Grader | None]:
+        """The scorer, refiner and grader this iteration uses: the offline ones once the guard turned the LLM off."""
+        if state.llm_off is None or self.fallback_scorer is None:
+            return self.scorer, self.refiner, self.grader
+        return (self.fallback_scorer, self.fallback_refiner or self.refiner,
+                self.fallback_grader or self.grader)
 
 
 def memo_keys(doc: Document) -> list[str]:
@@ -180,8 +200,21 @@ def run_iteration(state: LoopState, tools: LoopTools) -> LoopState:
     # Found but not evaluated: not memo'd (a later iteration may evaluate them), only the refiner's background.
     background = [d for d, _ in candidates[config.per_iteration:]]
     base = config.thresholds.base(n)
-    scoring = tools.scorer.score(state.query, [d for d, _ in batch], threshold=base)
+    scorer, refiner, grader = tools.current(state)
+    documents = [d for d, _ in batch]
+    scoring = scorer.score(state.query, documents, threshold=base)
     judgement = judge(scoring, base, config.thresholds)
+    guard = None
+    if scoring.method == "llm" and config.llm_guard and tools.fallback_scorer is not None and state.llm_off is None:
+        offline = judge(tools.fallback_scorer.score(state.query, documents, threshold=base), base,
+                        config.thresholds)
+        guard = check_agreement(judgement, offline, [d.score for d in documents],
+                                config.llm_guard_min_rank_correlation)
+        if guard.disagrees:
+            # The batch is judged by the retrieval's signals, and so is everything after it in this run.
+            judgement = offline.model_copy(update={"error": f"LLM scores not used: {guard.detail}"})
+            state.llm_off, state.llm_off_iteration = DISAGREES, n
+            scorer, refiner, grader = tools.current(state)
     kept = discarded = 0
     for (doc, query), evaluation in zip(batch, judgement.evaluations):
         judged = JudgedDocument(document=doc, evaluation=evaluation, iteration=n, query=query)
@@ -196,16 +229,16 @@ def run_iteration(state: LoopState, tools: LoopTools) -> LoopState:
     record = IterationRecord(
         iteration=n, queries=list(state.queries), threshold=judgement.threshold, base_threshold=base,
         method=judgement.method, evaluated=len(batch), skipped_memo=skipped_memo, skipped_earlier=earlier,
-        kept=kept, discarded=discarded, kept_total=len(state.kept), evaluation_error=judgement.error,
+        kept=kept, discarded=discarded, kept_total=len(state.kept), evaluation_error=judgement.error, guard=guard,
     )
     state.history.append(record)
-    if config.sufficiency and tools.grader is not None and next_action(state).action == "continue":
-        record.grade = tools.grader.grade(state.query, [j.document for j in state.kept])
+    if config.sufficiency and grader is not None and next_action(state).action == "continue":
+        record.grade = grader.grade(state.query, [j.document for j in state.kept])
     decision = next_action(state)
     if decision.action == "stop":
         state.stop_reason = decision.reason
     else:
-        refinement = tools.refiner.refine(state.query, state.queries[0], [j.document for j in state.kept],
+        refinement = refiner.refine(state.query, state.queries[0], [j.document for j in state.kept],
                                           [(j.document, j.evaluation) for j in state.discarded], background)
         follow_ups = record.grade.follow_up_queries if record.grade is not None else []
         queries: list[str] = []

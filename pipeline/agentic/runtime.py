@@ -80,20 +80,23 @@ def build_tools(retriever: Retriever, analyzer: KeywordAnalyzer, targets: list[S
                 model: str = "", defaults: dict[str, Any] | None = None, llm: LLMClient | None = None,
                 skip_seen: SkipSeen | None = None) -> LoopTools:
     use_llm = llm if config.llm == "auto" else None
-    grader = OfflineGrader(analyzer)
     search_config = SearchConfig(**{**(defaults or {}), **config.search})
-    if use_llm is not None:
-        scorer = LLMScorer(use_llm, config.llm_timeout_s)
-        refiner = LLMRefiner(use_llm, config.llm_timeout_s)
-        grader = LLMGrader(use_llm, grader, config.llm_timeout_s, max_follow_ups=max(0, config.max_queries - 1))
-    else:
-        scorer = OfflineScorer(analyzer, embed=lambda texts: [retriever.embed_query(t, model)[0] for t in texts],
-                               doc_vectors=vectors_function(retriever), authority=search_config.authority,
-                               half_life_days=search_config.recency_half_life_days
-                               if search_config.recency_weight > 0 else None)
-        refiner = OfflineRefiner(analyzer)
-    return LoopTools(search=search_function(retriever, targets, config, defaults, model), scorer=scorer,
-                     refiner=refiner, grader=grader, skip_seen=skip_seen)
+    offline_scorer = OfflineScorer(analyzer, embed=lambda texts: [retriever.embed_query(t, model)[0] for t in texts],
+                                   doc_vectors=vectors_function(retriever), authority=search_config.authority,
+                                   half_life_days=search_config.recency_half_life_days
+                                   if search_config.recency_weight > 0 else None)
+    offline_refiner, offline_grader = OfflineRefiner(analyzer), OfflineGrader(analyzer)
+    search = search_function(retriever, targets, config, defaults, model)
+    if use_llm is None:
+        return LoopTools(search=search, scorer=offline_scorer, refiner=offline_refiner, grader=offline_grader,
+                         skip_seen=skip_seen)
+    # The offline tools stay at hand: the guard checks the LLM's scores against them and falls back to them.
+    return LoopTools(search=search, scorer=LLMScorer(use_llm, config.llm_timeout_s),
+                     refiner=LLMRefiner(use_llm, config.llm_timeout_s),
+                     grader=LLMGrader(use_llm, offline_grader, config.llm_timeout_s,
+                                      max_follow_ups=max(0, config.max_queries - 1)),
+                     skip_seen=skip_seen, fallback_scorer=offline_scorer if config.llm_guard else None,
+                     fallback_refiner=offline_refiner, fallback_grader=offline_grader)
 
 
 def build_compressor(analyzer: KeywordAnalyzer, config: IterativeConfig, llm: LLMClient | None = None) -> Compressor:

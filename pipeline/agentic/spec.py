@@ -165,6 +165,7 @@ def loop_summary(state: LoopState) -> dict[str, Any]:
         "budget": state.budget,
         "iterations": state.iteration,
         "stop_reason": state.stop_reason,
+        "llm_off": state.llm_off, "llm_off_iteration": state.llm_off_iteration,
         "kept": len(state.kept),
         "history": [
             {
@@ -172,6 +173,7 @@ def loop_summary(state: LoopState) -> dict[str, Any]:
                 "evaluated": r.evaluated, "kept": r.kept, "discarded": r.discarded,
                 "skipped_memo": r.skipped_memo, "skipped_earlier": r.skipped_earlier,
                 "evaluation_error": r.evaluation_error,
+                "guard": r.guard.model_dump() if r.guard else None,
                 "grade": r.grade.model_dump() if r.grade else None,
                 "refinement": r.refinement.model_dump() if r.refinement else None,
                 "decision": r.decision, "duration_ms": r.duration_ms,
