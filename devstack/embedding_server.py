@@ -27,11 +27,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Self
 
-import httpx
-
-from devstack.processes import REPO, free_port, start_process, stop_process, wait_for
+from devstack.processes import REPO, LocalServer
 
 REQUIREMENTS = REPO / "devstack" / "embedding-server.txt"
 # The CPU build, from this machine's disk: any other torch specification may pull a multi-GB CUDA build.
@@ -85,51 +82,29 @@ def server_env() -> dict[str, str]:
     return env
 
 
-class EmbeddingServer:
+class EmbeddingServer(LocalServer):
     """Infinity on 127.0.0.1, for as long as the ``with`` block lasts (``start``/``stop`` for drills)."""
+
+    name = "embedding-server"
+    start_timeout_s = START_TIMEOUT_S
 
     def __init__(self, workdir: Path, port: int | None = None, api_key: str | None = None,
                  venv: Path = VENV) -> None:
-        self.workdir, self.venv, self.api_key = Path(workdir), venv, api_key
-        self.port = port or free_port()
-        self.root = f"http://127.0.0.1:{self.port}"
+        super().__init__(workdir, port)
+        self.venv, self.api_key = venv, api_key
         self.url = f"{self.root}{URL_PREFIX}"
-        self.log = self.workdir / "embedding-server.log"
-        self.proc: subprocess.Popen | None = None
-        self.start_s = 0.0  # how long the last start took, until the server answered
 
-    def __enter__(self) -> Self:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+    def command(self) -> list[str]:
+        return [str(install(self.venv)), "v2", "--model-id", str(model_directory()), "--served-model-name",
+                SERVED_MODEL, "--engine", "torch", "--device", "cpu", "--host", "127.0.0.1", "--port", str(self.port),
+                "--url-prefix", URL_PREFIX,
+                # Without optimum (not installed here), 0.0.77 fails at start looking for BetterTransformer.
+                "--no-bettertransformer",
+                # The warm-up only measures the model (tens of seconds on a busy 2-core machine); nothing needs it.
+                "--no-model-warmup", *(["--api-key", self.api_key] if self.api_key else [])]
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        command = install(self.venv)
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
-        self.proc = start_process(
-            [str(command), "v2", "--model-id", str(model_directory()), "--served-model-name", SERVED_MODEL,
-             "--engine", "torch", "--device", "cpu", "--host", "127.0.0.1", "--port", str(self.port),
-             "--url-prefix", URL_PREFIX,
-             # Without optimum (not installed here), 0.0.77 fails at start looking for BetterTransformer.
-             "--no-bettertransformer",
-             # The warm-up only measures the model (tens of seconds on a busy 2-core machine); nothing needs it.
-             "--no-model-warmup", *(["--api-key", self.api_key] if self.api_key else [])],
-            server_env(), self.log)
-        wait_for(lambda: httpx.get(f"{self.root}/health", timeout=2).status_code == 200, START_TIMEOUT_S,
-                 "embedding server", self.proc, self.log)
-        self.start_s = time.monotonic() - started
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop_process(self.proc)
-            self.proc = None
+    def environment(self) -> dict[str, str]:
+        return server_env()
 
 
 def main() -> None:

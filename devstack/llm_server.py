@@ -45,11 +45,10 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
-from typing import Self
 
 import httpx
 
-from devstack.processes import REPO, free_port, start_process, stop_process, wait_for
+from devstack.processes import REPO, LocalServer
 
 # The llama.cpp that this sdist vendors is the one built; its version names the cache directory.
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
@@ -167,54 +166,33 @@ def server_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSEARCH_", "LLAMA_ARG_"))}
 
 
-class LLMServer:
+class LLMServer(LocalServer):
     """``llama-server`` on 127.0.0.1, for as long as the ``with`` block lasts (``start``/``stop`` for drills).
 
     ``ctx_size`` is the whole context, shared out equally among the ``parallel`` slots."""
 
+    name = "llm-server"
+    start_timeout_s = START_TIMEOUT_S
+
     def __init__(self, workdir: Path, port: int | None = None, ctx_size: int = CTX_SIZE, parallel: int = PARALLEL,
                  threads: int = THREADS, max_tokens: int = MAX_TOKENS, api_key: str | None = None,
                  home: Path | None = None) -> None:
-        self.workdir, self.home, self.api_key = Path(workdir), home, api_key
+        super().__init__(workdir, port)
+        self.home, self.api_key = home, api_key
         self.ctx_size, self.parallel, self.threads, self.max_tokens = ctx_size, parallel, threads, max_tokens
-        self.port = port or free_port()
-        self.root = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.root}/v1"
         self.model = SERVED_MODEL
-        self.log = self.workdir / "llm-server.log"
-        self.proc: subprocess.Popen | None = None
-        self.start_s = 0.0  # how long the last start took, until the server answered
 
-    def __enter__(self) -> Self:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def start(self) -> None:
+    def command(self) -> list[str]:
         home = install(self.home)
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
-        self.proc = start_process(
-            [str(binary(home)), "--host", "127.0.0.1", "--port", str(self.port), "-m", str(model_file(home)),
-             "--alias", SERVED_MODEL, "--parallel", str(self.parallel), "--ctx-size", str(self.ctx_size),
-             # Each slot its own share of the context: a long prompt cannot take another job's room.
-             "--no-kv-unified", "--threads", str(self.threads), "--n-predict", str(self.max_tokens),
-             "--no-webui", "--metrics", *(["--api-key", self.api_key] if self.api_key else [])],
-            server_env(), self.log)
-        wait_for(lambda: httpx.get(f"{self.root}/health", timeout=2).status_code == 200, START_TIMEOUT_S,
-                 "llm server", self.proc, self.log)
-        self.start_s = time.monotonic() - started
+        return [str(binary(home)), "--host", "127.0.0.1", "--port", str(self.port), "-m", str(model_file(home)),
+                "--alias", SERVED_MODEL, "--parallel", str(self.parallel), "--ctx-size", str(self.ctx_size),
+                # Each slot its own share of the context: a long prompt cannot take another job's room.
+                "--no-kv-unified", "--threads", str(self.threads), "--n-predict", str(self.max_tokens),
+                "--no-webui", "--metrics", *(["--api-key", self.api_key] if self.api_key else [])]
 
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop_process(self.proc)
-            self.proc = None
+    def environment(self) -> dict[str, str]:
+        return server_env()
 
     def get(self, path: str) -> httpx.Response:
         """A GET of the server's own routes (``/props``, ``/slots``, ``/metrics``), with its key if it has one."""

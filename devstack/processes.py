@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Self
 
 from cli.session import free_port
 
@@ -86,3 +87,67 @@ def stop_process(proc: subprocess.Popen, timeout_s: float = 15, sig: int = signa
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(5)
+
+
+class Started:
+    """Started on entering a ``with`` block (stopped again if the start fails part-way), stopped on leaving it."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class LocalServer(Started):
+    """A server on 127.0.0.1 for as long as a ``with`` block lasts (``start``/``stop`` for drills): a subclass
+    names its ``command()``, its ``environment()`` and the URL that answers 200 once it is ready (``ready_url``).
+    ``start_s`` is how long the last start took, until the server answered."""
+
+    name = "server"
+    start_timeout_s = 180.0
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.port = port or free_port()
+        self.root = f"http://127.0.0.1:{self.port}"
+        self.log = self.workdir / f"{self.name}.log"
+        self.proc: subprocess.Popen | None = None
+        self.start_s = 0.0
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    @property
+    def ready_url(self) -> str:
+        return f"{self.root}/health"
+
+    def start(self) -> None:
+        import httpx
+
+        command = self.command()  # may install the server first: not part of its start time
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        self.proc = start_process(command, self.environment(), self.log)
+        wait_for(lambda: httpx.get(self.ready_url, timeout=2).status_code == 200, self.start_timeout_s, self.name,
+                 self.proc, self.log)
+        self.start_s = time.monotonic() - started
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc)
+            self.proc = None

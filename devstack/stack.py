@@ -31,7 +31,7 @@ import redis
 
 from devstack.ingest import ingest_through_api
 from devstack.postgres import PG_ADMIN, OwnPostgres
-from devstack.processes import BIN, REPO, free_port, start_process, stop_process, wait_for
+from devstack.processes import BIN, REPO, Started, free_port, start_process, stop_process, wait_for
 
 # The stack's Redis holds the broker, the results and the caches on separate db numbers.
 BROKER_DB, RESULTS_DB, CACHE_DB = 0, 1, 2
@@ -49,7 +49,7 @@ def llm_env(llm) -> dict[str, str]:
     return env
 
 
-class DevStack:
+class DevStack(Started):
     """The processes of a distributed deployment, on this machine, for as long as the ``with`` block lasts."""
 
     def __init__(self, workdir: Path, workers: int = 1, concurrency: int = 2,
@@ -102,17 +102,6 @@ class DevStack:
         }
 
     # -- life cycle -------------------------------------------------------------------------------------------
-
-    def __enter__(self) -> "DevStack":
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
