@@ -99,9 +99,8 @@ def generate_answer(query: str, documents: list[Document], with_cot: bool = Fals
     verdicts, check = judge_sentences(draft.sentences, documents, embed=embed, language=language)
     judge_info = _judge(llm, verdicts, documents, judge_timeout_s)
     answer = deliver(verdicts, offline, documents, language=language)
-    answer.info = {**answer.info, "draft": draft.info, "check": {**check, **judge_info,
-                                                               "method": "llm" if judge_info.get("judge") == "llm"
-                                                               else "offline"},
+    judged_by = "llm" if judge_info.get("judge") == "llm" else "offline"
+    answer.info = {**answer.info, "draft": draft.info, "check": {**check, **judge_info, "method": judged_by},
                    "llm_ms": round((time.perf_counter() - started) * 1000, 1)}
     if answer.method == "llm" and with_cot:
         answer.cot_steps = _steps(draft.steps, documents)
