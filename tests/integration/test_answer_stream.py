@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import threading
+import re
 import time
 import uuid
 from datetime import datetime
@@ -21,22 +22,33 @@ import httpx
 import pytest
 
 from devstack import BIN, REPO
+from pipeline.text.spans import sentence_spans
 from tests.integration.conftest import extra_api_and_worker, wait_job
 from tests.support.events import read_events
 from tests.support.fake_llm import FakeLLM
 
 pytestmark = pytest.mark.integration
 
-WORDS = 60
-PIECE_INTERVAL_S = 0.1  # 60 pieces: about 6 s of text, seconds more than a loaded machine's delays
+PIECE_INTERVAL_S = 0.1  # a reply of about 100 words: seconds of text, more than a loaded machine's delays
 LLM_BROKER_DB, LLM_RESULTS_DB = 7, 8
+# The sentences the model streamed, by question: what the answer's deltas must show, one by one.
+STREAMED: dict[str, list[str]] = {}
 
 
 def llm_reply(body: dict) -> str:
-    """An answer citing source 1, with the question's own words in it: every job's reply is told apart."""
-    question = body["messages"][-1]["content"].rsplit("Question:", 1)[-1].strip()
-    words = " ".join(f"w{i}" for i in range(WORDS))
-    return json.dumps({"answer": f"About {question}: {words} [1]."})
+    """The first two sentences of sources 1 and 2, word for word and cited: sentences the check supports, so each
+    is shown as soon as the model has written it."""
+    user = body["messages"][-1]["content"]
+    question = user.rsplit("Question:", 1)[-1].strip()
+    blocks = re.findall(r"^\[(\d+)\][^\n]*\n(.+)$", user, re.MULTILINE)
+    sentences = [(s.text, int(n)) for n, text in blocks[:2] for s in sentence_spans(text)[:2]]
+    STREAMED[question] = [text for text, _ in sentences]
+    return json.dumps({"sentences": [{"text": text, "sources": [n]} for text, n in sentences]})
+
+
+def cited(sentence: str, n: int = 1) -> str:
+    """A streamed sentence as the answer writes it: its citation before its end mark."""
+    return f"{sentence.rstrip('.')} [{n}]."
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +87,9 @@ def answer_part(events: list[tuple[float, str, dict]]) -> tuple[list[dict], dict
 
 
 def test_deltas_arrive_in_order_before_the_job_ends_and_join_to_the_answer(stack, collection, llm_api):
+    question = f"solar output {uuid.uuid4().hex[:6]}"
     with client(llm_api["AGENTSEARCH_API_URL"], stack.api_key) as http:
-        job_id = submit(http, collection, f"solar output {uuid.uuid4().hex[:6]}")
+        job_id = submit(http, collection, question)
         status_at_first_delta = []
 
         def on_event(events):
@@ -88,9 +101,12 @@ def test_deltas_arrive_in_order_before_the_job_ends_and_join_to_the_answer(stack
     deltas, answer = answer_part(events)
     names = [name for _, name, _ in events]
     assert job["status"] == "succeeded" and job["response"]["metadata"]["answer"]["method"] == "llm"
-    assert [d["seq"] for d in deltas] == list(range(len(deltas))) and len(deltas) >= 10
+    assert [d["seq"] for d in deltas] == list(range(len(deltas))) and len(deltas) >= 4
     assert "".join(d["text"] for d in deltas) == answer["text"] == job["response"]["answer"]
-    assert answer["method"] == "llm" and answer["source"] == "stream" and answer["text"].endswith(" w59 [1].")
+    # Each of the model's sentences was one delta, cited, as soon as it was written and checked.
+    first, second = STREAMED[question][:2]
+    assert [d["text"] for d in deltas[:2]] == [cited(first) + " ", cited(second) + " "]
+    assert answer["method"] == "llm" and answer["source"] == "stream"
     assert "answer.reset" not in names and names.index("answer") < names.index("done")
     # The first delta came while the job was still running, well before its end.
     first = next(t for t, name, _ in events if name == "answer.delta")
@@ -109,8 +125,8 @@ def test_a_late_client_gets_the_text_so_far_first_then_the_rest(stack, collectio
         joined_at = []
 
         def on_event(events):
-            # The late client connects once the first one has seen five deltas.
-            if sum(1 for _, name, _ in events if name == "answer.delta") == 5 and not joined_at:
+            # The late client connects once the first one has seen two deltas (two of the four sentences).
+            if sum(1 for _, name, _ in events if name == "answer.delta") == 2 and not joined_at:
                 joined_at.append(time.monotonic())
                 threading.Thread(target=lambda: late.update(events=read_events(late_http, job_id))).start()
 
@@ -127,8 +143,8 @@ def test_a_late_client_gets_the_text_so_far_first_then_the_rest(stack, collectio
     assert late_answer == early_answer == end_answer
     # The late client got the first pieces at once (replayed), and more of them came afterwards (live).
     late_times = [t for t, name, _ in late["events"] if name == "answer.delta"]
-    assert late_times[4] - joined_at[0] < 2.0  # the rest of the text takes about 5 s more
-    assert late_times[-1] - late_times[4] > 0.5
+    assert late_times[1] - joined_at[0] < 2.0  # the other two sentences take seconds more
+    assert late_times[-1] - late_times[1] > 0.5
 
 
 def test_offline_the_answer_is_one_delta_then_the_answer(stack, collection):
@@ -163,14 +179,16 @@ def test_cli_search_stream_prints_the_text_as_it_arrives(stack, collection, llm_
     started = time.monotonic()
     while chunk := os.read(proc.stdout.fileno(), 4096):
         out += chunk
-        for mark in (b"w0 ", b"w59 [1].", b"sources:"):
-            if mark in out and mark not in seen:
-                seen[mark] = time.monotonic()
+        sentences = STREAMED.get(query) or []
+        for key, sentence in (("first", sentences[:1]), ("last", sentences[-1:]), ("sources", ["sources:"])):
+            if sentence and sentence[0].rstrip(".").encode() in out and key not in seen:
+                seen[key] = time.monotonic()
         assert time.monotonic() - started < 90, out
     assert proc.wait(30) == 0, proc.stderr.read().decode()
     text = out.decode()
-    assert text.startswith("answer:\n  About ") and "w0 w1 w2" in text
-    assert text.count("w59 [1].") == 1  # printed as it came, not again at the end
-    assert "sources:\n  [1] " in text and text.index("sources:") > text.index("w59 [1].")
-    # The first words were printed well before the last.
-    assert seen[b"w59 [1]."] - seen[b"w0 "] > 1.0
+    first, last = STREAMED[query][0], STREAMED[query][-1]
+    assert text.startswith("answer:\n  " + cited(first))
+    assert text.count(last.rstrip(".")) == 1  # printed as it came, not again at the end
+    assert "sources:\n  [1] " in text and text.index("sources:") > text.index(last.rstrip("."))
+    # The first sentence was printed well before the last.
+    assert seen["last"] - seen["first"] > 1.0
