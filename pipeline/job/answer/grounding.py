@@ -57,7 +57,8 @@ MIN_WORDS = 3
 MIN_UNSPACED_CHARS = 6
 _UNSPACED = re.compile(r"[\u0E00-\u0EFF\u1780-\u17FF\u3040-\u30FF\u3400-\u9FFF]")
 _RANK = {"supported": 2, "partial": 1, "unsupported": 0}
-# A name: a word that starts with a capital, or mixes letters and digits ("Q4", "COVID-19"'s "COVID").
+# A word: letters and digits. An apostrophe or a hyphen ends it, so "Poland's" is the name "Poland" and
+# "COVID-19" the name "COVID" and the number 19.
 _WORD = re.compile(r"[^\W_]+")
 
 
