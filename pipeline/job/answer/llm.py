@@ -46,7 +46,8 @@ FORMAT_STRUCTURED_COT = (
     'Reply with a JSON object: {"steps": ["<a short reasoning step>", ...], "sentences": [{"text": "<a sentence>", '
     '"sources": [<source number>]}]} where "steps" lead from the sources to the answer.'
 )
-FORMAT_TEXT = "Reply in plain text. End each sentence with the numbers of its sources in square brackets: [1] or [1][3]."
+FORMAT_TEXT = ("Reply in plain text. End each sentence with the numbers of its sources in square brackets: [1] or "
+               "[1][3].")
 # The answer's length is bounded twice: by the schema (sentences, their length) and by the reply's tokens.
 MAX_SENTENCES = 3
 MAX_SENTENCE_CHARS = 300
