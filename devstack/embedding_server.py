@@ -116,13 +116,8 @@ def main() -> None:
     if args.action == "install":
         install()
         return
-    workdir = REPO / ".agentsearch" / "embedding-server-run"
-    with EmbeddingServer(workdir, port=args.port, api_key=args.api_key) as server:
-        print(f"AGENTSEARCH_EMBEDDING_URL={server.url}  (log: {server.log}; Ctrl-C stops it)", flush=True)
-        try:
-            server.proc.wait()
-        except KeyboardInterrupt:
-            pass
+    server = EmbeddingServer(REPO / ".agentsearch" / "embedding-server-run", port=args.port, api_key=args.api_key)
+    server.serve(f"AGENTSEARCH_EMBEDDING_URL={server.url}")
 
 
 if __name__ == "__main__":

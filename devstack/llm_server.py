@@ -37,7 +37,6 @@ import fcntl
 import hashlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
@@ -231,19 +230,10 @@ def main() -> None:
     if args.action == "install":
         print(install(quiet=False))
         return
-    workdir = REPO / ".agentsearch" / "llm-server-run"
-    # The server runs in a session of its own, which a `kill` of this command does not reach: stop it on the way out.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with LLMServer(workdir, port=args.port, ctx_size=args.ctx_size, parallel=args.parallel, threads=args.threads,
-                   api_key=args.api_key) as server:
-        settings = f"AGENTSEARCH_OPENAI_BASE_URL={server.url} AGENTSEARCH_OPENAI_MODEL={server.model}"
-        if args.api_key:
-            settings += f" AGENTSEARCH_OPENAI_API_KEY={args.api_key}"
-        print(f"{settings}  (log: {server.log}; Ctrl-C stops it)", flush=True)
-        try:
-            server.proc.wait()
-        except KeyboardInterrupt:
-            pass
+    server = LLMServer(REPO / ".agentsearch" / "llm-server-run", port=args.port, ctx_size=args.ctx_size,
+                       parallel=args.parallel, threads=args.threads, api_key=args.api_key)
+    settings = f"AGENTSEARCH_OPENAI_BASE_URL={server.url} AGENTSEARCH_OPENAI_MODEL={server.model}"
+    server.serve(settings + (f" AGENTSEARCH_OPENAI_API_KEY={args.api_key}" if args.api_key else ""))
 
 
 if __name__ == "__main__":

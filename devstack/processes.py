@@ -151,3 +151,15 @@ class LocalServer(Started):
         if self.proc is not None:
             stop_process(self.proc)
             self.proc = None
+
+    def serve(self, settings: str) -> None:
+        """Start, print the settings that point agentsearch at the server, and run until Ctrl-C or a SIGTERM (the
+        server runs in a session of its own, which a ``kill`` of this command does not reach: it is stopped on the
+        way out)."""
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        with self:
+            print(f"{settings}  (log: {self.log}; Ctrl-C stops it)", flush=True)
+            try:
+                self.proc.wait()
+            except KeyboardInterrupt:
+                pass
