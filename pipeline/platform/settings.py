@@ -155,6 +155,12 @@ class Settings(BaseSettings):
         1024, ge=256, le=65536, description="Memory (address space, MB) reading one PDF may take; a file needing "
                                             "more is refused."
     )
+    ocr_languages: str = Field(
+        "eng+deu+fra+spa+ita+por+nld+rus+ara+ell+tur+ron+vie+hin+tha+chi_sim", min_length=3, max_length=200,
+        pattern=r"^[a-z_]+(\+[a-z_]+)*$",
+        description="Tesseract's languages for scanned pages and images, +-joined; each needs its language pack "
+                    "(Debian: tesseract-ocr-<code>)."
+    )
     max_waits_per_user: int = Field(
         16, ge=0, description="Requests of one user that may wait on jobs at once (?wait, event streams), per API "
         "process; past it ?wait answers at once and a stream is refused with 429."

@@ -1,0 +1,83 @@
+"""A file's format, told from its bytes: the name's extension only settles what the bytes leave open (Markdown or
+plain text, CSV or plain text), so a Word file called ``report.pdf`` is read as the Word file it is.
+
+Usage::
+
+    sniff(Path("upload.bin").read_bytes(), "report.pdf")   # "docx"
+    sniff(b"", "empty.txt")                                 # ParseRefused("the file is empty")
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+
+from pipeline.parsing.parsed import ParseRefused
+
+FORMATS = ("pdf", "image", "docx", "pptx", "xlsx", "csv", "html", "markdown", "text", "eml", "jsonl")
+# What a name's extension says, where the bytes alone cannot tell text formats apart.
+TEXT_EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl",
+                   ".ndjson": "jsonl", ".eml": "eml", ".html": "html", ".htm": "html", ".txt": "text"}
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+# An encrypted Word, Excel or PowerPoint file is an OLE container holding this stream (its name in UTF-16).
+_ENCRYPTION_INFO = "EncryptionInfo".encode("utf-16-le")
+_OFFICE_MAIN_PARTS = {"word/document.xml": "docx", "ppt/presentation.xml": "pptx", "xl/workbook.xml": "xlsx"}
+_HEADER_LINE = re.compile(rb"^[A-Za-z][A-Za-z0-9-]{1,40}:[ \t]", re.MULTILINE)
+_MAIL_HEADERS = (b"from:", b"subject:", b"date:", b"message-id:", b"mime-version:", b"received:", b"to:")
+_HTML_START = re.compile(rb"^\s*(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)\b", re.IGNORECASE | re.DOTALL)
+_ATX_HEADING = re.compile(r"^#{1,6}\s+\S", re.MULTILINE)
+
+
+def sniff(data: bytes, name: str) -> str:
+    """One of ``FORMATS`` for a file's bytes (all of them: a ZIP is told by its directory, at its end)."""
+    if not data:
+        raise ParseRefused("the file is empty")
+    extension = _extension(name)
+    if data.startswith(b"%PDF-") or b"%PDF-" in data[:1024]:
+        return "pdf"
+    if data.startswith(_IMAGE_MAGIC):
+        return "image"
+    if data.startswith(_OLE_MAGIC):
+        if _ENCRYPTION_INFO in data:
+            raise ParseRefused("the Office file is protected by a password; remove the password and upload it again")
+        raise ParseRefused("an old binary Office file (.doc, .xls or .ppt); save it as .docx, .xlsx or .pptx")
+    if data.startswith(b"PK\x03\x04"):
+        return _office_format(data)
+    if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ParseRefused("not a format agentsearch reads: binary content that is no PDF, image or Office file")
+    head = data[:8192]
+    if _HTML_START.match(head) or (extension == ".html" and b"<" in head):
+        return "html"
+    if extension == ".eml" or _looks_like_mail(head):
+        return "eml"
+    by_name = TEXT_EXTENSIONS.get(extension)
+    if by_name in ("markdown", "csv", "jsonl", "text"):
+        return by_name
+    return "markdown" if _ATX_HEADING.search(head.decode("utf-8", "replace")) else "text"
+
+
+def _extension(name: str) -> str:
+    dot = name.rfind(".")
+    return name[dot:].lower() if dot > 0 else ""
+
+
+def _office_format(data: bytes) -> str:
+    try:
+        names = set(zipfile.ZipFile(io.BytesIO(data)).namelist())
+    except zipfile.BadZipFile:
+        raise ParseRefused("a damaged ZIP file (Office files are ZIP files): it cannot be opened") from None
+    for part, found in _OFFICE_MAIN_PARTS.items():
+        if part in names:
+            return found
+    raise ParseRefused("a ZIP archive that is no Word, PowerPoint or Excel file; upload the files inside it")
+
+
+def _looks_like_mail(head: bytes) -> bool:
+    """Headers first (``Name: value`` lines up to a blank line), among them at least two a mail always has."""
+    block = head.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0]
+    lines = [line for line in block.splitlines() if line and not line[:1].isspace()]
+    if len(lines) < 2 or not all(_HEADER_LINE.match(line) for line in lines):
+        return False
+    return sum(line.lower().startswith(_MAIL_HEADERS) for line in lines) >= 2
