@@ -55,6 +55,14 @@ class DocumentsAccepted(BaseModel):
     task_id: str | None
 
 
+class FilesAccepted(DocumentsAccepted):
+    """An upload of files: the documents of the files taken (each parsed by a worker next; the documents listing
+    shows its progress and outcome), and the files refused with the reason, of which nothing was stored."""
+
+    documents: list[dict[str, str]] = Field(default_factory=list, description='[{"id", "file", "format"}]')
+    rejected: list[dict[str, str]] = Field(default_factory=list, description='[{"file", "error"}]')
+
+
 class AgentConfigCreate(Strict):
     agent_id: str = Field(min_length=1, max_length=100)
     name: str | None = Field(None, max_length=255)

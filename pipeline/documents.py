@@ -7,7 +7,7 @@ answer cites them as ``Source``s.
 Usage::
 
     doc = Document(id="q4-report#0", title="Q4 report", text="Revenue rose 12%.", score=0.81)
-    Source(document_id=doc.id, title=doc.title, score=doc.score)
+    Source(document_id=doc.id, title=doc.title, score=doc.score, location=location_of(doc))   # {"page": 3} or None
 """
 
 from __future__ import annotations
@@ -27,10 +27,23 @@ class Document(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+Location = dict[str, Any]
+LOCATION_DESCRIPTION = ('Where in its file the passage stands (pipeline.parsing.parsed): {"page": k}, {"slide": k}, '
+                        '{"sheet": name, "row": r} or {"sheet": name, "rows": [first, last]}, {"section": "A > B"}; '
+                        "null for a document sent as text.")
+
+
+def location_of(doc: Document) -> Location | None:
+    """The location of a retrieved passage: its chunk's, as ingestion stored it; None when it has none."""
+    location = doc.metadata.get("location")
+    return dict(location) if isinstance(location, dict) and location else None
+
+
 class Source(BaseModel):
     document_id: str
     title: str
     score: float
+    location: Location | None = Field(None, description=LOCATION_DESCRIPTION)
 
 
 class CotStep(BaseModel):
@@ -50,6 +63,7 @@ class Citation(BaseModel):
     sentence: str = Field(description="The answer's sentence as written, citation markers included.")
     source: int = Field(ge=1, description="The cited source's number n: the n-th entry of the sources.")
     document_id: str
+    location: Location | None = Field(None, description=LOCATION_DESCRIPTION)
     span: tuple[int, int] | None = Field(None, description="[start, end) in the source's text.")
     status: CitationStatus
     score: float = Field(ge=0.0, le=1.0)

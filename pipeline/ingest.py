@@ -1,30 +1,35 @@
-"""Ingestion: parse JSON Lines, cut documents into sentence-aligned chunks, embed them (and their sentences) and
-index them in Milvus.
+"""Ingestion: documents from JSON Lines or from files the parsers read (``pipeline.parsing``), cut into
+sentence-aligned chunks that follow the file's parts, embedded (with their sentences) and indexed in Milvus.
 
 Usage::
 
-    docs = read_documents(Path("corpus.jsonl"))            # .jsonl, .txt or .md; a bad line raises with its number
+    docs = read_documents(Path("corpus.jsonl"))            # JSON Lines; a bad line raises with its number
+    stored = read_file_document(Path("deck.pptx"), "pptx", ParseLimits())   # text, parts with their locations
     pieces = chunk_text("long text ...", max_chars=1000, overlap_chars=200)
-    chunks = index_documents([(doc.id, doc.title, doc.text, doc.metadata)], embedder.embed, KeywordAnalyzer())
+    chunk_parts(stored.text, stored.parts)                  # [("Q4 revenue ...", {"slide": 2}), ...]
+    chunks = index_documents([(doc.id, doc.title, doc.text, doc.metadata)], embedder.embed, KeywordAnalyzer(),
+                             parts={doc.id: stored.parts})
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from pipeline.parsing import PdfLimits, PdfRefused, read_pdf
+from pipeline.parsing import ParsedFile, ParseLimits, ParseRefused, read_file, sniff
+from pipeline.parsing.sandbox import Progress
 from pipeline.platform.settings import get_settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text, known_language, normalise_code
 from pipeline.retrieval.sentence_vectors import chunk_units, pack
 from pipeline.retrieval.vector_store import IndexedChunk
-from pipeline.security.storable import NotStorable, loads_checked, problems, text_problem
+from pipeline.security.storable import NotStorable, loads_checked, text_problem
 from pipeline.text import split_sentences
 
 MAX_DOCUMENT_CHARS = 1_000_000
@@ -105,64 +110,90 @@ def chunk_text(text: str, max_chars: int = 1000, overlap_chars: int = 200) -> li
     return chunks
 
 
-def read_documents(path: Path, pdf_limits: PdfLimits | None = None) -> list[DocumentIn]:
-    """JSON Lines (one document per line), or one plain-text / Markdown / PDF file as one document. A PDF is read
-    within ``pdf_limits`` (default: the settings'), and refused by name past them."""
-    suffix = path.suffix.lower()
-    if suffix == ".pdf":
-        return [_storable(_read_pdf(path, pdf_limits or PdfLimits.from_settings(get_settings())), path)]
-    text = path.read_text(encoding="utf-8")
-    if suffix in (".txt", ".md", ".markdown") and (problem := text_problem(text)):
-        raise IngestError(f"{path.name}: the text {problem}")
-    if suffix in (".jsonl", ".ndjson"):
-        return parse_jsonl(text)
-    if suffix in (".txt", ".md", ".markdown"):
-        if not text.strip():
-            raise IngestError(f"{path.name}: the file is empty")
-        title = path.stem
-        if suffix != ".txt":
-            heading = next((line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")), None)
-            title = heading or title
-            text = _markdown_to_text(text)
-        return [DocumentIn(id=path.stem, title=title, text=text, metadata={"source": path.name})]
-    raise IngestError(f"{path.name}: unsupported file type {suffix or '(none)'}; use .jsonl, .txt or .md")
-
-
-def _storable(doc: DocumentIn, path: Path) -> DocumentIn:
-    found = list(problems(doc.model_dump()))
-    if found:
-        raise IngestError(f"{path.name}: {NotStorable(found)}")
-    return doc
-
-
-def _read_pdf(path: Path, limits: PdfLimits) -> DocumentIn:
+def read_documents(path: Path, limits: ParseLimits | None = None) -> list[DocumentIn]:
+    """JSON Lines (one document per line), or any other file the parsers read (``pipeline.parsing``) as one
+    document, its id the file's name without the extension. A file is read within ``limits`` (default: the
+    settings') and refused by name past them or when it cannot be read."""
+    data = path.read_bytes()
     try:
-        pdf = read_pdf(path, limits)
-    except PdfRefused as exc:
+        file_format = sniff(data, path.name)
+    except ParseRefused as exc:
         raise IngestError(f"{path.name}: {exc}") from None
-    text = "\n\n".join(p.strip() for p in pdf.pages if p.strip())
-    if not text:
-        raise IngestError(f"{path.name}: the PDF has no extractable text (scanned pages need OCR first)")
-    return DocumentIn(id=path.stem, title=pdf.title or path.stem, text=text,
-                      metadata={"source": path.name, "pages": len(pdf.pages)})
+    if file_format == "jsonl":
+        text = data.decode("utf-8")
+        if problem := text_problem(text):
+            raise IngestError(f"{path.name}: the text {problem}")
+        return parse_jsonl(text)
+    stored = read_file_document(path, file_format, limits or ParseLimits.from_settings(get_settings()))
+    return [DocumentIn(id=path.stem, title=stored.title, text=stored.text, metadata=stored.metadata)]
 
 
-def _markdown_to_text(markdown: str) -> str:
-    """Markup out, sentences kept: headings end a sentence, links keep their text, code fences keep their code."""
-    lines = []
-    for line in markdown.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("```"):
+@dataclass
+class FileDocument:
+    """A parsed file as the service stores it: the text of its parts joined, and where each part stands in it
+    (``parts``: ``{"start", "end", "location"}``, offsets into ``text``), with what the reading noted."""
+
+    title: str
+    text: str
+    metadata: dict[str, Any]
+    parts: list[dict[str, Any]]
+    notes: list[str]
+
+
+def read_file_document(path: Path, file_format: str, limits: ParseLimits, on_progress: Progress | None = None,
+                       name: str | None = None) -> FileDocument:
+    """The file at ``path`` read as ``file_format`` in the parsing child process, as one document; ``name`` is what
+    its sender called it (default: the path's name)."""
+    name = name or path.name
+    try:
+        parsed = read_file(path, file_format, limits, on_progress)
+    except ParseRefused as exc:
+        raise IngestError(f"{name}: {exc}") from None
+    return file_document(parsed, name, file_format)
+
+
+def file_document(parsed: ParsedFile, name: str, file_format: str) -> FileDocument:
+    """Join the parts of a parsed file into one text with their offsets. Characters no database can keep (NUL,
+    other control characters, lone surrogates: what a PDF font without a character map gives) are left out and
+    counted in the notes, so three unreadable characters never cost a whole document."""
+    pieces: list[str] = []
+    parts: list[dict[str, Any]] = []
+    notes = list(parsed.notes)
+    dropped = 0
+    offset = 0
+    for part in parsed.parts:
+        text, removed = _keepable(part.text)
+        dropped += removed
+        text = text.strip()
+        if not text:
             continue
-        if stripped.startswith("#"):
-            stripped = stripped.lstrip("#").strip()
-            if stripped and stripped[-1] not in ".!?:":
-                stripped += "."
-        stripped = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", stripped)
-        stripped = re.sub(r"[*_`]{1,3}([^*_`]+)[*_`]{1,3}", r"\1", stripped)
-        stripped = re.sub(r"^([-*+]|\d+\.)\s+", "", stripped)
-        lines.append(stripped)
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+        if pieces:
+            offset += len(PART_SEPARATOR)
+        pieces.append(text)
+        parts.append({"start": offset, "end": offset + len(text), "location": dict(part.location)})
+        offset += len(text)
+    if dropped:
+        notes.append(f"{dropped} characters that could not be read were left out")
+    text = PART_SEPARATOR.join(pieces)
+    if not text:
+        raise IngestError(f"{name}: no text could be read from the file" + (f" ({'; '.join(notes)})" if notes else ""))
+    if len(text) > MAX_DOCUMENT_CHARS:
+        raise IngestError(f"{name}: the text read is longer than {MAX_DOCUMENT_CHARS:,} characters; split the file")
+    metadata: dict[str, Any] = {"source": name, "format": file_format}
+    if parsed.pages is not None:
+        metadata["pages"] = parsed.pages
+    title = _keepable((parsed.title or "").strip())[0][:2000] or PurePath(name).stem
+    return FileDocument(title=title, text=text, metadata=metadata, parts=parts, notes=notes)
+
+
+PART_SEPARATOR = "\n\n"
+# Control characters but tab, newline and carriage return; lone surrogates. None can be stored as text.
+_UNKEEPABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff\ud800-\udfff]")
+
+
+def _keepable(text: str) -> tuple[str, int]:
+    kept, removed = _UNKEEPABLE.subn("", text)
+    return kept, removed
 
 
 @dataclass
@@ -176,40 +207,114 @@ class ChunkingConfig:
     sentence_vectors: bool = True
 
 
+def chunk_parts(text: str, parts: list[dict[str, Any]] | None, max_chars: int = 1000,
+                overlap_chars: int = 200) -> list[tuple[str, dict[str, Any]]]:
+    """``(chunk, location)`` pairs of a document. Without parts (a document sent as text) the whole text is cut by
+    ``chunk_text``. With parts (``FileDocument.parts``) a chunk never runs across two of them (a page, a slide, a
+    section), so every chunk has one place; only the rows of one sheet are packed together, up to ``max_chars``,
+    a chunk of several rows saying ``"rows": [first, last]``."""
+    if not parts:
+        return [(piece, {}) for piece in chunk_text(text, max_chars, overlap_chars)]
+    chunks: list[tuple[str, dict[str, Any]]] = []
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for part in parts:
+        piece, location = text[part["start"]:part["end"]], part.get("location") or {}
+        if "row" in location:
+            if rows and rows[0][1].get("sheet") != location.get("sheet"):
+                chunks.extend(_pack_rows(rows, max_chars, overlap_chars))
+                rows = []
+            rows.append((piece, location))
+            continue
+        chunks.extend(_pack_rows(rows, max_chars, overlap_chars))
+        rows = []
+        chunks.extend((p, location) for p in chunk_text(piece, max_chars, overlap_chars))
+    chunks.extend(_pack_rows(rows, max_chars, overlap_chars))
+    return chunks
+
+
+def _pack_rows(rows: list[tuple[str, dict[str, Any]]], max_chars: int,
+               overlap_chars: int) -> list[tuple[str, dict[str, Any]]]:
+    """Consecutive rows of one sheet, one per line, as few chunks as fit; a row longer than a chunk is cut alone."""
+    packed: list[tuple[str, dict[str, Any]]] = []
+    current: list[tuple[str, dict[str, Any]]] = []
+
+    def close() -> None:
+        if not current:
+            return
+        first, last = current[0][1], current[-1][1]
+        where = dict(first) if len(current) == 1 else {"sheet": first.get("sheet"), "rows": [first["row"], last["row"]]}
+        packed.append(("\n".join(text for text, _ in current), where))
+        current.clear()
+
+    for text, location in rows:
+        if len(text) > max_chars:
+            close()
+            packed.extend((p, location) for p in chunk_text(text, max_chars, overlap_chars))
+            continue
+        if current and sum(len(t) + 1 for t, _ in current) + len(text) > max_chars:
+            close()
+        current.append((text, location))
+    close()
+    return packed
+
+
+def heading_of(title: str, location: dict[str, Any]) -> str:
+    """What a chunk is about when read alone: its document's title and, for a section, its heading path. The
+    chunk's vector and keywords are made of it and the chunk's text."""
+    section = location.get("section")
+    return f"{title} > {section}" if title and section else (section or title)
+
+
 def index_documents(
     docs: list[tuple[str, str, str, dict[str, Any]]],
     embed: Callable[[list[str]], list[list[float]]],
     analyzer: KeywordAnalyzer,
     chunking: ChunkingConfig = ChunkingConfig(),
+    parts: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> list[IndexedChunk]:
-    """Chunk ``(document_id, title, text, metadata)`` tuples and embed every chunk, in batches across documents;
-    with ``chunking.sentence_vectors`` each chunk's sentences too (a sentence repeated in the overlap of two chunks,
-    or in two documents of one call, is embedded once)."""
-    pending: list[tuple[str, str, str, dict[str, Any], int]] = []
+    """Chunk ``(document_id, title, text, metadata)`` tuples (a document with ``parts[document_id]`` along its
+    parts, ``chunk_parts``) and embed every chunk, in batches across documents; with ``chunking.sentence_vectors``
+    each chunk's sentences too (a sentence repeated in the overlap of two chunks, or in two documents of one call,
+    is embedded once). A chunk's id carries a digest of its document's content (``document_id#digest-n``): a
+    changed document's chunks are new rows beside the old ones until those are deleted, never a mix of both."""
+    parts = parts or {}
+    pending: list[tuple[str, str, str, dict[str, Any], str, dict[str, Any]]] = []
     for document_id, title, text, metadata in docs:
-        for i, piece in enumerate(chunk_text(text, chunking.max_chars, chunking.overlap_chars)):
-            pending.append((document_id, title, piece, metadata, i))
+        own_parts = parts.get(document_id)
+        version = content_digest(title, text, own_parts)
+        for i, (piece, location) in enumerate(chunk_parts(text, own_parts, chunking.max_chars,
+                                                          chunking.overlap_chars)):
+            pending.append((document_id, title, piece, metadata, f"{document_id}#{version}-{i}", location))
     chunks: list[IndexedChunk] = []
     for start in range(0, len(pending), chunking.embed_batch):
         batch = pending[start : start + chunking.embed_batch]
-        # The title travels with each piece: it often carries the words a query uses.
-        vectors = embed([f"{title}. {piece}" if title else piece for _, title, piece, _, _ in batch])
-        for (document_id, title, piece, metadata, i), vector in zip(batch, vectors, strict=True):
-            language, keywords = chunk_keywords(analyzer, title, piece, metadata)
+        # The title (and a section's heading path) travels with each piece: it often carries the words a query uses.
+        headings = [heading_of(title, location) for _, title, _, _, _, location in batch]
+        vectors = embed([f"{heading}. {piece}" if heading else piece
+                         for heading, (_, _, piece, _, _, _) in zip(headings, batch, strict=True)])
+        for heading, (document_id, title, piece, metadata, chunk_id, location), vector in zip(
+                headings, batch, vectors, strict=True):
+            language, keywords = chunk_keywords(analyzer, heading, piece, metadata)
             chunks.append(
                 IndexedChunk(
-                    id=f"{document_id}#{i}",
+                    id=chunk_id,
                     document_id=document_id,
                     title=title,
                     text=piece,
                     keywords=keywords,
                     vector=vector,
-                    metadata={**metadata, "language": language},
+                    metadata={**metadata, "language": language, **({"location": location} if location else {})},
                 )
             )
     if chunking.sentence_vectors:
         _add_sentence_vectors(chunks, embed, chunking.embed_batch)
     return chunks
+
+
+def content_digest(title: str, text: str, parts: list[dict[str, Any]] | None) -> str:
+    """A short digest of what a document's chunks are made of."""
+    material = json.dumps([title, text, parts or []], ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:10]
 
 
 def chunk_keywords(analyzer: KeywordAnalyzer, title: str, piece: str, metadata: dict[str, Any]) -> tuple[str, str]:

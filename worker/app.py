@@ -51,7 +51,8 @@ DB_UNAVAILABLE = (sql_errors.OperationalError, sql_errors.InterfaceError, sql_er
 DB_RETRY = dict(autoretry_for=DB_UNAVAILABLE, retry_backoff=1, retry_backoff_max=LONGEST_RETRY_DELAY_S,
                 retry_jitter=False, max_retries=12)
 # What a worker (and beat) imports as it starts: every task, and the modules whose functions Celery's signals call.
-TASK_MODULES = ["worker.steps", "worker.ingestion", "worker.reaper", "worker.agentic_tasks", "worker.webhooks"]
+TASK_MODULES = ["worker.steps", "worker.ingestion", "worker.parsing", "worker.reaper", "worker.agentic_tasks",
+                "worker.webhooks"]
 HOOK_MODULES = ["worker.lifecycle", "worker.liveness", "worker.observability", "worker.recycling", "worker.warmup"]
 
 
@@ -70,6 +71,7 @@ def create_app() -> Celery:
         task_default_queue=DEFAULT_QUEUE,
         task_routes={"agentsearch.response_agent": {"queue": ARTIFACTS_QUEUE},
                      "agentsearch.ingest_documents": {"queue": INGEST_QUEUE},
+                     "agentsearch.parse_document": {"queue": INGEST_QUEUE},
                      "agentsearch.deliver_webhook": {"queue": WEBHOOKS_QUEUE},
                      "agentsearch.sweep_webhooks": {"queue": WEBHOOKS_QUEUE}},
         task_serializer="json",

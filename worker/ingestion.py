@@ -28,7 +28,8 @@ log = logging.getLogger("agentsearch.worker")
 
 @app.task(name="agentsearch.ingest_documents", bind=True, **DB_RETRY)
 def ingest_documents(self, collection_id: str, document_ids: list[str]) -> dict[str, int]:
-    """Chunk, embed and index the given document rows; re-indexing a document replaces its earlier chunks.
+    """Chunk, embed and index the given document rows; re-indexing a document replaces its earlier chunks (a
+    search sees the old version or the new one, ``VectorStore.replace_documents``).
 
     Milvus away (a restart, an outage) is waited out with backoff for ``MILVUS_RETRY_S``; after that the documents
     end ``failed`` with the error, never ``pending`` for good. Making the collection is part of it: outside the
@@ -44,6 +45,7 @@ def ingest_documents(self, collection_id: str, document_ids: list[str]) -> dict[
             return {"indexed": 0, "failed": len(ids), "chunks": 0}
         rows = s.scalars(select(DocumentRow).where(DocumentRow.id.in_(ids), DocumentRow.status == "pending")).all()
         docs = [(r.external_id, r.title, r.text, dict(r.metadata_ or {})) for r in rows]
+        parts = {r.external_id: r.parts for r in rows if r.parts}
         milvus_name = collection.milvus_name
     if not docs:
         return {"indexed": 0, "failed": 0, "chunks": 0}  # a redelivered task whose work is already done
@@ -51,9 +53,8 @@ def ingest_documents(self, collection_id: str, document_ids: list[str]) -> dict[
     chunking = ChunkingConfig(settings.chunk_chars, settings.chunk_overlap_chars)
     try:
         store.ensure_collection(milvus_name, embedder.dimension)
-        chunks = index_documents(docs, embedder.embed, services.analyzer, chunking)
-        store.delete_documents(milvus_name, [d[0] for d in docs])
-        store.upsert(milvus_name, chunks)
+        chunks = index_documents(docs, embedder.embed, services.analyzer, chunking, parts)
+        store.replace_documents(milvus_name, [d[0] for d in docs], chunks)
     except SchemaMismatch as exc:
         _mark_documents(services, ids, "failed", str(exc))  # waiting would not change it
         return {"indexed": 0, "failed": len(docs), "chunks": 0}

@@ -1,43 +1,48 @@
 """A collection's documents as its owner reads them, and files uploaded as documents.
 
-``POST /v1/collections/{id}/documents`` takes documents as JSON; a browser holds files. The upload route reads
-each file as ``agentsearch ingest`` reads it (``pipeline.ingest.read_documents``: JSON Lines, one document per
-line; a ``.txt``, ``.md`` or ``.pdf`` file as one document) and stores the documents through the JSON route's own
-code, so the checks, the quota and the indexing task are the same. A file with a bad line anywhere is refused whole,
-naming the file and the line, and nothing of the request is stored; so is a PDF with more pages, or needing more CPU
-time or memory to read, than the settings allow (``pdf_max_pages``, ``pdf_read_time_s``, ``pdf_read_memory_mb``);
-the PDFs of one request share ``pdf_read_time_s``.
+``POST /v1/collections/{id}/documents`` takes documents as JSON; a browser, the command line and a synced folder
+hold files. The upload route tells each file's format from its bytes (``pipeline.parsing.sniff``). A JSON Lines
+file is read here, one document per line, and stored through the JSON route's own code (a bad line refuses that
+file, naming the line). Any other file is stored with its document ``pending`` and parsed by a worker
+(``worker.parsing``), which ends the document ``indexed`` or ``failed`` with the reason; the listing shows each
+document's pages read so far. A file refused at once (empty, of no format the parsers read, a bad name) is listed
+in the answer's ``rejected``; nothing of it is stored and the other files of the request are taken.
 
 Usage::
 
     GET  /v1/collections/{id}/documents?status=failed&limit=50     -> {"items": [{"id", "title", "status", ...}], "total"}
-    GET  /v1/collections/{id}/documents/{document_id}              -> the document with its text
-    POST /v1/collections/{id}/files   (multipart/form-data, field "files", one or more)  -> 202 as the JSON route
+    GET  /v1/collections/{id}/documents/{document_id}              -> the document with its text and parts
+    POST /v1/collections/{id}/files   (multipart/form-data, field "files", one or more; optional "document_ids")
+         -> 202 {"accepted", "documents": [{"id", "file", "format"}], "rejected": [{"file", "error"}]}
 """
 
 from __future__ import annotations
 
-import math
-import tempfile
-import time
+import hashlib
 import uuid
-from dataclasses import replace
-from pathlib import Path, PurePath
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
 
-from fastapi import APIRouter, File, Query, Request, UploadFile
+from fastapi import APIRouter, File, Form, Query, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from sqlalchemy import func, select
 
 from api.auth import CurrentUser
-from api.errors import not_found, unprocessable
+from api.errors import http_error, not_found, unprocessable
+from api.rate_limits import effective_limits
 from api.request_guard import GuardedRoute
 from api.routes.collections import add_documents, get_collection
-from api.schemas import DocumentsAccepted, DocumentsIn
-from pipeline.platform.db import DocumentRow
+from api.schemas import DocumentsIn, FilesAccepted
+from pipeline.job.refusal import Refusal
+from pipeline.platform.db import DocumentFile, DocumentRow
+from pipeline.platform.settings import get_settings
+from pipeline.security.quotas import check_document_quota
+from pipeline.security.storable import text_problem
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
 
-UPLOAD_SUFFIXES = (".jsonl", ".ndjson", ".txt", ".md", ".markdown", ".pdf")
 MAX_UPLOAD_FILES = 20
 # A file's name becomes a file of the upload's own temporary directory while it is read.
 MAX_NAME_BYTES = 200
@@ -61,7 +66,9 @@ def list_documents(
         total = s.scalar(select(func.count()).select_from(query.subquery()))
         rows = s.scalars(query.order_by(DocumentRow.created_at, DocumentRow.external_id).limit(limit).offset(offset))
         items = [{"id": r.external_id, "title": r.title, "status": r.status, "error": r.error,
-                  "chars": len(r.text), "metadata": r.metadata_, "updated_at": r.updated_at} for r in rows]
+                  "chars": len(r.text), "metadata": r.metadata_, "updated_at": r.updated_at,
+                  "pages_done": r.pages_done, "pages_total": r.pages_total, "notes": r.notes or [],
+                  "content_hash": r.content_hash} for r in rows]
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 
@@ -75,69 +82,128 @@ def read_document(collection_id: uuid.UUID, document_id: str, user_id: CurrentUs
         if row is None:
             raise not_found("document", document_id)
         return {"id": row.external_id, "title": row.title, "text": row.text, "metadata": row.metadata_,
-                "status": row.status, "error": row.error, "updated_at": row.updated_at}
+                "status": row.status, "error": row.error, "updated_at": row.updated_at, "parts": row.parts or [],
+                "notes": row.notes or [], "content_hash": row.content_hash, "pages_done": row.pages_done,
+                "pages_total": row.pages_total}
 
 
-@router.post("/{collection_id}/files", status_code=202, response_model=DocumentsAccepted)
+@router.post("/{collection_id}/files", status_code=202, response_model=FilesAccepted,
+             max_body_size=get_settings().max_upload_bytes)
 def upload_files(
     collection_id: uuid.UUID,
     user_id: CurrentUser,
     request: Request,
-    files: list[UploadFile] = File(description="JSON Lines (.jsonl, .ndjson), or .txt / .md / .pdf: one document "
-                                                "each, its id the file's name without the extension."),
-) -> DocumentsAccepted:
-    """Store the documents of the uploaded files as ``pending`` and queue their indexing (as the JSON route)."""
-    # Imported here: the readers (PDF, Markdown) take most of a second to load.
-    from pipeline.ingest import IngestError, read_documents
-    from pipeline.parsing import PdfLimits
+    files: list[UploadFile] = File(description="Any file the parsers read (PDF, scans and images, Word, PowerPoint, "
+                                                "Excel, CSV, HTML, Markdown, text, e-mail): one document each; JSON "
+                                                "Lines: one document per line."),
+    document_ids: list[str] | None = Form(None, description="The id of each file's document, in the order of the "
+                                                            "files (default: the file's name without the extension)."),
+) -> FilesAccepted:
+    """Store each file and its document as ``pending``; workers parse and index them (``worker.parsing``). A file
+    that cannot be taken at all is listed in ``rejected`` with the reason, and nothing of it is stored; the others
+    are taken. When every file is refused, the answer is 422 naming each."""
+    from pipeline.ingest import IngestError, parse_jsonl
+    from pipeline.parsing import ParseRefused, sniff
 
     if len(files) > MAX_UPLOAD_FILES:
         raise unprocessable(("body", "files"), f"at most {MAX_UPLOAD_FILES} files per request")
+    if document_ids is not None and len(document_ids) != len(files):
+        raise unprocessable(("body", "document_ids"), f"{len(document_ids)} ids for {len(files)} files; give one "
+                                                      "per file, or none")
     with request.app.state.services.db.session() as s:
         get_collection(s, collection_id, user_id)  # another user's collection is refused before any file is read
-    # Each PDF is read in a child process held to these: one file cannot take the server's CPU or memory. The PDFs
-    # of one request share the time limit: twenty files of just under it each would otherwise hold a request (and
-    # the server's cores) twenty times as long.
-    pdf_limits = PdfLimits.from_settings(request.app.state.services.settings)
-    reading_ends = time.monotonic() + pdf_limits.time_s
-    documents = []
+    taken: list[StoredFile] = []
+    lines: list = []
+    rejected: list[dict[str, Any]] = []
     first_file: dict[str, str] = {}
-    with tempfile.TemporaryDirectory(prefix="agentsearch-upload-") as workdir:
-        for i, upload in enumerate(files):
-            # The name only decides how the file is read and the id of a one-document file; never a path.
-            name = PurePath((upload.filename or "").replace("\\", "/")).name
-            if not name.lower().endswith(UPLOAD_SUFFIXES):
-                raise unprocessable(("body", "files", i), f"{name or 'the file'}: unsupported file type; use "
-                                                          + ", ".join(UPLOAD_SUFFIXES))
+    for i, upload in enumerate(files):
+        name = PurePath((upload.filename or "").replace("\\", "/")).name
+        data = upload.file.read()
+        try:
             if "\x00" in name or len(name.encode("utf-8", "replace")) > MAX_NAME_BYTES:
-                raise unprocessable(("body", "files", i), f"the file name is longer than {MAX_NAME_BYTES} bytes "
-                                                          "or holds a NUL character")
-            path = Path(workdir) / f"{i}" / name
-            path.parent.mkdir()
-            path.write_bytes(upload.file.read())
-            left_s = math.ceil(reading_ends - time.monotonic())
-            if left_s < 1 and name.lower().endswith(".pdf"):
-                raise unprocessable(("body", "files", i), f"{name}: the request's PDFs took longer than "
-                                                          f"{pdf_limits.time_s} s to read; send fewer at once")
-            try:
-                read = read_documents(path, replace(pdf_limits, time_s=max(1, left_s)))
-            except (IngestError, UnicodeDecodeError) as exc:
-                message = str(exc) if str(exc).startswith(f"{name}:") else f"{name}: {exc}"
-                raise unprocessable(("body", "files", i), message) from None
-            except Exception as exc:  # noqa: BLE001 - a malformed file can break a reader (the PDF parser) anywhere
-                raise unprocessable(("body", "files", i), f"{name}: not readable ({type(exc).__name__})") from None
-            for doc in read:
-                if doc.id in first_file:
-                    raise unprocessable(("body", "files", i),
-                                        f"{name}: document id {doc.id!r} is also in {first_file[doc.id]}")
-                first_file[doc.id] = name
-            documents.extend(read)
-    limit = DocumentsIn.model_fields["documents"].metadata[-1].max_length
-    if len(documents) > limit:
-        raise unprocessable(("body", "files"), f"{len(documents)} documents; at most {limit} per request "
-                                               "(`agentsearch ingest` sends a larger file in parts)")
-    try:
-        body = DocumentsIn(documents=documents)
-    except ValidationError as exc:
-        raise unprocessable(("body", "files"), exc.errors()[0]["msg"]) from None
-    return add_documents(collection_id, body, user_id, request)
+                raise ParseRefused(f"the file name is longer than {MAX_NAME_BYTES} bytes or holds a NUL character; "
+                                   "rename the file")
+            file_format = sniff(data, name)
+            if file_format == "jsonl":
+                read = parse_jsonl(data.decode("utf-8"))
+                stored = None
+            else:
+                document_id = document_ids[i] if document_ids is not None else PurePath(name).stem
+                read, stored = [], StoredFile(_checked_id(document_id), name, file_format, data)
+            ids = [d.id for d in read] if stored is None else [stored.document_id]
+            for doc_id in ids:
+                if doc_id in first_file:
+                    raise ParseRefused(f"document id {doc_id!r} is also in {first_file[doc_id]}")
+        except (ParseRefused, IngestError, UnicodeDecodeError) as exc:
+            rejected.append({"index": i, "file": name, "error": str(exc)})
+            continue
+        first_file.update((doc_id, name) for doc_id in ids)
+        lines.extend(read)
+        if stored is not None:
+            taken.append(stored)
+    if not taken and not lines:
+        raise RequestValidationError([{"type": "value_error", "loc": ("body", "files", r["index"]),
+                                       "msg": f"{r['file'] or 'the file'}: {r['error']}"} for r in rejected])
+    task_id = None
+    if lines:
+        try:
+            body = DocumentsIn(documents=lines)
+        except ValidationError as exc:
+            raise unprocessable(("body", "files"), exc.errors()[0]["msg"]) from None
+        task_id = add_documents(collection_id, body, user_id, request).task_id
+    documents = _store_files(request, collection_id, user_id, taken)
+    return FilesAccepted(collection_id=collection_id, accepted=len(lines) + len(documents), task_id=task_id,
+                         documents=documents, rejected=[{"file": r["file"], "error": r["error"]} for r in rejected])
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    document_id: str
+    name: str
+    format: str
+    data: bytes
+
+
+def _checked_id(document_id: str) -> str:
+    if not document_id.strip() or len(document_id) > 400 or text_problem(document_id):
+        raise ParseRefused("the document id must be 1 to 400 characters of text")
+    return document_id
+
+
+def _store_files(request: Request, collection_id: uuid.UUID, user_id: uuid.UUID,
+                 taken: list[StoredFile]) -> list[dict[str, str]]:
+    """Each file's document ``pending`` and its bytes beside it, then one parsing task per file. A document sent
+    again keeps its indexed text and chunks until the new file is read: a search never finds it missing."""
+    if not taken:
+        return []
+    services = request.app.state.services
+    with services.db.session() as s:
+        existing = {row.external_id: row for row in s.scalars(select(DocumentRow).where(
+            DocumentRow.collection_id == collection_id,
+            DocumentRow.external_id.in_([f.document_id for f in taken]))).all()}
+        try:
+            check_document_quota(s, user_id, adding=len(taken) - len(existing),
+                                 limit=effective_limits(request, user_id).max_documents)
+        except Refusal as exc:
+            raise http_error(exc) from None
+        rows = []
+        for stored in taken:
+            row = existing.get(stored.document_id)
+            if row is None:
+                row = DocumentRow(collection_id=collection_id, external_id=stored.document_id, text="",
+                                  title=PurePath(stored.name).stem)
+                s.add(row)
+            row.status, row.error, row.pages_done, row.pages_total = "pending", None, 0, None
+            row.content_hash = hashlib.sha256(stored.data).hexdigest()
+            row.metadata_ = {"source": stored.name, "format": stored.format}
+            s.flush()
+            earlier = s.get(DocumentFile, row.id)
+            if earlier is not None:  # a file sent again before the first was read: the newer one is read
+                s.delete(earlier)
+                s.flush()
+            s.add(DocumentFile(document_id=row.id, name=stored.name[-255:], format=stored.format, data=stored.data))
+            rows.append((row.id, stored))
+    celery = request.app.state.celery
+    for row_id, _ in rows:
+        celery.send_task("agentsearch.parse_document", args=(str(collection_id), str(row_id)))
+    return [{"id": stored.document_id, "file": stored.name, "format": stored.format} for _, stored in rows]

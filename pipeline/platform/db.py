@@ -113,8 +113,28 @@ class DocumentRow(Base):
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONType, default=dict)
     status: Mapped[str] = mapped_column(String(20), default="pending")  # pending | indexed | failed
     error: Mapped[str | None] = mapped_column(Text)
+    # A document read from a file: where each part of ``text`` stands in it ({"start", "end", "location"}), what
+    # the reading noted, the SHA-256 of the file's bytes (folder sync compares it), and pages read so far of all.
+    parts: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONType)
+    notes: Mapped[list[str] | None] = mapped_column(JSONType)
+    content_hash: Mapped[str | None] = mapped_column(String(64))
+    pages_done: Mapped[int | None] = mapped_column(Integer)
+    pages_total: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class DocumentFile(Base):
+    """An uploaded file waiting to be parsed by a worker (``worker.parsing``), gone once its document is read.
+    ``parsed`` holds the parts of the pages read so far, when a long file is read a window of pages at a time."""
+
+    __tablename__ = "document_files"
+    document_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    format: Mapped[str] = mapped_column(String(20))
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    parsed: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class AgentConfigRow(Base):

@@ -144,15 +144,20 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(
         8 * 1024 * 1024, ge=1024, description="Request bodies above this are refused with 413 before they are read."
     )
-    # A PDF is read in a child process held to these (pipeline/parsing.py): a few kilobytes of PDF can ask for
-    # minutes of parsing or gigabytes of memory. The upload route and `agentsearch ingest` refuse such a file by name.
-    pdf_max_pages: int = Field(2000, ge=1, description="PDFs with more pages than this are refused.")
+    max_upload_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="The largest upload of files (POST /v1/collections/{id}/files, all "
+        "its files together); a larger one is refused with 413 before it is read. Read when the API starts."
+    )
+    # Every uploaded file is read in a child process held to these (pipeline/parsing/sandbox.py): a few kilobytes of
+    # PDF can ask for minutes of parsing or gigabytes of memory. A file past them ends its document `failed`, saying
+    # which limit. A long paged file is read a window of pages at a time (worker/parsing.py), each window held to them.
+    pdf_max_pages: int = Field(2000, ge=1, description="Files with more pages (PDF, TIFF) than this are refused.")
     pdf_read_time_s: int = Field(
-        30, ge=1, le=3600, description="CPU seconds reading one PDF may take; a slower file is refused. "
-                           "The PDFs of one upload request share it."
+        30, ge=1, le=3600, description="CPU seconds reading one file (or one window of a long one's pages) may take; "
+                                       "a slower file is refused."
     )
     pdf_read_memory_mb: int = Field(
-        1024, ge=256, le=65536, description="Memory (address space, MB) reading one PDF may take; a file needing "
+        1024, ge=256, le=65536, description="Memory (address space, MB) reading one file may take; a file needing "
                                             "more is refused."
     )
     ocr_languages: str = Field(

@@ -176,8 +176,23 @@ class VectorStore:
 
     def delete_documents(self, name: str, document_ids: list[str]) -> None:
         if document_ids and self._client.has_collection(name):
-            quoted = ", ".join('"' + d.replace("\\", "\\\\").replace('"', '\\"') + '"' for d in document_ids)
-            self._client.delete(name, filter=f"document_id in [{quoted}]")
+            self._client.delete(name, filter=f"document_id in [{_quoted(document_ids)}]")
+
+    def replace_documents(self, name: str, document_ids: list[str], chunks: list[IndexedChunk]) -> None:
+        """The documents' chunks become ``chunks``: the new ones are written first, then the documents' other
+        chunks deleted. A search in between finds the old version or the new one whole, each chunk of one version
+        (a changed document's chunks have new ids, ``pipeline.ingest.index_documents``), never a document missing."""
+        self.upsert(name, chunks)
+        if not document_ids:
+            return
+        keep = {c.id for c in chunks}
+        expression = f"document_id in [{_quoted(document_ids)}]"
+        rows = self._on_loaded(name, lambda: self._client.query(name, filter=expression, output_fields=["id"],
+                                                                 timeout=READ_TIMEOUT_S), [])
+        stale = [str(r["id"]) for r in rows if str(r["id"]) not in keep]
+        if stale:
+            self._client.delete(name, ids=stale)
+            self.flush(name)
 
     def _ensure_loaded(self, name: str, timeout: float = READ_TIMEOUT_S) -> bool:
         """A collection made by another process (or before a restart) is released until loaded here."""
@@ -296,3 +311,8 @@ class VectorStore:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _quoted(values: list[str]) -> str:
+    """Strings as a Milvus expression's list items."""
+    return ", ".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)

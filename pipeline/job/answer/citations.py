@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.documents import Citation, Document
+from pipeline.documents import Citation, Document, location_of
 from pipeline.job.answer.extractive import _analyzer, _cosine
 from pipeline.job.answer.result import Embed
 from pipeline.text import words
@@ -251,8 +251,9 @@ def verify_offline(claims: list[Claim], documents: list[Document], embed: Embed 
             if found:
                 exact[(i, n)] = found
     if len(exact) == sum(len(c.sources) for c in claims):  # all quoted: nothing more to weigh
-        return [Citation(sentence=c.sentence, source=n, document_id=documents[n - 1].id, span=exact[(i, n)],
-                         status="supported", score=1.0) for i, c in enumerate(claims) for n in c.sources], info
+        return [Citation(sentence=c.sentence, source=n, document_id=documents[n - 1].id,
+                         location=location_of(documents[n - 1]), span=exact[(i, n)], status="supported", score=1.0)
+                for i, c in enumerate(claims) for n in c.sources], info
     info["signals"] = "lexical"
     analyzer = _analyzer(language)
     cited = sorted({n for c in claims for n in c.sources})
@@ -297,7 +298,8 @@ def verify_offline(claims: list[Claim], documents: list[Document], embed: Embed 
             else:
                 verdict = _judge(claim_terms, claim_numbers, mentions_in(claim.text), claim_negated, sources[n],
                                  cosines.get((i, n)), weight)
-            citations.append(Citation(sentence=claim.sentence, source=n, document_id=doc.id, span=verdict.span,
+            citations.append(Citation(sentence=claim.sentence, source=n, document_id=doc.id,
+                                      location=location_of(doc), span=verdict.span,
                                       status=verdict.status, score=round(verdict.score, 4), reason=verdict.reason))
     return citations, info
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pipeline.documents import Citation, CotStep, Document, Source
+from pipeline.documents import Citation, CotStep, Document, Source, location_of
 
 NO_RESULTS = "No documents in the collection matched the query."
 NO_TEXT = "The documents that matched the query hold no text to quote."
@@ -44,4 +44,5 @@ class Answer:
 
 
 def sources_of(documents: list[Document]) -> list[Source]:
-    return [Source(document_id=d.id, title=d.title or d.id, score=round(d.score, 6)) for d in documents]
+    return [Source(document_id=d.id, title=d.title or d.id, score=round(d.score, 6), location=location_of(d))
+            for d in documents]

@@ -1,0 +1,183 @@
+"""Parsing an uploaded file, on the ingest queue: the API stores the file and its document (``pending``); this task
+reads it in the parsing child process (``pipeline.parsing.read_file``), writes the document's text, parts and notes,
+and hands it to ``ingest_documents``. A file that cannot be read ends its document ``failed`` with the reason.
+
+A long paged file (a PDF, a multi-page TIFF) is read a window of pages at a time, each window a task of its own sent
+to the back of the queue: a 200-page scan yields the worker after every window (about ``WINDOW_S`` of work), so the
+small files other users sent meanwhile are read in between instead of waiting for the whole scan. The pages read so
+far wait in the file's row (``DocumentFile.parsed``) and show in the document's ``pages_done`` / ``pages_total``.
+
+Every window ends within its reader's limits (``pdf_read_time_s`` of CPU, three times that of wall clock), so a
+document ends ``indexed`` or ``failed`` within that bound per window; a worker that dies mid-window leaves the
+message unacknowledged, and the window is read again by the next worker.
+
+Usage::
+
+    parse_document.delay(str(collection_id), str(document_row_id))   # {"status": "parsed" | "failed" | "window"}
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+import uuid
+from pathlib import Path, PurePath
+from typing import Any
+
+from sqlalchemy import select
+
+from pipeline.ingest import IngestError, file_document
+from pipeline.parsing import Attachment, ParsedFile, ParseLimits, ParseRefused, Part, read_file, sniff
+from pipeline.platform.db import DocumentFile, DocumentRow
+from pipeline.services import Services, get_services
+from worker.app import DB_RETRY, INGEST_QUEUE, NEW_WORK_PRIORITY, app
+from worker.ingestion import ingest_documents
+
+log = logging.getLogger("agentsearch.worker")
+
+# Formats read a window of pages at a time.
+PAGED_FORMATS = ("pdf", "image")
+FIRST_WINDOW_PAGES = 8
+# The work one window aims at: later windows are sized from the pages per second of the earlier ones.
+WINDOW_S = 10.0
+MAX_WINDOW_PAGES = 500
+# Progress is written at most this often: a text PDF reads hundreds of pages a second.
+PROGRESS_INTERVAL_S = 0.5
+
+
+@app.task(name="agentsearch.parse_document", bind=True, **DB_RETRY)
+def parse_document(self, collection_id: str, document_id: str, start: int = 0) -> dict[str, Any]:
+    """Read the next window of the document's file (from page ``start``), or the whole file when not paged."""
+    services = get_services()
+    row_id = uuid.UUID(document_id)
+    with services.db.session() as s:
+        row, upload = s.get(DocumentRow, row_id), s.get(DocumentFile, row_id)
+        if row is None or upload is None or row.status != "pending":
+            return {"status": "gone"}  # deleted, replaced, or a redelivered message whose work is done
+        state = dict(upload.parsed or {})
+        if state.get("next", 0) != start:
+            return {"status": "gone"}  # a window sent twice: the first one moved on
+        name, file_format, data = upload.name, upload.format, upload.data
+    limits = ParseLimits.from_settings(services.settings)
+    paged = file_format in PAGED_FORMATS
+    window = range(start, start + _window_pages(state)) if paged else None
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="agentsearch-parse-") as workdir:
+        path = Path(workdir) / name
+        path.write_bytes(data)
+        try:
+            parsed = read_file(path, file_format, limits, _progress_writer(services, row_id), window)
+        except ParseRefused as exc:
+            return _fail(services, row_id, f"{name}: {exc}")
+    state = _merged(state, parsed, window, time.monotonic() - began)
+    if paged and state["next"] < (parsed.pages or 0):
+        with services.db.session() as s:
+            upload = s.get(DocumentFile, row_id)
+            if upload is None:
+                return {"status": "gone"}
+            upload.parsed = state
+        # To the back of the queue, behind what other users sent meanwhile (``NEW_WORK_PRIORITY``, as new work).
+        parse_document.apply_async((collection_id, document_id, state["next"]), queue=INGEST_QUEUE,
+                                   priority=NEW_WORK_PRIORITY)
+        return {"status": "window", "pages_done": state["next"], "pages": parsed.pages}
+    whole = ParsedFile(title=state.get("title"), parts=[Part(p["text"], p["location"]) for p in state["parts"]],
+                       pages=parsed.pages, notes=state["notes"])
+    try:
+        document = file_document(whole, name, file_format)
+    except IngestError as exc:
+        return _fail(services, row_id, str(exc))
+    with services.db.session() as s:
+        row = s.get(DocumentRow, row_id)
+        if row is None:
+            return {"status": "gone"}
+        row.title = document.title if row.title in ("", PurePath(name).stem) else row.title
+        row.text, row.parts, row.notes = document.text, document.parts, document.notes
+        row.metadata_ = {**document.metadata, **(row.metadata_ or {})}
+        row.pages_done = row.pages_total = parsed.pages
+        upload = s.get(DocumentFile, row_id)
+        if upload is not None:
+            s.delete(upload)
+        attached = _store_attachments(s, row, parsed.attachments, services)
+    for child_id in attached:
+        parse_document.apply_async((collection_id, child_id), queue=INGEST_QUEUE, priority=NEW_WORK_PRIORITY)
+    ingest_documents.apply_async((collection_id, [document_id]), queue=INGEST_QUEUE)
+    return {"status": "parsed", "parts": len(document.parts), "attachments": len(attached)}
+
+
+def _window_pages(state: dict[str, Any]) -> int:
+    """Pages for about ``WINDOW_S`` of work, from the speed of the windows read so far."""
+    rate = state.get("pages_per_s")
+    if not rate:
+        return FIRST_WINDOW_PAGES
+    return max(1, min(MAX_WINDOW_PAGES, int(rate * WINDOW_S)))
+
+
+def _merged(state: dict[str, Any], parsed: ParsedFile, window: range | None, seconds: float) -> dict[str, Any]:
+    """The pages read so far with this window's added."""
+    read = (min(window.stop, parsed.pages or window.stop) - window.start) if window is not None else 0
+    return {
+        "title": state.get("title") or parsed.title,
+        "parts": [*state.get("parts", []), *({"text": p.text, "location": p.location} for p in parsed.parts)],
+        "notes": [*state.get("notes", []), *parsed.notes],
+        "next": (window.start + read) if window is not None else 0,
+        "pages_per_s": (read / seconds) if read and seconds > 0 else state.get("pages_per_s"),
+    }
+
+
+def _store_attachments(s: Any, parent: DocumentRow, attachments: list[Attachment], services: Services) -> list[str]:
+    """Each attachment a document of its own (``<parent id>/<its name without the extension>``), parsed next."""
+    created = []
+    for attachment in attachments:
+        try:
+            file_format = sniff(attachment.data, attachment.name)
+        except ParseRefused as exc:
+            parent.notes = [*(parent.notes or []), f"attachment {attachment.name}: {exc}"]
+            continue
+        if file_format == "jsonl":
+            file_format = "text"  # an attachment is one document, whatever its lines look like
+        external_id = f"{parent.external_id}/{PurePath(attachment.name).stem}"[:400]
+        row = s.scalar(select(DocumentRow).where(DocumentRow.collection_id == parent.collection_id,
+                                                 DocumentRow.external_id == external_id))
+        if row is None:
+            row = DocumentRow(collection_id=parent.collection_id, external_id=external_id, text="")
+            s.add(row)
+        row.title, row.status, row.error = PurePath(attachment.name).stem, "pending", None
+        row.metadata_ = {"attached_to": parent.external_id}
+        s.flush()
+        existing = s.get(DocumentFile, row.id)
+        if existing is not None:
+            s.delete(existing)
+            s.flush()
+        s.add(DocumentFile(document_id=row.id, name=attachment.name, format=file_format, data=attachment.data))
+        created.append(str(row.id))
+    return created
+
+
+def _progress_writer(services: Services, row_id: uuid.UUID):
+    last = [0.0]
+
+    def write(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < PROGRESS_INTERVAL_S and done < total:
+            return
+        last[0] = now
+        with services.db.session() as s:
+            row = s.get(DocumentRow, row_id)
+            if row is not None:
+                row.pages_done, row.pages_total = done, total
+
+    return write
+
+
+def _fail(services: Services, row_id: uuid.UUID, reason: str) -> dict[str, Any]:
+    """Nothing of the file stays: its document is ``failed`` with the reason, and its bytes are dropped."""
+    log.info("document %s: %s", row_id, reason)
+    with services.db.session() as s:
+        row = s.get(DocumentRow, row_id)
+        if row is not None:
+            row.status, row.error = "failed", reason
+        upload = s.get(DocumentFile, row_id)
+        if upload is not None:
+            s.delete(upload)
+    return {"status": "failed", "error": reason}
