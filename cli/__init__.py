@@ -2,7 +2,8 @@
 
     agentsearch demo                                   ingest a sample corpus and run one search job end to end
     agentsearch api | worker | beat | flower | migrate run the services
-    agentsearch ingest FILE --collection NAME          JSON Lines documents (id, title, text, metadata)
+    agentsearch ingest FILE --collection NAME          JSON Lines documents, or one file of any format parsed
+    agentsearch sync DIR --collection NAME             a folder kept in step: new and changed files, removed ones
     agentsearch search "QUERY" --collection NAME [--agents a,b] [--wait] [--out DIR]
     agentsearch eval retrieval|answers ...             benchmark retrieval (BEIR) or answers (gold spans)
     agentsearch eval iterative ...                     iterative mode vs single-shot search (BEIR)
@@ -19,7 +20,7 @@
 this process and act as the local user.
 
 Where each command lives: ``cli/serve.py`` (api, worker, beat, flower, migrate), ``cli/documents.py`` (ingest),
-``cli/search.py``, ``cli/demo.py``, ``cli/eval.py``, ``cli/agents.py``, ``cli/users.py``, ``cli/tools.py``,
+``cli/folder_sync.py`` (sync), ``cli/search.py``, ``cli/demo.py``, ``cli/eval.py``, ``cli/agents.py``, ``cli/users.py``, ``cli/tools.py``,
 ``cli/benchmarks.py`` (bench), ``cli/mcp.py`` (mcp); the API client they share is ``cli/client.py`` with
 ``cli/session.py``.
 
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 import click
 
-from cli import agents, demo, documents, mcp, search, serve, tools, users
+from cli import agents, demo, documents, folder_sync, mcp, search, serve, tools, users
 from cli.benchmarks import bench_group
 from cli.errors import fail
 from cli.eval import eval_group
@@ -50,6 +51,6 @@ def main() -> None:
     """agentsearch: distributed agentic search."""
 
 
-for command in (serve.migrate, serve.api, serve.worker, serve.beat, serve.flower, documents.ingest, search.search,
-                demo.demo, eval_group, agents.agents, users.users, tools.tools, bench_group, mcp.mcp_server):
+for command in (serve.migrate, serve.api, serve.worker, serve.beat, serve.flower, documents.ingest, folder_sync.sync,
+                search.search, demo.demo, eval_group, agents.agents, users.users, tools.tools, bench_group, mcp.mcp_server):
     main.add_command(command)

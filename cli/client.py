@@ -5,6 +5,7 @@ Usage::
     client = ApiClient("http://127.0.0.1:8000", api_key)
     collection = client.ensure_collection("docs")
     client.add_documents(collection["id"], documents)
+    client.upload_files(collection["id"], [(Path("q4.pdf"), "q4")])   # parsed by the workers
     job = client.wait_job(client.submit(collection["id"], "solar output"))
     for event, data in client.events(job_id):   # the job's server-sent events, until "done"
         ...
@@ -17,7 +18,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -83,6 +87,27 @@ class ApiClient:
             accepted += self._call("POST", f"/v1/collections/{collection_id}/documents",
                                    json={"documents": chunk})["accepted"]
         return accepted
+
+    def upload_files(self, collection_id: str, files: list[tuple[Path, str]]) -> dict:
+        """Send files (each with its document's id) in one upload; the answer lists the documents taken and the
+        files refused with their reasons."""
+        with ExitStack() as opened:
+            parts = [("files", (path.name, opened.enter_context(path.open("rb")))) for path, _ in files]
+            return self._call("POST", f"/v1/collections/{collection_id}/files", files=parts,
+                              data={"document_ids": [document_id for _, document_id in files]})
+
+    def documents(self, collection_id: str) -> list[dict]:
+        """Every document of the collection, as the listing gives them (without their text)."""
+        found: list[dict] = []
+        while True:
+            page = self._call("GET", f"/v1/collections/{collection_id}/documents",
+                              params={"limit": 1000, "offset": len(found)})
+            found.extend(page["items"])
+            if not page["items"] or len(found) >= page["total"]:
+                return found
+
+    def delete_document(self, collection_id: str, document_id: str) -> None:
+        self._call("DELETE", f"/v1/collections/{collection_id}/documents/{quote(document_id, safe='')}")
 
     def wait_indexed(self, collection_id: str, timeout_s: float = 600.0, on_progress=None) -> dict:
         deadline = time.monotonic() + timeout_s

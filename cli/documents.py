@@ -3,10 +3,12 @@
 Usage::
 
     agentsearch ingest docs.jsonl --collection handbook     # {"id", "title", "text", "metadata"} per line
-    agentsearch ingest notes.md --collection handbook       # .txt / .md / .pdf: the file is one document
+    agentsearch ingest report.pdf --collection handbook     # any file the parsers read: one document, parsed by a worker
 
-The whole file is checked before the first document is sent (``documents_or_fail``), so a refused file leaves nothing
-half-ingested and a fixed one can simply be sent again.
+A JSON Lines file is checked whole before the first document is sent (``documents_or_fail``), so a refused file
+leaves nothing half-ingested and a fixed one can simply be sent again. Any other file is uploaded as the console
+uploads it (``POST /v1/collections/{id}/files``) and read by a worker; its document ends ``indexed`` or ``failed``
+with the reason, which the command prints.
 """
 
 from __future__ import annotations
@@ -15,44 +17,66 @@ from pathlib import Path
 
 import click
 
-from cli.client import ApiError
+from cli.client import ApiClient, ApiError
 from cli.errors import fail
 from cli.session import api_session
 from pipeline.platform.settings import get_settings
 
+JSON_LINES = (".jsonl", ".ndjson")
+
 
 def documents_or_fail(path: Path) -> list[dict]:
-    """Every document of the file as the API takes it, or ``fail`` naming the file and what is wrong with it."""
-    # Imported here: the readers (PDF, Markdown) take most of a second to load, which no other command needs.
-    from pipeline.ingest import IngestError, read_documents
+    """Every document of a JSON Lines file as the API takes it, or ``fail`` naming the file and what is wrong."""
+    from pipeline.ingest import IngestError, parse_jsonl
+    from pipeline.security.storable import text_problem
 
-    if not path.is_file():
-        fail(f"{path}: no such file")
     try:
-        return [d.model_dump() for d in read_documents(path)]
+        text = path.read_text(encoding="utf-8")
+        if problem := text_problem(text):
+            raise IngestError(f"the text {problem}")
+        return [d.model_dump() for d in parse_jsonl(text)]
     except (IngestError, UnicodeDecodeError) as exc:
         fail(f"{path}: {exc}")
+
+
+def wait_with_progress(client: ApiClient, collection_id: str, documents: int, label: str) -> dict:
+    """Wait until no document of the collection is pending, with a progress bar of the ``documents`` sent."""
+    with click.progressbar(length=documents, label=label) as bar:
+        done = [0]
+
+        def progress(counts: dict) -> None:
+            finished = max(0, documents - counts["pending"])
+            bar.update(max(0, finished - done[0]))
+            done[0] = max(done[0], finished)
+
+        return client.wait_indexed(collection_id, on_progress=progress)
 
 
 @click.command()
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--collection", "collection_name", required=True, help="Collection name (created when missing).")
 def ingest(file: Path, collection_name: str) -> None:
-    """Ingest documents: JSON Lines (id, title, text, optional metadata per line), or one .txt / .md / .pdf file."""
-    documents = documents_or_fail(file)
+    """Ingest documents: JSON Lines (id, title, text, optional metadata per line), or one file of any format the
+    parsers read (PDF, scans, Word, PowerPoint, Excel, CSV, HTML, Markdown, text, e-mail)."""
+    if not file.is_file():
+        fail(f"{file}: no such file")
+    documents = documents_or_fail(file) if file.suffix.lower() in JSON_LINES else None
     try:
         with api_session(get_settings()) as client:
             collection = client.ensure_collection(collection_name)
-            client.add_documents(collection["id"], documents)
-            with click.progressbar(length=len(documents), label=f"indexing {len(documents)} documents") as bar:
-                done = [0]
-
-                def progress(counts: dict) -> None:
-                    finished = min(len(documents), counts["indexed"] + counts["failed"])
-                    bar.update(max(0, finished - done[0]))
-                    done[0] = max(done[0], finished)
-
-                final = client.wait_indexed(collection["id"], on_progress=progress)
+            if documents is not None:
+                client.add_documents(collection["id"], documents)
+                sent = len(documents)
+            else:
+                answer = client.upload_files(collection["id"], [(file, file.stem)])
+                if answer["rejected"]:
+                    fail(f"{file}: {answer['rejected'][0]['error']}")
+                sent = 1
+            final = wait_with_progress(client, collection["id"], sent, f"indexing {sent} documents")
+            if documents is None:
+                (mine,) = [d for d in client.documents(collection["id"]) if d["id"] == file.stem]
+                if mine["status"] == "failed":
+                    fail(f"{file}: {mine['error']}")
     except ApiError as exc:
         fail(str(exc))
     counts = final["documents"]

@@ -142,7 +142,7 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
     return DocumentsAccepted(collection_id=collection_id, accepted=len(row_ids), task_id=result.id)
 
 
-@router.delete("/{collection_id}/documents/{document_id}", status_code=202)
+@router.delete("/{collection_id}/documents/{document_id:path}", status_code=202)
 def delete_document(collection_id: uuid.UUID, document_id: str, user_id: CurrentUser, request: Request) -> dict:
     """Remove a document: its row now, its vectors by a worker task; the collection's epoch moves on."""
     services = request.app.state.services

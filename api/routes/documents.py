@@ -72,7 +72,7 @@ def list_documents(
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 
-@router.get("/{collection_id}/documents/{document_id}")
+@router.get("/{collection_id}/documents/{document_id:path}")
 def read_document(collection_id: uuid.UUID, document_id: str, user_id: CurrentUser, request: Request) -> dict:
     """One document with its text: what a citation of it points into."""
     with request.app.state.services.db.session() as s:

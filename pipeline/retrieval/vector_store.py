@@ -103,6 +103,9 @@ class VectorStore:
         # been cut by the server ("Too many pings") and a new store handed it failed to connect.
         self._client = MilvusClient(uri=uri, token=token or "", grpc_options=dict(GRPC_OPTIONS), dedicated=True)
         self._lock = threading.Lock()
+        # One write at a time per process: Milvus Lite refuses a write that overtakes another on the same collection
+        # ("current_seq is monotonic"), as the threads of an embedded worker's ingest and delete tasks did.
+        self._writes = threading.RLock()
         self._known: set[str] = set()
         self._loaded: set[str] = set()
         # Whether each collection has the sentences field (those made before it have not), asked once per process.
@@ -166,33 +169,38 @@ class VectorStore:
             }
             for c in chunks
         ]
-        self._client.upsert(name, rows)
-        if flush:
-            self.flush(name)
+        with self._writes:
+            self._client.upsert(name, rows)
+            if flush:
+                self.flush(name)
 
     def flush(self, name: str) -> None:
         # A search right after ingest must see the rows, and Lite searches an unflushed buffer far slower.
-        self._client.flush(name)
+        with self._writes:
+            self._client.flush(name)
 
     def delete_documents(self, name: str, document_ids: list[str]) -> None:
         if document_ids and self._client.has_collection(name):
-            self._client.delete(name, filter=f"document_id in [{_quoted(document_ids)}]")
+            with self._writes:
+                self._client.delete(name, filter=f"document_id in [{_quoted(document_ids)}]")
 
     def replace_documents(self, name: str, document_ids: list[str], chunks: list[IndexedChunk]) -> None:
         """The documents' chunks become ``chunks``: the new ones are written first, then the documents' other
-        chunks deleted. A search in between finds the old version or the new one whole, each chunk of one version
-        (a changed document's chunks have new ids, ``pipeline.ingest.index_documents``), never a document missing."""
-        self.upsert(name, chunks)
-        if not document_ids:
-            return
-        keep = {c.id for c in chunks}
-        expression = f"document_id in [{_quoted(document_ids)}]"
-        rows = self._on_loaded(name, lambda: self._client.query(name, filter=expression, output_fields=["id"],
-                                                                 timeout=READ_TIMEOUT_S), [])
-        stale = [str(r["id"]) for r in rows if str(r["id"]) not in keep]
-        if stale:
-            self._client.delete(name, ids=stale)
-            self.flush(name)
+        chunks deleted. A changed document's chunks have new ids (``pipeline.ingest.index_documents``), so every
+        chunk a search finds is wholly of one version, and the document is never missing: until the old chunks go,
+        a search finds chunks of both versions (and keeps one per document)."""
+        with self._writes:
+            self.upsert(name, chunks)
+            if not document_ids:
+                return
+            keep = {c.id for c in chunks}
+            expression = f"document_id in [{_quoted(document_ids)}]"
+            rows = self._on_loaded(name, lambda: self._client.query(name, filter=expression, output_fields=["id"],
+                                                                     timeout=READ_TIMEOUT_S), [])
+            stale = [str(r["id"]) for r in rows if str(r["id"]) not in keep]
+            if stale:
+                self._client.delete(name, ids=stale)
+                self.flush(name)
 
     def _ensure_loaded(self, name: str, timeout: float = READ_TIMEOUT_S) -> bool:
         """A collection made by another process (or before a restart) is released until loaded here."""
