@@ -47,10 +47,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp \
     MPLCONFIGDIR=/tmp/matplotlib
 
-# espeak-ng: the audio_summary agent's voice. tini: PID 1 that forwards SIGTERM (Celery's warm shutdown) and reaps
+# espeak-ng: the audio_summary agent's voice. tesseract-ocr and its language packs: scanned pages and images
+# (pipeline/parsing/ocr.py). tini: PID 1 that forwards SIGTERM (Celery's warm shutdown) and reaps
 # orphans, such as the espeak-ng of a prefork child killed at its hard time limit.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends espeak-ng tini \
+    && apt-get install -y --no-install-recommends espeak-ng tini tesseract-ocr \
+       tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-spa tesseract-ocr-ita tesseract-ocr-por \
+       tesseract-ocr-nld tesseract-ocr-rus tesseract-ocr-ara tesseract-ocr-ell tesseract-ocr-tur tesseract-ocr-ron \
+       tesseract-ocr-vie tesseract-ocr-hin tesseract-ocr-tha tesseract-ocr-chi-sim \
     && rm -rf /var/lib/apt/lists/*
 
 RUN groupadd --system --gid 10001 agentsearch \

@@ -17,9 +17,13 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # Redis and PostgreSQL for the integration tests; espeak-ng for audio; poppler-utils to read PDFs back in tests;
-# chromium for the web console's browser tests (tests/integration/test_console.py).
+# chromium for the web console's browser tests (tests/integration/test_console.py); tesseract with the language
+# packs of the languages agentsearch analyses, for scanned pages and images (pipeline/parsing/ocr.py).
+TESSDATA = /usr/share/tesseract-ocr/5/tessdata
+OCR_LANGUAGES = eng deu fra spa ita por nld rus ara ell tur ron vie hin tha chi_sim
+OCR_PACKS = tesseract:tesseract-ocr $(foreach l,$(OCR_LANGUAGES),$(TESSDATA)/$(l).traineddata:tesseract-ocr-$(subst _,-,$(l)))
 services:
-	scripts/ensure-services.sh espeak-ng:espeak-ng pdftotext:poppler-utils chromium:chromium
+	scripts/ensure-services.sh espeak-ng:espeak-ng pdftotext:poppler-utils chromium:chromium $(OCR_PACKS)
 
 # The real embeddings server of tests/integration/test_embedding_service.py: Infinity in a virtual environment of
 # its own (.agentsearch/embedding-server, pins in devstack/embedding-server.txt); 30-60 s once, then a stamp.

@@ -16,7 +16,8 @@ WAIT_SECONDS=30
 
 log() { echo "ensure-services: $*"; }
 die() { echo "ensure-services: ERROR: $*" >&2; exit 1; }
-have() { command -v "$1" >/dev/null 2>&1; }
+# A command on the PATH, or (an absolute path) a file a package installs, like a tesseract language pack.
+have() { case "$1" in /*) [ -e "$1" ] ;; *) command -v "$1" >/dev/null 2>&1 ;; esac; }
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
