@@ -3,9 +3,10 @@ reads it in the parsing child process (``pipeline.parsing.read_file``), writes t
 and hands it to ``ingest_documents``. A file that cannot be read ends its document ``failed`` with the reason.
 
 A long paged file (a PDF, a multi-page TIFF) is read a window of pages at a time, each window a task of its own sent
-to the back of the queue: a 200-page scan yields the worker after every window (about ``WINDOW_S`` of work), so the
-small files other users sent meanwhile are read in between instead of waiting for the whole scan. The pages read so
-far wait in the file's row (``DocumentFile.parsed``) and show in the document's ``pages_done`` / ``pages_total``.
+to the back of the queue: a 200-page scan yields the worker after every window (about ``parse_window_s`` of work, a
+setting), so the small files other users sent meanwhile are read in between instead of waiting for the whole scan.
+The pages read so far wait in the file's row (``DocumentFile.parsed``) and show in the document's ``pages_done`` /
+``pages_total``.
 
 Every window ends within its reader's limits (``pdf_read_time_s`` of CPU, three times that of wall clock), so a
 document ends ``indexed`` or ``failed`` within that bound per window; a worker that dies mid-window leaves the
@@ -38,9 +39,9 @@ log = logging.getLogger("agentsearch.worker")
 
 # Formats read a window of pages at a time.
 PAGED_FORMATS = ("pdf", "image")
-FIRST_WINDOW_PAGES = 8
-# The work one window aims at: later windows are sized from the pages per second of the earlier ones.
-WINDOW_S = 10.0
+# The first window is small, to learn the file's speed (a text page or a page for OCR); later windows are sized
+# from the pages per second of the earlier ones to about ``parse_window_s`` of work.
+FIRST_WINDOW_PAGES = 2
 MAX_WINDOW_PAGES = 500
 # Progress is written at most this often: a text PDF reads hundreds of pages a second.
 PROGRESS_INTERVAL_S = 0.5
@@ -61,7 +62,7 @@ def parse_document(self, collection_id: str, document_id: str, start: int = 0) -
         name, file_format, data = upload.name, upload.format, upload.data
     limits = ParseLimits.from_settings(services.settings)
     paged = file_format in PAGED_FORMATS
-    window = range(start, start + _window_pages(state)) if paged else None
+    window = range(start, start + _window_pages(state, services.settings.parse_window_s)) if paged else None
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="agentsearch-parse-") as workdir:
         path = Path(workdir) / name
@@ -105,12 +106,12 @@ def parse_document(self, collection_id: str, document_id: str, start: int = 0) -
     return {"status": "parsed", "parts": len(document.parts), "attachments": len(attached)}
 
 
-def _window_pages(state: dict[str, Any]) -> int:
-    """Pages for about ``WINDOW_S`` of work, from the speed of the windows read so far."""
+def _window_pages(state: dict[str, Any], window_s: float) -> int:
+    """Pages for about ``window_s`` of work, from the speed of the windows read so far."""
     rate = state.get("pages_per_s")
     if not rate:
         return FIRST_WINDOW_PAGES
-    return max(1, min(MAX_WINDOW_PAGES, int(rate * WINDOW_S)))
+    return max(1, min(MAX_WINDOW_PAGES, int(rate * window_s)))
 
 
 def _merged(state: dict[str, Any], parsed: ParsedFile, window: range | None, seconds: float) -> dict[str, Any]:

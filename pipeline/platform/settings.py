@@ -160,6 +160,10 @@ class Settings(BaseSettings):
         1024, ge=256, le=65536, description="Memory (address space, MB) reading one file may take; a file needing "
                                             "more is refused."
     )
+    parse_window_s: float = Field(
+        10.0, gt=0, le=3600, description="The work one parsing task of a long paged file aims at (worker/parsing.py): "
+        "after each window of pages the file goes to the back of the ingest queue, behind other users' files."
+    )
     ocr_languages: str = Field(
         "eng+deu+fra+spa+ita+por+nld+rus+ara+ell+tur+ron+vie+hin+tha+chi_sim", min_length=3, max_length=200,
         pattern=r"^[a-z_]+(\+[a-z_]+)*$",
