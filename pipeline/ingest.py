@@ -173,7 +173,8 @@ def file_document(parsed: ParsedFile, name: str, file_format: str) -> FileDocume
         parts.append({"start": offset, "end": offset + len(text), "location": dict(part.location)})
         offset += len(text)
     if dropped:
-        notes.append(f"{dropped} characters that could not be read were left out")
+        notes.append("1 character that could not be read was left out" if dropped == 1 else
+                     f"{dropped} characters that could not be read were left out")
     text = PART_SEPARATOR.join(pieces)
     if not text:
         raise IngestError(f"{name}: no text could be read from the file" + (f" ({'; '.join(notes)})" if notes else ""))
