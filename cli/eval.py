@@ -345,3 +345,40 @@ def eval_followups(pairs_path: Path | None, corpus: Path | None, scifact_dir: Pa
                    f"{s['recall@5']:.4f}  Recall@10 {s['recall@10']:.4f}  MRR@10 {s['mrr@10']:.4f}")
     click.echo(f"  rewrites covering the expected query's words: {report['rewrite_covers_expected']:.2%}")
     _write_report(report, json_out)
+
+
+@eval_group.command("formats")
+@click.option("--formats", "format_list", default=None,
+              help="Comma-separated, of pdf, docx, pptx, xlsx, csv, html, markdown, scan, scan-ru (default: all).")
+@click.option("--questions", type=click.IntRange(1), default=None,
+              help="N development questions spread evenly over the articles (default: all 603).")
+@click.option("--xquad", "xquad_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="The XQuAD folder (en/ and ru/ in BEIR layout); default ../shared/eval/xquad.")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the rendered files and the stack's data go (default: a temporary folder).")
+@click.option("--json", "json_out", type=JSON_OUT, default=None)
+def eval_formats(format_list: str | None, questions: int | None, xquad_dir: Path | None, workdir: Path | None,
+                 json_out: Path | None) -> None:
+    """Format invariance: XQuAD articles uploaded as PDF, Word, PowerPoint, Excel, CSV, HTML, Markdown and scanned
+    pages to a stack of its own, each question's gold page, slide, row or section found in the top 5, over the same
+    paragraphs uploaded as JSON Lines documents."""
+    import tempfile
+
+    from pipeline.eval import formats
+
+    chosen = [f.strip() for f in format_list.split(",") if f.strip()] if format_list else list(formats.FORMATS)
+    unknown = [f for f in chosen if f not in formats.FORMATS]
+    if unknown:
+        fail(f"--formats: unknown {', '.join(unknown)} (known: {', '.join(formats.FORMATS)})")
+    with tempfile.TemporaryDirectory(prefix="agentsearch-formats-") as tmp:
+        report = formats.run_on_stack(workdir or Path(tmp), chosen, questions, xquad_dir or formats.XQUAD,
+                                      say=click.echo)
+    for lang, base in report["baseline"].items():
+        click.echo(f"baseline {lang} (a JSON Lines document per paragraph): gold paragraph in the top "
+                   f"{report['top_k']} {base['fraction']:.4f}, its article {base['article_fraction']:.4f}  "
+                   f"({base['questions']} questions)")
+    for name, s in report["formats"].items():
+        click.echo(f"{name:<9} ratio {s['ratio']}  gold place in the top {report['top_k']} {s['fraction']:.4f}  "
+                   f"article found {s['article_fraction']:.4f} (at another place {s['article_at_wrong_place']})  "
+                   f"documents {s['indexing']['documents']}  goal {s['goal']}")
+    _write_report(report, json_out)
