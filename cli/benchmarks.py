@@ -9,6 +9,7 @@ Usage::
     agentsearch bench concurrency --llm --jobs 16 --threads 8       # jobs answered by a local LLM server
     agentsearch bench filters --rows 10000                          # a metadata filter's cost in Milvus Lite
     agentsearch bench mcp --calls 40 --searches 10                  # an MCP tool call beside its API route
+    agentsearch bench parse --pages 240 --ocr-pages 6               # pages/s per format, OCR, parsing's share
 
 The benchmarks are the ``bench`` package, installed with the project.
 """
@@ -135,3 +136,23 @@ def bench_mcp(calls: int, searches: int, json_out: Path | None) -> None:
     if json_out is not None:
         json_out.write_text(json.dumps(figures) + "\n")
     click.echo(json.dumps(figures, indent=2))
+
+
+@bench_group.command("parse")
+@click.option("--pages", type=click.IntRange(1), default=240, show_default=True,
+              help="Places (pages, slides, rows, sections) per born-digital file.")
+@click.option("--ocr-pages", type=click.IntRange(1), default=6, show_default=True, help="Scanned pages read by OCR.")
+@click.option("--rounds", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--stack/--no-stack", default=True, show_default=True,
+              help="Also measure parsing's share of ingestion on a local stack of its own.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help='Write {"formats": {format: {"median", ...}}, "ocr": {...}, "share": {...}} here.')
+def bench_parse(pages: int, ocr_pages: int, rounds: int, stack: bool, json_out: Path | None) -> None:
+    """Pages per second of each format's reader (through the parsing child process), OCR pages per second, and the
+    share of ingestion time parsing takes for ten mixed files; the table goes to bench/results/parse.md."""
+    from bench import parse  # the readers' renderers and the bench stack: see cli/__init__.py
+
+    result = parse.measure(pages, ocr_pages, rounds, stack)
+    if json_out is not None:
+        json_out.write_text(json.dumps(result) + "\n")
+    click.echo(parse.write(result, parse.command_line(pages, ocr_pages, rounds, stack)))

@@ -355,28 +355,40 @@ def sources_of(job: dict[str, Any]) -> tuple[tuple[str, dict[str, Any] | None], 
     return tuple((s["document_id"], s.get("location")) for s in (job.get("response") or {}).get("sources") or [])
 
 
-def score_baseline(asked: Iterable[Asked], names: dict[str, str], k: int = TOP_K) -> dict[str, Any]:
-    """The share of questions whose gold paragraph is among the top ``k`` paragraphs, and whose gold article is
-    (a paragraph of it; ``names`` maps an article id to its name)."""
-    found = article = failed = total = 0
+def best_of_article(question: Asked, k: int = TOP_K) -> str | None:
+    """The first paragraph of the gold paragraph's article among a baseline question's top ``k`` (None if none):
+    what the baseline's ranking says when, as with files, a document gives one source, its best chunk."""
+    article = split_paragraph_id(question.gold)[0]
+    return next((d for d, _ in (question.sources or ())[:k]
+                 if _PARAGRAPH_ID.match(d) and split_paragraph_id(d)[0] == article), None)
+
+
+def score_baseline(asked: Iterable[Asked], k: int = TOP_K) -> dict[str, Any]:
+    """The share of questions whose gold paragraph is among the top ``k`` paragraphs; whose gold article is (a
+    paragraph of it); and whose gold paragraph is its article's first paragraph there (``best_of_article``)."""
+    found = article = first = failed = total = 0
     for question in asked:
         total += 1
         if question.sources is None:
             failed += 1
             continue
-        top = [document for document, _ in question.sources[:k]]
-        found += question.gold in top
-        gold_article = split_paragraph_id(question.gold)[0]
-        article += any(split_paragraph_id(d)[0] == gold_article for d in top if _PARAGRAPH_ID.match(d))
+        found += question.gold in [document for document, _ in question.sources[:k]]
+        best = best_of_article(question, k)
+        article += best is not None
+        first += best == question.gold
     return {"questions": total, "found": found, "fraction": _share(found, total),
-            "article_fraction": _share(article, total), "failed_jobs": failed}
+            "article_fraction": _share(article, total), "best_of_article_fraction": _share(first, total),
+            "failed_jobs": failed}
 
 
 def score_format(file_format: str, asked: Iterable[Asked], names: dict[str, str], k: int = TOP_K,
-                 examples: int = 8) -> dict[str, Any]:
+                 examples: int = 8, baseline: dict[str, Asked] | None = None) -> dict[str, Any]:
     """The share of questions whose gold place (the article's document at the paragraph's place) is among the top
-    ``k`` sources; misses told apart: the article found at another place (with the places found), or not found."""
-    found = wrong_place = failed = total = 0
+    ``k`` sources; misses told apart: the article found at another place (with the places found), or not found.
+    With the ``baseline``'s questions (by id): of the misses at another place, how many the baseline ranks the same
+    way (another paragraph of the article before the gold one: lost because a document gives one source), and the
+    questions the baseline finds and the format does not, and the other way round."""
+    found = wrong_place = failed = total = sibling_first = lost = gained = 0
     places: dict[str, int] = {}
     missed: list[dict[str, Any]] = []
     for question in asked:
@@ -387,22 +399,30 @@ def score_format(file_format: str, asked: Iterable[Asked], names: dict[str, str]
         article, index = split_paragraph_id(question.gold)
         document = names[article]
         at_article = [location for d, location in question.sources[:k] if d == document]
-        if any(place_found(file_format, index, location) for location in at_article):
+        hit = any(place_found(file_format, index, location) for location in at_article)
+        base = (baseline or {}).get(question.question_id)
+        base_hit = base is not None and question.gold in [d for d, _ in (base.sources or ())[:k]]
+        lost += base_hit and not hit
+        gained += hit and base is not None and not base_hit
+        if hit:
             found += 1
             continue
         if at_article:
             wrong_place += 1
             what = _place_name(at_article[0])
             places[what] = places.get(what, 0) + 1
+            sibling_first += base is not None and best_of_article(base, k) not in (None, question.gold)
         if len(missed) < examples:
             missed.append({"question": question.text, "gold": {"document_id": document,
                                                                **gold_place(file_format, index)},
                            "found": [{"document_id": d, "location": location}
-                                     for d, location in question.sources[:k]]})
+                                     for d, location in question.sources[:k]],
+                           **({"baseline_top": [d for d, _ in (base.sources or ())[:k]]} if base else {})})
     return {"questions": total, "found": found, "fraction": _share(found, total),
             "article_fraction": _share(found + wrong_place, total),
             "article_at_wrong_place": wrong_place, "wrong_places": dict(sorted(places.items())),
-            "failed_jobs": failed, "missed_examples": missed}
+            "wrong_place_as_in_baseline": sibling_first, "lost_against_baseline": lost,
+            "gained_against_baseline": gained, "failed_jobs": failed, "missed_examples": missed}
 
 
 def ratio(format_score: dict[str, Any], baseline_score: dict[str, Any]) -> float | None:
@@ -512,6 +532,11 @@ def ask_all(http, collection_id: str, questions: list[tuple[str, str, str]], in_
     return [r for r in results if r is not None]
 
 
+def runs_of(asked: list[Asked]) -> dict[str, Any]:
+    """Each question's top sources as JSON (``[[document_id, location], ...]``, null for a failed job)."""
+    return {q.question_id: None if q.sources is None else [list(pair) for pair in q.sources] for q in asked}
+
+
 def run_on_stack(workdir: Path, formats: list[str], questions: int | None = None, xquad: Path = XQUAD,
                  say: Callable[[str], None] = print) -> dict[str, Any]:
     """Render, upload and ask on a stack of its own (one worker of two processes); the report of every format."""
@@ -522,14 +547,16 @@ def run_on_stack(workdir: Path, formats: list[str], questions: int | None = None
     articles = {lang: load_articles(xquad / lang / "corpus.jsonl") for lang in languages}
     asked_of = {lang: load_questions(xquad / lang, questions) for lang in languages}
     report: dict[str, Any] = {"questions": {lang: len(asked_of[lang]) for lang in languages}, "top_k": TOP_K,
-                              "formats": {}, "baseline": {}}
+                              "formats": {}, "baseline": {}, "runs": {}}
+    baselines: dict[str, dict[str, Asked]] = {}
     with DevStack(workdir / "stack", workers=1, concurrency=2, user="format-eval") as stack, stack.http() as http:
         for lang in languages:
-            names = {a.id: a.name for a in articles[lang]}
             indexed = upload(http, f"baseline-{lang}", [(f"xquad-{lang}.jsonl", baseline_jsonl(articles[lang]))])
             say(f"baseline {lang}: {indexed['documents']} in {indexed['seconds']} s")
             asked = ask_all(http, indexed["collection_id"], asked_of[lang])
-            report["baseline"][lang] = {**score_baseline(asked, names), "indexing": indexed}
+            baselines[lang] = {q.question_id: q for q in asked}
+            report["runs"][f"baseline-{lang}"] = runs_of(asked)
+            report["baseline"][lang] = {**score_baseline(asked), "indexing": indexed}
             say(f"baseline {lang}: {report['baseline'][lang]['fraction']:.4f}")
         for file_format in formats:
             lang = language_of(file_format)
@@ -539,11 +566,15 @@ def run_on_stack(workdir: Path, formats: list[str], questions: int | None = None
             rendered_s = time.monotonic() - began
             indexed = upload(http, f"formats-{file_format}", [(p.name, p.read_bytes()) for p in files])
             say(f"{file_format}: rendered in {rendered_s:.1f} s, {indexed['documents']} in {indexed['seconds']} s")
+            began = time.monotonic()
             asked = ask_all(http, indexed["collection_id"], asked_of[lang])
-            scored = score_format(file_format, asked, names)
+            asked_s = time.monotonic() - began
+            report["runs"][file_format] = runs_of(asked)
+            scored = score_format(file_format, asked, names, baseline=baselines[lang])
             base = report["baseline"][lang]
             report["formats"][file_format] = {**scored, "ratio": ratio(scored, base), "goal": goal_of(file_format),
                                               "language": lang, "render_s": round(rendered_s, 1),
+                                              "ask_s": round(asked_s),
                                               "bytes": sum(p.stat().st_size for p in files), "indexing": indexed}
             say(f"{file_format}: {scored['fraction']:.4f} (article {scored['article_fraction']:.4f}), ratio "
                 f"{report['formats'][file_format]['ratio']}")

@@ -99,10 +99,29 @@ def test_the_baseline_scores_the_gold_paragraph_and_the_ratio_divides_by_it():
         asked("a08p2", ("a08p2", None)),
         asked("a08p4", ("a07p4", None)),
     ]
-    base = score_baseline(responses, NAMES)
+    base = score_baseline(responses)
     assert (base["found"], base["fraction"], base["article_fraction"]) == (2, 0.5, 0.75)
+    assert base["best_of_article_fraction"] == 0.5
     assert ratio({"fraction": 0.45}, base) == 0.9
     assert ratio({"fraction": 0.45}, {"fraction": 0.0}) is None
+
+
+def test_misses_are_compared_with_the_baseline_ranking_of_the_same_question():
+    baseline = {q.question_id: q for q in [
+        asked("a07p1", ("a07p0", None), ("a07p1", None)),        # another paragraph of the article first
+        asked("a07p2", ("a07p2", None)),
+        asked("a08p0", ("a07p3", None)),
+    ]}
+    ids = list(baseline)
+    responses = [
+        Asked(ids[0], "q", "a07p1", (("Fresno,_California", {"page": 1}),)),     # as ranked in the baseline
+        Asked(ids[1], "q", "a07p2", (("Fresno,_California", {"page": 2}),)),     # the format's own miss
+        Asked(ids[2], "q", "a08p0", (("Kenya", {"page": 1}),)),                  # found where the baseline did not
+    ]
+    score = score_format("pdf", responses, NAMES, baseline=baseline)
+    assert score["article_at_wrong_place"] == 2 and score["wrong_place_as_in_baseline"] == 1
+    assert (score["lost_against_baseline"], score["gained_against_baseline"]) == (2, 1)
+    assert score["missed_examples"][0]["baseline_top"] == ["a07p0", "a07p1"]
 
 
 def test_a_job_that_did_not_succeed_has_no_sources():
@@ -227,3 +246,15 @@ def test_a_scanned_pdf_is_one_image_per_paragraph_that_ocr_reads_back(tmp_path):
     wanted = texts()[1].split()
     seen = set(read.split())
     assert sum(word in seen for word in wanted) / len(wanted) > 0.9
+
+
+def test_the_parse_bench_reads_task_times_from_a_worker_log():
+    from bench.parse import task_seconds
+
+    lines = [
+        "INFO celery.app.trace: Task agentsearch.parse_document[c053-e9] succeeded in 0.7163s: {'status': 'parsed'}",
+        "INFO celery.app.trace: Task agentsearch.ingest_documents[05a1-de] succeeded in 2.5s: {'indexed': 1}",
+        "INFO celery.app.trace: Task agentsearch.core_search[16ec-93] succeeded in 0.23s: {}",
+        "INFO celery.worker.strategy: Task agentsearch.parse_document[c053-e9] received",
+    ]
+    assert task_seconds(lines) == {"parse_document": [0.7163], "ingest_documents": [2.5]}
