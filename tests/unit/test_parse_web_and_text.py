@@ -202,6 +202,12 @@ def test_markdown_is_read_by_heading_path_with_its_tables_code_and_link_texts(tm
     assert "Front matter" not in parsed.text and "alert" not in parsed.text
 
 
+def test_markdown_nested_past_the_depth_limit_loses_those_lines_and_says_so(tmp_path):
+    parsed = _read(tmp_path, "quotes.md", b">" * 70 + b" deep\n\nafter the quote\n", "markdown")
+    assert parsed.text == "after the quote"
+    assert parsed.notes == ["lines nested more than 64 deep in quotes or lists were left out"]
+
+
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "cp1252", "latin-1", "shift_jis", "gb18030"])
 def test_plain_text_is_read_in_its_encoding_as_one_part(tmp_path, encoding):
     text = {"shift_jis": "東京の天気は晴れです。明日は雨が降るでしょう。",
@@ -270,18 +276,19 @@ def test_an_html_only_email_is_read_by_the_web_page_reader(tmp_path):
     assert "Unsubscribe" not in parsed.text
 
 
-def test_an_emails_attachments_past_the_limit_are_left_out_and_their_names_made_bare(tmp_path):
+def test_an_emails_attachments_past_the_limit_are_left_out_and_their_names_made_bare_and_distinct(tmp_path):
     message = _mail("Files")
-    message.set_content("Three files.")
+    message.set_content("Four files.")
     long_name = "é" * 150 + ".csv"
-    for name in ("..\\..\\windows\\report.csv", "/etc/passwd", long_name):
+    for name in ("..\\..\\windows\\report.csv", "/etc/passwd", long_name, "Report.csv"):
         message.add_attachment(b"a,b\n1,2\n", maintype="text", subtype="csv", filename=name)
     parsed = _read(tmp_path, "files.eml", message.as_bytes(), "eml", ParseLimits(max_attachments=2))
     assert [a.name for a in parsed.attachments] == ["report.csv", "passwd"]
-    assert parsed.notes == ["the e-mail has 3 attachments; only the first 2 were kept"]
+    assert parsed.notes == ["the e-mail has 4 attachments; only the first 2 were kept"]
     parsed = _read(tmp_path, "files.eml", message.as_bytes(), "eml")
-    name = parsed.attachments[2].name
-    assert name.endswith(".csv") and len(name.encode()) <= 200 and name.startswith("é")
+    long, again = parsed.attachments[2].name, parsed.attachments[3].name
+    assert long.endswith(".csv") and len(long.encode()) <= 200 and long.startswith("é")
+    assert again == "Report (2).csv"
 
 
 def test_emails_attached_deeper_than_the_limit_are_refused(tmp_path):

@@ -41,7 +41,7 @@ _UNSAFE_IN_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 def parse(path: Path, limits: ParseLimits, progress: Callable[[int, int], None], pages: range | None) -> ParsedFile:
     message = BytesParser(policy=policy.default).parsebytes(path.read_bytes())
     assert isinstance(message, EmailMessage)
-    attachments = _attachments(message, limits)
+    attachments = _distinct_names(_attachments(message, limits))
     notes = []
     if len(attachments) > limits.max_attachments:
         notes.append(f"the e-mail has {len(attachments)} attachments; only the first {limits.max_attachments} "
@@ -169,6 +169,24 @@ def _is_attachment(part: Message) -> bool:
     if part.get_content_disposition() == "attachment":
         return True
     return part.get_filename() is not None and part.get_content_maintype() != "text"
+
+
+def _distinct_names(attachments: list[Attachment]) -> list[Attachment]:
+    """The attachments, those whose name repeats an earlier one's without its extension (two ``image001.png``, a
+    ``report.pdf`` and a ``report.docx``) renamed ``image001 (2).png``: the worker names an attachment's document
+    by that part of its name."""
+    seen: set[str] = set()
+    named = []
+    for attachment in attachments:
+        path = PurePosixPath(attachment.name)
+        stem, name, copy = path.stem, attachment.name, 1
+        while PurePosixPath(name).stem.lower() in seen:
+            copy += 1
+            short = stem.encode("utf-8")[:_MAX_NAME_BYTES - 40].decode("utf-8", "ignore")
+            name = f"{short} ({copy}){path.suffix}"
+        seen.add(PurePosixPath(name).stem.lower())
+        named.append(Attachment(name, attachment.data))
+    return named
 
 
 def _file_name(name: str, index: int, extension: str) -> str:

@@ -4,7 +4,8 @@ before the first heading ``{}``), read by markdown-it-py (CommonMark with tables
 What is kept: the text of headings, paragraphs, list items, block quotes, table rows (cells joined by `` | ``) and
 code (as written, indentation kept); the text of links, the alt text of images. What is left out: markup, the tags
 of HTML (the text between them stays, scripts and styles go), front matter (a YAML block between ``---`` lines at the
-top). The title is the first level-1 heading, if any.
+top). The title is the first level-1 heading, if any. Lines nested deeper than ``limits.max_depth`` in quotes or
+lists are left out, and the notes say so.
 
 ``Sections`` builds such parts for the HTML and e-mail readers too: each part begins with its heading's text, so a
 chunk of it says what it is about; a heading with no text under it gives no part of its own (its path is in its
@@ -25,6 +26,8 @@ from pipeline.parsing.text_encoding import decode_text
 
 _FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 _SCRIPT_OR_STYLE = re.compile(r"<(script|style)\b.*?(?:</\1\s*>|\Z)|<!--.*?(?:-->|\Z)", re.DOTALL | re.IGNORECASE)
+_CONTAINER_MARKER = re.compile(r">|[-+*](?=[ \t])|\d{1,9}[.)](?=[ \t])")
+_CONTAINER_PREFIX = re.compile(r"^(?:[ \t]*(?:>|[-+*][ \t]|\d{1,9}[.)][ \t]))+", re.MULTILINE)
 _SCRIPT_OR_STYLE_TAG = re.compile(r"</?(script|style)\b", re.IGNORECASE)
 _TAG = re.compile(r"<[^<>]*>")
 _BREAK_TAG = re.compile(r"<br\s*/?>", re.IGNORECASE)
@@ -87,7 +90,12 @@ def parse(path: Path, limits: ParseLimits, progress: Callable[[int, int], None],
     from markdown_it import MarkdownIt
 
     source = _FRONT_MATTER.sub("", decode_text(path.read_bytes()), count=1)
-    tokens = MarkdownIt("commonmark").enable("table").parse(source)
+    # markdown-it-py stops reading what is nested deeper than its maxNesting (20 unless told): at the limit's depth
+    # a real document loses nothing, and an absurd one costs no more time than its length.
+    tokens = MarkdownIt("commonmark", {"maxNesting": limits.max_depth}).enable("table").parse(source)
+    notes = []
+    if _deepest_line(source) > limits.max_depth:
+        notes.append(f"lines nested more than {limits.max_depth} deep in quotes or lists were left out")
     sections, title = Sections(limits), None
     row: list[str] | None = None
     # The lines of the list or table being read (one block, a line per item or row); its depth of nesting.
@@ -135,8 +143,17 @@ def parse(path: Path, limits: ParseLimits, progress: Callable[[int, int], None],
             add(strip_tags(token.content))
     parts = sections.finish()
     if not parts:
-        raise ParseRefused("the file has no text")
-    return ParsedFile(title=title, parts=parts)
+        raise ParseRefused(f"the file has no text but {notes[0]}" if notes else "the file has no text")
+    return ParsedFile(title=title, parts=parts, notes=notes)
+
+
+def _deepest_line(source: str) -> int:
+    """The deepest nesting a line opens by its own quote and list markers (a list and its item are two levels)."""
+    deepest = 0
+    for prefix in _CONTAINER_PREFIX.finditer(source):
+        markers = _CONTAINER_MARKER.findall(prefix.group())
+        deepest = max(deepest, sum(1 if marker == ">" else 2 for marker in markers))
+    return deepest
 
 
 def strip_tags(markup: str) -> str:
