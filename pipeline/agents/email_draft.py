@@ -1,8 +1,8 @@
-"""Response: an HTML email draft with a subject, the answer and linked sources. A sentence its sources do not
-support (the answer step's citation check) is wrapped in ``<mark class="citation-unsupported">`` (or
-``citation-partial``) with "[not supported by source n]" after it, and a line under the answer counts them; when an
-LLM wrote the answer, a second line says how many of its sentences the sources support and how many were left out,
-or why its answer was not used.
+"""Response: an HTML email draft with a subject, the answer and linked sources, each with where in its file the
+passage stands ("Q4 report, p. 3"; ``pipeline.text.locations``). A sentence its sources do not support (the answer
+step's citation check) is wrapped in ``<mark class="citation-unsupported">`` (or ``citation-partial``) with "[not
+supported by source n]" after it, and a line under the answer counts them; when an LLM wrote the answer, a second
+line says how many of its sentences the sources support and how many were left out, or why its answer was not used.
 
 Every piece of document or query text is HTML-escaped: a document holding ``<script>`` cannot put a script into
 the email.
@@ -30,6 +30,8 @@ from pipeline.agents.base import (
     ResponseAgentInput,
 )
 from pipeline.agents.citation_marks import marked_pieces, model_note, shown, summary
+from pipeline.documents import location_of
+from pipeline.text.locations import describe_location
 
 
 def _safe_url(value: object) -> str | None:
@@ -75,6 +77,9 @@ class EmailDraft(ResponseAgent):
             url = _safe_url(doc.metadata.get("url")) if doc else None
             title = escape(source.title)
             label = f'<a href="{escape(url, quote=True)}">{title}</a>' if url else title
+            where = describe_location(source.location or (location_of(doc) if doc else None))
+            if where:
+                label += f', <span class="source-location">{escape(where)}</span>'
             items.append(f"<li>[{i}] {label} <small>(score {source.score:.3f})</small></li>")
         notes = (summary(inp.citations), model_note(inp.metadata.get("answer")))
         checked = "".join(f"<p><small>{escape(line)}</small></p>\n" for line in notes if line)

@@ -1,8 +1,9 @@
 """Response: a PDF report (reportlab platypus): title, the answer with its citation markers, the reasoning steps when
-the job asked for them, the sources with their scores, and "Page N of M" in every footer. A sentence its sources do
-not support (the answer step's citation check) is printed in red with "[not supported by source n]" after it (or
-"only partly supported"), and a line under the answer counts them; when an LLM wrote the answer, a second line says
-how many of its sentences the sources support and how many were left out, or why its answer was not used.
+the job asked for them, the sources with their scores and where in its file each passage stands ("Q4 report, p. 3";
+``pipeline.text.locations``), and "Page N of M" in every footer. A sentence its sources do not support (the answer
+step's citation check) is printed in red with "[not supported by source n]" after it (or "only partly supported"),
+and a line under the answer counts them; when an LLM wrote the answer, a second line says how many of its sentences
+the sources support and how many were left out, or why its answer was not used.
 
 Every piece of text is escaped for reportlab's paragraph mini-markup, so a title or document holding ``<`` or ``&``
 prints as written. Text is set in DejaVu Sans (shipped with matplotlib) when it is there, so non-Latin-1 letters
@@ -49,7 +50,8 @@ from pipeline.agents.base import (
     Source,
 )
 from pipeline.agents.citation_marks import marked_pieces, model_note, shown, summary
-from pipeline.documents import Citation
+from pipeline.documents import Citation, location_of
+from pipeline.text.locations import describe_location
 
 _XML_ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _CITATION = re.compile(r"\[(\d+)\]")
@@ -265,6 +267,9 @@ class PdfReport(ResponseAgent):
             title = _text(source.title or source.document_id)
             if isinstance(url, str) and url.startswith(("http://", "https://")):
                 title = f'<a href="{_attr(url)}" color="#1f5fa8">{title}</a>'
+            where = describe_location(source.location or (location_of(doc) if doc else None))
+            if where:
+                title = f"{title}, {_text(where)}"
             rows.append([
                 Paragraph(f'<a name="source-{n}"/>[{n}]', styles["cell"]),
                 Paragraph(title, styles["cell"]),

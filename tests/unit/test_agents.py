@@ -322,6 +322,24 @@ def test_email_draft_links_https_sources_with_the_url_intact():
     assert links == [url]  # the parser unescapes &amp; back to &
 
 
+def test_email_draft_names_where_in_its_file_each_source_stands():
+    url = "https://investors.helios.example/q4-2025"
+    documents = [
+        Document(id="d1", title="Q4 report", text="x", score=0.9, metadata={"url": url, "location": {"page": 3}}),
+        Document(id="d2", title="Board deck", text="y", score=0.8, metadata={"location": {"slide": 2}}),
+        Document(id="d3", title="Memo", text="z", score=0.7, metadata={"location": {"section": "Results <b>"}}),
+        Document(id="d4", title="Notes", text="w", score=0.6),
+    ]
+    parsed = parse(email(documents, answer="Revenue grew [1].").data.decode())
+    text = " ".join("".join(parsed.text).split())
+    assert "[1] Q4 report, p. 3 (score 0.900)" in text
+    assert "[2] Board deck, slide 2 (score 0.800)" in text
+    assert "[3] Memo, Results <b> (score 0.700)" in text  # the heading's text, never markup
+    assert "[4] Notes (score 0.600)" in text
+    assert [tag for tag, _ in parsed.starts if tag == "b"] == []
+    assert [attrs["href"] for tag, attrs in parsed.starts if tag == "a"] == [url]  # the title is still the link
+
+
 def test_email_draft_subject_and_skip():
     documents = [Document(id="d1", title="Q4 results", text="x", score=0.9)]
     artifact = email(documents, answer="Revenue grew [1].", query="Q4 revenue", subject_prefix="Board briefing")

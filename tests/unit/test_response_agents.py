@@ -222,6 +222,23 @@ def test_pdf_escapes_markup_in_title_and_sources(tmp_path):
     assert "Reasoning" not in text and artifact.metadata["cot_steps"] == 0
 
 
+@needs_poppler
+def test_pdf_sources_say_where_in_their_file_each_passage_stands(tmp_path):
+    inp = make_input()
+    inp.sources[0].title, inp.sources[1].title = "Q4 report", "Q4 figures"  # short: one line of a table cell each
+    # From the source the answer step made; from the retrieved chunk's metadata; none for a document sent as text.
+    inp.sources[0].location = {"page": 3}
+    inp.documents[1].metadata = {**inp.documents[1].metadata, "location": {"sheet": "Q4", "rows": [7, 12]}}
+    artifact = PdfReport().run(inp, CTX)
+    path = tmp_path / "located.pdf"
+    path.write_bytes(artifact.data)
+    text = flat(pdf_text(path))
+    first, second, third = inp.sources
+    assert re.search(rf"\[1\]\s+{re.escape(first.title)}, p\. 3\s+{first.document_id}", text)
+    assert re.search(rf"\[2\]\s+{re.escape(second.title)}, Q4, rows 7–12\s+{second.document_id}", text)
+    assert re.search(rf"\[3\]\s+{re.escape(third.title)}\s+{third.document_id}", text)  # nothing added
+
+
 # ----------------------------------------------------------------------------------------------------- chart
 
 
