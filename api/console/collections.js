@@ -1,5 +1,6 @@
-// Collections: list and create them; upload files (JSON Lines, text, Markdown, PDF) with the indexing's progress;
-// read and delete a collection's documents.
+// Collections: list and create them; upload files (PDF, scans, Office files, CSV, HTML, Markdown, text, e-mail, JSON
+// Lines) with the indexing's progress and the files refused with their reasons; read and delete a collection's
+// documents, each with its format, the pages a worker has parsed so far, what the reading noted and why one failed.
 
 import { api } from './api.js';
 import { badge, clear, formatTime, h, showFieldErrors, clearInvalid, toast, uid } from './dom.js';
@@ -25,6 +26,58 @@ export async function renderCollections(main, [collectionId], ctx) {
   if (selected) await renderDetail(detail, selected, ctx, (c) => { countLabels.get(c.id).textContent = countsText(c); });
   else if (collectionId) detail.append(h('p', { class: 'notice notice-error' }, 'That collection does not exist (or is not yours).'));
   else detail.append(h('div', { class: 'card empty-state' }, h('p', null, 'Create a collection, then upload documents into it.')));
+}
+
+// What the upload's file picker offers: every format the workers parse (the API tells a file's format from its
+// bytes, so the extension only guides the picker).
+const UPLOAD_ACCEPT = ['.pdf', '.png', '.jpg', '.jpeg', '.tif', '.tiff', '.docx', '.pptx', '.xlsx', '.csv', '.tsv',
+  '.html', '.htm', '.md', '.markdown', '.txt', '.eml', '.jsonl', '.ndjson'].join(',');
+// A document's `metadata.format` as its reader calls it.
+const FORMATS = {
+  pdf: 'PDF', image: 'image', docx: 'Word', pptx: 'PowerPoint', xlsx: 'Excel', csv: 'CSV', html: 'HTML',
+  markdown: 'Markdown', text: 'text', eml: 'e-mail', jsonl: 'JSON Lines',
+};
+
+/** How far a worker has read a pending document: 'parsing, 12 of 200 pages' (null for a format without pages). */
+export function parsingText(doc) {
+  if (doc.status !== 'pending' || !Number.isInteger(doc.pages_total)) return null;
+  const done = Number.isInteger(doc.pages_done) ? doc.pages_done : 0;
+  return `parsing, ${done} of ${doc.pages_total} page${doc.pages_total === 1 ? '' : 's'}`;
+}
+
+/** A document's row: its title with its format, what the reading noted and why it failed; its status with the
+ * pages parsed so far while a worker reads it. */
+function documentRow(doc, remove) {
+  const format = doc.metadata && typeof doc.metadata.format === 'string' ? doc.metadata.format : null;
+  const notes = Array.isArray(doc.notes) ? doc.notes.filter((note) => typeof note === 'string' && note) : [];
+  const parsing = parsingText(doc);
+  return h('tr', { dataset: { document: doc.id, status: doc.status } },
+    h('td', { class: 'cell-title' }, h('span', { class: 'doc-title' }, doc.title || '(untitled)'),
+      format ? h('span', { class: 'muted doc-format', dataset: { format } }, ` · ${FORMATS[format] || format}`) : null,
+      doc.error ? h('p', { class: 'field-error doc-error' }, doc.error) : null,
+      notes.length ? h('ul', { class: 'hint doc-notes', 'aria-label': 'What the reading noted' },
+        notes.map((note) => h('li', null, note))) : null),
+    h('td', { class: 'cell-id' }, h('code', null, doc.id)),
+    h('td', null, badge(doc.status),
+      parsing ? h('p', { class: 'hint doc-progress' }, parsing,
+        h('progress', { class: 'progress', max: String(doc.pages_total || 1), value: String(doc.pages_done || 0),
+          'aria-label': `Pages of ${doc.title || doc.id} parsed` })) : null),
+    h('td', { class: 'cell-actions' }, h('button', {
+      type: 'button', class: 'button-quiet button-danger', 'aria-label': `Delete document ${doc.title || doc.id}`,
+      onclick: () => remove(doc),
+    }, 'Delete')));
+}
+
+/** The files an upload refused, each with the API's reason: its answer's `rejected`, or a 422 refusing every file
+ * (its `detail` names each by its index in the request). */
+function refusedFiles(answerOrError, files) {
+  if (Array.isArray(answerOrError.rejected)) return answerOrError.rejected;
+  const detail = Array.isArray(answerOrError.detail) ? answerOrError.detail : [];
+  return detail.filter((d) => d.loc && d.loc[1] === 'files' && Number.isInteger(d.loc[2])).map((d) => {
+    const file = files[d.loc[2]] ? files[d.loc[2]].name : '';
+    const msg = String(d.msg || '');
+    return { file, error: file && msg.startsWith(`${file}: `) ? msg.slice(file.length + 2) : msg };
+  });
 }
 
 function countsText(c) {
@@ -67,10 +120,11 @@ function createForm() {
 
 async function renderDetail(detail, collection, ctx, onCounts) {
   const counts = h('p', { class: 'muted counts', 'aria-live': 'polite' });
-  const fileInput = h('input', { id: 'upload-files', type: 'file', multiple: true, accept: '.jsonl,.ndjson,.txt,.md,.markdown,.pdf',
-    'aria-describedby': 'upload-hint upload-error' });
+  const fileInput = h('input', { id: 'upload-files', type: 'file', multiple: true, accept: UPLOAD_ACCEPT,
+    'aria-describedby': 'upload-hint upload-error upload-rejected' });
   const uploadButton = h('button', { type: 'submit', class: 'button-primary' }, 'Upload');
   const uploadError = h('p', { class: 'field-error', id: 'upload-error', role: 'alert', hidden: true });
+  const rejectedEl = h('div', { class: 'upload-rejected', id: 'upload-rejected', role: 'status', hidden: true });
   const progress = h('progress', { class: 'progress', max: '1', value: '0', 'aria-label': 'Indexing progress', hidden: true });
   const progressText = h('p', { class: 'muted progress-text', 'aria-live': 'polite' });
   const docsBody = h('tbody');
@@ -86,17 +140,7 @@ async function renderDetail(detail, collection, ctx, onCounts) {
   async function loadDocuments() {
     const page = await api(`/v1/collections/${collection.id}/documents?limit=500`, { signal: ctx.signal });
     clear(docsBody);
-    for (const doc of page.items) {
-      docsBody.append(h('tr', { dataset: { document: doc.id } },
-        h('td', { class: 'cell-title' }, h('span', { class: 'doc-title' }, doc.title || '(untitled)'),
-          doc.error ? h('span', { class: 'field-error' }, ` ${doc.error}`) : null),
-        h('td', { class: 'cell-id' }, h('code', null, doc.id)),
-        h('td', null, badge(doc.status)),
-        h('td', { class: 'cell-actions' }, h('button', {
-          type: 'button', class: 'button-quiet button-danger', 'aria-label': `Delete document ${doc.title || doc.id}`,
-          onclick: () => remove(doc),
-        }, 'Delete'))));
-    }
+    for (const doc of page.items) docsBody.append(documentRow(doc, remove));
     docsNote.textContent = page.total ? `${page.total} document${page.total === 1 ? '' : 's'}${page.total > page.items.length ? ` (first ${page.items.length} shown)` : ''}` : 'No documents yet: upload some above.';
   }
 
@@ -112,8 +156,19 @@ async function renderDetail(detail, collection, ctx, onCounts) {
     }
   }
 
+  function showRejected(refused) {
+    clear(rejectedEl).hidden = !refused.length;
+    if (!refused.length) return;
+    const count = refused.length === 1 ? '1 file was' : `${refused.length} files were`;
+    rejectedEl.append(h('p', { class: 'field-error' }, `${count} not taken:`),
+      h('ul', { class: 'hint' }, refused.map((r) => h('li', { dataset: { file: r.file } },
+        h('strong', null, r.file || '(unnamed file)'), `: ${r.error}`))));
+  }
+
   async function watchIndexing(accepted) {
     progress.hidden = false;
+    // The listing is read again while documents are pending, at most once a second: the pages each worker parsed.
+    let listedAt = performance.now();
     for (;;) {
       const c = await api(`/v1/collections/${collection.id}`, { signal: ctx.signal });
       showCounts(c);
@@ -127,6 +182,7 @@ async function renderDetail(detail, collection, ctx, onCounts) {
         return;
       }
       progressText.textContent = `Indexing: ${done} of ${accepted} documents done…`;
+      if (performance.now() - listedAt > 1000) { await loadDocuments(); listedAt = performance.now(); }
       await new Promise((resolve) => { setTimeout(resolve, 400); });
     }
   }
@@ -135,26 +191,34 @@ async function renderDetail(detail, collection, ctx, onCounts) {
     h('label', { for: 'upload-files' }, 'Files'),
     h('div', { class: 'upload-row' }, fileInput, uploadButton),
     h('p', { class: 'hint', id: 'upload-hint' },
-      'JSON Lines (one document per line: id, title, text, metadata), or .txt, .md and .pdf files (one document each). A file with a bad line is refused whole.'),
-    uploadError, progress, progressText);
+      'PDF, scans and images, Word, PowerPoint, Excel, CSV, HTML, Markdown, text and e-mail files (one document '
+      + 'each, read by a worker), or JSON Lines (one document per line: id, title, text, metadata; a file with a bad '
+      + 'line is refused whole).'),
+    uploadError, rejectedEl, progress, progressText);
   uploadForm.addEventListener('submit', async (event) => {
     event.preventDefault();
     uploadError.hidden = true;
+    showRejected([]);
     fileInput.removeAttribute('aria-invalid');
     if (!fileInput.files.length) { uploadError.textContent = 'Choose one or more files.'; uploadError.hidden = false; fileInput.focus(); return; }
     const form = new FormData();
-    for (const file of fileInput.files) form.append('files', file, file.name);
+    const files = [...fileInput.files];
+    for (const file of files) form.append('files', file, file.name);
     uploadButton.disabled = true;
     progressText.textContent = 'Uploading…';
     try {
       const accepted = await api(`/v1/collections/${collection.id}/files`, { method: 'POST', form });
       fileInput.value = '';
+      showRejected(refusedFiles(accepted, files));
       toast(`${accepted.accepted} document${accepted.accepted === 1 ? '' : 's'} accepted`);
+      await loadDocuments();
       await watchIndexing(accepted.accepted);
     } catch (exc) {
       if (exc.name === 'AbortError') return;
       progressText.textContent = '';
-      uploadError.textContent = exc.message;
+      const refused = exc.status === 422 ? refusedFiles(exc, files) : [];
+      showRejected(refused);
+      uploadError.textContent = refused.length ? 'No file was taken.' : exc.message;
       uploadError.hidden = false;
       fileInput.setAttribute('aria-invalid', 'true');
     } finally {

@@ -2,11 +2,13 @@
 // sources its [n] citations open, the reasoning steps and the artifacts. The same view replays a finished job:
 // the events route sends a finished job's stage log and agent runs again, then `done`. Under an answer an LLM
 // wrote, a line says how it was made: how many of the model's sentences the sources support, which were left out
-// and why, or why the model's answer was not used (`metadata.answer.sentences`).
+// and why, or why the model's answer was not used (`metadata.answer.sentences`). Each source and the cited passage
+// say where in its file the passage stands ('p. 3', 'slide 2', 'Q4, row 7': locations.js).
 
 import { api, ApiError, jobEvents } from './api.js';
 import { append, badge, clear, formatMs, h, parseTime, toast, uid } from './dom.js';
 import { renderArtifacts } from './artifacts.js';
+import { describeLocation } from './locations.js';
 
 const STAGES = [
   ['pre_search', 'Pre-search agents'],
@@ -435,6 +437,7 @@ export class JobView {
       h('ol', { class: 'source-list' }, sources.map((source, i) => h('li', null,
         h('button', { type: 'button', class: 'source-link', onclick: (event) => this.openCitation(i + 1, '', event.currentTarget) },
           source.title || source.document_id),
+        located(describeLocation(source.location), 'source-location'),
         h('span', { class: 'muted source-meta' }, ` ${source.document_id} · score ${Number(source.score).toFixed(3)}`)))));
   }
 
@@ -451,18 +454,21 @@ export class JobView {
     const close = h('button', { type: 'button', class: 'button-quiet citation-close', 'aria-label': 'Close the cited passage',
       onclick: () => { this.citation.hidden = true; if (button) { button.setAttribute('aria-expanded', 'false'); button.focus(); } } }, 'Close');
     const body = h('div', { class: 'citation-body' }, h('p', { class: 'muted' }, 'Reading the document…'));
+    // The answer step's own check of this sentence against this source, when the job has one (docs/citations.md).
+    const cited = findCitation(response.citations, n, claim);
+    const where = describeLocation((cited && cited.location) || source.location);
     this.citation.append(h('div', { class: 'citation-head' },
       h('span', { class: 'cite-number' }, `[${n}]`),
       h('div', null, h('strong', { class: 'citation-title' }, source.title || source.document_id),
+        located(where, 'citation-location'),
         h('div', { class: 'muted' }, `${source.document_id} · score ${Number(source.score).toFixed(3)}`)), close), body);
     this.citation.focus();
-    // The answer step's own check of this sentence against this source, when the job has one (docs/citations.md).
-    const cited = findCitation(response.citations, n, claim);
     const verdict = cited ? h('p', { class: 'citation-verdict' }, h('span', { class: 'muted' }, 'Checked against the source: '),
       badge(cited.status), cited.reason ? ` ${cited.reason}` : '') : null;
     try {
       const doc = await this.document(source.document_id);
-      const passage = (cited && spanPassage(doc.text, cited)) || bestPassage(doc.text, claim);
+      const passage = (cited && (spanPassage(doc.text, inPart(cited, doc.parts)) || spanPassage(doc.text, cited)))
+        || bestPassage(doc.text, claim);
       clear(body).append(...[verdict].filter(Boolean), h('blockquote', { class: 'passage' },
         passage.before ? h('span', { class: 'passage-context' }, `${passage.before} `) : null,
         h('mark', null, passage.match),
@@ -515,6 +521,11 @@ export function modelNote(info) {
   return `${line}.`;
 }
 
+/** Where in its file a passage stands, beside its source's title ("Q4 report, p. 3"); nothing when it has no place. */
+function located(where, className) {
+  return where ? h('span', { class: className, dataset: { location: where } }, `, ${where}`) : null;
+}
+
 /** A partly supported sentence's mark: the answer's own words, set apart, the check's reason in its title. */
 function partialMark(reason) {
   return h('span', { class: 'partial-mark', title: `Only partly supported by the sources${reason ? `: ${reason}` : ''}` }, PARTIAL_MARK);
@@ -544,10 +555,19 @@ export function findCitation(citations, n, claim) {
     || (mine.length === 1 ? mine[0] : null);
 }
 
+/** The checked span moved to where its part starts in the document's text: a span is into the chunk the job
+ * retrieved, which opens the part of the same location when the part is one chunk (a page, a slide); null when no
+ * part has the citation's location. */
+function inPart(cited, parts) {
+  const where = describeLocation(cited.location);
+  const part = where && cited.span && (parts || []).find((p) => p && describeLocation(p.location) === where);
+  return part ? { ...cited, span: [cited.span[0] + part.start, cited.span[1] + part.start] } : null;
+}
+
 /** The checked span, when it points into this text: offsets are into the chunk the job retrieved, which is the
  * document's whole text for a one-chunk document; a span that does not say the sentence's words is not used. */
 function spanPassage(text, cited) {
-  if (!cited.span) return null;
+  if (!cited || !cited.span) return null;
   const [start, end] = cited.span;
   const piece = text.slice(start, end);
   const wanted = words(cited.sentence || '');
