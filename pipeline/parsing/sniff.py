@@ -14,6 +14,7 @@ import re
 import zipfile
 
 from pipeline.parsing.parsed import ParseRefused
+from pipeline.parsing.text_encoding import decode_text
 
 FORMATS = ("pdf", "image", "docx", "pptx", "xlsx", "csv", "html", "markdown", "text", "eml", "jsonl")
 # What a name's extension says, where the bytes alone cannot tell text formats apart.
@@ -24,9 +25,12 @@ _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 # An encrypted Word, Excel or PowerPoint file is an OLE container holding this stream (its name in UTF-16).
 _ENCRYPTION_INFO = "EncryptionInfo".encode("utf-16-le")
 _OFFICE_MAIN_PARTS = {"word/document.xml": "docx", "ppt/presentation.xml": "pptx", "xl/workbook.xml": "xlsx"}
-_HEADER_LINE = re.compile(rb"^[A-Za-z][A-Za-z0-9-]{1,40}:[ \t]", re.MULTILINE)
+# Header names as long as Exchange writes them (X-MS-Exchange-CrossTenant-OriginalArrivalTime); a value may be empty.
+_HEADER_LINE = re.compile(rb"^[A-Za-z][A-Za-z0-9-]{1,76}:(?:[ \t]|$)", re.MULTILINE)
 _MAIL_HEADERS = (b"from:", b"subject:", b"date:", b"message-id:", b"mime-version:", b"received:", b"to:")
-_HTML_START = re.compile(rb"^\s*(<!--.*?-->\s*)*<(!doctype\s+html|html|head|body)\b", re.IGNORECASE | re.DOTALL)
+# A byte-order mark, an XHTML declaration and comments may come first; a page may start at any tag of its head.
+_HTML_START = re.compile(rb"^(?:\xef\xbb\xbf)?\s*(?:<\?xml[^>]*\?>\s*)?(?:<!--.*?-->\s*)*"
+                         rb"<(?:!doctype\s+html|html|head|body|meta|title|link|base|style)\b", re.IGNORECASE | re.DOTALL)
 _ATX_HEADING = re.compile(r"^#{1,6}\s+\S", re.MULTILINE)
 
 
@@ -48,6 +52,8 @@ def sniff(data: bytes, name: str) -> str:
     if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise ParseRefused("not a format agentsearch reads: binary content that is no PDF, image or Office file")
     head = data[:8192]
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16: the checks below read the text as UTF-8
+        head = decode_text(head).encode("utf-8")
     if _HTML_START.match(head) or (extension == ".html" and b"<" in head):
         return "html"
     if extension == ".eml" or _looks_like_mail(head):
@@ -78,6 +84,8 @@ def _looks_like_mail(head: bytes) -> bool:
     """Headers first (``Name: value`` lines up to a blank line), among them at least two a mail always has."""
     block = head.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0]
     lines = [line for line in block.splitlines() if line and not line[:1].isspace()]
+    if lines and lines[0].startswith(b"From "):  # the separator line of a message saved from an mbox
+        lines = lines[1:]
     if len(lines) < 2 or not all(_HEADER_LINE.match(line) for line in lines):
         return False
     return sum(line.lower().startswith(_MAIL_HEADERS) for line in lines) >= 2
