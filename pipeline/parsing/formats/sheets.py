@@ -19,9 +19,10 @@ Dates are ISO dates (``2024-03-01``, ``2024-03-01T14:30:00`` with a time), numbe
 (15 significant digits), booleans ``TRUE`` / ``FALSE``. ``ParsedFile.pages`` is the number of sheets; ``pages``
 (0-based) reads a window of them.
 
-CSV: decoded as UTF-8, else in the encoding charset-normalizer finds (cp1252, Latin-1, UTF-16 ...); the delimiter
-(comma, semicolon or tab) found by ``csv.Sniffer``; its one sheet is named after the file's stem (the file the child
-reads carries the name it was uploaded under). Rows are records: a quoted field over two lines is one row.
+CSV: decoded as every text reader decodes (``pipeline.parsing.text_encoding.decode_text``: a byte-order mark, UTF-8,
+clean cp1252, charset-normalizer's guess); the delimiter (comma, semicolon or tab) found by ``csv.Sniffer``; its one
+sheet is named after the file's stem (the file the child reads carries the name it was uploaded under). Rows are
+records: a quoted field over two lines is one row.
 
 ``limits.max_rows`` caps the rows holding a value (headers included) across sheets, ``limits.max_chars`` the text.
 
@@ -37,13 +38,13 @@ import csv
 import datetime
 import io
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from pipeline.parsing.formats.office_zip import TextBudget, check, row_line
 from pipeline.parsing.parsed import ParsedFile, ParseLimits, ParseRefused, Part
+from pipeline.parsing.text_encoding import decode_text
 
 _MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _SHEET_DATA, _CELL, _VALUE, _INLINE = _MAIN + "sheetData", _MAIN + "c", _MAIN + "v", _MAIN + "is"
@@ -52,8 +53,6 @@ _DIGITS = "0123456789"
 _ESCAPED = re.compile(r"_x([0-9A-Fa-f]{4})_")
 _CHUNK = 2**20
 _SNIFF_CHARS = 16_384
-# Characters a text in the right code page rarely has: other numbers (³), symbols (÷ ¨), controls, unassigned.
-_ODD_CATEGORIES = {"No", "Sm", "Sk", "Cc", "Co", "Cn"}
 
 
 def parse(path: Path, limits: ParseLimits, progress: Callable[[int, int], None], pages: range | None) -> ParsedFile:
@@ -255,7 +254,7 @@ def _words(text: str) -> str:
 
 
 def _csv(path: Path, limits: ParseLimits, progress: Callable[[int, int], None]) -> ParsedFile:
-    text = _decode(path.read_bytes())
+    text = decode_text(path.read_bytes())
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=_delimiter(text))
     records = ((number, [_words(cell) for cell in record]) for number, record in enumerate(reader, 1))
     try:
@@ -264,32 +263,6 @@ def _csv(path: Path, limits: ParseLimits, progress: Callable[[int, int], None]) 
         raise ParseRefused(f"the CSV file cannot be read: {exc}") from None
     progress(1, 1)
     return ParsedFile(title=None, parts=parts, pages=None)
-
-
-def _decode(data: bytes) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        pass
-    from charset_normalizer import from_bytes
-
-    matches = from_bytes(data)
-    best = matches.best()
-    if best is None:
-        raise ParseRefused("the CSV file's character encoding could not be told; save it as UTF-8 and upload it again")
-    # A short Western file reads as clean in several code pages to charset-normalizer ("Z³rich" in cp775, "Ańo" in
-    # cp1250 for "Año"): among the readings as clean as its best, the one with the fewest characters that are no
-    # letters, currency signs or punctuation wins ("³", "÷", control characters), and on a tie Windows-1252, the code
-    # page Excel saves CSV files in across Western Europe and the Americas. Polish in cp1250 stays cp1250 when it has
-    # an "ł" or an "ą" ("³", "¹" in cp1252); a short one without them is read as cp1252.
-    sample = data[:_SNIFF_CHARS * 4]
-
-    def oddness(match: Any) -> tuple[int, bool]:
-        text = sample.decode(match.encoding, "ignore")
-        odd = sum(1 for c in text if c > "\x7f" and unicodedata.category(c) in _ODD_CATEGORIES)
-        return odd, "cp1252" not in match.could_be_from_charset
-
-    return str(min((match for match in matches if match.chaos <= best.chaos), key=oddness))
 
 
 def _delimiter(text: str) -> str:
