@@ -120,9 +120,10 @@ def upload_files(
         name = PurePath((upload.filename or "").replace("\\", "/")).name
         data = upload.file.read()
         try:
-            if "\x00" in name or len(name.encode("utf-8", "replace")) > MAX_NAME_BYTES:
-                raise ParseRefused(f"the file name is longer than {MAX_NAME_BYTES} bytes or holds a NUL character; "
-                                   "rename the file")
+            if "\x00" in name:
+                raise ParseRefused("the file name holds a NUL character; rename the file")
+            if len(name.encode("utf-8", "replace")) > MAX_NAME_BYTES:
+                raise ParseRefused(f"the file name is longer than {MAX_NAME_BYTES} bytes; rename the file")
             file_format = sniff(data, name)
             if file_format == "jsonl":
                 read = parse_jsonl(data.decode("utf-8"))
