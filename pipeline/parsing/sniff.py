@@ -39,16 +39,18 @@ def sniff(data: bytes, name: str) -> str:
     if not data:
         raise ParseRefused("the file is empty")
     extension = _extension(name)
-    if data.startswith(b"%PDF-") or b"%PDF-" in data[:1024]:
-        return "pdf"
-    if data.startswith(_IMAGE_MAGIC):
-        return "image"
     if data.startswith(_OLE_MAGIC):
         if _ENCRYPTION_INFO in data:
             raise ParseRefused("the Office file is protected by a password; remove the password and upload it again")
         raise ParseRefused("an old binary Office file (.doc, .xls or .ppt); save it as .docx, .xlsx or .pptx")
     if data.startswith(b"PK\x03\x04"):
         return _office_format(data)
+    # Readers accept a PDF header anywhere in the first kilobyte (after a mail gateway's banner, say); a text file
+    # that merely mentions one stays text.
+    if data.startswith(b"%PDF-") or (b"%PDF-" in data[:1024] and extension not in TEXT_EXTENSIONS):
+        return "pdf"
+    if data.startswith(_IMAGE_MAGIC):
+        return "image"
     if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise ParseRefused("not a format agentsearch reads: binary content that is no PDF, image or Office file")
     head = data[:8192]
@@ -77,6 +79,10 @@ def _office_format(data: bytes) -> str:
     for part, found in _OFFICE_MAIN_PARTS.items():
         if part in names:
             return found
+    if "xl/workbook.bin" in names:
+        raise ParseRefused("an Excel binary workbook (.xlsb); save it as .xlsx")
+    if "mimetype" in names or "content.xml" in names:
+        raise ParseRefused("an OpenDocument file (.odt, .ods, .odp); save it as .docx, .xlsx or .pptx")
     raise ParseRefused("a ZIP archive that is no Word, PowerPoint or Excel file; upload the files inside it")
 
 
