@@ -356,9 +356,12 @@ def eval_followups(pairs_path: Path | None, corpus: Path | None, scifact_dir: Pa
               help="The XQuAD folder (en/ and ru/ in BEIR layout); default ../shared/eval/xquad.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the rendered files and the stack's data go (default: a temporary folder).")
+@click.option("--search", "search_json", default=None,
+              help='Retrieval overrides of every job, the baseline\'s too, as JSON, e.g. \'{"strategy": "semantic"}\' '
+                   "(default: the service's).")
 @click.option("--json", "json_out", type=JSON_OUT, default=None)
 def eval_formats(format_list: str | None, questions: int | None, xquad_dir: Path | None, workdir: Path | None,
-                 json_out: Path | None) -> None:
+                 search_json: str | None, json_out: Path | None) -> None:
     """Format invariance: XQuAD articles uploaded as PDF, Word, PowerPoint, Excel, CSV, HTML, Markdown and scanned
     pages to a stack of its own, each question's gold page, slide, row or section found in the top 5, over the same
     paragraphs uploaded as JSON Lines documents."""
@@ -370,9 +373,14 @@ def eval_formats(format_list: str | None, questions: int | None, xquad_dir: Path
     unknown = [f for f in chosen if f not in formats.FORMATS]
     if unknown:
         fail(f"--formats: unknown {', '.join(unknown)} (known: {', '.join(formats.FORMATS)})")
+    try:
+        search = SearchConfig(**json.loads(search_json)).model_dump(mode="json", exclude_unset=True) \
+            if search_json else None
+    except (json.JSONDecodeError, ValidationError) as exc:
+        fail(f"--search: {exc}")
     with tempfile.TemporaryDirectory(prefix="agentsearch-formats-") as tmp:
         report = formats.run_on_stack(workdir or Path(tmp), chosen, questions, xquad_dir or formats.XQUAD,
-                                      say=click.echo)
+                                      say=click.echo, search=search)
     for lang, base in report["baseline"].items():
         click.echo(f"baseline {lang} (a JSON Lines document per paragraph): gold paragraph in the top "
                    f"{report['top_k']} {base['fraction']:.4f}, its article {base['article_fraction']:.4f}  "

@@ -505,16 +505,18 @@ def upload(http, name: str, files: list[tuple[str, bytes]], timeout_s: float = 7
 
 
 def ask_all(http, collection_id: str, questions: list[tuple[str, str, str]], in_flight: int = 4,
-            timeout_s: float = 300, progress: Callable[[int], None] | None = None) -> list[Asked]:
-    """Every question as a job on the collection (no agents, top ``TOP_K``), ``in_flight`` at a time."""
+            timeout_s: float = 300, progress: Callable[[int], None] | None = None,
+            search: dict[str, Any] | None = None) -> list[Asked]:
+    """Every question as a job on the collection (no agents, top ``TOP_K``, the job's retrieval overrides
+    ``search`` when given), ``in_flight`` at a time."""
     pending: dict[str, tuple[int, float]] = {}
     results: list[Asked | None] = [None] * len(questions)
     next_question = 0
     while next_question < len(questions) or pending:
         while next_question < len(questions) and len(pending) < in_flight:
             _, text, _ = questions[next_question]
-            answer = http.post("/v1/search", json={"collection_id": collection_id, "query": text, "top_k": TOP_K,
-                                                   "agents": [], "use_cache": False})
+            body = {"collection_id": collection_id, "query": text, "top_k": TOP_K, "agents": [], "use_cache": False}
+            answer = http.post("/v1/search", json={**body, **({"search": search} if search else {})})
             if answer.status_code not in (200, 202):
                 raise RuntimeError(f"search refused ({answer.status_code}): {answer.text[:300]}")
             pending[answer.json()["job_id"]] = (next_question, time.monotonic())
@@ -538,8 +540,9 @@ def runs_of(asked: list[Asked]) -> dict[str, Any]:
 
 
 def run_on_stack(workdir: Path, formats: list[str], questions: int | None = None, xquad: Path = XQUAD,
-                 say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Render, upload and ask on a stack of its own (one worker of two processes); the report of every format."""
+                 say: Callable[[str], None] = print, search: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Render, upload and ask on a stack of its own (one worker of two processes); the report of every format.
+    ``search``: retrieval overrides of every job, the baseline's too (``{"strategy": "semantic"}``)."""
     from devstack import DevStack
 
     started = time.monotonic()
@@ -547,13 +550,14 @@ def run_on_stack(workdir: Path, formats: list[str], questions: int | None = None
     articles = {lang: load_articles(xquad / lang / "corpus.jsonl") for lang in languages}
     asked_of = {lang: load_questions(xquad / lang, questions) for lang in languages}
     report: dict[str, Any] = {"questions": {lang: len(asked_of[lang]) for lang in languages}, "top_k": TOP_K,
-                              "formats": {}, "baseline": {}, "runs": {}}
+                              "formats": {}, "baseline": {}, "runs": {},
+                              "search": search or {}}
     baselines: dict[str, dict[str, Asked]] = {}
     with DevStack(workdir / "stack", workers=1, concurrency=2, user="format-eval") as stack, stack.http() as http:
         for lang in languages:
             indexed = upload(http, f"baseline-{lang}", [(f"xquad-{lang}.jsonl", baseline_jsonl(articles[lang]))])
             say(f"baseline {lang}: {indexed['documents']} in {indexed['seconds']} s")
-            asked = ask_all(http, indexed["collection_id"], asked_of[lang])
+            asked = ask_all(http, indexed["collection_id"], asked_of[lang], search=search)
             baselines[lang] = {q.question_id: q for q in asked}
             report["runs"][f"baseline-{lang}"] = runs_of(asked)
             report["baseline"][lang] = {**score_baseline(asked), "indexing": indexed}
@@ -567,7 +571,7 @@ def run_on_stack(workdir: Path, formats: list[str], questions: int | None = None
             indexed = upload(http, f"formats-{file_format}", [(p.name, p.read_bytes()) for p in files])
             say(f"{file_format}: rendered in {rendered_s:.1f} s, {indexed['documents']} in {indexed['seconds']} s")
             began = time.monotonic()
-            asked = ask_all(http, indexed["collection_id"], asked_of[lang])
+            asked = ask_all(http, indexed["collection_id"], asked_of[lang], search=search)
             asked_s = time.monotonic() - began
             report["runs"][file_format] = runs_of(asked)
             scored = score_format(file_format, asked, names, baseline=baselines[lang])
