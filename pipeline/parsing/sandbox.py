@@ -82,6 +82,9 @@ def read_file(path: Path, file_format: str, limits: ParseLimits, on_progress: Pr
     # SIGXCPU at the soft CPU limit; SIGKILL at the hard one a second later, or from the backstop.
     if status in (-signal.SIGXCPU, -signal.SIGKILL) and not answer:
         raise too_slow
+    # pdfium aborts when an allocation fails, where Python code would raise MemoryError.
+    if status == -signal.SIGABRT and not answer:
+        raise ParseRefused(f"reading the file needed more than {limits.memory_mb} MB")
     if "refused" in answer:
         raise ParseRefused(answer["refused"])
     if "parsed" not in answer:

@@ -7,9 +7,11 @@ import re
 # Where one sentence ends and the next begins, by script:
 # - a cased script (Latin, Greek, Cyrillic): after . ! ? and space, before a capital or a digit ("e.g. solar" goes on);
 # - a script without capitals (Hebrew, Arabic, the Indic scripts): after . ! ? ؟ । ॥ and space, before its letter;
-# - Chinese and Japanese: right after 。！？ (and a closing quote), with or without space.
+# - Chinese and Japanese: right after 。！？ (and a closing quote), with or without space;
+# - in every script, at a blank line: a paragraph ends its sentence, and a heading or a table row is one.
 _SENTENCE_END = re.compile(
-    r"(?<=[.!?])\s+(?=[\"'(\[«„]?[A-Z0-9À-ÖØ-ÞΆ-ΏΑ-ΩЀ-Я])"
+    r"\n[ \t]*\n\s*"
+    r"|(?<=[.!?])\s+(?=[\"'(\[«„]?[A-Z0-9À-ÖØ-ÞΆ-ΏΑ-ΩЀ-Я])"
     r"|(?<=[.!?؟।॥])\s+(?=[\"'(«]?[0-9\u0590-\u08ff\u0900-\u0dff])"
     r"|(?<=[。！？])(?![」』”’）])\s*"
     r"|(?<=[。！？][」』”’）])\s*"

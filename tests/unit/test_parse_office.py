@@ -108,12 +108,12 @@ def test_a_word_file_is_read_by_heading_path_with_its_tables_as_rows(tmp_path):
     parsed, _ = read(path, "docx")
     assert parsed.title == "Annual report 2025" and parsed.pages is None
     assert places(parsed) == [
-        ({"section": "Annual report"}, "Annual report\nPrepared by the finance team."),
-        ({"section": "Results"}, "Results\nThe year closed above plan."),
-        ({"section": "Results > Revenue"}, ("Revenue\nRevenue rose 12% to 412 million.\n"
-                                            "Region: North; Revenue: 412; Quarter: Q4\n"
-                                            "Region: South; Quarter: Q3\nCosts were flat.")),
-        ({"section": "Outlook"}, "Outlook\nWind\nSolar | Storage"),
+        ({"section": "Annual report"}, "Annual report\n\nPrepared by the finance team."),
+        ({"section": "Results"}, "Results\n\nThe year closed above plan."),
+        ({"section": "Results > Revenue"}, ("Revenue\n\nRevenue rose 12% to 412 million.\n\n"
+                                            "Region: North; Revenue: 412; Quarter: Q4\n\n"
+                                            "Region: South; Quarter: Q3\n\nCosts were flat.")),
+        ({"section": "Outlook"}, "Outlook\n\nWind\n\nSolar | Storage"),
     ]
     assert "CONFIDENTIAL" not in parsed.text and "footer" not in parsed.text
 
@@ -130,7 +130,7 @@ def test_text_before_any_heading_has_no_section_and_a_file_without_core_title_ha
 
     parsed, _ = read(path, "docx")
     assert parsed.title is None
-    assert places(parsed) == [({}, "A memo without headings."), ({"section": "Decision"}, "Decision\nApproved.")]
+    assert places(parsed) == [({}, "A memo without headings."), ({"section": "Decision"}, "Decision\n\nApproved.")]
 
 
 def test_tracked_insertions_fields_and_content_controls_are_read_and_deletions_left_out(tmp_path):
@@ -145,7 +145,7 @@ def test_tracked_insertions_fields_and_content_controls_are_read_and_deletions_l
                                               '</w:t></w:r></w:p></w:sdtContent></w:sdt>'))
     path = tmp_path / "tracked.docx"
     document.save(path)
-    assert places(read(path, "docx")[0]) == [({}, "Revenue rose 12% on page 4\nApproved by the board.")]
+    assert places(read(path, "docx")[0]) == [({}, "Revenue rose 12% on page 4\n\nApproved by the board.")]
 
 
 def test_a_word_text_longer_than_the_limit_is_refused(tmp_path):
@@ -184,8 +184,8 @@ def test_a_deck_is_read_one_part_per_slide_with_its_notes_and_tables(tmp_path):
     parsed, progress = read(path, "pptx")
     assert parsed.title == "Q4 review" and parsed.pages == 3 and progress == [(1, 3), (2, 3), (3, 3)]
     assert places(parsed) == [
-        ({"slide": 1}, "Q4 results\nRevenue rose 12%\nWind output doubled\n\nNotes:\nMention the new wind farm."),
-        ({"slide": 2}, "By region\nRegion: North; Revenue: 412\nRegion: South; Revenue: 380\nSource: finance"),
+        ({"slide": 1}, "Q4 results\n\nRevenue rose 12%\n\nWind output doubled\n\nNotes:\nMention the new wind farm."),
+        ({"slide": 2}, "By region\n\nRegion: North; Revenue: 412\n\nRegion: South; Revenue: 380\n\nSource: finance"),
     ]
     window = read_file(path, "pptx", ParseLimits(), pages=range(1, 2))
     assert [p.location for p in window.parts] == [{"slide": 2}] and window.pages == 3

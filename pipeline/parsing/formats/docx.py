@@ -62,7 +62,8 @@ def parse(path: Path, limits: ParseLimits, progress: Callable[[int, int], None],
 
     def close() -> None:
         if has_body:
-            parts.append(Part(budget.take("\n".join(lines)), _location(headings)))
+            # A blank line between paragraphs: a heading or a table row ends its sentence (pipeline.text).
+            parts.append(Part(budget.take("\n\n".join(lines)), _location(headings)))
 
     for block in _blocks(body):
         if block.tag == _TBL:

@@ -46,7 +46,8 @@ def parse(path: Path, limits: ParseLimits, progress: Callable[[int, int], None],
         if number >= total:
             break
         slide = slides[number]
-        text = "\n".join(_texts(slide.shapes))
+        # A blank line between paragraphs: a slide's title or a bullet ends its sentence (pipeline.text).
+        text = "\n\n".join(_texts(slide.shapes))
         if slide.has_notes_slide and (notes := _notes(slide.notes_slide)):
             text = f"{text}\n\nNotes:\n{notes}" if text else f"Notes:\n{notes}"
         if text:
@@ -74,5 +75,5 @@ def _notes(notes_slide: Any) -> str:
 def _frame_text(frame: Any) -> str:
     # python-pptx gives a line break inside a paragraph as a vertical tab.
     lines = (paragraph.text.replace("\v", "\n").strip() for paragraph in frame.paragraphs)
-    return "\n".join(line for line in lines if line)
+    return "\n\n".join(line for line in lines if line)
 
