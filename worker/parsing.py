@@ -23,6 +23,7 @@ import logging
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -60,8 +61,10 @@ def parse_document(self, collection_id: str, document_id: str, start: int = 0) -
         if state.get("next", 0) != start:
             return {"status": "gone"}  # a window sent twice: the first one moved on
         name, file_format, data = upload.name, upload.format, upload.data
-    limits = ParseLimits.from_settings(services.settings)
     paged = file_format in PAGED_FORMATS
+    # A window stops early past its share of work, however quick its first pages were (text, then scans).
+    limits = replace(ParseLimits.from_settings(services.settings),
+                     window_s=services.settings.parse_window_s if paged else 0)
     window = range(start, start + _window_pages(state, services.settings.parse_window_s)) if paged else None
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="agentsearch-parse-") as workdir:
@@ -115,8 +118,9 @@ def _window_pages(state: dict[str, Any], window_s: float) -> int:
 
 
 def _merged(state: dict[str, Any], parsed: ParsedFile, window: range | None, seconds: float) -> dict[str, Any]:
-    """The pages read so far with this window's added."""
-    read = (min(window.stop, parsed.pages or window.stop) - window.start) if window is not None else 0
+    """The pages read so far with this window's added (up to where the reader stopped, when it stopped early)."""
+    end = window.stop if window is not None and parsed.read_until is None else parsed.read_until or 0
+    read = (min(end, parsed.pages or end) - window.start) if window is not None else 0
     return {
         "title": state.get("title") or parsed.title,
         "parts": [*state.get("parts", []), *({"text": p.text, "location": p.location} for p in parsed.parts)],

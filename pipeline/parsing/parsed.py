@@ -64,6 +64,8 @@ class ParsedFile:
     pages: int | None = None
     notes: list[str] = field(default_factory=list)
     attachments: list[Attachment] = field(default_factory=list)
+    # A window of pages cut short by ``ParseLimits.window_s``: the page (0-based) the next window starts at.
+    read_until: int | None = None
 
     @property
     def text(self) -> str:
@@ -71,13 +73,15 @@ class ParsedFile:
 
     def to_json(self) -> dict[str, Any]:
         return {"title": self.title, "parts": [asdict(p) for p in self.parts], "pages": self.pages,
-                "notes": list(self.notes), "attachments": [a.to_json() for a in self.attachments]}
+                "notes": list(self.notes), "attachments": [a.to_json() for a in self.attachments],
+                "read_until": self.read_until}
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> ParsedFile:
         return cls(title=value.get("title"), parts=[Part(p["text"], p.get("location") or {}) for p in value["parts"]],
                    pages=value.get("pages"), notes=list(value.get("notes") or []),
-                   attachments=[Attachment.from_json(a) for a in value.get("attachments") or []])
+                   attachments=[Attachment.from_json(a) for a in value.get("attachments") or []],
+                   read_until=value.get("read_until"))
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,9 @@ class ParseLimits:
     max_attachments: int = 20
     ocr_languages: str = "eng"           # tesseract's +-joined language codes
     ocr_dpi: int = 200
+    # A paged reader stops a window after the page that passes this many seconds (0: never), and says where
+    # (``ParsedFile.read_until``): a file whose later pages are scans after quick text pages stays within its limits.
+    window_s: float = 0
 
     @classmethod
     def from_settings(cls, settings: Any) -> ParseLimits:

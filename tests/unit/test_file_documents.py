@@ -85,5 +85,7 @@ def test_a_long_file_is_read_in_windows_sized_by_the_speed_of_the_first():
                      range(2, 7), seconds=10.0)
     assert second["next"] == 7 and [p["text"] for p in second["parts"]] == ["a", "b", "c"]
     assert second["notes"] == ["p. 3 by OCR"] and second["title"] == "Scan"
-    last = _merged(second, ParsedFile(title=None, parts=[], pages=9), range(7, 12), seconds=1.0)
+    cut_short = _merged(second, ParsedFile(title=None, parts=[], pages=9, read_until=8), range(7, 12), seconds=10.0)
+    assert cut_short["next"] == 8 and cut_short["pages_per_s"] == 0.1  # the reader stopped at its time budget
+    last = _merged(cut_short, ParsedFile(title=None, parts=[], pages=9), range(8, 12), seconds=1.0)
     assert last["next"] == 9  # a window past the end stops at the last page

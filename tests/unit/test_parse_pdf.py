@@ -8,6 +8,8 @@ pypdf (encryption, a font with no map to Unicode).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from pypdf import PdfWriter
 from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, FloatObject, NameObject, NumberObject
@@ -144,7 +146,14 @@ def test_a_window_reads_only_its_pages_and_tells_the_whole_count(tmp_path):
                        pages=range(2, 4))
     assert [(p.location, p.text) for p in parsed.parts] == [({"page": 3}, "Turbine 3 ran for 300 hours."),
                                                             ({"page": 4}, "Turbine 4 ran for 400 hours.")]
-    assert parsed.pages == 5 and progress == [(3, 5), (4, 5)]
+    assert parsed.pages == 5 and progress == [(3, 5), (4, 5)] and parsed.read_until is None
+
+
+def test_a_window_past_its_time_budget_stops_after_the_page_that_passed_it_and_says_where(tmp_path):
+    path = tmp_path / "long.pdf"
+    path.write_bytes(pdf_file([page_text(f"Turbine {n} ran for {n * 100} hours.") for n in range(1, 6)]))
+    parsed = read_file(path, "pdf", replace(LIMITS, window_s=1e-6), pages=range(1, 5))
+    assert [p.location for p in parsed.parts] == [{"page": 2}] and parsed.read_until == 2 and parsed.pages == 5
 
 
 def test_a_password_protected_pdf_is_refused_and_one_with_only_an_owner_password_is_read(tmp_path):

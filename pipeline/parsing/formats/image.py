@@ -13,6 +13,7 @@ Usage (in the parsing child)::
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -40,7 +41,12 @@ def parse(path: Path, limits: ParseLimits, progress: Callable[[int, int], None],
     window = range(total) if pages is None else range(max(0, pages.start), min(total, pages.stop))
     parts: list[Part] = []
     empty: list[int] = []
+    began, read_until = time.monotonic(), None
     for number in window:
+        if limits.window_s and number > window.start and time.monotonic() - began > limits.window_s:
+            read_until = number
+            window = range(window.start, number)
+            break
         try:
             image.seek(number)
             if image.width * image.height > limits.max_pixels:
@@ -59,7 +65,7 @@ def parse(path: Path, limits: ParseLimits, progress: Callable[[int, int], None],
     notes = [] if not window else ["the image was read by OCR"] if total == 1 else [ocr_note([n + 1 for n in window])]
     notes += [f"page {number}: no text was found" if total > 1 else "no text was found in the image"
               for number in empty]
-    return ParsedFile(title=None, parts=parts, pages=total, notes=notes)
+    return ParsedFile(title=None, parts=parts, pages=total, notes=notes, read_until=read_until)
 
 
 def _upright(image_ops, frame):

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -82,7 +83,11 @@ def parse(path: Path, limits: ParseLimits, progress: Callable[[int, int], None],
                                          min(total, window.stop + RUNNING_MARGIN_PAGES)))
     parts: list[Part] = []
     chars = 0
+    began, read_until = time.monotonic(), None
     for number in window:
+        if limits.window_s and number > window.start and time.monotonic() - began > limits.window_s:
+            read_until = number
+            break
         text = _without(reader.page_text(number), running)
         if text:
             chars += len(text)
@@ -92,7 +97,7 @@ def parse(path: Path, limits: ParseLimits, progress: Callable[[int, int], None],
             parts.append(Part(text, {"page": number + 1}))
         progress(number + 1, total)
     reader.close()
-    return ParsedFile(title=_title(document), parts=parts, pages=total, notes=reader.notes())
+    return ParsedFile(title=_title(document), parts=parts, pages=total, notes=reader.notes(), read_until=read_until)
 
 
 def _open(pdfium, path: Path):
