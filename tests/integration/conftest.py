@@ -24,6 +24,8 @@ from devstack.llm_server import LLMServer
 SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
 # How long the stack's searches and ingests wait for Milvus (1 + 2 + 4 + 3 s of backoff); the default is 60 s.
 MILVUS_RETRY_S = 10
+# The work of one parsing task of a long file (worker/parsing.py); the default is 10 s.
+PARSE_WINDOW_S = 2
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +42,9 @@ class Stack(DevStack):
         super().__init__(tmp, workers=1, concurrency=2, user="it-user", queues="celery,artifacts,ingest",
                          extra_env={"AGENTSEARCH_AGENT_MODULES": json.dumps(["tests.support.faulty_agents"]),
                                     # test_faults: a Milvus outage outlasts this in seconds, not a minute.
-                                    "AGENTSEARCH_MILVUS_RETRY_S": str(MILVUS_RETRY_S)},
+                                    "AGENTSEARCH_MILVUS_RETRY_S": str(MILVUS_RETRY_S),
+                                    # test_parse_fairness: a scan of a few pages is read in several windows.
+                                    "AGENTSEARCH_PARSE_WINDOW_S": str(PARSE_WINDOW_S)},
                          llm=llm)
 
     def calls(self, name: str) -> list[int]:
