@@ -132,6 +132,13 @@ def test_text_before_any_heading_has_no_section_and_a_file_without_core_title_ha
     assert parsed.title is None
     assert places(parsed) == [({}, "A memo without headings."), ({"section": "Decision"}, "Decision\n\nApproved.")]
 
+    # Without a title in its properties, a paragraph styled Title names the document.
+    document.paragraphs[0].insert_paragraph_before("Board memo", style="Title")
+    document.save(path)
+    replace_member(path, "docProps/core.xml", b'<?xml version="1.0"?><cp:coreProperties xmlns:cp="http://schemas.'
+                   b'openxmlformats.org/package/2006/metadata/core-properties"/>')
+    assert read(path, "docx")[0].title == "Board memo"
+
 
 def test_tracked_insertions_fields_and_content_controls_are_read_and_deletions_left_out(tmp_path):
     w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'

@@ -10,8 +10,8 @@ with python-docx's ``Paragraph`` and ``Table`` objects takes 1.25 s (a style loo
 - A heading is a paragraph whose style, or a style it is based on, is "Heading 1" to "Heading 9"; its level makes
   the path. The heading's own line opens its part's text; a heading with no text before the next one stands only
   in the path of the parts under it.
-- A paragraph styled "Title" names the text before the first heading (``{"section": title}``); text before any
-  heading or title has ``{}``.
+- A paragraph styled "Title" names the text before the first heading (``{"section": title}``), and the document
+  when its properties name no title; text before any heading or title has ``{}``.
 - A table is kept as rows, one line each: ``"Region: North; Revenue: 412"`` when its first row is a header (every
   cell filled), ``"North | 412"`` otherwise; a cell's paragraphs are joined by spaces.
 - Headers, footers, footnotes, comments and deleted text are left out; a text box's text stays in its paragraph
@@ -58,6 +58,7 @@ def parse(path: Path, limits: ParseLimits, progress: Callable[[int, int], None],
     parts: list[Part] = []
     headings: list[tuple[int, str]] = []
     lines: list[str] = []
+    title_paragraph: list[str] = []
     has_body = False
 
     def close() -> None:
@@ -81,12 +82,14 @@ def parse(path: Path, limits: ParseLimits, progress: Callable[[int, int], None],
             continue
         close()
         text = " ".join(text.split())
+        if level == _TITLE and not title_paragraph:
+            title_paragraph.append(text)  # the document's title when its properties name none
         while headings and headings[-1][0] >= level:
             headings.pop()
         headings.append((level, text))
         lines, has_body = [text], False
     close()
-    return ParsedFile(title=core_title(package), parts=parts, pages=None)
+    return ParsedFile(title=core_title(package) or next(iter(title_paragraph), None), parts=parts, pages=None)
 
 
 def _open(path: Path) -> tuple[Any, Any]:
