@@ -29,14 +29,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import REPO, machine
+from bench.common import REPO, load_average, machine
 from pipeline.eval.formats import XQUAD, Article, load_articles, render, upload
 
 BORN_DIGITAL = ("pdf", "docx", "pptx", "xlsx", "csv", "html", "markdown")
 # The sniffed format each rendering is read as.
 READ_AS = {"pdf": "pdf", "docx": "docx", "pptx": "pptx", "xlsx": "xlsx", "csv": "csv", "html": "html",
            "markdown": "markdown", "scan": "pdf"}
-# The mixed folder: (format, paragraphs); 119 places in all, three of them scanned pages.
+# The mixed folder: (format, paragraphs); 124 places in all, three of them scanned pages.
 FOLDER = (("pdf", 40), ("pdf", 10), ("scan", 3), ("docx", 20), ("pptx", 15), ("xlsx", 12), ("csv", 9),
           ("html", 5), ("markdown", 5), ("markdown", 5))
 _TASK_TIME = re.compile(r"Task agentsearch\.(parse_document|ingest_documents)\[[^\]]+\] succeeded in ([0-9.]+)s")
@@ -131,9 +131,10 @@ def measure_share(folder: Path, workdir: Path) -> dict:
 
 def measure(pages: int = 240, ocr_pages: int = 6, rounds: int = 3, stack: bool = True) -> dict:
     with tempfile.TemporaryDirectory(prefix="agentsearch-parse-") as tmp:
-        result = {"pages": pages, "ocr_pages": ocr_pages, "rounds": rounds,
+        result = {"pages": pages, "ocr_pages": ocr_pages, "rounds": rounds, "load_at_start": load_average(),
                   **measure_reading(Path(tmp) / "files", pages, ocr_pages, rounds)}
         if stack:
+            result["load_at_share"] = load_average()
             result["share"] = measure_share(Path(tmp) / "files", Path(tmp) / "stack")
     return result
 
@@ -143,15 +144,16 @@ def table(r: dict, command: str) -> str:
     lines = [
         "# Parse speed", "",
         f"Command: `{command}`",
-        f"Machine: {about['nproc']} CPUs ({about['CPU model']}), Python {about['Python']}.",
+        f"Machine: {about['nproc']} CPUs ({about['CPU model']}), Python {about['Python']}; load average at the start "
+        f"(1, 5, 15 min): {', '.join(f'{x:.2f}' for x in r['load_at_start'])}.",
         f"Files: XQuAD en paragraphs, one per place, {r['pages']} places per born-digital file, {r['ocr_pages']} "
-        f"scanned pages (150 dpi); read through `pipeline.parsing.read_file` (a child process per read), median of "
-        f"{r['rounds']} rounds.", "",
+        "scanned pages (150 dpi);",
+        f"read through `pipeline.parsing.read_file` (a child process per read), median of {r['rounds']} rounds.", "",
         "| format | places | parts read | KiB | median places/s | rounds |",
         "|---|---:|---:|---:|---:|---|",
     ]
-    rows = [(name, v) for name, v in r["formats"].items()] + [(f"scanned PDF, OCR ({k}: {v['languages']})", v)
-                                                             for k, v in r["ocr"].items()]
+    rows = [*r["formats"].items(), *((f"scanned PDF, OCR ({k}: {_languages(v['languages'])})", v)
+                                     for k, v in r["ocr"].items())]
     for name, v in rows:
         rounds = v.get("refused") or ", ".join(f"{x:.2f}" for x in v["rounds"])
         lines.append(f"| {name} | {v['places']} | {v['parts']} | {v['bytes'] / 1024:.0f} | {v['median']:.2f} | "
@@ -159,8 +161,9 @@ def table(r: dict, command: str) -> str:
     if "share" in r:
         s = r["share"]
         lines += [
-            "", f"Share of ingestion: {len(s['files'])} files ({s['places']} places, {s['bytes'] / 2**20:.1f} MiB) "
-            f"uploaded at once to a stack (one worker, two processes): {', '.join(s['files'])}.", "",
+            "", f"Share of ingestion (load average at its start: {r['load_at_share'][0]:.2f}): {len(s['files'])} files "
+            f"({s['places']} places, {s['bytes'] / 2**20:.1f} MiB)",
+            "uploaded at once to a stack (one worker, two processes):", *(f"- {f}" for f in s["files"]), "",
             "| | seconds |", "|---|---:|",
             f"| parse_document tasks ({s['parse_tasks']}) | {s['parse_task_s']:.1f} |",
             f"| ingest_documents tasks ({s['ingest_tasks']}: chunk, embed, BM25, Milvus) | {s['ingest_task_s']:.1f} |",
@@ -169,6 +172,11 @@ def table(r: dict, command: str) -> str:
             "", f"Documents: {s['documents']}.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _languages(packs: str) -> str:
+    count = packs.count("+") + 1
+    return packs if count == 1 else f"{count} packs"
 
 
 def write(result: dict, command: str) -> str:
