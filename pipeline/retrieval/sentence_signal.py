@@ -29,10 +29,13 @@ SENTENCE_WINDOW = 30
 
 def with_best_sentences(store: VectorStore, collection: str, query: str, vector: list[float], model: str,
                         fused: dict[str, float], chunks_of: dict[str, dict[str, Hit]], dense: dict[str, float],
-                        weight: float, metrics: dict[str, Any]) -> dict[str, float]:
+                        weight: float, metrics: dict[str, Any],
+                        per_chunk: dict[str, float] | None = None) -> dict[str, float]:
     """``fused`` with the sentence signal beside it (``fusion.with_sentence_signal``), for the first
     ``SENTENCE_WINDOW`` documents; ``chunks_of`` holds every chunk the search found of each document, ``dense`` each
-    document's best chunk cosine, which a document with no stored sentence counts instead.
+    document's best chunk cosine, which a document with no stored sentence counts instead. ``per_chunk``, when
+    given, receives each of those documents' chunks' own best sentence cosine (the chunk that stands for a document
+    is chosen by it too, ``Retriever``).
 
     Left out, and said in ``metrics``, where the embedding model did not learn the query's language; a failed read
     keeps the fused ranking and goes in ``metrics["errors"]``.
@@ -52,6 +55,10 @@ def with_best_sentences(store: VectorStore, collection: str, query: str, vector:
     best: dict[str, float] = {}
     for doc_id in window:
         cosine = best_sentence_cosine(q, [(h.title, h.text) for h in chunks_of[doc_id].values()], stored)
+        if per_chunk is not None and len(chunks_of[doc_id]) > 1:
+            for chunk_id, hit in chunks_of[doc_id].items():
+                if (own := best_sentence_cosine(q, [(hit.title, hit.text)], stored)) is not None:
+                    per_chunk[chunk_id] = own
         if cosine is None:
             cosine = dense.get(doc_id)
         if cosine is not None:

@@ -146,3 +146,30 @@ def test_the_chunk_that_stands_for_a_document_comes_from_a_side_that_reads_the_q
     retriever = Retriever(lambda texts: [[1.0, 0.0] for _ in texts], TwoChunkStore(), KeywordAnalyzer("auto"))
     result = retriever.search("c", query, SearchConfig(top_k=1, sentence_weight=0), model=model)
     assert [d.metadata["chunk_id"] for d in result.documents] == [chunk]
+
+
+class ThreeChunkStore(TwoChunkStore):
+    """One English document in three chunks: the dense side ranks the first best, by a little; the keyword side
+    ranks the second far ahead."""
+
+    def languages(self, name):
+        return {"en": 3}
+
+    def dense_search(self, name, vector, limit, **_):
+        return [Hit(id=f"plan#{i}", document_id="plan", title="", text=text, score=score, metadata={"language": "en"})
+                for i, (text, score) in enumerate([("The board met in spring.", 0.9),
+                                                   ("The plant was built in 1902.", 0.8), ("Lunch was served.", 0.1)])]
+
+    def keyword_search(self, name, analyzed, limit, **_):
+        return [Hit(id=f"plan#{i}", document_id="plan", title="", text=text, score=score, metadata={"language": "en"})
+                for i, (text, score) in [(1, ("The plant was built in 1902.", 4.0)),
+                                         (0, ("The board met in spring.", 1.0)), (2, ("Lunch was served.", 0.5))]]
+
+
+def test_the_chunk_that_stands_for_a_document_is_the_one_every_signal_ranks_first():
+    retriever = Retriever(lambda texts: [[1.0, 0.0] for _ in texts], ThreeChunkStore(), KeywordAnalyzer("auto"))
+    result = retriever.search("c", "When was the plant built?", SearchConfig(top_k=1, sentence_weight=0),
+                              model="all-MiniLM-L6-v2")
+    # Cosine alone picks plan#0 (0.9 against 0.8); both sides fused rank plan#1 first (0.94 against 0.57).
+    assert [d.metadata["chunk_id"] for d in result.documents] == ["plan#1"]
+
