@@ -102,7 +102,7 @@ def parse_document(self, collection_id: str, document_id: str, start: int = 0) -
         upload = s.get(DocumentFile, row_id)
         if upload is not None:
             s.delete(upload)
-        attached = _store_attachments(s, row, parsed.attachments, services)
+        attached = _store_attachments(s, row, parsed.attachments)
     for child_id in attached:
         parse_document.apply_async((collection_id, child_id), queue=INGEST_QUEUE, priority=NEW_WORK_PRIORITY)
     ingest_documents.apply_async((collection_id, [document_id]), queue=INGEST_QUEUE)
@@ -130,7 +130,7 @@ def _merged(state: dict[str, Any], parsed: ParsedFile, window: range | None, sec
     }
 
 
-def _store_attachments(s: Any, parent: DocumentRow, attachments: list[Attachment], services: Services) -> list[str]:
+def _store_attachments(s: Any, parent: DocumentRow, attachments: list[Attachment]) -> list[str]:
     """Each attachment a document of its own (``<parent id>/<its name without the extension>``), parsed next."""
     created = []
     for attachment in attachments:

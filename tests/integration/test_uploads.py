@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from email.message import EmailMessage
 
 from docx import Document as WordDocument
 from reportlab.lib.pagesizes import A4
@@ -173,3 +174,27 @@ def test_sync_adds_changes_and_removes_and_a_second_run_reads_nothing(stack, tmp
         assert "thirty days" in leave["text"]
         answer = search(http, collection["id"], "How many days of annual leave?")["response"]
         assert "thirty" in answer["answer"] and [s["document_id"] for s in answer["sources"]] == ["hr/leave"]
+
+
+def test_an_email_s_attachments_become_documents_of_their_own(stack):
+    mail = EmailMessage()
+    mail["From"], mail["To"], mail["Subject"] = "ops@example.org", "team@example.org", "Harbour crane inspection"
+    mail.set_content("The inspection report is attached.")
+    mail.add_attachment(b"Crane 4 needs a new brake before March.", maintype="text", subtype="plain",
+                        filename="findings.txt")
+    with stack.http() as http:
+        collection_id = own_collection(http, "mail")
+        answer = http.post(f"/v1/collections/{collection_id}/files",
+                           files=[("files", ("inspection.eml", mail.as_bytes()))])
+        assert answer.status_code == 202 and answer.json()["documents"][0]["format"] == "eml", answer.text
+        deadline = time.monotonic() + 120
+        while len(listed := http.get(f"/v1/collections/{collection_id}/documents").json()["items"]) < 2 \
+                or any(d["status"] == "pending" for d in listed):
+            assert time.monotonic() < deadline, listed
+            time.sleep(0.3)
+        by_id = {d["id"]: d for d in listed}
+        assert by_id["inspection"]["title"] == "Harbour crane inspection"
+        assert by_id["inspection/findings"]["status"] == "indexed"
+        assert by_id["inspection/findings"]["metadata"]["attached_to"] == "inspection"
+        top = search(http, collection_id, "Which crane needs a new brake?")["response"]["sources"][0]
+        assert top["document_id"] == "inspection/findings"
