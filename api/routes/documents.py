@@ -113,7 +113,7 @@ def upload_files(
     with request.app.state.services.db.session() as s:
         get_collection(s, collection_id, user_id)  # another user's collection is refused before any file is read
     taken: list[StoredFile] = []
-    lines: list = []
+    line_documents: list = []  # the documents of the JSON Lines files, stored as the JSON route stores them
     rejected: list[dict[str, Any]] = []
     first_file: dict[str, str] = {}
     for i, upload in enumerate(files):
@@ -139,21 +139,21 @@ def upload_files(
             rejected.append({"index": i, "file": name, "error": str(exc)})
             continue
         first_file.update((doc_id, name) for doc_id in ids)
-        lines.extend(read)
+        line_documents.extend(read)
         if stored is not None:
             taken.append(stored)
-    if not taken and not lines:
+    if not taken and not line_documents:
         raise RequestValidationError([{"type": "value_error", "loc": ("body", "files", r["index"]),
                                        "msg": f"{r['file'] or 'the file'}: {r['error']}"} for r in rejected])
     task_id = None
-    if lines:
+    if line_documents:
         try:
-            body = DocumentsIn(documents=lines)
+            body = DocumentsIn(documents=line_documents)
         except ValidationError as exc:
             raise unprocessable(("body", "files"), exc.errors()[0]["msg"]) from None
         task_id = add_documents(collection_id, body, user_id, request).task_id
     documents = _store_files(request, collection_id, user_id, taken)
-    return FilesAccepted(collection_id=collection_id, accepted=len(lines) + len(documents), task_id=task_id,
+    return FilesAccepted(collection_id=collection_id, accepted=len(line_documents) + len(documents), task_id=task_id,
                          documents=documents, rejected=[{"file": r["file"], "error": r["error"]} for r in rejected])
 
 
