@@ -20,9 +20,9 @@
 this process and act as the local user.
 
 Where each command lives: ``cli/serve.py`` (api, worker, beat, flower, migrate), ``cli/documents.py`` (ingest),
-``cli/folder_sync.py`` (sync), ``cli/search.py``, ``cli/demo.py``, ``cli/eval.py``, ``cli/agents.py``, ``cli/users.py``, ``cli/tools.py``,
-``cli/benchmarks.py`` (bench), ``cli/mcp.py`` (mcp); the API client they share is ``cli/client.py`` with
-``cli/session.py``.
+``cli/folder_sync.py`` (sync), ``cli/search.py``, ``cli/demo.py``, ``cli/eval.py``, ``cli/agents.py``, ``cli/users.py``,
+``cli/tools.py``, ``cli/benchmarks.py`` (bench), ``cli/mcp.py`` (mcp); the API client they share is
+``cli/client.py`` with ``cli/session.py``.
 
 A command imports what only it needs (SQLAlchemy and Alembic, the agents, the API, Celery, the benchmarks) when it
 runs, not at the top of its module: so ``agentsearch --help``, ``search`` and ``ingest`` start in about 0.25 s, not
@@ -52,5 +52,6 @@ def main() -> None:
 
 
 for command in (serve.migrate, serve.api, serve.worker, serve.beat, serve.flower, documents.ingest, folder_sync.sync,
-                search.search, demo.demo, eval_group, agents.agents, users.users, tools.tools, bench_group, mcp.mcp_server):
+                search.search, demo.demo, eval_group, agents.agents, users.users, tools.tools, bench_group,
+                mcp.mcp_server):
     main.add_command(command)

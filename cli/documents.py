@@ -3,7 +3,7 @@
 Usage::
 
     agentsearch ingest docs.jsonl --collection handbook     # {"id", "title", "text", "metadata"} per line
-    agentsearch ingest report.pdf --collection handbook     # any file the parsers read: one document, parsed by a worker
+    agentsearch ingest report.pdf --collection handbook     # any file the parsers read: one document, read by a worker
 
 A JSON Lines file is checked whole before the first document is sent (``documents_or_fail``), so a refused file
 leaves nothing half-ingested and a fixed one can simply be sent again. Any other file is uploaded as the console

@@ -30,7 +30,8 @@ _HEADER_LINE = re.compile(rb"^[A-Za-z][A-Za-z0-9-]{1,76}:(?:[ \t]|$)", re.MULTIL
 _MAIL_HEADERS = (b"from:", b"subject:", b"date:", b"message-id:", b"mime-version:", b"received:", b"to:")
 # A byte-order mark, an XHTML declaration and comments may come first; a page may start at any tag of its head.
 _HTML_START = re.compile(rb"^(?:\xef\xbb\xbf)?\s*(?:<\?xml[^>]*\?>\s*)?(?:<!--.*?-->\s*)*"
-                         rb"<(?:!doctype\s+html|html|head|body|meta|title|link|base|style)\b", re.IGNORECASE | re.DOTALL)
+                         rb"<(?:!doctype\s+html|html|head|body|meta|title|link|base|style)\b",
+                         re.IGNORECASE | re.DOTALL)
 _ATX_HEADING = re.compile(r"^#{1,6}\s+\S", re.MULTILINE)
 
 
