@@ -115,20 +115,7 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
         seen[doc.id] = i
     with services.db.session() as s:
         get_collection(s, collection_id, user_id)
-        existing = {
-            row.external_id: row
-            for row in s.scalars(
-                select(DocumentRow).where(
-                    DocumentRow.collection_id == collection_id, DocumentRow.external_id.in_(list(seen))
-                )
-            ).all()
-        }
-        try:
-            # Before anything is written: a request past the user's document quota stores none of its documents.
-            check_document_quota(s, user_id, adding=len(seen) - len(existing),
-                                 limit=effective_limits(request, user_id).max_documents)
-        except Refusal as exc:
-            raise http_error(exc) from None
+        existing = documents_within_quota(s, request, user_id, collection_id, list(seen))
         row_ids = []
         for doc in body.documents:
             row = existing.get(doc.id) or DocumentRow(collection_id=collection_id, external_id=doc.id)
@@ -140,6 +127,21 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
         "agentsearch.ingest_documents", args=(str(collection_id), row_ids)
     )
     return DocumentsAccepted(collection_id=collection_id, accepted=len(row_ids), task_id=result.id)
+
+
+def documents_within_quota(s, request: Request, user_id: uuid.UUID, collection_id: uuid.UUID,
+                           document_ids: list[str]) -> dict[str, DocumentRow]:
+    """The collection's documents of these ids that exist, by id; refused (the HTTP error of the quota) when the
+    others would take the user past the document quota. Called before anything is written, so a request past the
+    quota stores none of its documents."""
+    existing = {row.external_id: row for row in s.scalars(select(DocumentRow).where(
+        DocumentRow.collection_id == collection_id, DocumentRow.external_id.in_(document_ids))).all()}
+    try:
+        check_document_quota(s, user_id, adding=len(set(document_ids)) - len(existing),
+                             limit=effective_limits(request, user_id).max_documents)
+    except Refusal as exc:
+        raise http_error(exc) from None
+    return existing
 
 
 @router.delete("/{collection_id}/documents/{document_id:path}", status_code=202)

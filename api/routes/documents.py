@@ -30,15 +30,12 @@ from pydantic import ValidationError
 from sqlalchemy import func, select
 
 from api.auth import CurrentUser
-from api.errors import http_error, not_found, unprocessable
-from api.rate_limits import effective_limits
+from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
-from api.routes.collections import add_documents, get_collection
+from api.routes.collections import add_documents, documents_within_quota, get_collection
 from api.schemas import DocumentsIn, FilesAccepted
-from pipeline.job.refusal import Refusal
 from pipeline.platform.db import DocumentFile, DocumentRow
 from pipeline.platform.settings import get_settings
-from pipeline.security.quotas import check_document_quota
 from pipeline.security.storable import text_problem
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
@@ -179,14 +176,7 @@ def _store_files(request: Request, collection_id: uuid.UUID, user_id: uuid.UUID,
         return []
     services = request.app.state.services
     with services.db.session() as s:
-        existing = {row.external_id: row for row in s.scalars(select(DocumentRow).where(
-            DocumentRow.collection_id == collection_id,
-            DocumentRow.external_id.in_([f.document_id for f in taken]))).all()}
-        try:
-            check_document_quota(s, user_id, adding=len(taken) - len(existing),
-                                 limit=effective_limits(request, user_id).max_documents)
-        except Refusal as exc:
-            raise http_error(exc) from None
+        existing = documents_within_quota(s, request, user_id, collection_id, [f.document_id for f in taken])
         rows = []
         for stored in taken:
             row = existing.get(stored.document_id)
