@@ -104,7 +104,14 @@ class Collection(Base):
 
 class DocumentRow(Base):
     __tablename__ = "documents"
-    __table_args__ = (UniqueConstraint("collection_id", "external_id", name="uq_documents_collection_external"),)
+    __table_args__ = (
+        UniqueConstraint("collection_id", "external_id", name="uq_documents_collection_external"),
+        # A collection's ingestion progress (pipeline.ingestion.progress) and the reaper's look for lost documents.
+        Index("ix_documents_collection_queued", "collection_id", "queued_at"),
+        Index("ix_documents_collection_finished", "collection_id", "finished_at"),
+        Index("ix_documents_pending", "collection_id", "queued_at", postgresql_where=text("status = 'pending'"),
+              sqlite_where=text("status = 'pending'")),
+    )
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     collection_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"), index=True)
     external_id: Mapped[str] = mapped_column(String(512))
@@ -120,6 +127,16 @@ class DocumentRow(Base):
     content_hash: Mapped[str | None] = mapped_column(String(64))
     pages_done: Mapped[int | None] = mapped_column(Integer)
     pages_total: Mapped[int | None] = mapped_column(Integer)
+    # Its ingestion (pipeline.ingestion.lease): when it was queued and when it ended, the chunks it was indexed as;
+    # the task that carries it now (a parsing window or the indexing), the node that started that task (and
+    # Celery's retry count then), and how many workers or tasks it lost on the way.
+    queued_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    chunks: Mapped[int | None] = mapped_column(Integer)
+    task_id: Mapped[str | None] = mapped_column(String(64))
+    worker: Mapped[str | None] = mapped_column(String(255))
+    task_retries: Mapped[int | None] = mapped_column(Integer)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
 

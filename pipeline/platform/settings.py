@@ -182,7 +182,23 @@ class Settings(BaseSettings):
     # pybreaker keeps the opening time in whole seconds; shorter resets would not be honoured.
     breaker_reset_timeout_s: float = Field(60.0, ge=1.0)
     job_deadline_s: float = Field(600.0, gt=0)
-    reaper_interval_s: float = Field(30.0, gt=0, description="How often overdue jobs are looked for.")
+    reaper_interval_s: float = Field(
+        30.0, gt=0, description="How often overdue jobs, and documents whose worker or task was lost, are looked for."
+    )
+    # A large upload is split into tasks of this many documents, so every ingest process of every worker host takes
+    # a share of it: one task of 256 documents kept one process busy while the others idled.
+    ingest_task_documents: int = Field(
+        32, ge=1, le=1000, description="Documents per ingest task: an upload is sent as several tasks of at most this "
+                                       "many, which the ingest workers share."
+    )
+    # The bound (docs/documents.md, "Never stuck"): a document whose pool process dies is handed back at once; one
+    # whose whole worker is lost, or whose task was lost from the broker, is sent again by the reaper within
+    # ORPHAN_GRACE_S + reaper_interval_s (75 s by default) of the loss. A document that loses its worker this many
+    # times (one that kills the process indexing it) ends `failed` with the reason instead of going round again.
+    ingest_max_attempts: int = Field(
+        3, ge=1, le=100, description="A document whose worker or task is lost this many times (a process killed, a "
+                                     "node gone, its task lost from the broker) ends `failed` with the reason."
+    )
     artifact_max_bytes: int = Field(20 * 1024 * 1024, ge=1)
     # Agentic jobs with reduced limits (1 iteration, 1 result wanted, 2 per search): a whole iterative job in a few
     # seconds, for tests and trying a deployment out.

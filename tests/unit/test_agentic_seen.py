@@ -7,14 +7,13 @@ from datetime import timedelta
 
 import pytest
 
-from migrations import upgrade
 from pipeline.agentic.config import IterativeConfig
 from pipeline.agentic.loop import LoopState, LoopTools, final_documents, run_loop
 from pipeline.agentic.refine import OfflineRefiner
 from pipeline.agentic.scoring import OfflineScorer
 from pipeline.agentic.seen import SeenFilter, SeenPolicy, SqlSeenStore
 from pipeline.agents.base import Document
-from pipeline.platform.db import DEFAULT_USER_ID, Database, User, utcnow
+from pipeline.platform.db import DEFAULT_USER_ID, User, utcnow
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from tests.support.toy_search import ToySearch
 
@@ -22,12 +21,8 @@ ANALYZER = KeywordAnalyzer()
 
 
 @pytest.fixture
-def db(tmp_path):
-    url = f"sqlite:///{tmp_path / 'seen.db'}"
-    upgrade(url)
-    database = Database(url)
-    yield database
-    database.dispose()
+def db(migrated_db):
+    return migrated_db
 
 
 def doc(id_: str, url: str | None = None, collection: str = "c1") -> Document:

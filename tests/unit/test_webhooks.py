@@ -14,12 +14,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from migrations import upgrade
 from pipeline.job.store import JobStore
 from pipeline.platform.db import (
     DEFAULT_USER_ID,
     Collection,
-    Database,
     WebhookAttemptRow,
     WebhookDeliveryRow,
     WebhookRow,
@@ -171,12 +169,8 @@ def test_public_urls_pass_and_the_operator_can_allow_internal_ones():
 
 
 @pytest.fixture
-def db(tmp_path):
-    url = f"sqlite:///{tmp_path / 'webhooks.db'}"
-    upgrade(url)
-    database = Database(url)
-    yield database
-    database.dispose()
+def db(migrated_db):
+    return migrated_db
 
 
 @pytest.fixture
