@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pipeline.agents.base import Stage
 from pipeline.documents import Citation
 from pipeline.ingest import DocumentIn
+from pipeline.ingestion.progress import IngestionProgress
 from pipeline.job.stage_budget import StageTimeouts
 
 
@@ -43,6 +44,10 @@ class CollectionOut(BaseModel):
     documents: dict[str, int]
     created_at: datetime
     stage_timeouts: dict[str, float] | None = None
+    ingestion: IngestionProgress = Field(
+        default_factory=IngestionProgress, description="The current ingestion: documents and chunks done, the rate "
+        "and the time left (docs/documents.md, \"Progress\")."
+    )
 
 
 class DocumentsIn(Strict):
@@ -52,7 +57,9 @@ class DocumentsIn(Strict):
 class DocumentsAccepted(BaseModel):
     collection_id: uuid.UUID
     accepted: int
-    task_id: str | None
+    task_id: str | None = Field(description="The first of task_ids (kept for clients of one task per request).")
+    task_ids: list[str] = Field(default_factory=list, description="The ingest tasks the documents were sent as, at "
+                                "most ingest_task_documents each, which the ingest workers share.")
 
 
 class FilesAccepted(DocumentsAccepted):

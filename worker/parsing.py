@@ -9,8 +9,10 @@ The pages read so far wait in the file's row (``DocumentFile.parsed``) and show 
 ``pages_total``.
 
 Every window ends within its reader's limits (``pdf_read_time_s`` of CPU, three times that of wall clock), so a
-document ends ``indexed`` or ``failed`` within that bound per window; a worker that dies mid-window leaves the
-message unacknowledged, and the window is read again by the next worker.
+document ends ``indexed`` or ``failed`` within that bound per window. Each window claims the document as it starts
+(``pipeline.ingestion.lease``) and names the task of the next one in its row: a pool process that dies mid-window
+hands the message back and the window is read again, one lost attempt more; a whole worker that dies leaves the
+message unacknowledged, and the reaper sends the window again (``worker.reaper.reap_documents``).
 
 Usage::
 
@@ -30,6 +32,7 @@ from typing import Any
 from sqlalchemy import select
 
 from pipeline.ingest import IngestError, file_document
+from pipeline.ingestion.lease import claim, finish, queue
 from pipeline.parsing import Attachment, ParsedFile, ParseLimits, ParseRefused, Part, read_file, sniff
 from pipeline.platform.db import DocumentFile, DocumentRow
 from pipeline.services import Services, get_services
@@ -60,6 +63,12 @@ def parse_document(self, collection_id: str, document_id: str, start: int = 0) -
         state = dict(upload.parsed or {})
         if state.get("next", 0) != start:
             return {"status": "gone"}  # a window sent twice: the first one moved on
+        if not claim([row], self.request.id, self.request.retries, self.request.hostname,
+                     services.settings.ingest_max_attempts):
+            if row.status != "failed":
+                return {"status": "gone"}  # sent again with another task, which reads it
+            s.delete(upload)  # its process died under it too often: nothing of the file stays
+            return {"status": "failed", "error": row.error}
         name, file_format, data = upload.name, upload.format, upload.data
     paged = file_format in PAGED_FORMATS
     # A window stops early past its share of work, however quick its first pages were (text, then scans).
@@ -73,27 +82,29 @@ def parse_document(self, collection_id: str, document_id: str, start: int = 0) -
         try:
             parsed = read_file(path, file_format, limits, _progress_writer(services, row_id), window)
         except ParseRefused as exc:
-            return _fail(services, row_id, f"{name}: {exc}")
+            return _fail(services, row_id, self.request.id, f"{name}: {exc}")
     state = _merged(state, parsed, window, time.monotonic() - began)
+    next_task = str(uuid.uuid4())
     if paged and state["next"] < (parsed.pages or 0):
         with services.db.session() as s:
-            upload = s.get(DocumentFile, row_id)
-            if upload is None:
+            row, upload = s.get(DocumentRow, row_id), s.get(DocumentFile, row_id)
+            if row is None or upload is None or row.task_id != self.request.id:
                 return {"status": "gone"}
             upload.parsed = state
+            queue(row, next_task, fresh=False)
         # To the back of the queue, behind what other users sent meanwhile (``NEW_WORK_PRIORITY``, as new work).
         parse_document.apply_async((collection_id, document_id, state["next"]), queue=INGEST_QUEUE,
-                                   priority=NEW_WORK_PRIORITY)
+                                   priority=NEW_WORK_PRIORITY, task_id=next_task)
         return {"status": "window", "pages_done": state["next"], "pages": parsed.pages}
     whole = ParsedFile(title=state.get("title"), parts=[Part(p["text"], p["location"]) for p in state["parts"]],
                        pages=parsed.pages, notes=state["notes"])
     try:
         document = file_document(whole, name, file_format)
     except IngestError as exc:
-        return _fail(services, row_id, str(exc))
+        return _fail(services, row_id, self.request.id, str(exc))
     with services.db.session() as s:
         row = s.get(DocumentRow, row_id)
-        if row is None:
+        if row is None or row.task_id != self.request.id:
             return {"status": "gone"}
         row.title = document.title if row.title in ("", PurePath(name).stem) else row.title
         row.text, row.parts, row.notes = document.text, document.parts, document.notes
@@ -102,10 +113,12 @@ def parse_document(self, collection_id: str, document_id: str, start: int = 0) -
         upload = s.get(DocumentFile, row_id)
         if upload is not None:
             s.delete(upload)
+        queue(row, next_task, fresh=False)
         attached = _store_attachments(s, row, parsed.attachments)
-    for child_id in attached:
-        parse_document.apply_async((collection_id, child_id), queue=INGEST_QUEUE, priority=NEW_WORK_PRIORITY)
-    ingest_documents.apply_async((collection_id, [document_id]), queue=INGEST_QUEUE)
+    for child_id, child_task in attached:
+        parse_document.apply_async((collection_id, child_id), queue=INGEST_QUEUE, priority=NEW_WORK_PRIORITY,
+                                   task_id=child_task)
+    ingest_documents.apply_async((collection_id, [document_id]), queue=INGEST_QUEUE, task_id=next_task)
     return {"status": "parsed", "parts": len(document.parts), "attachments": len(attached)}
 
 
@@ -130,8 +143,9 @@ def _merged(state: dict[str, Any], parsed: ParsedFile, window: range | None, sec
     }
 
 
-def _store_attachments(s: Any, parent: DocumentRow, attachments: list[Attachment]) -> list[str]:
-    """Each attachment a document of its own (``<parent id>/<its name without the extension>``), parsed next."""
+def _store_attachments(s: Any, parent: DocumentRow, attachments: list[Attachment]) -> list[tuple[str, str]]:
+    """Each attachment a document of its own (``<parent id>/<its name without the extension>``), parsed next: the
+    rows' ids, each with the id of the task that parses it."""
     created = []
     for attachment in attachments:
         try:
@@ -147,15 +161,16 @@ def _store_attachments(s: Any, parent: DocumentRow, attachments: list[Attachment
         if row is None:
             row = DocumentRow(collection_id=parent.collection_id, external_id=external_id, text="")
             s.add(row)
-        row.title, row.status, row.error = PurePath(attachment.name).stem, "pending", None
-        row.metadata_ = {"attached_to": parent.external_id}
+        row.title, row.metadata_ = PurePath(attachment.name).stem, {"attached_to": parent.external_id}
+        task_id = str(uuid.uuid4())
+        queue(row, task_id)
         s.flush()
         existing = s.get(DocumentFile, row.id)
         if existing is not None:
             s.delete(existing)
             s.flush()
         s.add(DocumentFile(document_id=row.id, name=attachment.name, format=file_format, data=attachment.data))
-        created.append(str(row.id))
+        created.append((str(row.id), task_id))
     return created
 
 
@@ -175,13 +190,13 @@ def _progress_writer(services: Services, row_id: uuid.UUID):
     return write
 
 
-def _fail(services: Services, row_id: uuid.UUID, reason: str) -> dict[str, Any]:
-    """Nothing of the file stays: its document is ``failed`` with the reason, and its bytes are dropped."""
+def _fail(services: Services, row_id: uuid.UUID, task_id: str, reason: str) -> dict[str, Any]:
+    """Nothing of the file stays: its document is ``failed`` with the reason, and its bytes are dropped; unless the
+    file was sent again meanwhile (another task carries it), whose newer bytes are read next."""
     log.info("document %s: %s", row_id, reason)
     with services.db.session() as s:
-        row = s.get(DocumentRow, row_id)
-        if row is not None:
-            row.status, row.error = "failed", reason
+        if not finish(s, [row_id], task_id, "failed", reason):
+            return {"status": "gone"}
         upload = s.get(DocumentFile, row_id)
         if upload is not None:
             s.delete(upload)

@@ -1,4 +1,14 @@
-"""Collections and their documents."""
+"""Collections and their documents.
+
+A collection's view counts its documents by status and shows its current ingestion (``ingestion``: documents and
+chunks done, the rate, the time left; ``pipeline.ingestion.progress``). Documents sent as JSON are stored
+``pending`` and sent to the ingest workers as tasks of at most ``ingest_task_documents`` each, which they share.
+
+Usage::
+
+    GET  /v1/collections/{id}              -> {"documents": {"pending", "indexed", "failed"}, "ingestion": {...}, ...}
+    POST /v1/collections/{id}/documents    -> 202 {"accepted", "task_id", "task_ids"}
+"""
 
 from __future__ import annotations
 
@@ -13,6 +23,8 @@ from api.errors import http_error, not_found, unprocessable
 from api.rate_limits import effective_limits
 from api.request_guard import GuardedRoute
 from api.schemas import CollectionCreate, CollectionOut, CollectionUpdate, DocumentsAccepted, DocumentsIn
+from pipeline.ingestion.lease import queue_in_tasks
+from pipeline.ingestion.progress import collection_progress
 from pipeline.job.refusal import Refusal
 from pipeline.job.stage_budget import StageTimeouts, over_deadline
 from pipeline.platform.db import Collection, DocumentRow
@@ -36,6 +48,7 @@ def _out(s, c: Collection) -> CollectionOut:
         documents={k: counts.get(k, 0) for k in ("pending", "indexed", "failed")},
         created_at=c.created_at,
         stage_timeouts=c.stage_timeouts,
+        ingestion=collection_progress(s, c.id),
     )
 
 
@@ -116,17 +129,20 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
     with services.db.session() as s:
         get_collection(s, collection_id, user_id)
         existing = documents_within_quota(s, request, user_id, collection_id, list(seen))
-        row_ids = []
+        rows = []
         for doc in body.documents:
             row = existing.get(doc.id) or DocumentRow(collection_id=collection_id, external_id=doc.id)
-            row.title, row.text, row.metadata_, row.status, row.error = doc.title, doc.text, doc.metadata, "pending", None
+            row.title, row.text, row.metadata_ = doc.title, doc.text, doc.metadata
             s.add(row)
-            s.flush()
-            row_ids.append(str(row.id))
-    result = request.app.state.celery.send_task(
-        "agentsearch.ingest_documents", args=(str(collection_id), row_ids)
-    )
-    return DocumentsAccepted(collection_id=collection_id, accepted=len(row_ids), task_id=result.id)
+            rows.append(row)
+        s.flush()
+        # Several tasks, not one: each ingest process of every worker host takes a share of the upload.
+        tasks = queue_in_tasks(rows, services.settings.ingest_task_documents)
+    celery = request.app.state.celery
+    for task_id, row_ids in tasks:
+        celery.send_task("agentsearch.ingest_documents", args=(str(collection_id), row_ids), task_id=task_id)
+    return DocumentsAccepted(collection_id=collection_id, accepted=len(rows), task_id=tasks[0][0],
+                             task_ids=[task_id for task_id, _ in tasks])
 
 
 def documents_within_quota(s, request: Request, user_id: uuid.UUID, collection_id: uuid.UUID,

@@ -34,6 +34,7 @@ from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
 from api.routes.collections import add_documents, documents_within_quota, get_collection
 from api.schemas import DocumentsIn, FilesAccepted
+from pipeline.ingestion.lease import queue
 from pipeline.platform.db import DocumentFile, DocumentRow
 from pipeline.platform.settings import get_settings
 from pipeline.security.storable import text_problem
@@ -142,16 +143,17 @@ def upload_files(
     if not taken and not line_documents:
         raise RequestValidationError([{"type": "value_error", "loc": ("body", "files", r["index"]),
                                        "msg": f"{r['file'] or 'the file'}: {r['error']}"} for r in rejected])
-    task_id = None
+    task_ids: list[str] = []
     if line_documents:
         try:
             body = DocumentsIn(documents=line_documents)
         except ValidationError as exc:
             raise unprocessable(("body", "files"), exc.errors()[0]["msg"]) from None
-        task_id = add_documents(collection_id, body, user_id, request).task_id
+        task_ids = add_documents(collection_id, body, user_id, request).task_ids
     documents = _store_files(request, collection_id, user_id, taken)
-    return FilesAccepted(collection_id=collection_id, accepted=len(line_documents) + len(documents), task_id=task_id,
-                         documents=documents, rejected=[{"file": r["file"], "error": r["error"]} for r in rejected])
+    return FilesAccepted(collection_id=collection_id, accepted=len(line_documents) + len(documents),
+                         task_id=task_ids[0] if task_ids else None, task_ids=task_ids, documents=documents,
+                         rejected=[{"file": r["file"], "error": r["error"]} for r in rejected])
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,9 @@ def _store_files(request: Request, collection_id: uuid.UUID, user_id: uuid.UUID,
                 row = DocumentRow(collection_id=collection_id, external_id=stored.document_id, text="",
                                   title=PurePath(stored.name).stem)
                 s.add(row)
-            row.status, row.error, row.pages_done, row.pages_total = "pending", None, 0, None
+            task_id = str(uuid.uuid4())
+            queue(row, task_id)
+            row.pages_done, row.pages_total = 0, None
             row.content_hash = hashlib.sha256(stored.data).hexdigest()
             row.metadata_ = {"source": stored.name, "format": stored.format}
             s.flush()
@@ -193,8 +197,8 @@ def _store_files(request: Request, collection_id: uuid.UUID, user_id: uuid.UUID,
                 s.delete(earlier)
                 s.flush()
             s.add(DocumentFile(document_id=row.id, name=stored.name[-255:], format=stored.format, data=stored.data))
-            rows.append((row.id, stored))
+            rows.append((row.id, task_id, stored))
     celery = request.app.state.celery
-    for row_id, _ in rows:
-        celery.send_task("agentsearch.parse_document", args=(str(collection_id), str(row_id)))
-    return [{"id": stored.document_id, "file": stored.name, "format": stored.format} for _, stored in rows]
+    for row_id, task_id, _ in rows:
+        celery.send_task("agentsearch.parse_document", args=(str(collection_id), str(row_id)), task_id=task_id)
+    return [{"id": stored.document_id, "file": stored.name, "format": stored.format} for _, _, stored in rows]
