@@ -6,7 +6,8 @@
 - ``worker_process_init`` (each prefork pool process): fresh clients, the shared model handed over (or loaded in
   the background), torch's threads set;
 - ``worker_ready``/``beat_init``: the liveness file touched every ``HEARTBEAT_INTERVAL_S``; beat also sweeps for
-  lost and overdue jobs every ``reaper_interval_s`` (``worker.reaper``);
+  lost and overdue jobs, and for documents whose worker or task was lost, every ``reaper_interval_s``
+  (``worker.reaper``);
 - ``worker_shutdown``: both stopped.
 
 The soft shutdown on SIGTERM is set where the app is made (``worker.app``): it must be in place before billiard loads.
@@ -34,7 +35,7 @@ from pipeline.retrieval.embedder import Embedder
 from pipeline.services import reset_services
 from worker import recycling
 from worker.app import WORKER_PUBLISH_RETRY, app
-from worker.reaper import reap_jobs
+from worker.reaper import reap_documents, reap_jobs
 
 # Probes allow 60 s of silence: several missed beats, not one slow one.
 HEARTBEAT_INTERVAL_S = 10.0
@@ -137,6 +138,8 @@ _heartbeat = Ticker(partial(_touch, get_settings().worker_heartbeat_file), HEART
 # task, the sweep waited behind the whole backlog of job steps, and 104 of 200 jobs ended more than one reaper
 # period after their deadline. Called, not sent: reap_jobs runs here and now.
 _reaper = Ticker(reap_jobs, get_settings().reaper_interval_s, "agentsearch-reaper")
+# A thread of its own: a slow look at the documents (Redis, a long pending list) never delays the jobs' sweep.
+_document_reaper = Ticker(reap_documents, get_settings().reaper_interval_s, "agentsearch-document-reaper")
 
 
 @worker_ready.connect
@@ -151,9 +154,11 @@ def _start_beat_tickers(**_kwargs) -> None:
     # worker's file, and the ticker is started once per process.
     _start_heartbeat()
     _reaper.start()
+    _document_reaper.start()
 
 
 @worker_shutdown.connect
 def _stop_tickers(**_kwargs) -> None:
     _heartbeat.stop()
     _reaper.stop()
+    _document_reaper.stop()

@@ -1,28 +1,33 @@
-"""The reaper: a job whose worker died is enqueued again, once; one past its deadline is failed with why.
+"""The reaper: a job whose worker died is enqueued again, once; one past its deadline is failed with why. A document
+whose worker or task was lost is sent again; one that lost ``ingest_max_attempts`` is failed with why.
 
-Beat calls ``reap_jobs`` every ``reaper_interval_s`` in its own process (``worker.lifecycle``); it is also a task, so
-an operator or a test can send it. Which jobs are lost is decided by ``JobStore.reap`` from the live nodes
-(``worker.liveness``) and the nodes holding each job's started, unacknowledged tasks (below).
+Beat calls ``reap_jobs`` and ``reap_documents`` every ``reaper_interval_s`` in its own process (``worker.lifecycle``);
+both are tasks too, so an operator or a test can send them. Which jobs are lost is decided by ``JobStore.reap`` from
+the live nodes (``worker.liveness``) and the nodes holding each job's started, unacknowledged tasks (below); which
+documents, by ``pipeline.ingestion.recovery`` from the live nodes and the ingest tasks the broker holds
+(``worker.broker_tasks``).
 
 Usage::
 
     reap_jobs()                                   # {"failed": [job ids], "retried": [job ids]}
+    reap_documents()                              # {"sent_again": [document row ids], "failed": [document row ids]}
     app.send_task(reap_jobs.name)                 # the same, run by a worker
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 
 from celery import states
 
+from pipeline.ingestion.recovery import find_lost, send_again
 from pipeline.job.state import AgentSpec
-from pipeline.job.store import JobStore
-from pipeline.platform.kv import connect_redis
+from pipeline.job.store import ORPHAN_GRACE_S, JobStore
+from pipeline.platform.db import utcnow
 from pipeline.services import get_services
-from worker.app import app
+from worker.app import INGEST_QUEUE, app
+from worker.broker_tasks import broker_client, held_tasks, ingest_view
 from worker.liveness import alive_nodes
 from worker.observability import end_job_trace
 from worker.submit import enqueue_job
@@ -48,18 +53,9 @@ def _started_nodes(task_ids: list[str]) -> set[str]:
 
 
 def _held_task_ids() -> set[str]:
-    """Task ids whose message a consumer holds unacknowledged (kombu's Redis transport keeps them in the broker's
-    ``unacked`` hash until the ack, or until the visibility timeout hands them out again)."""
-    url = str(get_services().settings.broker_url)
-    if not url.startswith("redis"):
-        return set()
-    held = set()
-    for raw in connect_redis(url).hvals("unacked"):
-        try:
-            held.add(json.loads(raw)[0]["headers"]["id"])
-        except (ValueError, LookupError, TypeError):
-            continue
-    return held
+    """Task ids whose message a consumer holds unacknowledged (``worker.broker_tasks``); none but with Redis."""
+    client = broker_client()
+    return set(held_tasks(client)) if client is not None else set()
 
 
 def _lost_task_nodes() -> Callable[[list[str]], set[str]]:
@@ -107,3 +103,24 @@ def reap_jobs() -> dict[str, list[str]]:
     if result.failed or result.retried:
         log.warning("reaper: failed %s; retried %s", result.failed, result.retried)
     return {"failed": result.failed, "retried": result.retried}
+
+
+@app.task(name="agentsearch.reap_documents")
+def reap_documents() -> dict[str, list[str]]:
+    """Periodic: a pending document whose worker died (a whole node: its message would wait for the broker's
+    visibility timeout, about an hour) or whose task was lost is sent again, its row naming the new task (the old
+    message, should it come back, finds the row is not its own and does nothing); one that lost
+    ``ingest_max_attempts`` ends ``failed`` with the cause. Indexing again replaces what a lost try stored."""
+    services = get_services()
+    settings = services.settings
+    broker = ingest_view()
+    with services.db.session() as s:
+        lost = find_lost(s, utcnow(), alive_nodes(), broker, ORPHAN_GRACE_S)
+        sends, failed_ids = send_again(s, lost, settings.ingest_max_attempts, settings.ingest_task_documents)
+    for send in sends:
+        app.send_task(send.task, args=send.args, task_id=send.task_id, queue=INGEST_QUEUE)
+    sent, failed = [d for send in sends for d in send.document_ids], [str(d) for d in failed_ids]
+    if lost:
+        log.warning("reaper: %d documents lost their worker or task (%s); sent again %d, ended failed %d",
+                    len(lost), "; ".join(sorted({item.cause for item in lost})), len(sent), len(failed))
+    return {"sent_again": sent, "failed": failed}

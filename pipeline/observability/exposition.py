@@ -59,12 +59,16 @@ def broker_redis(broker_url: str | None) -> redis.Redis | None:
     return redis.Redis.from_url(broker_url, socket_timeout=2, socket_connect_timeout=2)
 
 
+def priority_lists(queue: str) -> list[str]:
+    """The Redis lists holding a queue's waiting messages: its own (priority 0), then one per other priority step."""
+    return [queue, *(f"{queue}{_PRIORITY_SEPARATOR}{step}" for step in _PRIORITY_STEPS)]
+
+
 def queue_lengths(broker: redis.Redis, queues: Sequence[str] = QUEUES) -> dict[str, int]:
     pipe = broker.pipeline(transaction=False)
     for queue in queues:
-        pipe.llen(queue)
-        for step in _PRIORITY_STEPS:
-            pipe.llen(f"{queue}{_PRIORITY_SEPARATOR}{step}")
+        for name in priority_lists(queue):
+            pipe.llen(name)
     lengths = pipe.execute()
     per_queue = 1 + len(_PRIORITY_STEPS)
     return {queue: int(sum(lengths[i * per_queue : (i + 1) * per_queue])) for i, queue in enumerate(queues)}
