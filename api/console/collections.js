@@ -1,9 +1,11 @@
 // Collections: list and create them; upload files (PDF, scans, Office files, CSV, HTML, Markdown, text, e-mail, JSON
-// Lines) with the indexing's progress and the files refused with their reasons; read and delete a collection's
-// documents, each with its format, the pages a worker has parsed so far, what the reading noted and why one failed.
+// Lines) with the indexing's progress (documents and chunks done, the rate, the time left: ingestion.js) and the
+// files refused with their reasons; read and delete a collection's documents, each with its format, the pages a
+// worker has parsed so far, what the reading noted and why one failed.
 
 import { api } from './api.js';
 import { badge, clear, formatTime, h, showFieldErrors, clearInvalid, toast, uid } from './dom.js';
+import { ingestionText } from './ingestion.js';
 
 export async function renderCollections(main, [collectionId], ctx) {
   const collections = await api('/v1/collections', { signal: ctx.signal });
@@ -173,15 +175,21 @@ async function renderDetail(detail, collection, ctx, onCounts) {
       const c = await api(`/v1/collections/${collection.id}`, { signal: ctx.signal });
       showCounts(c);
       const pending = c.documents.pending;
-      const done = Math.max(0, accepted - pending);
-      progress.max = accepted;
+      // The collection's current ingestion (what other uploads sent meanwhile included), else this upload alone.
+      const ingestion = c.ingestion && c.ingestion.documents_total ? c.ingestion : null;
+      const total = ingestion ? ingestion.documents_total : accepted;
+      const done = ingestion ? ingestion.documents_done : Math.max(0, accepted - pending);
+      progress.max = total;
       progress.value = done;
+      progressText.dataset.pending = String(pending);
       if (!pending) {
         await loadDocuments();
-        progressText.textContent = `Indexed: ${accepted} document${accepted === 1 ? '' : 's'} (${c.documents.failed} failed in the collection).`;
+        const failed = `${c.documents.failed} failed in the collection`;
+        progressText.textContent = ingestionText(ingestion)
+          || `Indexed: ${accepted} document${accepted === 1 ? '' : 's'} (${failed}).`;
         return;
       }
-      progressText.textContent = `Indexing: ${done} of ${accepted} documents done…`;
+      progressText.textContent = ingestionText(ingestion) || `Indexing: ${done} of ${accepted} documents done…`;
       if (performance.now() - listedAt > 1000) { await loadDocuments(); listedAt = performance.now(); }
       await new Promise((resolve) => { setTimeout(resolve, 400); });
     }
