@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -51,9 +53,9 @@ PLAY_AUDIO = """async (audio) => {
 class Console:
     """The browser, its one page, and what the tests learn on the way (the collection, the jobs)."""
 
-    def __init__(self, stack, page, dialogs: list[str]) -> None:
+    def __init__(self, stack, page, dialogs: list[str], user: str = "console-user") -> None:
         self.stack, self.page, self.dialogs = stack, page, dialogs
-        self.key = stack.create_user("console-user")
+        self.key = stack.create_user(user)
         self.collection_id: str | None = None
         self.job_ids: list[str] = []
 
@@ -97,6 +99,22 @@ def console(stack, tmp_path_factory):
 
         page.on("dialog", on_dialog)
         yield Console(stack, page, dialogs)
+        browser.close()
+
+
+@contextmanager
+def own_console(stack, user: str) -> Iterator[Console]:
+    """The console in a headless Chromium page of its own, for a user of its own (a module's own session, apart
+    from this module's): sign in with ``_sign_in``."""
+    chromium = shutil.which("chromium")
+    assert chromium, "Debian's chromium is missing: `make services` installs it"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport=LAPTOP)
+        page.set_default_timeout(60_000)
+        yield Console(stack, page, [], user)
         browser.close()
 
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import pytest
 
-from tests.integration.test_console import LAPTOP, Console, _sign_in
+from tests.integration.test_console import _sign_in, own_console
 
 DOCUMENTS = 100
 # Records every text the progress line shows, in order, as the page writes it.
@@ -32,28 +31,10 @@ UNDER_WAY = {"documents_done": 40, "documents_total": 100, "documents_failed": 0
              "documents_per_s": 2, "chunks_per_s": 8.25, "eta_s": 30, "started_at": "2026-11-27T09:00:00Z"}
 
 
-class IngestionConsole(Console):
-    """The console signed in as a user of this module's own (the session's other consoles have their own)."""
-
-    def __init__(self, stack, page) -> None:
-        self.stack, self.page, self.dialogs = stack, page, []
-        self.key = stack.create_user("console-ingestion-user")
-        self.collection_id: str | None = None
-        self.job_ids: list[str] = []
-
-
 @pytest.fixture(scope="module")
 def console(stack):
-    chromium = shutil.which("chromium")
-    assert chromium, "Debian's chromium is missing: `make services` installs it"
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        page = browser.new_page(viewport=LAPTOP)
-        page.set_default_timeout(60_000)
-        yield IngestionConsole(stack, page)
-        browser.close()
+    with own_console(stack, "console-ingestion-user") as running:
+        yield running
 
 
 def test_the_progress_line_says_documents_chunks_rate_and_time_left(console):

@@ -8,13 +8,12 @@ The console is the same headless Chromium as tests/integration/test_console.py, 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from pipeline.text.locations import describe_location
-from tests.integration.test_console import LAPTOP, Console, _sign_in
+from tests.integration.test_console import _sign_in, own_console
 
 QUESTION = "How many gigawatt hours did the Brightwater turbines deliver in 2025?"
 FACT = "The Brightwater turbines delivered 4,812 gigawatt hours in 2025, a record for the farm."
@@ -28,28 +27,10 @@ DESCRIBE_IN_PAGE = """async (locations) => {
 }"""
 
 
-class LocationsConsole(Console):
-    """The console signed in as a user of this module's own (the session's other console has its own)."""
-
-    def __init__(self, stack, page) -> None:
-        self.stack, self.page, self.dialogs = stack, page, []
-        self.key = stack.create_user("console-locations-user")
-        self.collection_id: str | None = None
-        self.job_ids: list[str] = []
-
-
 @pytest.fixture(scope="module")
 def console(stack):
-    chromium = shutil.which("chromium")
-    assert chromium, "Debian's chromium is missing: `make services` installs it"
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        page = browser.new_page(viewport=LAPTOP)
-        page.set_default_timeout(60_000)
-        yield LocationsConsole(stack, page)
-        browser.close()
+    with own_console(stack, "console-locations-user") as running:
+        yield running
 
 
 def write_files(folder: Path) -> list[Path]:
