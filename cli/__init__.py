@@ -22,7 +22,8 @@ this process and act as the local user.
 Where each command lives: ``cli/serve.py`` (api, worker, beat, flower, migrate), ``cli/documents.py`` (ingest),
 ``cli/folder_sync.py`` (sync), ``cli/search.py``, ``cli/demo.py``, ``cli/eval.py``, ``cli/agents.py``, ``cli/users.py``,
 ``cli/tools.py``, ``cli/benchmarks.py`` (bench), ``cli/mcp.py`` (mcp); the API client they share is
-``cli/client.py`` with ``cli/session.py``.
+``cli/client.py`` with ``cli/session.py``. The commands that may load the models in this process print their own
+lines and errors, not the libraries' bars and warnings (``cli/quiet.py``).
 
 A command imports what only it needs (SQLAlchemy and Alembic, the agents, the API, Celery, the benchmarks) when it
 runs, not at the top of its module: so ``agentsearch --help``, ``search`` and ``ingest`` start in about 0.25 s, not
@@ -42,13 +43,17 @@ from cli import agents, demo, documents, folder_sync, mcp, search, serve, tools,
 from cli.benchmarks import bench_group
 from cli.errors import fail
 from cli.eval import eval_group
+from cli.quiet import QUIET_COMMANDS, quiet_libraries
 
 __all__ = ["fail", "main"]
 
 
 @click.group()
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """agentsearch: distributed agentic search."""
+    if ctx.invoked_subcommand in QUIET_COMMANDS:
+        quiet_libraries()  # before the command imports the libraries it quiets
 
 
 for command in (serve.migrate, serve.api, serve.worker, serve.beat, serve.flower, documents.ingest, folder_sync.sync,

@@ -6,7 +6,7 @@ drill may stop), ``milvus-lite server``, migrations, a user with a key, N prefor
 optionally ``agentsearch beat`` (the reaper), and the API: the processes a deployment runs, on this machine. Two
 stacks never share a broker, so their workers never take each other's tasks.
 
-- ``devstack/stack.py``: ``DevStack``, the stack and its drills;
+- ``devstack/stack.py``: ``DevStack``, the stack and its drills, and ``start_milvus_lite``, its Milvus alone;
 - ``devstack/postgres.py``: the machine's PostgreSQL (``PG_ADMIN``) or ``OwnPostgres``, a server of the stack's own;
 - ``devstack/processes.py``: start a process in a session of its own, wait for it, stop it, read its log's tail;
 - ``devstack/ingest.py``: documents in through the API, waiting until they are indexed.
@@ -28,9 +28,9 @@ Usage::
 from devstack.ingest import ingest_through_api
 from devstack.postgres import PG_ADMIN, OwnPostgres
 from devstack.processes import BIN, REPO, free_port, log_tails, start_process, stop_process, wait_for, watch_log
-from devstack.stack import DevStack
+from devstack.stack import DevStack, start_milvus_lite
 
 __all__ = [
     "BIN", "PG_ADMIN", "REPO", "DevStack", "OwnPostgres", "free_port", "ingest_through_api", "log_tails",
-    "start_process", "stop_process", "wait_for", "watch_log",
+    "start_milvus_lite", "start_process", "stop_process", "wait_for", "watch_log",
 ]

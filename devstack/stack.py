@@ -49,6 +49,15 @@ def llm_env(llm) -> dict[str, str]:
     return env
 
 
+def start_milvus_lite(data_dir: Path, port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """``milvus-lite server`` on 127.0.0.1:``port`` with its data in ``data_dir``, once it takes connections."""
+    proc = start_process([str(BIN / "milvus-lite"), "server", "--data-dir", str(data_dir), "--host", "127.0.0.1",
+                          "--port", str(port)], env, log)
+    wait_for(lambda: socket.create_connection(("127.0.0.1", port), 1).close() or True, 60, "milvus-lite server",
+             proc, log)
+    return proc
+
+
 class DevStack(Started):
     """The processes of a distributed deployment, on this machine, for as long as the ``with`` block lasts."""
 
@@ -154,11 +163,7 @@ class DevStack(Started):
 
     def start_milvus(self) -> None:
         """``milvus-lite server`` on the stack's port and data dir: started again, it finds its collections there."""
-        self.milvus_proc = start_process(
-            [str(BIN / "milvus-lite"), "server", "--data-dir", str(self.workdir / "milvus"), "--host", "127.0.0.1",
-             "--port", str(self.milvus_port)], self.env, self.logs["milvus"])
-        wait_for(lambda: socket.create_connection(("127.0.0.1", self.milvus_port), 1).close() or True, 60,
-                 "milvus-lite server", self.milvus_proc, self.logs["milvus"])
+        self.milvus_proc = start_milvus_lite(self.workdir / "milvus", self.milvus_port, self.env, self.logs["milvus"])
 
     def stop_milvus(self) -> None:
         """Stop Milvus (SIGTERM, then SIGKILL after 15 s); its data dir stays for ``start_milvus``."""
