@@ -69,7 +69,8 @@ def ingest_documents(self, collection_id: str, document_ids: list[str]) -> dict[
     task_id = self.request.id
     try:
         store.ensure_collection(milvus_name, embedder.dimension)
-        chunks = index_documents(docs, embedder.embed, services.analyzer, chunking, parts)
+        chunks = index_documents(docs, embedder.embed, services.analyzer, chunking, parts,
+                                 embed_spans=getattr(embedder, "embed_spans", None))
         store.replace_documents(milvus_name, [d[0] for d in docs], chunks)
     except SchemaMismatch as exc:
         _mark_documents(services, ids, "failed", str(exc), task_id=task_id)  # waiting would not change it

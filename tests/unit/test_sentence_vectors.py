@@ -204,3 +204,44 @@ def test_the_answers_embed_reads_the_jobs_own_collections_and_the_cached_query_o
     assert model.asked == ["Other fact."]  # not the job's collection: embedded, never read
     assert store.reads == [(milvus_collection_name(mine), ["d1#0"])]
     assert np.allclose(vectors[:2], [vector("the query"), vector("Own fact.")], atol=2e-3)
+
+
+class SpanReader(CountingEmbed):
+    """A model that reads spans from a text's pass: ``spans_read`` lists the span texts it pooled; a span past
+    ``window`` characters is not read (None), as a real one past its token window."""
+
+    def __init__(self, window: int = 10_000) -> None:
+        super().__init__()
+        self.window, self.spans_read = window, []
+
+    def spans(self, texts: list[str], spans: list[list[tuple[int, int]]]):
+        pooled = []
+        for text, own in zip(texts, spans, strict=True):
+            pooled.append([None if end > self.window else vector(f"in context: {text[start:end]}").tolist()
+                           for start, end in own])
+            self.spans_read.extend(text[start:end] for start, end in own if end <= self.window)
+        return self(texts), pooled
+
+
+def test_sentences_read_in_their_chunks_pass_are_not_embedded_again_but_titles_and_the_unread_are():
+    reader = SpanReader(window=60)
+    text = "Early finding holds. " + " ".join(f"Later finding {i} holds for the whole cohort." for i in range(3))
+    (chunk,) = index_documents([("d1", "Cohort", text, {})], reader, KeywordAnalyzer(), embed_spans=reader.spans)
+    assert reader.spans_read == ["Early finding holds."]
+    # The chunk itself, then alone: the title and the sentences past the window.
+    assert reader.asked[0] == f"Cohort. {text}"
+    assert sorted(reader.asked[1:]) == sorted(["Cohort", *[f"Later finding {i} holds for the whole cohort."
+                                                            for i in range(3)]])
+    stored = unpack(chunk.sentences)
+    assert np.allclose(stored[text_key("Early finding holds.")], vector("in context: Early finding holds."), atol=1e-3)
+    assert set(stored) == {text_key(u) for u in chunk_units(chunk.title, chunk.text)}
+
+
+def test_sentence_spans_point_at_each_sentence_in_the_embedded_text():
+    from pipeline.ingest import sentence_spans
+
+    piece = "First one here. Second  one\nthere. Third."
+    text = f"Title. {piece}"
+    found = sentence_spans(text, piece)
+    assert all(text[start:end] == sentence for sentence, (start, end) in found)
+    assert [s for s, _ in found][0] == "First one here." and found[-1][0] == "Third."

@@ -1,0 +1,93 @@
+"""The packaged MiniLM exported to ONNX and run by ONNX Runtime, read against sentence-transformers running the same
+weights: the vectors agree, and a chunk's pass gives its sentences' vectors.
+
+The exported files are the ones ``make install`` builds into the model cache (built here if missing).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.platform.settings import get_settings
+from pipeline.retrieval.embedder import Embedder, onnx_model_for, resolve_model_path
+from pipeline.retrieval.onnx_engine import OnnxEngine
+
+MODEL = "all-MiniLM-L6-v2"
+TEXTS = [
+    "Solar panels convert sunlight into electricity.",
+    "The committee approved the budget for the next fiscal year after a long debate about road repairs.",
+    "Mitochondria are the powerhouse of the cell.",
+    "x",
+]
+CHUNK = ("Harbour report. The harbour handled 4.2 million containers in 2023. Most ships came from Asia. "
+         "A new crane was bought in March.")
+
+
+@pytest.fixture(scope="module")
+def reference():
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(resolve_model_path(MODEL)), device="cpu")
+
+
+@pytest.fixture(scope="module", params=["onnx", "onnx-int8"])
+def engine(request):
+    path = onnx_model_for(MODEL, request.param, get_settings().model_cache_dir)
+    assert path is not None and path.is_file()
+    return request.param, OnnxEngine(resolve_model_path(MODEL), path)
+
+
+def test_the_exported_model_gives_the_vectors_sentence_transformers_gives(engine, reference):
+    runtime, onnx = engine
+    expected = reference.encode(TEXTS, normalize_embeddings=True)
+    got = onnx.encode(TEXTS)
+    assert got.shape == expected.shape
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    cosines = (got * expected).sum(axis=1)
+    # float32 is the same computation in another order; int8 weights move a vector a little (0.99 on average over
+    # SciFact abstracts, 0.98 for a one-letter text), never to another text.
+    assert cosines.min() > (0.9999 if runtime == "onnx" else 0.97), cosines
+    assert (got @ expected.T).argmax(axis=1).tolist() == list(range(len(TEXTS)))
+
+
+def test_a_chunks_pass_gives_each_sentence_a_vector_near_its_own(engine, reference):
+    _, onnx = engine
+    sentences = ["The harbour handled 4.2 million containers in 2023.", "Most ships came from Asia.",
+                 "A new crane was bought in March."]
+    spans = [(CHUNK.index(s), CHUNK.index(s) + len(s)) for s in sentences]
+    (chunk_vector,), (pooled,) = onnx.encode_spans([CHUNK], [spans])
+    assert np.allclose(chunk_vector, onnx.encode([CHUNK])[0], atol=1e-5)  # the chunk's vector is unchanged
+    alone = reference.encode(sentences, normalize_embeddings=True)
+    similarity = np.array(pooled) @ alone.T
+    # Each sentence read in its chunk is nearest to itself read alone, though it has read its neighbours too.
+    assert similarity.argmax(axis=1).tolist() == [0, 1, 2], similarity
+    assert similarity.diagonal().min() > 0.7, similarity
+
+
+def test_a_span_past_the_models_window_or_of_no_token_is_not_read(engine):
+    _, onnx = engine
+    long_text = "word " * 600 + "The last sentence stands far beyond the window."
+    tail = long_text.index("The last")
+    (_,), (pooled,) = onnx.encode_spans([long_text], [[(0, 4), (tail, len(long_text)), (3, 3)]])
+    assert pooled[0] is not None and pooled[1] is None and pooled[2] is None
+    with pytest.raises(ValueError, match="spans for 0"):
+        onnx.encode_spans(["a"], [])
+
+
+def test_the_torch_runtime_and_engine_models_export_nothing():
+    settings = get_settings()
+    assert onnx_model_for(MODEL, "torch", settings.model_cache_dir) is None
+    assert onnx_model_for("multilingual-e5-small", "onnx-int8", settings.model_cache_dir) is None
+
+
+def test_the_embedder_reads_spans_on_onnx_and_asks_for_them_alone_on_torch(reference):
+    path = onnx_model_for(MODEL, "onnx", get_settings().model_cache_dir)
+    on_onnx = Embedder(MODEL, onnx_path=path)
+    vectors, spans = on_onnx.embed_spans([CHUNK], [[(0, 14)]])
+    assert len(vectors) == 1 and spans[0][0] is not None
+    assert np.allclose(on_onnx.embed_queries([TEXTS[0]])[0], reference.encode(TEXTS[0], normalize_embeddings=True),
+                       atol=1e-4)
+    on_torch = Embedder(MODEL)
+    vectors, spans = on_torch.embed_spans([CHUNK], [[(0, 14)]])
+    assert len(vectors) == 1 and spans == [[None]]
