@@ -10,6 +10,7 @@ seconds.
   lost documents again, and every document ends ``indexed`` within the bound docs/documents.md states.
 - A pool process SIGKILLed mid-ingestion: its node hands the message back at once, and its documents count one
   lost attempt.
+- Documents whose task never reached the broker are sent again by the reaper.
 """
 
 from __future__ import annotations
@@ -163,3 +164,25 @@ def test_a_pool_process_killed_mid_ingestion_hands_its_documents_back_at_once(pa
     assert not [line for line in pair.logs["beat"].read_text().splitlines()
                 if "lost their worker or task" in line and node in line]
     print(f"\n{len(held)} documents under the killed process; all {DOCUMENTS} indexed {ended_s:.1f} s after the kill")
+
+
+def test_documents_whose_task_never_reached_the_broker_are_sent_again(pair):
+    """As if the API had died between storing the documents and sending their task: rows pending for a minute, their
+    task in no queue and held by no worker. The reaper sends them again at its next look."""
+    with pair.http() as http:
+        created = http.post("/v1/collections", json={"name": "lost-task"})
+        assert created.status_code == 201, created.text
+        collection_id = created.json()["id"]
+        for doc in documents("lost-task")[:5]:
+            pair.sql("INSERT INTO documents (id, collection_id, external_id, title, text, metadata, status, "
+                     "created_at, updated_at, queued_at, task_id, attempts) VALUES (gen_random_uuid(), %s, %s, %s, "
+                     "%s, '{}', 'pending', now() - interval '1 minute', now() - interval '1 minute', "
+                     "now() - interval '1 minute', 'never-sent', 0) RETURNING id",
+                     collection_id, doc["id"], doc["title"], doc["text"])
+        views = watch(http, collection_id, timeout_s=REAPER_INTERVAL_S + 120, every_s=0.5)
+
+    stored = rows(pair, collection_id)
+    assert [(r[1], r[4]) for r in stored] == [("indexed", 1)] * 5 and all(r[3] >= 1 for r in stored)
+    assert views[-1]["ingestion"]["documents_done"] == 5 and views[-1]["ingestion"]["eta_s"] is None
+    assert any("lost their worker or task (its task was lost from the broker)" in line
+               for line in pair.logs["beat"].read_text().splitlines())
