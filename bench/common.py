@@ -15,6 +15,7 @@ import platform
 import statistics
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -74,6 +75,14 @@ def job_wall_ms(job: dict) -> float:
     return (finished - created).total_seconds() * 1000
 
 
+def write_result(name: str, report: str) -> str:
+    """``report`` written to bench/results/``name``, and returned."""
+    out = REPO / "bench" / "results" / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report)
+    return report
+
+
 def summary(values: list[float]) -> dict[str, float]:
     return {"p50": statistics.median(values), "p95": percentile(values, 0.95), "min": min(values),
             "max": max(values), "n": len(values)}
@@ -115,12 +124,13 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-def wait_idle(stack: DevStack, timeout_s: float = 180, window_s: float = 2.0) -> float:
-    """Wait until the workers' processes stop computing (each prefork child loads the embedding model in a
-    background thread after it reports ready): a benchmark must not share the CPU with that. Seconds waited."""
+def wait_idle(stack: DevStack, timeout_s: float = 180, window_s: float = 2.0, also: Iterable[int] = ()) -> float:
+    """Wait until the workers' processes, and the processes ``also`` names, stop computing (each prefork child
+    loads the embedding model in a background thread after it reports ready): a benchmark must not share the CPU
+    with that. Seconds waited."""
     started = time.monotonic()
     pids = [p.pid for p in stack.worker_procs] + [c for i in range(len(stack.worker_procs))
-                                                   for c in stack.worker_children(i)]
+                                                   for c in stack.worker_children(i)] + list(also)
     before = sum(_cpu_ticks(p) for p in pids)
     while time.monotonic() - started < timeout_s:
         time.sleep(window_s)

@@ -163,9 +163,10 @@ def run_baseline_and_this(agents: int, jobs: int, baseline: Path) -> dict:
 
 
 @contextlib.contextmanager
-def _stack_of(tree: Path, workdir: Path):
-    """A bench stack whose API, workers and migrations import the code of ``tree`` (it needs the same packages)."""
-    stack = bench_stack(workdir)
+def _stack_of(tree: Path, workdir: Path, **options):
+    """A bench stack (``options`` as ``bench_stack`` takes them) whose API, workers and migrations import the code
+    of ``tree`` (it needs the same packages)."""
+    stack = bench_stack(workdir, **options)
     stack.env["PYTHONPATH"] = str(tree.resolve())
     with stack:
         yield stack

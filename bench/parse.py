@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import REPO, load_average, machine
+from bench.common import load_average, machine, write_result
 from pipeline.eval.formats import XQUAD, Article, load_articles, render, upload
 
 BORN_DIGITAL = ("pdf", "docx", "pptx", "xlsx", "csv", "html", "markdown")
@@ -181,11 +181,7 @@ def _languages(packs: str) -> str:
 
 def write(result: dict, command: str) -> str:
     """The table of ``result`` written to bench/results/parse.md, and returned."""
-    report = table(result, command)
-    out = REPO / "bench" / "results" / "parse.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report)
-    return report
+    return write_result("parse.md", table(result, command))
 
 
 def command_line(pages: int, ocr_pages: int, rounds: int, stack: bool) -> str:

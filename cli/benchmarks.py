@@ -10,6 +10,8 @@ Usage::
     agentsearch bench filters --rows 10000                          # a metadata filter's cost in Milvus Lite
     agentsearch bench mcp --calls 40 --searches 10                  # an MCP tool call beside its API route
     agentsearch bench parse --pages 240 --ocr-pages 6               # pages/s per format, OCR, parsing's share
+    agentsearch bench ingest --docs 1000 --workers 1,2 --json in.json  # through the stack beside the plain model
+    agentsearch bench ingest --docs 5183 --workers 2 --baseline /tmp/before --no-plain   # before and after
 
 The benchmarks are the ``bench`` package, installed with the project.
 """
@@ -156,3 +158,41 @@ def bench_parse(pages: int, ocr_pages: int, rounds: int, stack: bool, json_out: 
     if json_out is not None:
         json_out.write_text(json.dumps(result) + "\n")
     click.echo(parse.write(result, parse.command_line(pages, ocr_pages, rounds, stack)))
+
+
+@bench_group.command("ingest")
+@click.option("--docs", type=click.IntRange(1), default=1000, show_default=True,
+              help="The first N SciFact abstracts, through every stack each round.")
+@click.option("--workers", default="1,2", show_default=True,
+              help="Ingest worker processes: a stack of one `agentsearch worker --concurrency W` for each W listed.")
+@click.option("--rounds", type=click.IntRange(1), default=3, show_default=True,
+              help="Rounds; each runs every side once, the order rotating, and medians are reported.")
+@click.option("--threads", default="share", show_default=True,
+              help="Threads of a model pass in each process of this tree's stacks: share (the cores divided among "
+                   "the processes), or a number (0: every core); several, comma-separated, are a stack each.")
+@click.option("--baseline", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="A tree (a git worktree of an earlier commit) whose code stacks of their own run, one per W, "
+                   "measured in the same rounds: before and after.")
+@click.option("--plain/--no-plain", default=True, show_default=True,
+              help="Measure the plain model too (--no-plain: before and after only, which saves its rounds).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help='Write {"stack_chunks_per_s", "plain_model_chunks_per_s", "ratio", "workers", "scaling", '
+                   '"before_after", "sides", ...} here.')
+def bench_ingest(docs: int, workers: str, rounds: int, threads: str, baseline: Path | None, plain: bool,
+                 json_out: Path | None) -> None:
+    """Ingestion through a local stack (API, ingest workers, PostgreSQL, Redis, milvus-lite server) beside the
+    plain model (sentence-transformers, fp32, batch 32) embedding the same chunks, in the same rounds; with one
+    ingest process and with two, and before and after with --baseline. The table goes to bench/results/ingest.md."""
+    from bench import ingest  # the bench stacks, torch and sentence-transformers: see cli/__init__.py
+
+    try:
+        counts, settings = ingest.parse_counts(workers), ingest.parse_threads(threads)
+    except ValueError as exc:
+        fail(str(exc))
+    try:
+        figures = ingest.public(ingest.measure(docs, counts, rounds, settings, baseline, plain))
+    except (RuntimeError, FileNotFoundError) as exc:
+        fail(str(exc))
+    if json_out is not None:
+        json_out.write_text(json.dumps(figures) + "\n")
+    click.echo(ingest.write(figures, ingest.command_line(docs, counts, rounds, settings, baseline, plain)))

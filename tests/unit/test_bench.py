@@ -1,4 +1,5 @@
-"""The benchmarks' pure parts: hop arithmetic, the `bench hop` JSON, the bench agents, the report's goals."""
+"""The benchmarks' pure parts: hop arithmetic, the `bench hop` JSON, the bench agents, the report's goals, the
+chunks `bench ingest` gives the plain model and its figures."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from bench import hop, scifact, suite
+from bench import common, hop, ingest, scifact, suite
 from bench.agents import NOOP_AGENTS, noop_agent_ids
 from pipeline.agents.base import AgentContext, PreSearchInput, Stage
 from pipeline.agents.registry import AgentRegistry
@@ -100,10 +101,24 @@ def fake_result(hop_ratio: float, hit_p50: float, throughput_ratio: float) -> di
                    "one_process": {"jobs": 12, "seconds": 24.0, "jobs_per_s": 0.5, "job_ms": spread},
                    "two_processes": {"jobs": 12, "seconds": 12.0, "jobs_per_s": 1.0, "job_ms": spread}}
             for kind in ("waiting", "with_search")}},
-        "ingest": {"docs": 300, "chunks": 600, "chunk_chars": 1000, "overlap_chars": 200, "rounds": 3,
-                   "model_chunks_per_s": 20.0, "ingest_chunks_per_s": 19.0, "ratio": 0.95,
-                   "model_rounds": [20.0], "ingest_rounds": [19.0]},
+        "ingest": ingest.public(fake_ingest(baseline=False)),
     }
+
+
+def fake_ingest(baseline: bool = True) -> dict:
+    """What ``bench.ingest.measure`` gives for 600 chunks: the plain model 60 s a round, one process 30 s, two 15 s
+    (every core each: 20 s), the baseline with two 120 s."""
+    sides = [("plain", 0, None, None, [60.0, 50.0, 70.0]), ("this", 1, 0, "share", [30.0, 31.0, 29.0]),
+             ("this", 2, 1, "share", [15.0, 14.0, 16.0]), ("this", 2, 0, "0", [20.0, 20.0, 20.0])]
+    if baseline:
+        sides.append(("baseline", 2, None, None, [120.0, 100.0, 140.0]))
+    return {"docs": 300, "chunks": 600, "chunk_chars": 1000, "overlap_chars": 200, "rounds": 3, "cores": 2,
+            "runtime": "onnx-int8", "baseline_tree": "/tmp/before" if baseline else None,
+            "load_at_start": [1.0, 1.5, 2.0], "load_at_end": [2.0, 1.5, 1.0], "setup_s": 90.0,
+            "plain_model": {"model": "all-MiniLM-L6-v2", "batch_size": 32, "torch_threads": 2},
+            "sides": [{"key": f"{tree}:{w}:{t}", "tree": tree, "workers": w, "threads": t, "setting": setting,
+                       "seconds": seconds, "loads": [1.0] * 3, "chunks_counted": 600 if tree == "this" else None}
+                      for tree, w, t, setting, seconds in sides]}
 
 
 def test_the_report_says_which_goals_were_missed_and_by_how_much():
@@ -149,3 +164,95 @@ def test_the_hop_profile_splits_an_agent_step_into_its_parts_and_celerys_own(tmp
     parts = dict(profile_hop.costs(raw, jobs=1, agents=1, rate=100))  # 2 agent steps, 5 tasks
     assert parts["progress report (PostgreSQL)"] == 250.0 and parts["agent deadline thread (start, wait)"] == 125.0
     assert parts[profile_hop.CELERY] == 80.0 and parts["step ledger (Redis)"] == 0.0
+
+
+def test_the_plain_model_embeds_exactly_the_chunks_the_stack_embeds():
+    from pipeline.ingest import ChunkingConfig, index_documents
+    from pipeline.retrieval.analyzer import KeywordAnalyzer
+
+    long = " ".join(f"Sentence number {i} says something about solar panels and their output." for i in range(30))
+    documents = [{"id": "a", "title": "Solar output", "text": long},
+                 {"id": "b", "title": "", "text": "No title here. Just two sentences."},
+                 {"id": "c", "title": "Wind", "text": "Turbines turn. They make power."}]
+    chunking = ChunkingConfig(max_chars=300, overlap_chars=80, sentence_vectors=False)
+    embedded: list[str] = []
+
+    def embed(texts):
+        embedded.extend(texts)
+        return [[1.0, 0.0] for _ in texts]
+
+    chunks = index_documents([(d["id"], d["title"], d["text"], {}) for d in documents], embed, KeywordAnalyzer(),
+                             chunking)
+    texts = ingest.chunk_texts(documents, chunking)
+    assert texts == embedded and len(texts) == len(chunks) > len(documents)
+    assert texts[0].startswith("Solar output. Sentence number 0") and "No title here. Just two sentences." in texts
+
+
+def test_bench_ingest_sides_resolve_threads_and_are_measured_once():
+    keys = [s.key for s in ingest.sides_of((1, 2), ("share", "0"), baseline=True, available=2)]
+    # One process with its share of two cores is every core: "share" and "0" are one stack.
+    assert keys == ["plain", "this:1:0", "this:2:1", "this:2:0", "baseline:1", "baseline:2"]
+    assert ingest.parse_counts("2, 1,2") == (2, 1) and ingest.parse_threads("share,1") == ("share", "1")
+    for bad in ("0", "", "a"):
+        with pytest.raises(ValueError):
+            ingest.parse_counts(bad)
+    with pytest.raises(ValueError):
+        ingest.parse_threads("many")
+
+
+def test_bench_ingest_figures_compare_medians_in_one_run():
+    figures = ingest.public(fake_ingest())
+    # Headline: two processes at the first thread setting (share: 1 thread each), 600 / 15 s over 600 / 60 s.
+    assert {k: figures[k] for k in ("workers", "threads", "stack_chunks_per_s", "plain_model_chunks_per_s", "ratio")} \
+        == {"workers": 2, "threads": 1, "stack_chunks_per_s": 40.0, "plain_model_chunks_per_s": 10.0, "ratio": 4.0}
+    assert figures["scaling"] == {"workers": [1, 2], "chunks_per_s": [20.0, 40.0], "ratio": 2.0}
+    assert figures["before_after"] == [{"workers": 2, "threads": 1, "seconds_before": 120.0, "seconds_after": 15.0,
+                                        "speedup": 8.0}]
+    every_core = next(s for s in figures["sides"] if s["key"] == "this:2:0")
+    assert every_core["chunks_per_s"] == 30.0 and every_core["rounds_seconds"] == [20.0] * 3
+    assert json.loads(json.dumps(figures)) == figures
+    text = "\n".join(ingest.report_lines(figures))
+    assert "÷ the plain model: **4.00**, goal ≥ 1.5: met." in text and "2 ingest processes ÷ 1: **2.00**." in text
+    assert "before / after: 120 s / 15 s, **8.00 times** as fast" in text
+    # Before and after alone (the suite's second step): no plain model, no headline ratio.
+    alone = fake_ingest()
+    alone["sides"] = [s for s in alone["sides"] if s["key"] in ("this:2:1", "baseline:2:None")]
+    del alone["plain_model"]
+    figures = ingest.public(alone)
+    assert figures["ratio"] is None and figures["before_after"][0]["speedup"] == 8.0
+    assert "goal" not in "\n".join(ingest.report_lines(figures))
+
+
+def test_bench_ingest_writes_the_json_and_the_table(tmp_path, monkeypatch):
+    from cli import main
+
+    calls = []
+
+    def fake_measure(docs, workers, rounds, threads, baseline, plain):
+        calls.append((docs, workers, rounds, threads, baseline, plain))
+        return fake_ingest()
+
+    monkeypatch.setattr(ingest, "measure", fake_measure)
+    monkeypatch.setattr(common, "REPO", tmp_path)  # bench/results/ingest.md goes there
+    out = tmp_path / "ingest.json"
+    result = CliRunner().invoke(main, ["bench", "ingest", "--docs", "50", "--workers", "1,2", "--rounds", "1",
+                                       "--threads", "share,0", "--baseline", str(tmp_path), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert calls == [(50, (1, 2), 1, ("share", "0"), tmp_path, True)]
+    figures = json.loads(out.read_text())
+    assert {"stack_chunks_per_s", "plain_model_chunks_per_s", "ratio", "workers", "scaling", "before_after"} <= set(
+        figures)
+    assert "| stack, before (`/tmp/before`) | 2 | its own |" in result.output
+    assert (tmp_path / "bench" / "results" / "ingest.md").read_text() in result.output + "\n"
+    refused = CliRunner().invoke(main, ["bench", "ingest", "--workers", "0"])
+    assert refused.exit_code == 2 and "at least 1" in refused.output
+
+
+def test_the_suite_reports_ingestion_with_its_goal_and_before_and_after():
+    result = fake_result(hop_ratio=1.0, hit_p50=4.0, throughput_ratio=2.0)
+    result["ingest_before_after"] = ingest.public(fake_ingest())
+    result["loads"]["ingest_before_after"] = [1.0, 1.0, 1.0]
+    text = suite.render(result, "cmd")
+    assert "## 5. Ingestion through the stack beside the plain model" in text
+    assert "| 5. ingestion through the stack ÷ the plain model | ≥ 1.5 | met (4.00 ≥ 1.5) |" in text
+    assert "Before and after: the first 300 abstracts" in text and "**8.00 times** as fast" in text
