@@ -113,9 +113,8 @@ def reap_documents() -> dict[str, list[str]]:
     ``ingest_max_attempts`` ends ``failed`` with the cause. Indexing again replaces what a lost try stored."""
     services = get_services()
     settings = services.settings
-    broker = ingest_view()
     with services.db.session() as s:
-        lost = find_lost(s, utcnow(), alive_nodes(), broker, ORPHAN_GRACE_S)
+        lost = find_lost(s, utcnow(), alive_nodes(), ingest_view, ORPHAN_GRACE_S)
         sends, failed_ids = send_again(s, lost, settings.ingest_max_attempts, settings.ingest_task_documents)
     for send in sends:
         app.send_task(send.task, args=send.args, task_id=send.task_id, queue=INGEST_QUEUE)

@@ -15,13 +15,14 @@ on its way from the queue to a worker; with the reaper's period (30 s) it bounds
 
 Usage::
 
-    lost = find_lost(s, now, alive_nodes={"w1@host"}, broker=BrokerView(held={...}, queued={...}), grace_s=45)
+    lost = find_lost(s, now, alive_nodes={"w1@host"}, broker=lambda: BrokerView(held={...}, queued={...}), grace_s=45)
     sends, failed = send_again(s, lost, max_attempts=3, task_documents=32)   # each Send sent after the commit
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -67,15 +68,19 @@ class Send:
         return self.collection_id, self.document_ids
 
 
-def find_lost(s: Session, now: datetime, alive_nodes: set[str] | None, broker: BrokerView | None,
-              grace_s: float) -> list[Lost]:
+def find_lost(s: Session, now: datetime, alive_nodes: set[str] | None,
+              broker: Callable[[], BrokerView | None], grace_s: float) -> list[Lost]:
     """The pending documents whose worker or task was lost, each with the cause. Without ``alive_nodes`` (Redis
-    away) no node counts as gone; without ``broker`` (not Redis) no task counts as lost."""
+    away) no node counts as gone; the broker is read (``broker()``) only when a document is old enough to ask
+    about, and without its answer (not Redis) no task counts as lost."""
     rows = s.execute(select(DocumentRow.id, DocumentRow.task_id, DocumentRow.worker).where(
         DocumentRow.status == "pending", DocumentRow.updated_at < now - timedelta(seconds=grace_s))).all()
+    if not rows:
+        return []
+    view = broker()
     lost = []
     for document_id, task_id, worker in rows:
-        cause = _cause(task_id, worker, now.timestamp() - grace_s, alive_nodes, broker)
+        cause = _cause(task_id, worker, now.timestamp() - grace_s, alive_nodes, view)
         if cause is not None:
             lost.append(Lost(document_id, task_id, worker, cause))
     return lost
