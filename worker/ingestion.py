@@ -12,7 +12,10 @@ its node; a document whose process died under it comes back with it and counts o
 
 Usage::
 
-    ingest_documents.delay(str(collection_id), [str(row_id), ...])     # {"indexed": n, "failed": n, "chunks": n}
+    tasks = queue_in_tasks(rows, settings.ingest_task_documents)     # in the transaction storing the rows
+    for task_id, row_ids in tasks:                                    # once it committed
+        ingest_documents.apply_async((str(collection_id), row_ids), task_id=task_id)
+        # -> {"indexed": n, "failed": n, "chunks": n}; a row that names another task is left to that one
     delete_documents.delay(str(collection_id), [external_id, ...])     # {"deleted": n}
 """
 
