@@ -31,7 +31,7 @@ from celery.signals import beat_init, worker_init, worker_process_init, worker_r
 from pipeline.observability import tracing
 from pipeline.platform.settings import get_settings
 from pipeline.platform.ticker import Ticker
-from pipeline.retrieval.embedder import Embedder
+from pipeline.retrieval.embedder import Embedder, make_embedder
 from pipeline.services import reset_services
 from worker import recycling
 from worker.app import WORKER_PUBLISH_RETRY, app
@@ -44,8 +44,8 @@ log = logging.getLogger("agentsearch.worker")
 
 # The embedding model, loaded once in a prefork worker's main process and inherited by every pool process.
 _parent_embedder = None
-# Torch threads per pool process: the cores shared out among the processes.
-_torch_threads: int | None = None
+# Model threads per pool process (torch's and ONNX Runtime's): the cores shared out among the processes.
+_model_threads: int | None = None
 
 
 def uses_threads(worker) -> bool:
@@ -64,13 +64,14 @@ def _share_cores(sender=None, **_kwargs) -> None:
     """Measured (docs/reliability.md): with two pool processes on two cores, torch's default of one thread per
     core made an extractive answer take 1.12 s instead of 0.31 s with one thread each, the threads of the two
     processes fighting over the same cores."""
-    global _torch_threads
+    global _model_threads
     processes = getattr(sender, "concurrency", None)
     # OMP_NUM_THREADS set by the operator wins (e.g. several worker nodes sharing one host's cores). A thread-pool
     # worker is one process: torch keeps a thread per core there.
-    if (not get_settings().embedded and processes and "OMP_NUM_THREADS" not in os.environ
-            and not uses_threads(sender)):
-        _torch_threads = max(1, len(os.sched_getaffinity(0)) // int(processes))
+    settings = get_settings()
+    if (not settings.embedded and processes and "OMP_NUM_THREADS" not in os.environ
+            and not settings.embedding_threads and not uses_threads(sender)):
+        _model_threads = max(1, len(os.sched_getaffinity(0)) // int(processes))
 
 
 @worker_init.connect
@@ -87,7 +88,7 @@ def _load_model_before_fork(**_kwargs) -> None:
     if settings.embedded or not settings.worker_preload_embedder or not settings.embeds_in_process:
         return
     try:
-        _parent_embedder = Embedder(settings.embedding_model)
+        _parent_embedder = make_embedder(settings)
     except Exception:  # noqa: BLE001 - each process then loads it itself, as without preloading
         log.exception("embedding model not preloaded in the main process")
 
@@ -112,16 +113,24 @@ def _ready_to_run_threads(sender=None, **_kwargs) -> None:
 def _fresh_clients_after_fork(**_kwargs) -> None:
     # Database pools, Redis sockets and gRPC channels must not be shared with the parent process.
     services = reset_services()
-    if _torch_threads is not None and "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(_torch_threads)
+    if _model_threads is not None and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(_model_threads)
     if _parent_embedder is not None:
+        _give_its_share(_parent_embedder)
         # Services keeps its loaded model under this name; the weights are shared copy-on-write.
         services.__dict__["_embedder"] = _parent_embedder
     elif services.settings.worker_preload_embedder and services.settings.embeds_in_process:
         # Load the model while the process waits for work, so the first search does not pay for it.
         # In a thread: Celery gives a child only a few seconds to report ready.
-        threading.Thread(target=lambda: services.embedder, name="agentsearch-preload", daemon=True).start()
+        threading.Thread(target=lambda: _give_its_share(services.embedder), name="agentsearch-preload",
+                         daemon=True).start()
     recycling.watch(threads_pool=False)
+
+
+def _give_its_share(embedder) -> None:
+    """This pool process's share of the cores to the model's runtime (torch's is set above)."""
+    if _model_threads is not None and isinstance(embedder, Embedder):
+        embedder.share_cores(_model_threads)
 
 
 def _touch(path: Path) -> None:

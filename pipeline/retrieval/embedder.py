@@ -129,6 +129,12 @@ class Embedder:
         """Vectors of search queries, compared with ``embed``'s."""
         return self._query_batcher.embed(texts)
 
+    def share_cores(self, threads: int) -> None:
+        """Run this process's passes on ``threads`` threads (a pool process's share of the cores), from the next
+        session on: ONNX Runtime's is made in the process that runs it."""
+        if self._onnx is not None:
+            self._onnx.threads = threads
+
     def embed_spans(self, texts: list[str], spans: list[list[tuple[int, int]]]
                     ) -> tuple[list[list[float]], list[list[list[float] | None]]]:
         """``embed(texts)``, and the vectors of ``(start, end)`` character spans of each text read in it, from the

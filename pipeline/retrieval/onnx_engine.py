@@ -30,7 +30,6 @@ Span = tuple[int, int]
 
 class OnnxEngine:
     def __init__(self, model_dir: Path, onnx_path: Path, threads: int = 0, batch_size: int = 32) -> None:
-        import onnxruntime
         from tokenizers import Tokenizer
 
         config = json.loads((model_dir / "sentence_bert_config.json").read_text())
@@ -39,15 +38,10 @@ class OnnxEngine:
         self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self._tokenizer.enable_truncation(self.max_tokens)
         self._tokenizer.no_padding()
-        options = onnxruntime.SessionOptions()
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = threads or (os.cpu_count() or 1)
-        options.inter_op_num_threads = 1
-        # Idle threads sleep rather than spin: several worker processes share the cores, and a spinning pool
-        # takes from its neighbours the time it waits.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = onnxruntime.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-        self._inputs = {i.name for i in self._session.get_inputs()}
+        self.threads = threads  # 0: every core; read when this process's session is made
+        # Read now, so that a path that is not a model fails here rather than in the first pass.
+        self._model_bytes = onnx_path.read_bytes()
+        self._session, self._session_pid = None, None
         self.dimension = int(json.loads((model_dir / "config.json").read_text())["hidden_size"])
         # One pass at a time per process: each already uses every thread it was given.
         self._lock = threading.Lock()
@@ -84,8 +78,28 @@ class OnnxEngine:
         mask = (np.arange(width)[None, :] < np.array([len(own) for own in token_ids])[:, None])
         feed = {"input_ids": ids, "attention_mask": mask.astype(np.int64), "token_type_ids": np.zeros_like(ids)}
         with self._lock:
-            (states,) = self._session.run(None, {k: v for k, v in feed.items() if k in self._inputs})
+            session = self._session_of_this_process()
+            inputs = {i.name for i in session.get_inputs()}
+            (states,) = session.run(None, {k: v for k, v in feed.items() if k in inputs})
         return states, mask
+
+    def _session_of_this_process(self):
+        """The session, made in the process that runs it: a worker loads the engine before it forks its pool, and
+        a session's thread pool does not survive a fork (its threads stay in the parent)."""
+        if self._session_pid != os.getpid():
+            import onnxruntime
+
+            options = onnxruntime.SessionOptions()
+            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.intra_op_num_threads = self.threads or (os.cpu_count() or 1)
+            options.inter_op_num_threads = 1
+            # Idle threads sleep rather than spin: several worker processes share the cores, and a spinning pool
+            # takes from its neighbours the time it waits (measured: twice the time per pass under load).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            self._session = onnxruntime.InferenceSession(self._model_bytes, options,
+                                                         providers=["CPUExecutionProvider"])
+            self._session_pid = os.getpid()
+        return self._session
 
 
 def _span_vectors(states: np.ndarray, encoding, spans: list[Span]) -> list[np.ndarray | None]:

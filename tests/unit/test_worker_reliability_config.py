@@ -44,12 +44,12 @@ def test_other_brokers_keep_their_own_order(monkeypatch):
 
 
 def test_pool_processes_share_the_cores_unless_the_operator_chose(monkeypatch):
-    monkeypatch.setattr(lifecycle, "_torch_threads", None)
+    monkeypatch.setattr(lifecycle, "_model_threads", None)
     monkeypatch.setattr(lifecycle, "get_settings", lambda: Settings(broker_url="redis://127.0.0.1:6379/0"))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     lifecycle._share_cores(sender=SimpleNamespace(concurrency=2))
-    assert lifecycle._torch_threads == max(1, len(os.sched_getaffinity(0)) // 2)
-    monkeypatch.setattr(lifecycle, "_torch_threads", None)
+    assert lifecycle._model_threads == max(1, len(os.sched_getaffinity(0)) // 2)
+    monkeypatch.setattr(lifecycle, "_model_threads", None)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     lifecycle._share_cores(sender=SimpleNamespace(concurrency=2))
-    assert lifecycle._torch_threads is None
+    assert lifecycle._model_threads is None

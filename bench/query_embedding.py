@@ -1,0 +1,82 @@
+"""The query side of the embedding runtimes: how long embedding one query takes on each, in one run.
+
+    .venv/bin/python bench/query_embedding.py [--queries 200] [--rounds 3]
+
+Each runtime (``AGENTSEARCH_EMBEDDING_RUNTIME``: torch, the runtime before ONNX; onnx; onnx-int8, the default) embeds
+the same SciFact claims one at a time, as a job's search does; rounds alternate the runtimes and the median of each
+round's p50 is reported, because these machines are noisy. Results go to bench/results/query_embedding.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from bench.common import SCIFACT, machine
+
+REPO = Path(__file__).resolve().parents[1]
+RUNTIMES = ("torch", "onnx", "onnx-int8")
+
+
+def measure(queries: int = 200, rounds: int = 3) -> dict:
+    from pipeline.platform.settings import get_settings
+    from pipeline.retrieval.embedder import Embedder, onnx_model_for
+
+    settings = get_settings()
+    claims = [json.loads(line)["text"] for line in (SCIFACT / "queries_train.jsonl").read_text().splitlines()[:queries]]
+    embedders = {runtime: Embedder(settings.embedding_model,
+                                   onnx_path=onnx_model_for(settings.embedding_model, runtime, settings.model_cache_dir),
+                                   threads=settings.embedding_threads)
+                 for runtime in RUNTIMES}
+    for embedder in embedders.values():
+        embedder.embed_queries(claims[:8])  # warm-up: the first pass pays for lazy initialisation
+    p50s: dict[str, list[float]] = {runtime: [] for runtime in RUNTIMES}
+    for _ in range(rounds):
+        for runtime, embedder in embedders.items():
+            times = []
+            for claim in claims:
+                started = time.perf_counter()
+                embedder.embed_queries([claim])
+                times.append((time.perf_counter() - started) * 1000)
+            p50s[runtime].append(statistics.median(times))
+    medians = {runtime: statistics.median(values) for runtime, values in p50s.items()}
+    return {"queries": len(claims), "rounds": rounds, "p50_ms": medians, "rounds_p50_ms": p50s,
+            "ratio_torch_to_default": medians["torch"] / medians["onnx-int8"]}
+
+
+def write(result: dict, command: str) -> str:
+    about = machine()
+    rows = "\n".join(f"| {runtime} | {result['p50_ms'][runtime]:.1f} | "
+                     f"{', '.join(f'{x:.1f}' for x in result['rounds_p50_ms'][runtime])} |" for runtime in RUNTIMES)
+    report = f"""# Embedding one query
+
+Command: `{command}`
+Machine: {about['nproc']} CPUs ({about['CPU model']}), Python {about['Python']}.
+Data: the first {result['queries']} SciFact training claims, one at a time.
+
+| runtime | p50 ms (median of rounds) | each round's p50 |
+|---|---:|---|
+{rows}
+
+torch ÷ onnx-int8: **{result['ratio_torch_to_default']:.2f}**
+"""
+    out = REPO / "bench" / "results" / "query_embedding.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report)
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    result = measure(args.queries, args.rounds)
+    print(write(result, f".venv/bin/python bench/query_embedding.py --queries {args.queries} --rounds {args.rounds}"))
+
+
+if __name__ == "__main__":
+    main()
