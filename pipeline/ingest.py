@@ -327,6 +327,12 @@ def index_documents(
     return chunks
 
 
+def span_reader(embedder: Any, late_chunking: bool) -> SpanEmbed | None:
+    """What ``index_documents`` takes as ``embed_spans``: the embedder's, when it has one and the setting asks for
+    it (``late_chunking``); None embeds every sentence alone."""
+    return getattr(embedder, "embed_spans", None) if late_chunking else None
+
+
 def sentence_spans(text: str, piece: str) -> list[tuple[str, tuple[int, int]]]:
     """The sentences of ``piece`` whose vectors are stored (``chunk_units`` but the title) with where each stands
     in ``text``, the chunk as embedded (its heading, then ``piece``). A sentence not found as written (one joined

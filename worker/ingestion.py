@@ -27,7 +27,7 @@ from collections import Counter
 
 from sqlalchemy import select, update
 
-from pipeline.ingest import ChunkingConfig, index_documents
+from pipeline.ingest import ChunkingConfig, index_documents, span_reader
 from pipeline.ingestion.lease import claim, finish
 from pipeline.platform.backoff import backoff_delay
 from pipeline.platform.db import Collection, DocumentRow, milvus_collection_name
@@ -73,7 +73,7 @@ def ingest_documents(self, collection_id: str, document_ids: list[str]) -> dict[
     try:
         store.ensure_collection(milvus_name, embedder.dimension)
         chunks = index_documents(docs, embedder.embed, services.analyzer, chunking, parts,
-                                 embed_spans=getattr(embedder, "embed_spans", None))
+                                 embed_spans=span_reader(embedder, settings.late_chunking))
         store.replace_documents(milvus_name, [d[0] for d in docs], chunks)
     except SchemaMismatch as exc:
         _mark_documents(services, ids, "failed", str(exc), task_id=task_id)  # waiting would not change it

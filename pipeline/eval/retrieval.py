@@ -102,7 +102,8 @@ def corpus_collection_name(corpus_path: Path, settings: Settings) -> str:
     stat = corpus_path.stat()
     key = canonical_hash(
         [str(corpus_path.resolve()), stat.st_size, int(stat.st_mtime), settings.embedding_model,
-         settings.embedding_runtime, settings.chunk_chars, settings.chunk_overlap_chars, settings.keyword_language, "schema-3"]
+         settings.embedding_runtime, settings.late_chunking, settings.chunk_chars, settings.chunk_overlap_chars,
+         settings.keyword_language, "schema-3"]
     )
     return f"eval_{key[:16]}"
 
@@ -110,7 +111,7 @@ def corpus_collection_name(corpus_path: Path, settings: Settings) -> str:
 def ensure_corpus_indexed(services: Services, corpus_path: Path, progress=None, batch_docs: int = 256
                           ) -> tuple[str, int, bool]:
     """Index a BEIR corpus through the same ingestion code jobs use. Returns (collection, chunks, reused)."""
-    from pipeline.ingest import ChunkingConfig, index_documents
+    from pipeline.ingest import ChunkingConfig, index_documents, span_reader
 
     settings = services.settings
     name = corpus_collection_name(corpus_path, settings)
@@ -126,7 +127,7 @@ def ensure_corpus_indexed(services: Services, corpus_path: Path, progress=None, 
     for start in range(0, len(docs), batch_docs):
         batch = docs[start : start + batch_docs]
         chunks = index_documents([(d["id"], d["title"], d["text"], {}) for d in batch], embedder.embed,
-                                 services.analyzer, chunking, embed_spans=getattr(embedder, "embed_spans", None))
+                                 services.analyzer, chunking, embed_spans=span_reader(embedder, settings.late_chunking))
         store.upsert(name, chunks, flush=False)
         total += len(chunks)
         if progress:
