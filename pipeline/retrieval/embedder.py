@@ -11,7 +11,7 @@ Usage::
     vectors, spans = embedder.embed_spans(["Solar. Panels work."], [[(7, 19)]])   # ingestion's one pass per chunk
 
 The packaged MiniLM runs on ONNX Runtime by default (``AGENTSEARCH_EMBEDDING_RUNTIME``: onnx-int8, onnx, torch;
-``pipeline.retrieval.onnx_engine``), which also reads a chunk's sentences from the chunk's own pass.
+``pipeline.retrieval.onnx_engine``), which can also read a chunk's sentences from the chunk's own pass.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 Two things make ingestion faster here than on the model as sentence-transformers runs it. The graph, exported once
 (``pipeline.retrieval.onnx_export``), is fused and, by default, quantised to int8. And the pass returns token
 states, not one vector per text: ``encode_spans`` pools the vector of the whole text and of spans of it (a chunk's
-sentences, its title) from the same pass, as "late chunking" does, where ingestion used to run a second pass over
-every sentence alone. A span's tokens have read the whole chunk, so its vector knows the sentence's context;
-docs/evaluation.md ("Embedding runtime") measures what that does to the search, the reranker and the answer.
+sentences) from the same pass, as "late chunking" does; with ``AGENTSEARCH_LATE_CHUNKING`` ingestion uses it instead
+of a second pass over every sentence alone. A span's tokens have read the whole chunk, so its vector knows the
+sentence's context; docs/evaluation.md ("Embedding runtime") measures what that does to the search.
 
 Usage::
 
