@@ -26,9 +26,10 @@ def measure(queries: int = 200, rounds: int = 3) -> dict:
     from pipeline.retrieval.embedder import Embedder, onnx_model_for
 
     settings = get_settings()
-    claims = [json.loads(line)["text"] for line in (SCIFACT / "queries_train.jsonl").read_text().splitlines()[:queries]]
-    embedders = {runtime: Embedder(settings.embedding_model,
-                                   onnx_path=onnx_model_for(settings.embedding_model, runtime, settings.model_cache_dir),
+    lines = (SCIFACT / "queries_train.jsonl").read_text().splitlines()[:queries]
+    claims = [json.loads(line)["text"] for line in lines]
+    model = settings.embedding_model
+    embedders = {runtime: Embedder(model, onnx_path=onnx_model_for(model, runtime, settings.model_cache_dir),
                                    threads=settings.embedding_threads)
                  for runtime in RUNTIMES}
     for embedder in embedders.values():

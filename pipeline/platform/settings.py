@@ -57,10 +57,11 @@ class Settings(BaseSettings):
     # from the model's own weights (pipeline/retrieval/onnx_export.py); docs/evaluation.md "Embedding runtime" has
     # what each runtime gives in speed and quality.
     embedding_runtime: Literal["onnx-int8", "onnx", "torch"] = Field(
-        "onnx-int8", description="How an in-process model runs: onnx-int8 (ONNX Runtime, int8 weights), onnx (float32) "
-                                 "or torch (sentence-transformers).")
-    model_cache_dir: Path = Field(Path("~/.cache/agentsearch/models"),
-                                  description="Where models exported for ONNX Runtime are kept (built by make install).")
+        "onnx-int8", description="How an in-process model runs: onnx-int8 (ONNX Runtime, int8 weights), onnx "
+                                 "(float32) or torch (sentence-transformers).")
+    model_cache_dir: Path = Field(
+        Path("~/.cache/agentsearch/models"), description="Where models exported for ONNX Runtime are kept (built by "
+                                                         "make install).")
     embedding_threads: int = Field(0, ge=0, le=256, description="Threads of one model pass; 0: every core.")
     # Measured in docs/evaluation.md ("Embedding runtime"): reading sentences in their chunk's pass halves the model's
     # work at ingest, but a sentence read in its paragraph agrees more with the paragraph's own vector, so the

@@ -50,7 +50,8 @@ class OnnxEngine:
         """Unit-length vectors, one row per text (the mean of its token states, as the model was trained)."""
         return self.encode_spans(texts, [[] for _ in texts])[0]
 
-    def encode_spans(self, texts: list[str], spans: list[list[Span]]) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+    def encode_spans(self, texts: list[str], spans: list[list[Span]]
+                     ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
         """Each text's vector, and for each ``(start, end)`` character span of it the mean of the token states of
         the tokens inside it, from the same pass. A span with no token inside the model's window (past its
         ``max_tokens``, or blank) is None: the caller embeds that text alone."""
