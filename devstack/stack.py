@@ -210,14 +210,16 @@ class DevStack(Started):
         log = self.workdir / f"worker-{index}.log"
         self.logs[f"worker-{index}"] = log
         name = f"w{index}-{uuid.uuid4().hex[:4]}@{socket.gethostname()}"
-        proc = start_process(
-            [str(BIN / "agentsearch"), "worker", "--pool", pool or self.pool, "--concurrency",
-             str(concurrency or self.concurrency), "--queues", queues or self.queues, "--loglevel", "INFO",
-             "--hostname", name],
-            self.env, log)
+        proc = start_process(self.worker_command(
+            ["worker", "--pool", pool or self.pool, "--concurrency", str(concurrency or self.concurrency),
+             "--queues", queues or self.queues, "--loglevel", "INFO", "--hostname", name]), self.env, log)
         self.worker_procs.append(proc)
         self.worker_names.append(name)
         return index
+
+    def worker_command(self, args: list[str]) -> list[str]:
+        """The command line of the next worker, ``agentsearch`` with ``args`` (a subclass may run it elsewhere)."""
+        return [str(BIN / "agentsearch"), *args]
 
     def wait_worker_ready(self, index: int, timeout_s: float = 90) -> None:
         log = self.logs[f"worker-{index}"]
