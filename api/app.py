@@ -42,6 +42,7 @@ from pipeline.services import get_services
 from worker.agentic_tasks import run_due_profile_sets
 from worker.app import app as celery_app
 from worker.embedded import EmbeddedWorker
+from worker.retention import prune_retained
 from worker.webhooks import sweep_webhooks
 
 log = logging.getLogger("agentsearch.api")
@@ -86,7 +87,7 @@ def create_app() -> FastAPI:
             embedded_worker = EmbeddedWorker(celery_app, concurrency=max(4, settings.worker_concurrency))
             embedded_worker.start()
             # Embedded mode runs no Celery beat; these stand in for it: overdue jobs failed, due profile sets run,
-            # due webhook deliveries sent.
+            # due webhook deliveries sent, what is past its retention pruned.
             reaper = Ticker(JobStore(services.db).reap, settings.reaper_interval_s, "agentsearch-reaper")
             reaper.start()
             schedules = Ticker(run_due_profile_sets.delay, settings.profile_schedule_interval_s,
@@ -94,10 +95,13 @@ def create_app() -> FastAPI:
             schedules.start()
             deliveries = Ticker(sweep_webhooks.delay, settings.webhook_sweep_interval_s, "agentsearch-webhook-sweep")
             deliveries.start()
+            retention = Ticker(prune_retained.delay, settings.retention_interval_s, "agentsearch-retention")
+            retention.start()
         # The MCP endpoint's sessions run in a task group of their own, for as long as the application serves.
         async with mcp_endpoint.running(app):
             yield
         if embedded_worker is not None:
+            retention.stop()
             deliveries.stop()
             schedules.stop()
             reaper.stop()

@@ -12,6 +12,7 @@
     agentsearch users create NAME | list | new-key NAME | revoke PREFIX    API users and their keys
     agentsearch users limits NAME [--searches-per-minute N ...] [--reset]   a user's rate limits and quotas
     agentsearch tools add NAME --kind mcp|http ... | list | remove NAME     tools agent configs may name
+    agentsearch retention run [--dry-run] [--json]     prune what is past its retention, or count what would go
     agentsearch bench hop --agents N --jobs M [--json OUT]          per-agent hop vs a raw Celery chain
     agentsearch bench default-job --queries N [--json OUT]          the uncached default job on SciFact
     agentsearch mcp                                    the MCP server on stdio (tools: search, get_job, ...)
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 import click
 
-from cli import agents, demo, documents, folder_sync, mcp, search, serve, tools, users
+from cli import agents, demo, documents, folder_sync, mcp, retention, search, serve, tools, users
 from cli.benchmarks import bench_group
 from cli.errors import fail
 from cli.eval import eval_group
@@ -58,5 +59,5 @@ def main(ctx: click.Context) -> None:
 
 for command in (serve.migrate, serve.api, serve.worker, serve.beat, serve.flower, documents.ingest, folder_sync.sync,
                 search.search, demo.demo, eval_group, agents.agents, users.users, tools.tools, bench_group,
-                mcp.mcp_server):
+                mcp.mcp_server, retention.retention):
     main.add_command(command)

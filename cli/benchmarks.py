@@ -12,6 +12,7 @@ Usage::
     agentsearch bench parse --pages 240 --ocr-pages 6               # pages/s per format, OCR, parsing's share
     agentsearch bench ingest --docs 1000 --workers 1,2 --json in.json  # through the stack beside the plain model
     agentsearch bench ingest --docs 5183 --workers 2 --baseline /tmp/before --no-plain   # before and after
+    agentsearch bench retention --jobs 20000 --json retention.json  # rows pruned per second on PostgreSQL
 
 The benchmarks are the ``bench`` package, installed with the project.
 """
@@ -196,3 +197,23 @@ def bench_ingest(docs: int, workers: str, rounds: int, threads: str, baseline: P
     if json_out is not None:
         json_out.write_text(json.dumps(figures) + "\n")
     click.echo(ingest.write(figures, ingest.command_line(docs, counts, rounds, settings, baseline, plain)))
+
+
+@bench_group.command("retention")
+@click.option("--jobs", type=click.IntRange(1), default=20_000, show_default=True,
+              help="Finished jobs past retention, each with 2 artifacts, a webhook delivery with 2 attempts and a "
+                   "conversation turn; as many recent ones stay.")
+@click.option("--sqlite", is_flag=True, help="A SQLite file instead of a database on the machine's PostgreSQL.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help='Write {"rows_pruned", "seconds", "rows_per_s", "batch_rows", "counts", ...} here.')
+def bench_retention(jobs: int, sqlite: bool, json_out: Path | None) -> None:
+    """Rows pruned per second by one retention run with the default settings, on a fresh database."""
+    from bench import retention  # SQLAlchemy and psycopg: see cli/__init__.py
+
+    try:
+        figures = retention.measure(jobs, sqlite)
+    except RuntimeError as exc:
+        fail(str(exc))
+    if json_out is not None:
+        json_out.write_text(json.dumps(figures) + "\n")
+    click.echo(json.dumps(figures))

@@ -52,7 +52,7 @@ DB_RETRY = dict(autoretry_for=DB_UNAVAILABLE, retry_backoff=1, retry_backoff_max
                 retry_jitter=False, max_retries=12)
 # What a worker (and beat) imports as it starts: every task, and the modules whose functions Celery's signals call.
 TASK_MODULES = ["worker.steps", "worker.ingestion", "worker.parsing", "worker.reaper", "worker.agentic_tasks",
-                "worker.webhooks"]
+                "worker.webhooks", "worker.retention"]
 HOOK_MODULES = ["worker.lifecycle", "worker.liveness", "worker.observability", "worker.recycling", "worker.warmup"]
 
 
@@ -113,6 +113,7 @@ def create_app() -> Celery:
             "run-due-profile-sets": {"task": "agentsearch.run_due_profile_sets",
                                      "schedule": settings.profile_schedule_interval_s},
             "sweep-webhooks": {"task": "agentsearch.sweep_webhooks", "schedule": settings.webhook_sweep_interval_s},
+            "prune-retained": {"task": "agentsearch.prune_retained", "schedule": settings.retention_interval_s},
         },
     )
     return app

@@ -203,7 +203,8 @@ def generate_answer(state: dict[str, Any]) -> dict[str, Any]:
                                      embedding_model=settings.embedding_model,
                                      language=settings.keyword_language,
                                      # The text as it is written, for the job's events (answer.delta).
-                                     stream=AnswerChannel(services.redis, current.job_id))
+                                     stream=AnswerChannel(services.redis, current.job_id,
+                                                          ttl_s=settings.retention_answer_streams_s))
         start_clock(answered, Stage.RESPONSE)  # the answer hands over: the response agents' clock starts
         return answered
 

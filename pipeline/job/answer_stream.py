@@ -42,7 +42,8 @@ log = logging.getLogger("agentsearch.answer_stream")
 STREAM_PREFIX = "agentsearch:answer:"
 # A few hundred deltas make an answer; the bound only stops a runaway reply from growing Redis without end.
 MAX_ENTRIES = 5000
-# Long enough for a client that reconnects after the job ended; the job's row keeps the answer for good.
+# Long enough for a client that reconnects after the job ended; the job's row keeps the answer for good. The worker
+# passes AGENTSEARCH_RETENTION_ANSWER_STREAMS_S, whose default this is.
 TTL_S = 3600
 # The batching rule (see the module docstring): about one delta per few tokens at a model's usual pace.
 MIN_DELTA_CHARS = 24

@@ -15,6 +15,9 @@ Metrics (see README "Observability"):
 - ``agentsearch_worker_threads_abandoned_total{worker}``, ``agentsearch_worker_recycles_total{worker}``
 - ``agentsearch_webhook_attempts_total{outcome}``         delivered, http_error, timeout, refused, network_error,
                                                           error
+- ``agentsearch_retention_pruned_total{kind}``           rows retention pruned: jobs, artifacts, agentic_loops,
+                                                          profile_runs, webhook_deliveries, webhook_attempts,
+                                                          conversation_turns
 - ``agentsearch_metrics_store_up``                       1 when the Redis holding the above could be read
 
 Usage::
@@ -166,6 +169,12 @@ class AgentSearchCollector(Collector):
             for outcome in sorted({*WEBHOOK_OUTCOMES, *snapshot.webhook_attempts}):
                 attempts.add_metric([outcome], snapshot.webhook_attempts.get(outcome, 0.0))
         yield attempts
+
+        pruned = CounterMetricFamily("agentsearch_retention_pruned", "Rows pruned past their retention, by kind "
+                                     "(pipeline.operations.retention).", labels=["kind"])
+        for kind, rows in sorted(snapshot.retention_pruned.items()):
+            pruned.add_metric([kind], rows)
+        yield pruned
 
     def _breakers(self) -> Iterator[Metric]:
         try:

@@ -47,6 +47,7 @@ CACHE_KEY = f"{KEY_PREFIX}:cache"
 ABANDONED_THREADS_KEY = f"{KEY_PREFIX}:abandoned_threads"
 RECYCLES_KEY = f"{KEY_PREFIX}:worker_recycles"
 WEBHOOK_ATTEMPTS_KEY = f"{KEY_PREFIX}:webhook_attempts"
+RETENTION_PRUNED_KEY = f"{KEY_PREFIX}:retention_pruned"
 # A process that has not reported for this long is gone (scaled down, killed): its gauge is no longer shown.
 WORKER_REPORT_TTL_S = 3600.0
 
@@ -146,6 +147,16 @@ class MetricsRecorder:
         """One webhook delivery attempt and how it ended (``WEBHOOK_OUTCOMES``)."""
         self._write(lambda pipe: pipe.hincrby(WEBHOOK_ATTEMPTS_KEY, outcome, 1))
 
+    def record_retention(self, counts: Mapping[str, int]) -> None:
+        """Rows a retention run pruned, per kind (``pipeline.operations.retention``); zeros too, so every kind
+        is exposed from the first run."""
+
+        def fill(pipe: Pipeline) -> None:
+            for kind, rows in counts.items():
+                pipe.hincrby(RETENTION_PRUNED_KEY, kind, int(rows))
+
+        self._write(fill)
+
     def _write(self, fill: Callable[[Pipeline], None]) -> None:
         if time.monotonic() < self._paused_until:
             return
@@ -184,6 +195,7 @@ class MetricsSnapshot:
     abandoned_threads: dict[str, tuple[float, float]] = field(default_factory=dict)  # worker: (current, total)
     worker_recycles: dict[str, float] = field(default_factory=dict)
     webhook_attempts: dict[str, float] = field(default_factory=dict)  # outcome: attempts
+    retention_pruned: dict[str, float] = field(default_factory=dict)  # kind: rows
 
 
 def _counters(raw: dict[bytes, bytes]) -> dict[tuple[str, ...], float]:
@@ -211,9 +223,9 @@ def read_metrics(redis_client: redis.Redis) -> MetricsSnapshot:
     """Everything the workers recorded, in one round trip. Raises ``RedisError`` when Redis cannot be read."""
     pipe = redis_client.pipeline(transaction=False)
     for key in (AGENT_RUNS_KEY, AGENT_DURATION_KEY, ARTIFACT_SIZE_KEY, CACHE_KEY, ABANDONED_THREADS_KEY,
-                RECYCLES_KEY, WEBHOOK_ATTEMPTS_KEY):
+                RECYCLES_KEY, WEBHOOK_ATTEMPTS_KEY, RETENTION_PRUNED_KEY):
         pipe.hgetall(key)
-    runs, durations, sizes, caches, abandoned, recycles, webhooks = pipe.execute()
+    runs, durations, sizes, caches, abandoned, recycles, webhooks, pruned = pipe.execute()
     return MetricsSnapshot(
         agent_runs=_counters(runs),
         agent_duration=_histograms(durations, DURATION_BUCKETS_S),
@@ -222,6 +234,7 @@ def read_metrics(redis_client: redis.Redis) -> MetricsSnapshot:
         abandoned_threads=_worker_reports(abandoned),
         worker_recycles={_text(k): float(v) for k, v in recycles.items()},
         webhook_attempts={_text(k): float(v) for k, v in webhooks.items()},
+        retention_pruned={_text(k): float(v) for k, v in pruned.items()},
     )
 
 

@@ -198,6 +198,10 @@ class Job(Base):
         Index("ix_jobs_user_status", "user_id", "status"),
         Index("ix_jobs_cache_key", "cache_key"),
         Index("ix_jobs_status_deadline", "status", "deadline_at"),
+        # Retention (pipeline.operations.retention): the oldest finished jobs, and whether a cached copy names one.
+        Index("ix_jobs_finished_at", "finished_at"),
+        Index("ix_jobs_cached_from", "cached_from", postgresql_where=text("cached_from IS NOT NULL"),
+              sqlite_where=text("cached_from IS NOT NULL")),
         UniqueConstraint("user_id", "idempotency_key", name="uq_jobs_user_idempotency_key"),
     )
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
@@ -428,6 +432,7 @@ class WebhookDeliveryRow(Base):
     __tablename__ = "webhook_deliveries"
     __table_args__ = (
         Index("ix_webhook_deliveries_status_next", "status", "next_attempt_at"),
+        Index("ix_webhook_deliveries_created_at", "created_at"),  # retention: the oldest first
         Index("ix_webhook_deliveries_sending_until", "sending_until",
               postgresql_where=text("sending_until IS NOT NULL"), sqlite_where=text("sending_until IS NOT NULL")),
         # One delivery of an event per webhook, however often the job's end is recorded.
@@ -496,6 +501,7 @@ class ConversationTurnRow(Base):
     __tablename__ = "conversation_turns"
     __table_args__ = (
         Index("ix_conversation_turns_conversation_created", "conversation_id", "created_at"),
+        Index("ix_conversation_turns_created_at", "created_at"),  # retention: the oldest first
         UniqueConstraint("job_id", name="uq_conversation_turns_job_id"),
     )
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)

@@ -222,6 +222,35 @@ class Settings(BaseSettings):
     seen_near_duplicate: float = Field(0.9, gt=0, le=1, description="Embedding cosine counting as already seen.")
     profile_schedule_interval_s: float = Field(60.0, gt=0, description="How often due profile sets are looked for.")
 
+    # Retention (pipeline/operations/retention.py): how long each kind of row is kept once it can go, in days;
+    # 0 keeps it for ever. Only finished jobs and settled deliveries go; a job's artifacts go with it, its
+    # conversation turn and webhook deliveries by their own setting (docs/operations.md "Retention").
+    retention_jobs_days: float = Field(
+        30.0, ge=0, le=36500, description="Finished jobs (succeeded, failed, cancelled) with their artifacts, agentic "
+        "loops and profile runs go this long after they ended (0: kept for ever)."
+    )
+    retention_webhook_deliveries_days: float = Field(
+        30.0, ge=0, le=36500, description="Webhook deliveries delivered or given up, with their attempts, go this "
+        "long after their event (0: kept for ever)."
+    )
+    retention_conversation_turns_days: float = Field(
+        90.0, ge=0, le=36500, description="Conversation turns go this long after their job ended; a turn outlives "
+        "its job (0: kept for ever)."
+    )
+    # Audit rows have no table yet: the issue that adds them adds retention_audit_days here and one kind there.
+    # A stream is a preview of an answer the job's row keeps for good, so it always expires: no 0 here.
+    retention_answer_streams_s: int = Field(
+        3600, ge=60, le=7 * 86400, description="A job's answer stream (Redis) expires this long after its last write."
+    )
+    retention_batch_rows: int = Field(
+        500, ge=1, le=100_000, description="Rows of one kind deleted per transaction: each batch commits on its own, "
+        "so no lock is held long."
+    )
+    retention_interval_s: float = Field(
+        3600.0, gt=0, le=7 * 86400, description="How often what is past its retention is pruned (beat, embedded "
+        "ticker); a run stops after half of this and the next goes on."
+    )
+
     log_format: Literal["text", "json"] = Field("text", description="text for people, json for log pipelines.")
     log_level: str = Field("INFO", description="Root log level of the API and worker processes.")
     otel_exporter: Literal["none", "console", "otlp"] = Field(
