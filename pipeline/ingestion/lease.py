@@ -56,9 +56,13 @@ def claim(rows: Iterable[DocumentRow], task_id: str, retries: int, node: str | N
           now: datetime | None = None) -> list[DocumentRow]:
     """The pending rows this task may work on, claimed for ``node``; those past ``max_attempts`` end ``failed``.
 
-    A row naming no task was queued before leases existed (or by hand): it is this task's."""
+    A row naming no task was queued before leases existed (or by hand): it is this task's. So is a row that names
+    another task yet still has the end of an earlier ingestion: it was sent again by a release without leases (a
+    rolling upgrade's older API), which marks it pending and leaves the rest; its ingestion starts afresh here."""
     taken = []
     for row in rows:
+        if row.status == "pending" and row.task_id not in (task_id, None) and row.finished_at is not None:
+            queue(row, task_id, now)
         if row.status != "pending" or row.task_id not in (task_id, None):
             continue
         if row.task_id == task_id and row.worker is not None and row.task_retries == retries:
