@@ -4,9 +4,10 @@ A fresh database (on the machine's PostgreSQL, ``devstack.PG_ADMIN``, or with ``
 schema's head gets ``--jobs`` finished jobs ended 40 days ago, each with ``ARTIFACTS_PER_JOB`` artifacts of
 ``ARTIFACT_BYTES``, one webhook delivery with two attempts and one conversation turn 100 days old: all past the
 default retention. As many recent rows sit beside them and stay. One run with the default settings
-(``retention_batch_rows``) is timed; the figure is every row it deleted (dependants included) over its seconds.
+(``retention_batch_rows``) is timed; the figure is every row it deleted (dependants included) over its seconds,
+beside its longest batch: the longest any row was held locked.
 
-    agentsearch bench retention --jobs 20000 --json retention.json
+    agentsearch bench retention --jobs 10000 --json retention.json
     agentsearch bench retention --jobs 2000 --sqlite
 
 The row builders (``job_row``, ``artifact_row``, ...) are the unit tests' too (tests/unit/test_retention.py).
@@ -162,5 +163,6 @@ def measure(jobs: int, sqlite: bool = False) -> dict[str, Any]:
         raise RuntimeError(f"the run counted {report.total} rows but {before - after} went")
     return {"database": database, "jobs": jobs, "rows_before": before, "rows_pruned": report.total,
             "rows_kept": after, "batch_rows": policy.batch_rows, "seconds": round(report.seconds, 3),
+            "longest_batch_s": round(report.longest_batch_s, 3),
             "rows_per_s": round(report.total / report.seconds) if report.seconds else None,
             "counts": report.counts}

@@ -12,7 +12,7 @@ Usage::
     agentsearch bench parse --pages 240 --ocr-pages 6               # pages/s per format, OCR, parsing's share
     agentsearch bench ingest --docs 1000 --workers 1,2 --json in.json  # through the stack beside the plain model
     agentsearch bench ingest --docs 5183 --workers 2 --baseline /tmp/before --no-plain   # before and after
-    agentsearch bench retention --jobs 20000 --json retention.json  # rows pruned per second on PostgreSQL
+    agentsearch bench retention --jobs 10000 --json retention.json  # rows pruned per second on PostgreSQL
 
 The benchmarks are the ``bench`` package, installed with the project.
 """
@@ -200,7 +200,7 @@ def bench_ingest(docs: int, workers: str, rounds: int, threads: str, baseline: P
 
 
 @bench_group.command("retention")
-@click.option("--jobs", type=click.IntRange(1), default=20_000, show_default=True,
+@click.option("--jobs", type=click.IntRange(1), default=10_000, show_default=True,
               help="Finished jobs past retention, each with 2 artifacts, a webhook delivery with 2 attempts and a "
                    "conversation turn; as many recent ones stay.")
 @click.option("--sqlite", is_flag=True, help="A SQLite file instead of a database on the machine's PostgreSQL.")

@@ -137,12 +137,14 @@ PRUNED_KINDS: tuple[str, ...] = tuple(name for kind in KINDS for name in kind.ki
 @dataclass
 class RetentionReport:
     """What a run pruned (or, dry, would prune) per kind, the cutoff of each kind (None: kept for ever), how long it
-    took, and whether it finished (False: its budget ran out and the next run goes on)."""
+    took and its longest batch (the longest any row lock was held), and whether it finished (False: its budget ran
+    out and the next run goes on)."""
 
     dry_run: bool
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PRUNED_KINDS, 0))
     cutoffs: dict[str, datetime | None] = field(default_factory=dict)
     seconds: float = 0.0
+    longest_batch_s: float = 0.0
     complete: bool = True
 
     @property
@@ -152,7 +154,8 @@ class RetentionReport:
     def as_dict(self) -> dict[str, Any]:
         return {"dry_run": self.dry_run, "counts": self.counts, "total": self.total,
                 "cutoffs": {k: v.isoformat() if v else None for k, v in self.cutoffs.items()},
-                "seconds": round(self.seconds, 3), "complete": self.complete}
+                "seconds": round(self.seconds, 3), "longest_batch_s": round(self.longest_batch_s, 3),
+                "complete": self.complete}
 
 
 def count(s: Session, kind: Kind, cutoff: datetime) -> dict[str, int]:
@@ -209,13 +212,15 @@ def prune(db: Database, policy: RetentionPolicy, *, dry_run: bool = False, now: 
                 report.counts.update(count(s, kind, cutoff))
             continue
         while True:
-            if budget_s is not None and clock() - started >= budget_s:
+            batch_started = clock()
+            if budget_s is not None and batch_started - started >= budget_s:
                 report.complete = False
                 break
             with db.session() as s:
                 ids = take_batch(s, kind, cutoff, policy.batch_rows)
                 for name, deleted in delete_batch(s, kind, cutoff, ids).items():
                     report.counts[name] += deleted
+            report.longest_batch_s = max(report.longest_batch_s, clock() - batch_started)
             if len(ids) < policy.batch_rows:
                 break
     report.seconds = clock() - started
