@@ -20,6 +20,14 @@ Usage::
                               filter_expr=MetadataFilter.model_validate(raw_filter).expression())
     stored = store.sentence_vectors("c_ab12", ["d1#0"])          # {text_key: vector} of those chunks' sentences
     store.languages("c_ab12")                                     # {"en": 812, "de": 40}: chunks per language
+    built = store.new_generation("c_ab12", dimension=384)         # "c_ab12_g2", empty, searched by nobody yet
+    store.switch("c_ab12", built)                                 # searches of "c_ab12" read it from now on
+
+A collection's name is a Milvus alias of the collection that holds its chunks, one generation of it
+(``c_ab12_g1``, ``c_ab12_g2``, ...): a rebuild (``pipeline.operations.reindex``) fills a new generation and moves the
+alias in one call, so a search reads the old generation or the new one, never one half built. Every call here takes
+the alias as Milvus does; a collection made before generations is a plain one under the name until its first
+rebuild.
 
 A Milvus server that restarts comes back with every collection released ("call load() before search"), while each
 worker process still remembers having loaded it: a search, keyword search or vector read that meets a released
@@ -67,6 +75,11 @@ COLLECTION_NOT_LOADED = 101
 # a server stop or restart (it closes the connection), and a hung one is bounded by the calls' deadlines.
 GRPC_OPTIONS = {"grpc.use_local_subchannel_pool": 1, "grpc.max_reconnect_backoff_ms": 2000,
                 "grpc.keepalive_time_ms": 300_000, "grpc.keepalive_permit_without_calls": 0}
+
+# A generation's name is its collection's, this mark and a number (Milvus names take letters, digits and "_").
+GENERATION_MARK = "_g"
+# How long a rebuilt generation may take to load before the alias moves to it.
+LOAD_TIMEOUT_S = 300.0
 
 T = TypeVar("T")
 log = logging.getLogger("agentsearch.retrieval")
@@ -121,6 +134,7 @@ class VectorStore:
         self._with_sentences: dict[str, bool] = {}
 
     def ensure_collection(self, name: str, dimension: int) -> None:
+        """The collection ``name`` (its alias) made when missing, as its first generation."""
         with self._lock:
             if name in self._known:
                 return
@@ -128,27 +142,93 @@ class VectorStore:
                 self._check_schema(name, dimension)
                 self._known.add(name)
                 return
-            schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
-            schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=512)
-            schema.add_field("document_id", DataType.VARCHAR, max_length=512)
-            schema.add_field("title", DataType.VARCHAR, max_length=2048)
-            schema.add_field("text", DataType.VARCHAR, max_length=65535)
-            schema.add_field("keywords", DataType.VARCHAR, max_length=65535, enable_analyzer=True,
-                             analyzer_params={"type": "standard"})
-            schema.add_field("metadata", DataType.JSON)
-            schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
-            schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-            schema.add_field(SENTENCES_FIELD, DataType.VARCHAR, max_length=65535)
-            schema.add_function(
-                Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["keywords"],
-                         output_field_names=["sparse"])
-            )
-            index = self._client.prepare_index_params()
-            index.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
-            index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-            self._client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+            first = generation_name(name, 1)
+            # Another process may have made it and not yet its alias; a rebuild never makes the first generation.
+            if not self._client.has_collection(first):
+                self._create(first, dimension)
+            self._point_alias(name, first)
             self._known.add(name)
             self._with_sentences[name] = True
+
+    def _create(self, name: str, dimension: int) -> None:
+        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=512)
+        schema.add_field("document_id", DataType.VARCHAR, max_length=512)
+        schema.add_field("title", DataType.VARCHAR, max_length=2048)
+        schema.add_field("text", DataType.VARCHAR, max_length=65535)
+        schema.add_field("keywords", DataType.VARCHAR, max_length=65535, enable_analyzer=True,
+                         analyzer_params={"type": "standard"})
+        schema.add_field("metadata", DataType.JSON)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
+        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+        schema.add_field(SENTENCES_FIELD, DataType.VARCHAR, max_length=65535)
+        schema.add_function(
+            Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["keywords"],
+                     output_field_names=["sparse"])
+        )
+        index = self._client.prepare_index_params()
+        index.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
+        index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+        self._client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+
+    def target(self, name: str) -> str | None:
+        """The Milvus collection that ``name`` is searched in: its alias's generation, ``name`` itself for a
+        collection made before generations, None when there is neither."""
+        if self._is_alias(name):
+            return str(self._client.describe_alias(name, timeout=READ_TIMEOUT_S)["collection_name"])
+        return name if self._client.has_collection(name, timeout=READ_TIMEOUT_S) else None
+
+    def _is_alias(self, name: str) -> bool:
+        # Asked, not tried: pymilvus logs every refused call as an error with its traceback.
+        return name in self._client.list_aliases(timeout=READ_TIMEOUT_S)["aliases"]
+
+    def generations(self, name: str) -> list[str]:
+        """Every generation of ``name`` Milvus holds, oldest first: the one searched, and a rebuild's under way or
+        left behind by one that stopped."""
+        prefix = name + GENERATION_MARK
+        numbers = [int(c[len(prefix):]) for c in self._client.list_collections(timeout=READ_TIMEOUT_S)
+                   if c.startswith(prefix) and c[len(prefix):].isdigit()]
+        return [generation_name(name, n) for n in sorted(numbers)]
+
+    def new_generation(self, name: str, dimension: int) -> str:
+        """An empty generation of ``name`` after every one there is (never the first, which ``ensure_collection``
+        alone makes): nothing searches it until ``switch``."""
+        numbers = [int(g.rsplit(GENERATION_MARK, 1)[1]) for g in self.generations(name)]
+        built = generation_name(name, max([1, *numbers]) + 1)
+        with self._writes:
+            self._create(built, dimension)
+        return built
+
+    def switch(self, name: str, generation: str) -> str | None:
+        """Searches of ``name`` read ``generation`` from now on: it is loaded first, then the alias moved in one
+        call. Returns the Milvus collection searched before (None if there was none), for the caller to drop.
+
+        A collection made before generations is renamed out of the way first: between the two calls (milliseconds)
+        a search of it finds no chunks. That happens once, on its first rebuild."""
+        self._client.load_collection(generation, timeout=LOAD_TIMEOUT_S)
+        with self._lock, self._writes:
+            previous = self.target(name)
+            if previous == name:
+                previous = generation_name(name, 0)
+                self._client.rename_collection(name, previous)
+            self._point_alias(name, generation)
+            # This process's memory of the name was of the old generation; the next call learns the new one's.
+            self._known.discard(name)
+            self._loaded.discard(name)
+            self._with_sentences.pop(name, None)
+        return previous
+
+    def _point_alias(self, name: str, generation: str) -> None:
+        if self._is_alias(name):
+            self._client.alter_alias(generation, name)
+        else:
+            self._client.create_alias(generation, name)
+
+    def count(self, name: str) -> int:
+        """The chunks ``name`` holds (0 when there is no such collection)."""
+        rows = self._on_loaded(name, lambda: self._client.query(name, filter="", output_fields=["count(*)"],
+                                                                timeout=READ_TIMEOUT_S), [])
+        return int(rows[0]["count(*)"]) if rows else 0
 
     def _check_schema(self, name: str, dimension: int) -> None:
         fields = {f["name"]: f for f in self._client.describe_collection(name)["fields"]}
@@ -319,15 +399,29 @@ class VectorStore:
         return stored
 
     def drop_collection(self, name: str) -> None:
+        """The collection gone: its alias and every generation (Milvus refuses to drop one an alias names)."""
         with self._lock:
             self._known.discard(name)
             self._loaded.discard(name)
             self._with_sentences.pop(name, None)
-            if self._client.has_collection(name):
-                self._client.drop_collection(name)
+            searched = self.target(name)
+            if searched is not None and searched != name:
+                self._client.drop_alias(name)
+            for collection in {*self.generations(name), *([searched] if searched else [])}:
+                self.drop_generation(collection)
+
+    def drop_generation(self, generation: str) -> None:
+        """One Milvus collection dropped by its own name: a generation no alias names any more."""
+        with self._writes:
+            if self._client.has_collection(generation):
+                self._client.drop_collection(generation)
 
     def close(self) -> None:
         self._client.close()
+
+
+def generation_name(name: str, generation: int) -> str:
+    return f"{name}{GENERATION_MARK}{generation}"
 
 
 def _quoted(values: list[str]) -> str:

@@ -1,0 +1,164 @@
+"""``agentsearch reindex`` on the real stack: a collection's Milvus data rebuilt from PostgreSQL.
+
+The drill: Milvus's data for a collection is deleted, the command rebuilds it, and the same questions return the
+same documents in the same order as before. Then a rebuild beside readers: every read of the collection during it
+sees all of its chunks (the old generation's, then the new one's, never one half built), searches through the API
+answer as before, and a document added and one deleted while it runs are where they should be after it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+
+from pipeline.platform.db import milvus_collection_name
+from pipeline.retrieval.vector_store import VectorStore, generation_name
+from tests.integration.conftest import BIN, REPO, SAMPLE_CORPUS, Stack, own_collection, search
+
+pytestmark = pytest.mark.integration
+
+QUESTIONS = ["How much revenue did Northwind make in the third quarter of 2024?",
+             "When did the Harrow Ridge solar farm start commercial operation?",
+             "How do heat pumps provide demand flexibility?"]
+ADDED = {"id": "reindex-added", "title": "Lighthouse keepers' rota",
+         "text": "The Fenwick lighthouse rota changes every ninth Thursday, when the keepers swap their lamps."}
+DELETED = "offshore-wind-foundations"
+# BM25 alone: a rebuild computes the same analysed text, so the same scores, so exactly the same order.
+KEYWORD = {"strategy": "keyword", "sentence_weight": 0}
+# The int8 model quantises a batch's activations together, so a text's vector depends a little on the texts embedded
+# beside it: a rebuild, like a second ingest, does not make the vectors bit for bit (measured: cosine >= 0.993, a
+# query's score within 0.015). Where the default search's scores were closer than this, their order may change.
+NOISE = 0.05
+
+
+def ranked(http, collection_id: str, questions: list[str], top_k: int = 8,
+           **options) -> list[list[tuple[str, float]]]:
+    """The documents each question's job cites with their scores, in order (no agents, no cache: the search)."""
+    answers = []
+    for question in questions:
+        job = search(http, collection_id, question, agents=[], use_cache=False, top_k=top_k, **options)
+        assert job["status"] == "succeeded", job
+        answers.append([(source["document_id"], source["score"]) for source in job["response"]["sources"]])
+    return answers
+
+
+def ids(ranking: list[tuple[str, float]]) -> list[str]:
+    return [document for document, _ in ranking]
+
+
+def agrees(before: list[tuple[str, float]], after: list[tuple[str, float]]) -> bool:
+    """``after`` ranks the documents as ``before`` did, but for runs of documents whose scores before were within
+    ``NOISE`` of the next one's (in any order among themselves); the last run is left out, as it may go on past
+    the ones shown."""
+    start = 0
+    for end in range(1, len(before)):
+        if before[end - 1][1] - before[end][1] >= NOISE:
+            if set(ids(after[start:end])) != set(ids(before[start:end])):
+                return False
+            start = end
+    return True
+
+
+def indexed_chunks(stack: Stack, collection_id: str) -> int:
+    (total,) = stack.sql("SELECT coalesce(sum(chunks), 0) FROM documents WHERE collection_id = %s "
+                         "AND status = 'indexed'", collection_id)[0]
+    return int(total)
+
+
+def documents_of(stack: Stack, collection_id: str) -> list[str]:
+    return [row[0] for row in stack.sql("SELECT external_id FROM documents WHERE collection_id = %s "
+                                        "AND status = 'indexed'", collection_id)]
+
+
+@pytest.fixture(scope="module")
+def drill(stack: Stack):
+    documents = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines() if line.strip()]
+    with stack.http() as http:
+        collection_id = own_collection(http, "reindex-drill", documents)
+        store = VectorStore(stack.env["AGENTSEARCH_MILVUS_URI"])
+        try:
+            yield http, collection_id, store
+        finally:
+            store.close()
+
+
+def test_milvus_data_lost_and_rebuilt_answers_the_same_questions_alike(stack, drill):
+    http, collection_id, store = drill
+    name = milvus_collection_name(collection_id)
+    before = ranked(http, collection_id, QUESTIONS)
+    assert all(before) and len({tuple(ids(r)) for r in before}) == len(QUESTIONS)
+    by_keywords = ranked(http, collection_id, QUESTIONS, search=KEYWORD)
+    chunks = indexed_chunks(stack, collection_id)
+    assert store.count(name) == chunks
+
+    store.drop_collection(name)  # Milvus's data for the collection, gone
+    assert store.target(name) is None and store.generations(name) == []
+
+    printed = stack.cli("reindex", "--collection", collection_id)
+    assert f"{len(documents_of(stack, collection_id))} documents, {chunks} chunks in " in printed, printed
+    assert store.target(name) == generation_name(name, 2) and store.count(name) == chunks
+    assert [ids(r) for r in ranked(http, collection_id, QUESTIONS, search=KEYWORD)] == [ids(r) for r in by_keywords]
+    after = ranked(http, collection_id, QUESTIONS)
+    assert all(agrees(b, a) for b, a in zip(before, after, strict=True)), (before, after)
+    assert [r[:2] for r in map(ids, after)] == [r[:2] for r in map(ids, before)]
+
+
+def test_a_rebuild_is_never_seen_half_built_and_keeps_what_changed_meanwhile(stack, drill):
+    http, collection_id, store = drill
+    name = milvus_collection_name(collection_id)
+    before = ids(ranked(http, collection_id, QUESTIONS[:1], top_k=3, search=KEYWORD)[0])
+    assert DELETED not in before  # the change below leaves this answer as it is
+    chunks = indexed_chunks(stack, collection_id)
+    searched_before = store.target(name)
+    deleted = int(stack.sql("SELECT chunks FROM documents WHERE collection_id = %s AND external_id = %s",
+                            collection_id, DELETED)[0][0])
+
+    reads: list[tuple[int, str | None, int]] = []  # (chunks seen, generation searched, generations in Milvus)
+    answers: list[list[str]] = []
+    command = subprocess.Popen([str(BIN / "agentsearch"), "reindex", "--collection", collection_id], cwd=REPO,
+                               env=stack.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def searches() -> None:
+        while command.poll() is None:
+            answers.append(ids(ranked(http, collection_id, QUESTIONS[:1], top_k=3, search=KEYWORD)[0]))
+
+    searching = threading.Thread(target=searches)
+    searching.start()
+    changed = False
+    while command.poll() is None:
+        reads.append((store.count(name), store.target(name), len(store.generations(name))))
+        if not changed and reads[-1][2] == 2:
+            # The new generation is being filled: a document comes and one goes while it is.
+            assert http.post(f"/v1/collections/{collection_id}/documents",
+                             json={"documents": [ADDED]}).status_code == 202
+            assert http.delete(f"/v1/collections/{collection_id}/documents/{DELETED}").status_code == 202
+            changed = True
+    searching.join()
+    output = command.stdout.read()
+    assert command.returncode == 0, output
+
+    building = [r for r in reads if r[2] == 2 and r[1] == searched_before]
+    assert building, "no read saw the rebuild under way"
+    assert answers and all(answer == before for answer in answers), answers
+
+    deadline = time.monotonic() + 60
+    while http.get(f"/v1/collections/{collection_id}").json()["documents"]["pending"]:
+        assert time.monotonic() < deadline, "the added document was never indexed"
+        time.sleep(0.2)
+    # Every read saw the whole collection, of the old generation or the new, with or without the change above.
+    added = int(stack.sql("SELECT chunks FROM documents WHERE collection_id = %s AND external_id = %s",
+                          collection_id, ADDED["id"])[0][0])
+    whole = {chunks, chunks + added, chunks - deleted, chunks + added - deleted}
+    assert {seen for seen, _, _ in reads} <= whole, (sorted({r[0] for r in reads}), whole)
+    assert store.target(name) == generation_name(name, 3) and store.generations(name) == [store.target(name)]
+    assert store.count(name) == indexed_chunks(stack, collection_id)
+    found = search(http, collection_id, "Which lighthouse rota changes every ninth Thursday?", agents=[],
+                   use_cache=False)["response"]["sources"]
+    assert found[0]["document_id"] == ADDED["id"]
+    assert DELETED not in [s["document_id"] for s in search(
+        http, collection_id, "How are offshore wind turbine foundations built?", agents=[], use_cache=False,
+        top_k=24)["response"]["sources"]]
