@@ -13,13 +13,16 @@ checkout's. ``capture`` writes, next to this file,
 
 ``read FILE`` loads every state, spec and agent record of ``FILE`` (the same layout as ``job_states.json``) with the
 tree's models and prints what it read; it exits 1 with the first error when one does not load. Run against the
-previous release, it says whether that release's workers read what the current code writes.
+previous release, it says whether that release's workers read what the current code writes. With ``--database``
+it also reads every row of that database with the tree's models, loads each job's state, and writes a document and
+a job (rolled back): the release's API and workers at work on a database already migrated past them.
 
 Usage::
 
     git worktree add /tmp/prev-release 77f5e0a
     .venv/bin/python tests/support/previous_release/capture.py capture --tree /tmp/prev-release
-    .venv/bin/python tests/support/previous_release/capture.py read current.json --tree /tmp/prev-release
+    .venv/bin/python tests/support/previous_release/capture.py read current.json --tree /tmp/prev-release \
+        --database postgresql+psycopg://postgres@127.0.0.1:5432/agentsearch
 """
 
 from __future__ import annotations
@@ -169,7 +172,7 @@ def capture(out: Path) -> None:
         print(f"wrote {out / name}")
 
 
-def read(path: Path) -> int:
+def read(path: Path, database_url: str | None) -> int:
     from pipeline.job.state import AgentRun, AgentSpec, JobState
 
     content = json.loads(path.read_text())
@@ -177,12 +180,45 @@ def read(path: Path) -> int:
         states = {name: JobState.load(state) for name, state in content["states"].items()}
         specs = [AgentSpec.model_validate(spec) for spec in content["specs"]]
         runs = [AgentRun.model_validate(run) for run in content["response_runs"]]
+        rows = read_database(database_url) if database_url else {}
     except Exception as exc:  # noqa: BLE001 - the reader reports what did not load, whatever it was
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
         return 1
     print(json.dumps({"states": {name: s.query for name, s in states.items()}, "specs": len(specs),
-                      "response_runs": len(runs)}))
+                      "response_runs": len(runs), **rows}))
     return 0
+
+
+def read_database(url: str) -> dict[str, Any]:
+    """Every row of every table the tree maps, each job's state loaded; then a document and a job written the way
+    the tree's API writes them, and rolled back."""
+    from datetime import UTC, datetime
+    from uuid import uuid4
+
+    from sqlalchemy import create_engine, select
+    from sqlalchemy.orm import Session
+
+    from pipeline.job.state import JobState
+    from pipeline.platform.db import Base, DocumentRow, Job
+
+    engine = create_engine(url)
+    tables, states = {}, 0
+    with engine.connect() as conn, Session(conn) as s:
+        for mapper in Base.registry.mappers:
+            rows = s.scalars(select(mapper.class_)).all()
+            tables[mapper.class_.__tablename__] = len(rows)
+        for state in s.scalars(select(Job.state).where(Job.state.is_not(None))):
+            if "schema_version" in state:  # not the rows of generic values a schema test fills tables with
+                JobState.load(state)
+                states += 1
+        job = s.scalars(select(Job).where(Job.state.is_not(None))).first()
+        s.add(DocumentRow(collection_id=job.collection_id, external_id=f"release-{uuid4().hex}", text="t"))
+        s.add(Job(user_id=job.user_id, collection_id=job.collection_id, query="q", status="queued",
+                  deadline_at=datetime.now(UTC)))
+        s.flush()
+        conn.rollback()
+    engine.dispose()
+    return {"tables": tables, "job_states": states}
 
 
 def main() -> int:
@@ -191,10 +227,11 @@ def main() -> int:
     parser.add_argument("file", nargs="?", type=Path, help="read: the states to load")
     parser.add_argument("--tree", type=Path, required=True, help="a checkout of the release whose code runs")
     parser.add_argument("--out", type=Path, default=HERE, help="capture: where the fixtures go")
+    parser.add_argument("--database", help="read: a database URL whose rows the tree's models read too")
     args = parser.parse_args()
     use_tree(args.tree.resolve())
     if args.command == "read":
-        return read(args.file)
+        return read(args.file, args.database)
     capture(args.out)
     return 0
 
