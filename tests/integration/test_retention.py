@@ -24,7 +24,7 @@ DOCUMENTS = [
 ]
 RESPONDER = ["executive_summary"]  # one artifact per job
 # The running job's agent sleeps past everything the test does before it looks at it again.
-RUNNING_SLEEP_S = 15
+RUNNING_SLEEP_S = 20
 
 
 def _wait_status(http: httpx.Client, job_id: str, status: str, timeout_s: float = 30) -> None:
@@ -133,6 +133,7 @@ def test_retention_prunes_exactly_what_is_past_it_and_the_running_job_is_left_al
         celery = Celery(broker=stack.env["AGENTSEARCH_BROKER_URL"], backend=stack.env["AGENTSEARCH_RESULT_BACKEND"])
         pruned = celery.send_task("agentsearch.prune_retained").get(timeout=60)
         _, after = scrape(stack)
+        assert http.get(f"/v1/jobs/{ids['running']}").json()["status"] == "running"  # all along the run
 
         assert pruned["counts"] == expected and pruned["complete"] and not pruned["dry_run"]
         assert stack.sql("SELECT count(*) FROM jobs")[0][0] == all_jobs - expected["jobs"]
