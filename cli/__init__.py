@@ -13,6 +13,7 @@
     agentsearch users limits NAME [--searches-per-minute N ...] [--reset]   a user's rate limits and quotas
     agentsearch tools add NAME --kind mcp|http ... | list | remove NAME     tools agent configs may name
     agentsearch reindex [--collection NAME]            a collection's Milvus data rebuilt from the database
+    agentsearch backup DIR | restore DIR [--database-url URL] [--reindex]   the database, with a manifest
     agentsearch retention run [--dry-run] [--json]     prune what is past its retention, or count what would go
     agentsearch bench hop --agents N --jobs M [--json OUT]          per-agent hop vs a raw Celery chain
     agentsearch bench default-job --queries N [--json OUT]          the uncached default job on SciFact
@@ -23,7 +24,8 @@ this process and act as the local user.
 
 Where each command lives: ``cli/serve.py`` (api, worker, beat, flower, migrate), ``cli/documents.py`` (ingest),
 ``cli/folder_sync.py`` (sync), ``cli/search.py``, ``cli/demo.py``, ``cli/eval.py``, ``cli/agents.py``, ``cli/users.py``,
-``cli/tools.py``, ``cli/benchmarks.py`` (bench), ``cli/mcp.py`` (mcp), ``cli/reindex.py``; the API client they share is
+``cli/tools.py``, ``cli/benchmarks.py`` (bench), ``cli/mcp.py`` (mcp), ``cli/reindex.py``,
+``cli/backup.py`` (backup, restore); the API client they share is
 ``cli/client.py`` with ``cli/session.py``. The commands that may load the models in this process print their own
 lines and errors, not the libraries' bars and warnings (``cli/quiet.py``).
 
@@ -41,7 +43,7 @@ from __future__ import annotations
 
 import click
 
-from cli import agents, demo, documents, folder_sync, mcp, reindex, retention, search, serve, tools, users
+from cli import agents, backup, demo, documents, folder_sync, mcp, reindex, retention, search, serve, tools, users
 from cli.benchmarks import bench_group
 from cli.errors import fail
 from cli.eval import eval_group
@@ -60,5 +62,6 @@ def main(ctx: click.Context) -> None:
 
 for command in (serve.migrate, serve.api, serve.worker, serve.beat, serve.flower, documents.ingest, folder_sync.sync,
                 search.search, demo.demo, eval_group, agents.agents, users.users, tools.tools, bench_group,
-                mcp.mcp_server, retention.retention, reindex.reindex):
+                mcp.mcp_server, retention.retention, reindex.reindex,
+                backup.backup, backup.restore):
     main.add_command(command)

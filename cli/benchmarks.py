@@ -13,6 +13,7 @@ Usage::
     agentsearch bench ingest --docs 1000 --workers 1,2 --json in.json  # through the stack beside the plain model
     agentsearch bench ingest --docs 5183 --workers 2 --baseline /tmp/before --no-plain   # before and after
     agentsearch bench retention --jobs 10000 --json retention.json  # rows pruned per second on PostgreSQL
+    agentsearch bench backup --reindex-docs 1000 --json backup.json # reindex chunks/s, backup and restore time
 
 The benchmarks are the ``bench`` package, installed with the project.
 """
@@ -213,6 +214,24 @@ def bench_retention(jobs: int, sqlite: bool, json_out: Path | None) -> None:
     try:
         figures = retention.measure(jobs, sqlite)
     except RuntimeError as exc:
+        fail(str(exc))
+    if json_out is not None:
+        json_out.write_text(json.dumps(figures) + "\n")
+    click.echo(json.dumps(figures))
+
+
+@bench_group.command("backup")
+@click.option("--reindex-docs", type=click.IntRange(1), default=1000, show_default=True,
+              help="The first N SciFact abstracts are reindexed (the whole corpus is backed up and restored).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help='Write {"reindex": {"chunks_per_s", ...}, "backup": {"seconds", ...}, "restore": {...}} here.')
+def bench_backup(reindex_docs: int, json_out: Path | None) -> None:
+    """Reindex chunks per second, backup and restore time on the SciFact corpus in PostgreSQL."""
+    from bench import backup  # SQLAlchemy, psycopg and the model: see cli/__init__.py
+
+    try:
+        figures = backup.measure(reindex_docs)
+    except (RuntimeError, FileNotFoundError) as exc:
         fail(str(exc))
     if json_out is not None:
         json_out.write_text(json.dumps(figures) + "\n")

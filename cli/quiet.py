@@ -28,7 +28,7 @@ import sys
 
 # The commands that may load the models in this process. The services (api, worker, beat, flower) and mcp configure
 # logging themselves (pipeline.observability.logs); the others load no library that prints.
-QUIET_COMMANDS = ("ingest", "sync", "search", "demo", "eval", "reindex")
+QUIET_COMMANDS = ("ingest", "sync", "search", "demo", "eval", "reindex", "restore")
 LIBRARY_SWITCHES = {
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # huggingface_hub's bars, and transformers' ("Loading weights")
     "TQDM_DISABLE": "1",                  # any other library's tqdm bar; the commands' own bars are click's

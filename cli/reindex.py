@@ -5,6 +5,7 @@ Usage::
     agentsearch reindex --collection handbook                 # one collection, by name or id
     agentsearch reindex --collection handbook --user alice    # a name that several users' collections have
     agentsearch reindex                                       # every collection
+    rebuild(settings, database)                               # the same from another command (restore --reindex)
 
 It runs in this process, with the service's settings (database, Milvus, model), and loads the embedding model here
 (``pipeline.operations.reindex`` says why not on the workers). Searches go on meanwhile and read the old index
@@ -24,6 +25,7 @@ from pipeline.platform.settings import get_settings
 
 if TYPE_CHECKING:
     from pipeline.platform.db import Collection, Database
+    from pipeline.platform.settings import Settings
 
 
 @click.command()
@@ -32,12 +34,17 @@ if TYPE_CHECKING:
 @click.option("--user", "user_name", default=None, help="Whose collection --collection names, when several have it.")
 def reindex(collection_ref: str | None, user_name: str | None) -> None:
     """Rebuild collections' Milvus data from the documents in the database (new index, then the switch)."""
+    rebuild(get_settings(), operator_database(), collection_ref, user_name)
+
+
+def rebuild(settings: Settings, database: Database, collection_ref: str | None = None,
+            user_name: str | None = None) -> None:
+    """Rebuild the chosen collections of ``database`` with a progress bar each, and say what each came to."""
     from pipeline.operations.reindex import ReindexBusy, reindex_collection
     from pipeline.services import Services
 
-    database = operator_database()
     collections = chosen_collections(database, collection_ref, user_name)
-    services = Services(get_settings()).use(db=database)
+    services = Services(settings).use(db=database)
     for collection, documents in collections:
         with click.progressbar(length=documents, label=f"reindexing {collection.name} ({documents} documents)") as bar:
             done = [0]

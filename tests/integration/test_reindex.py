@@ -18,6 +18,7 @@ import pytest
 from pipeline.platform.db import milvus_collection_name
 from pipeline.retrieval.vector_store import VectorStore, generation_name
 from tests.integration.conftest import BIN, REPO, SAMPLE_CORPUS, Stack, own_collection, search
+from tests.support.rankings import KEYWORD, agrees, ids, ranked
 
 pytestmark = pytest.mark.integration
 
@@ -27,40 +28,6 @@ QUESTIONS = ["How much revenue did Northwind make in the third quarter of 2024?"
 ADDED = {"id": "reindex-added", "title": "Lighthouse keepers' rota",
          "text": "The Fenwick lighthouse rota changes every ninth Thursday, when the keepers swap their lamps."}
 DELETED = "offshore-wind-foundations"
-# BM25 alone: a rebuild computes the same analysed text, so the same scores, so exactly the same order.
-KEYWORD = {"strategy": "keyword", "sentence_weight": 0}
-# The int8 model quantises a batch's activations together, so a text's vector depends a little on the texts embedded
-# beside it: a rebuild, like a second ingest, does not make the vectors bit for bit (measured: cosine >= 0.993, a
-# query's score within 0.015). Where the default search's scores were closer than this, their order may change.
-NOISE = 0.05
-
-
-def ranked(http, collection_id: str, questions: list[str], top_k: int = 8,
-           **options) -> list[list[tuple[str, float]]]:
-    """The documents each question's job cites with their scores, in order (no agents, no cache: the search)."""
-    answers = []
-    for question in questions:
-        job = search(http, collection_id, question, agents=[], use_cache=False, top_k=top_k, **options)
-        assert job["status"] == "succeeded", job
-        answers.append([(source["document_id"], source["score"]) for source in job["response"]["sources"]])
-    return answers
-
-
-def ids(ranking: list[tuple[str, float]]) -> list[str]:
-    return [document for document, _ in ranking]
-
-
-def agrees(before: list[tuple[str, float]], after: list[tuple[str, float]]) -> bool:
-    """``after`` ranks the documents as ``before`` did, but for runs of documents whose scores before were within
-    ``NOISE`` of the next one's (in any order among themselves); the last run is left out, as it may go on past
-    the ones shown."""
-    start = 0
-    for end in range(1, len(before)):
-        if before[end - 1][1] - before[end][1] >= NOISE:
-            if set(ids(after[start:end])) != set(ids(before[start:end])):
-                return False
-            start = end
-    return True
 
 
 def indexed_chunks(stack: Stack, collection_id: str) -> int:
