@@ -26,6 +26,7 @@ from api.routes import (
     documents,
     health,
     jobs,
+    keys,
     me,
     metrics,
     profiles,
@@ -122,8 +123,8 @@ def create_app() -> FastAPI:
         app.add_exception_handler(error, _database_unavailable)
     app.add_exception_handler(sql_errors.DataError, _value_not_storable)
     app.add_exception_handler(sql_errors.IntegrityError, _conflict)
-    for module in (health, collections, documents, agents, jobs, metrics, profiles, me, webhooks, conversations,
-                   console):
+    for module in (health, collections, documents, agents, jobs, metrics, profiles, me, keys, webhooks,
+                   conversations, console):
         # Every route counts against its caller's limits (api/rate_limits.py) but the probes, /metrics and the
         # console's static files (no key, no user data).
         limited = module not in (health, metrics, console)

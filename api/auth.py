@@ -2,12 +2,15 @@
 
 A key comes as ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; a request carrying two different keys (in
 both headers, or one header twice) is refused rather than served as either user. Routes take the caller's user id as
-a parameter and filter every row by it, so another user's id answers 404 exactly like a missing one.
+a parameter and filter every row by it, so another user's id answers 404 exactly like a missing one. A key may be
+limited (``pipeline.security.key_limits``): what each route needs of it is checked here, for every route at once
+(``api.scopes``); an expired key is refused like a revoked one, saying it expired.
 
 Usage (in a route)::
 
     @router.get("/v1/things/{thing_id}")
     def read_thing(thing_id: uuid.UUID, user_id: CurrentUser, request: Request): ...
+        key_limits(request).sees(collection_id)      # the key's own limits, for a route's listing
 """
 
 from __future__ import annotations
@@ -18,7 +21,13 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from pipeline.security.users import UserStore
+from api.scopes import authorize
+from pipeline.platform.db import utcnow
+from pipeline.security.key_limits import KeyLimits
+from pipeline.security.users import KeyGrant, UserStore
+
+# Where the request's key (its prefix, label and limits) rides along to the route (``key_grant``).
+KEY_GRANT_STATE = "key_grant"
 
 bearer = HTTPBearer(auto_error=False, description="An API key from `agentsearch users create NAME`.")
 api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="The same key, in a header of its own.")
@@ -53,17 +62,33 @@ def current_user(
         raise _unauthorized("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
     # Looked up on every request (one indexed read of the key's digest), never remembered in the process: a key
     # an operator revokes stops working at once in every API process.
-    user_id = UserStore(request.app.state.services.db).authenticate(key)
-    if user_id is None:
+    grant = UserStore(request.app.state.services.db).grant(key)
+    if grant is None:
         raise _unauthorized("unknown or revoked API key")
+    if grant.limits.expired(utcnow()):
+        raise _unauthorized(f"this API key expired at {grant.limits.expires_at:%Y-%m-%d %H:%M:%S} UTC; "
+                            "use another key or ask for a new one")
     # Kept for a route that outlasts its request's check (an event stream), to ask again while it runs.
     request.state.api_key = key
-    return user_id
+    setattr(request.state, KEY_GRANT_STATE, grant)
+    authorize(request, grant)
+    return grant.user_id
+
+
+def key_grant(request: Request) -> KeyGrant | None:
+    """The key the request was authenticated with: its prefix, label and limits."""
+    return getattr(request.state, KEY_GRANT_STATE, None)
+
+
+def key_limits(request: Request) -> KeyLimits:
+    """The limits of the key the request was authenticated with (none: every scope and collection)."""
+    grant = key_grant(request)
+    return grant.limits if grant is not None else KeyLimits()
 
 
 def still_valid(request: Request, user_id: uuid.UUID) -> bool:
-    """Whether the key the request was authenticated with still belongs to ``user_id`` (not revoked since): one
-    indexed read, as the check on the way in."""
+    """Whether the key the request was authenticated with still belongs to ``user_id`` (not revoked, not expired
+    since): one indexed read, as the check on the way in."""
     key = getattr(request.state, "api_key", None)
     return bool(key) and UserStore(request.app.state.services.db).authenticate(key) == user_id
 

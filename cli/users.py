@@ -4,7 +4,8 @@ Usage::
 
     agentsearch users create alice               # the key alone on the last line
     agentsearch users new-key alice --label ci   # another key (rotation)
-    agentsearch users list                       # users and their keys' prefixes
+    agentsearch users new-key alice --label bot --scope search,read --collection handbook --expires 30d
+    agentsearch users list                       # users and their keys' prefixes and limits
     agentsearch users revoke as_XXXXXXXX         # by the prefix `users list` shows
     agentsearch users limits alice --searches-per-minute 10 --max-running-jobs 2   # over the defaults
     agentsearch users limits alice               # the limits in force for alice, and where each comes from
@@ -13,10 +14,15 @@ Usage::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from cli.database import operator_database
 from cli.errors import fail
+
+if TYPE_CHECKING:
+    from pipeline.security.key_limits import KeyLimits
 
 # Each command imports the user store when it runs (SQLAlchemy: see cli/__init__.py).
 
@@ -49,16 +55,41 @@ def users_create(name: str) -> None:
 @users.command("new-key")
 @click.argument("name")
 @click.option("--label", default="", help="What the key is for.")
-def users_new_key(name: str, label: str) -> None:
-    """Issue another key for a user (rotate: issue, switch clients, revoke the old one)."""
+@click.option("--scope", "scopes", default=None, metavar="SCOPES",
+              help="What the key may do, comma-separated: search, read, write (default: everything).")
+@click.option("--collection", "collections", multiple=True, metavar="NAME",
+              help="A collection of the user's the key sees; repeat for more (default: all of them).")
+@click.option("--expires", default=None, metavar="DURATION", help="When the key stops working: 30d, 12h, 90m, 2w.")
+def users_new_key(name: str, label: str, scopes: str | None, collections: tuple[str, ...],
+                  expires: str | None) -> None:
+    """Issue another key for a user (rotate: issue, switch clients, revoke the old one), limited if asked."""
+    from pipeline.security.key_limits import KeyLimitError, KeyLimits, parse_duration
     from pipeline.security.users import UserError
 
+    store = _store()
     try:
-        key = _store().issue_key(name, label)
-    except UserError as exc:
+        limits = KeyLimits.of(
+            scopes=scopes.split(",") if scopes is not None else None,
+            collections=store.collections_named(store.user_id(name), list(collections)) if collections else None,
+            expires_in=parse_duration(expires) if expires is not None else None,
+        )
+        key = store.issue_key(name, label, limits)
+    except (UserError, KeyLimitError) as exc:
         fail(str(exc))
-    click.echo(f"new API key for {name}; it will not be shown again:")
+    click.echo(f"new API key for {name}{_limits_text(limits, collections)}; it will not be shown again:")
     click.echo(key)
+
+
+def _limits_text(limits: KeyLimits, collection_names: tuple[str, ...] = ()) -> str:
+    """The key's limits in a few words (empty for a key without any)."""
+    parts = []
+    if limits.scopes is not None:
+        parts.append("scopes " + ",".join(sorted(limits.scopes)))
+    if limits.collections is not None:
+        parts.append("collections " + ",".join(collection_names or sorted(str(c) for c in limits.collections)))
+    if limits.expires_at is not None:
+        parts.append(f"expires {limits.expires_at:%Y-%m-%d %H:%M} UTC")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 @users.command("revoke")
@@ -78,13 +109,18 @@ def users_revoke(prefix: str) -> None:
 
 @users.command("list")
 def users_list() -> None:
-    """Users with their keys' prefixes (never the keys)."""
+    """Users with their keys' prefixes (never the keys) and each key's limits."""
+    from pipeline.platform.db import utcnow
+
+    now = utcnow()
     for user in _store().list():
-        live = [k for k in user.keys if k.revoked_at is None]
+        live = [k for k in user.keys if k.revoked_at is None and not k.limits.expired(now)]
         click.echo(f"{user.name:<24} {user.id}  {len(live)} live key(s)")
         for k in user.keys:
             state = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "live"
-            click.echo(f"    {k.prefix}...  {state:<24} {k.label}")
+            if not k.revoked_at and k.limits.expired(now):
+                state = f"expired {k.limits.expires_at:%Y-%m-%d %H:%M}"
+            click.echo(f"    {k.prefix}...  {state:<24} {k.label}{_limits_text(k.limits)}")
 
 
 LIMIT_VALUE = click.IntRange(0, 2**31 - 1)

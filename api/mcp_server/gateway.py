@@ -81,8 +81,9 @@ class ApiGateway:
         return response
 
     async def check_key(self) -> None:
-        """Raise ``ToolError`` when the API refuses the key (or cannot be reached)."""
-        await self._call("GET", "/v1/jobs", params={"limit": 1})
+        """Raise ``ToolError`` when the API refuses the key (or cannot be reached): ``/v1/me`` takes any valid key,
+        whatever its scopes (``api.scopes``)."""
+        await self._call("GET", "/v1/me")
 
     # -- collections ------------------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
-from api.auth import CurrentUser
+from api.auth import CurrentUser, key_limits
 from api.errors import http_error, not_found, unprocessable
 from api.rate_limits import effective_limits
 from api.request_guard import GuardedRoute
@@ -94,6 +94,8 @@ def create_collection(body: CollectionCreate, user_id: CurrentUser, request: Req
 def list_collections(user_id: CurrentUser, request: Request, name: str | None = None) -> list[CollectionOut]:
     with request.app.state.services.db.session() as s:
         query = select(Collection).where(Collection.user_id == user_id).order_by(Collection.created_at)
+        if (limited_to := key_limits(request).collections) is not None:
+            query = query.where(Collection.id.in_(limited_to))
         if name is not None:
             query = query.where(Collection.name == name)
         return [_out(s, c) for c in s.scalars(query).all()]

@@ -21,11 +21,12 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from api.answer_events import AnswerEvents
-from api.auth import CurrentUser, still_valid
+from api.auth import CurrentUser, key_limits, still_valid
 from api.errors import http_error, not_found
 from api.rate_limits import release_job_admission
 from api.request_guard import GuardedRoute
 from api.schemas import JobOut
+from api.scopes import job_within
 from api.security_headers import attachment
 from pipeline.job.answer_stream import AnswerStreamReader
 from pipeline.job.refusal import Refusal
@@ -64,7 +65,8 @@ async def submit_search(
     (``AGENTSEARCH_MAX_WAITS_PER_USER``) it answers 202 at once and the client polls.
     """
     services = request.app.state.services
-    submitted = await run_in_threadpool(_submit, services, user_id, body, idempotency_key)
+    within = key_limits(request).collections
+    submitted = await run_in_threadpool(_submit, services, user_id, body, idempotency_key, within)
     # The job's row counts it among the user's running jobs from now on, also while this request waits for it.
     await release_job_admission(request)
     if submitted.state is None:
@@ -83,10 +85,11 @@ async def submit_search(
     return await run_in_threadpool(_accepted_by_id, services, submitted.job_id)
 
 
-def _submit(services: Services, user_id: uuid.UUID, body: SearchRequest, idempotency_key: str | None) -> Submission:
+def _submit(services: Services, user_id: uuid.UUID, body: SearchRequest, idempotency_key: str | None,
+            within: frozenset[uuid.UUID] | None = None) -> Submission:
     """The job submitted and, when it is a new one, on the queues."""
     try:
-        submitted = submit_job(services, user_id, body, idempotency_key)
+        submitted = submit_job(services, user_id, body, idempotency_key, within=within)
     except Refusal as exc:
         raise http_error(exc) from None
     if submitted.state is not None:
@@ -102,7 +105,9 @@ def enqueue(services: Services, job_id: str, specs: list[AgentSpec], state: JobS
     except Exception as exc:  # noqa: BLE001 - the broker is down: take the job back, tell the client
         log.exception("could not enqueue job %s", job_id)
         JobStore(services.db).discard(job_id)
-        raise HTTPException(status_code=503, detail=f"the job queue is unavailable: {type(exc).__name__}") from None
+        # Retry-After: a broker restart takes seconds; the client sends again with its Idempotency-Key.
+        raise HTTPException(status_code=503, detail=f"the job queue is unavailable: {type(exc).__name__}",
+                            headers={"Retry-After": "5"}) from None
     JobStore(services.db).record_tasks(job_id, task_ids)
 
 
@@ -194,13 +199,19 @@ def list_jobs(
     limit: int = Query(20, ge=1, le=200),
     offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> dict:
-    """Newest first; without responses (read one job for that)."""
+    """Newest first; without responses (read one job for that). A key limited to collections lists the jobs over
+    them (``total`` counts those over its collections by the collection each job was submitted to; a job that also
+    searched another is left off its page)."""
+    limits = key_limits(request)
     with request.app.state.services.db.session() as s:
         query = select(Job).where(Job.user_id == user_id)
+        if limits.collections is not None:
+            query = query.where(Job.collection_id.in_(limits.collections))
         if status:
             query = query.where(Job.status == status)
         total = s.scalar(select(func.count()).select_from(query.subquery()))
         jobs = s.scalars(query.order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset)).all()
+        jobs = [j for j in jobs if job_within(j, limits)]
         items = [
             {"job_id": str(j.id), "collection_id": str(j.collection_id), "query": j.query, "status": j.status,
              "stage": j.stage, "cached": j.cached_from is not None, "created_at": j.created_at,

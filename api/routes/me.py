@@ -4,6 +4,7 @@ Usage::
 
     curl -H "Authorization: Bearer $KEY" http://127.0.0.1:8000/v1/me
     # {"user": {"id": ..., "name": "alice"}, "limits": {"searches_per_minute": 60, ...},
+    #  "key": {"prefix": "as_XXXXXXXX", "label": "ci", "scopes": ["search"], "collections": null, "expires_at": ...},
     #  "usage": {"searches": {"limit": 60, "used": 3, "remaining": 57, "reset_s": 41}, ...,
     #            "running_jobs": 1, "documents": 120}}
 """
@@ -11,12 +12,13 @@ Usage::
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
 from sqlalchemy import select
 
-from api.auth import CurrentUser
+from api.auth import CurrentUser, key_grant
 from api.rate_limits import effective_limits
 from api.request_guard import GuardedRoute
 from pipeline.platform.db import User
@@ -29,6 +31,16 @@ router = APIRouter(tags=["me"], route_class=GuardedRoute)
 class UserOut(BaseModel):
     id: uuid.UUID
     name: str
+
+
+class KeyOut(BaseModel):
+    """The key of this request and its limits; null is no limit (every scope, every collection, no expiry)."""
+
+    prefix: str
+    label: str
+    scopes: list[str] | None
+    collections: list[uuid.UUID] | None
+    expires_at: datetime | None
 
 
 class WindowUsage(BaseModel):
@@ -49,6 +61,7 @@ class Usage(BaseModel):
 
 class MeOut(BaseModel):
     user: UserOut
+    key: KeyOut
     limits: Limits
     usage: Usage
     counters_shared: bool  # True: counted in Redis across every API process; False: in this process alone
@@ -72,8 +85,10 @@ def read_me(user_id: CurrentUser, request: Request) -> MeOut:
     with services.db.session() as s:
         name = s.scalar(select(User.name).where(User.id == user_id))
     windows: RateWindows = request.app.state.rate_windows
+    grant = key_grant(request)
     return MeOut(
         user=UserOut(id=user_id, name=name or ""),
+        key=KeyOut(prefix=grant.prefix, label=grant.label, **grant.limits.shown()),
         limits=limits,
         usage=Usage(
             searches=_window(windows, user_id, "search", limits.searches_per_minute),

@@ -65,8 +65,9 @@ class Submission:
 
 
 def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
-                  idempotency_key: str | None = None) -> Submission:
-    """Check the request, then answer it from an earlier job or create its job (queued, not yet enqueued)."""
+                  idempotency_key: str | None = None, within: frozenset[uuid.UUID] | None = None) -> Submission:
+    """Check the request, then answer it from an earlier job or create its job (queued, not yet enqueued).
+    ``within``: the only collections the caller's key sees (None: all the user's); any other is missing."""
     settings = services.settings
     query, top_k, search, agentic = _checked(request, settings, services.registry)
     named_at = _where_named(request, agentic)
@@ -76,9 +77,9 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
             earlier = jobs.by_idempotency_key(s, user_id, idempotency_key)
             if earlier is not None:
                 return Submission.of(earlier, replayed=True)
-        epochs = _epochs(s, named_at, user_id, settings)
+        epochs = _epochs(s, named_at, user_id, settings, within)
         stage_timeouts = _stage_timeouts(s, request, settings)
-        history = _history(s, request, user_id)
+        history = _history(s, request, user_id, within)
         if request.agents is not None:
             specs = ad_hoc_specs(request.agents, services.registry)
         else:
@@ -190,13 +191,15 @@ def _where_named(request: SearchRequest, agentic: AgenticSpec | None) -> dict[uu
     return named_at
 
 
-def _epochs(s: Session, named_at: dict[uuid.UUID, tuple], user_id: uuid.UUID, settings: Settings) -> dict[str, int]:
+def _epochs(s: Session, named_at: dict[uuid.UUID, tuple], user_id: uuid.UUID, settings: Settings,
+            within: frozenset[uuid.UUID] | None = None) -> dict[str, int]:
     """Each collection's index epoch (part of the cache key). The main collection missing is a 404, as reading it
-    would be; another one is the field that named it. Another user's collection is missing too."""
+    would be; another one is the field that named it. Another user's collection is missing too, and so is one
+    outside the caller's key (``within``)."""
     epochs = {}
     for i, (collection_id, loc) in enumerate(named_at.items()):
         collection = s.get(Collection, collection_id)
-        if collection is None or collection.user_id != user_id:
+        if collection is None or collection.user_id != user_id or (within is not None and collection_id not in within):
             if i == 0:
                 raise missing("collection", collection_id)
             raise invalid(loc, f"collection {collection_id} not found")
@@ -222,11 +225,16 @@ def _stage_timeouts(s: Session, request: SearchRequest, settings: Settings) -> d
     return merged
 
 
-def _history(s: Session, request: SearchRequest, user_id: uuid.UUID) -> list[dict[str, str]]:
+def _history(s: Session, request: SearchRequest, user_id: uuid.UUID,
+             within: frozenset[uuid.UUID] | None = None) -> list[dict[str, str]]:
     """The earlier messages the job's question follows: its conversation's turns, or the request's own history.
     A missing or foreign conversation is a 404 naming it, like any other row the user cannot see."""
     if request.conversation_id is not None and request.history is not None:
         raise invalid(("body", "history"), "give conversation_id or history, not both")
+    if request.conversation_id is not None and within is not None:
+        # A conversation's turns answer questions over any of the user's collections (api.scopes).
+        raise Refusal(403, "a conversation spans every collection of the user; this API key is limited to some "
+                           "collections: send the earlier turns as history instead")
     if request.conversation_id is not None:
         return conversation_history(s, user_id, request.conversation_id)
     return explicit_history(request.history or [])

@@ -76,6 +76,10 @@ class ApiKey(Base):
     label: Mapped[str] = mapped_column(String(255), default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The key's limits (pipeline.security.key_limits); NULL is none: every scope, every collection, no expiry.
+    scopes: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
+    collections: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 def milvus_collection_name(collection_id: str | uuid.UUID) -> str:

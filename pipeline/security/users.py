@@ -7,7 +7,9 @@ Usage::
 
     users = UserStore(db)
     user, key = users.create("alice")          # print ``key`` for its owner, once
-    users.authenticate(key)                     # -> user id, or None for an unknown or revoked key
+    users.authenticate(key)                     # -> user id, or None for an unknown, revoked or expired key
+    users.grant(key)                            # -> the key's user and limits (KeyGrant), expired or not
+    users.issue_key("alice", "ci", KeyLimits.of(scopes=["search"], expires_in=timedelta(days=30)))
     users.revoke(key[:11])                      # by the prefix listings show
 """
 
@@ -23,7 +25,8 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from pipeline.platform.db import ApiKey, Database, User, utcnow
+from pipeline.platform.db import ApiKey, Collection, Database, User, utcnow
+from pipeline.security.key_limits import KeyLimits
 
 KEY_PREFIX = "as_"
 # Enough of the key to tell keys apart in a listing; far too little to guess the rest.
@@ -49,6 +52,29 @@ class KeyInfo:
     label: str
     created_at: datetime
     revoked_at: datetime | None
+    limits: KeyLimits = KeyLimits()
+
+    @classmethod
+    def of(cls, row: ApiKey) -> KeyInfo:
+        return cls(row.prefix, row.label, row.created_at, row.revoked_at, _limits(row))
+
+
+@dataclass(frozen=True)
+class KeyGrant:
+    """A live key's user and what the key may do (checked on every request: ``api.auth``)."""
+
+    user_id: uuid.UUID
+    prefix: str
+    label: str
+    limits: KeyLimits
+
+
+def _limits(row: ApiKey) -> KeyLimits:
+    return KeyLimits.from_row(row.scopes, row.collections, row.expires_at)
+
+
+def _key_row(user_id: uuid.UUID, key: str, label: str, limits: KeyLimits) -> ApiKey:
+    return ApiKey(user_id=user_id, prefix=key[:SHOWN_CHARS], digest=digest(key), label=label, **limits.columns())
 
 
 @dataclass(frozen=True)
@@ -80,27 +106,59 @@ class UserStore:
             raise UserError(f"a user named {name!r} already exists") from None
         return user_id, key
 
-    def issue_key(self, name: str, label: str = "") -> str:
-        """Another key for an existing user (to rotate: issue, switch clients over, revoke the old one)."""
+    def user_id(self, name: str) -> uuid.UUID:
         with self.db.session() as s:
             user_id = s.scalar(select(User.id).where(User.name == name))
-            if user_id is None:
-                raise UserError(f"no user named {name!r}")
-            key = new_key()
-            s.add(ApiKey(user_id=user_id, prefix=key[:SHOWN_CHARS], digest=digest(key), label=label))
-        return key
+        if user_id is None:
+            raise UserError(f"no user named {name!r}")
+        return user_id
 
-    def issue_key_for(self, user_id: uuid.UUID, label: str) -> str:
+    def issue_key(self, name: str, label: str = "", limits: KeyLimits = KeyLimits()) -> str:
+        """Another key for an existing user (to rotate: issue, switch clients over, revoke the old one)."""
+        return self.issue_key_for(self.user_id(name), label, limits)
+
+    def issue_key_for(self, user_id: uuid.UUID, label: str, limits: KeyLimits = KeyLimits()) -> str:
         key = new_key()
         with self.db.session() as s:
-            s.add(ApiKey(user_id=user_id, prefix=key[:SHOWN_CHARS], digest=digest(key), label=label))
+            s.add(_key_row(user_id, key, label, limits))
         return key
 
-    def authenticate(self, key: str) -> uuid.UUID | None:
+    def collections_named(self, user_id: uuid.UUID, names: list[str]) -> list[uuid.UUID]:
+        """The ids of the user's collections of these names; ``UserError`` naming the first it does not have."""
+        with self.db.session() as s:
+            found = dict(s.execute(select(Collection.name, Collection.id).where(
+                Collection.user_id == user_id, Collection.name.in_(names))).all())
+        for name in names:
+            if name not in found:
+                raise UserError(f"the user has no collection named {name!r}")
+        return [found[name] for name in names]
+
+    def grant(self, key: str) -> KeyGrant | None:
+        """The live (not revoked) key's user and limits; None for an unknown or revoked key. An expired key is
+        returned, so its refusal can say it expired."""
         if not key.startswith(KEY_PREFIX):
             return None
         with self.db.session() as s:
-            return s.scalar(select(ApiKey.user_id).where(ApiKey.digest == digest(key), ApiKey.revoked_at.is_(None)))
+            row = s.scalar(select(ApiKey).where(ApiKey.digest == digest(key), ApiKey.revoked_at.is_(None)))
+            return KeyGrant(row.user_id, row.prefix, row.label, _limits(row)) if row is not None else None
+
+    def authenticate(self, key: str) -> uuid.UUID | None:
+        grant = self.grant(key)
+        return grant.user_id if grant is not None and not grant.limits.expired(utcnow()) else None
+
+    def keys_of(self, user_id: uuid.UUID) -> list[KeyInfo]:
+        """The user's keys, revoked ones included, oldest first (never the keys themselves)."""
+        with self.db.session() as s:
+            rows = s.scalars(select(ApiKey).where(ApiKey.user_id == user_id)
+                             .order_by(ApiKey.created_at, ApiKey.prefix)).all()
+            return [KeyInfo.of(row) for row in rows]
+
+    def revoke_own(self, user_id: uuid.UUID, prefix: str) -> int:
+        """Revoke the user's live keys of this prefix; another user's prefix revokes nothing (0)."""
+        with self.db.session() as s:
+            result = s.execute(update(ApiKey).where(ApiKey.user_id == user_id, ApiKey.prefix == prefix,
+                                                    ApiKey.revoked_at.is_(None)).values(revoked_at=utcnow()))
+            return result.rowcount or 0
 
     def revoke(self, prefix: str) -> int:
         """Revoke every live key starting with ``prefix`` (at least the shown part); returns how many."""
@@ -127,5 +185,5 @@ class UserStore:
             keys = s.scalars(select(ApiKey).order_by(ApiKey.created_at)).all()
             by_user: dict[uuid.UUID, list[KeyInfo]] = {}
             for k in keys:
-                by_user.setdefault(k.user_id, []).append(KeyInfo(k.prefix, k.label, k.created_at, k.revoked_at))
+                by_user.setdefault(k.user_id, []).append(KeyInfo.of(k))
             return [UserInfo(u.id, u.name, u.created_at, by_user.get(u.id, [])) for u in users]
