@@ -19,32 +19,20 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import subprocess
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import pytest
 
-from devstack import BIN, REPO, DevStack, free_port, start_process, stop_process, wait_for
+from devstack import BIN, DevStack, free_port, start_process, stop_process, wait_for
 from pipeline.job.store import ORPHAN_GRACE_S
 from tests.chaos.harness import SAMPLE_CORPUS, TERMINAL, record, submit
-from tests.support.previous_release.messages import PREVIOUS_RELEASE
+from tests.support.previous_release.tree import release_tree
 
 JOBS_PER_PHASE = 20
 AGENTS = ["language_detector", "deduplicator", "executive_summary"]
 QUERIES = ["What was Northwind Energy's revenue in Q4 2025?", "solar output", "Which suppliers failed audits?"]
-
-
-def release_tree(workdir) -> str:
-    tree = workdir / "release"
-    tree.mkdir()
-    archive = subprocess.run(["git", "archive", PREVIOUS_RELEASE], cwd=REPO, capture_output=True)
-    if archive.returncode != 0:
-        pytest.skip(f"release {PREVIOUS_RELEASE} is not in this checkout's history (a shallow clone)")
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    return str(tree)
 
 
 def wait_indexed(http: httpx.Client, collection_id: str, timeout_s: float = 300) -> dict:
@@ -66,7 +54,7 @@ def wait_all(http: httpx.Client, job_ids: list[str], timeout_s: float = 300) -> 
 
 
 def test_the_previous_release_and_the_current_one_side_by_side(tmp_path):
-    tree = release_tree(tmp_path)
+    tree = str(release_tree(tmp_path / "release"))
     with DevStack(tmp_path / "stack", workers=1, concurrency=2, beat=True, user="rolling") as stack:
         release_env = {**stack.env, "PYTHONPATH": tree}
         index = len(stack.worker_procs)

@@ -48,7 +48,8 @@ from pipeline.job.store import JobStore
 from pipeline.platform.db import Base, Database, Job, WebhookDeliveryRow
 from tests.integration.conftest import SAMPLE_CORPUS, extra_api_and_worker, wait_job
 from tests.support.previous_release import rows as release
-from tests.support.previous_release.messages import PREVIOUS_HEAD, PREVIOUS_RELEASE, load
+from tests.support.previous_release.messages import PREVIOUS_HEAD, load
+from tests.support.previous_release.tree import release_tree
 from tests.support.schema_rows import Rows, fill, insert_known, merged, primary_keys, reflect, snapshot
 
 pytestmark = pytest.mark.integration
@@ -234,7 +235,9 @@ def test_the_previous_release_rows_read_through_the_api_after_the_upgrade(upgrad
         assert http.get("/v1/jobs").status_code == 401
 
 
-def test_jobs_and_documents_of_the_previous_release_run_on_the_current_worker(upgraded):
+def test_the_previous_release_work_runs_on_the_current_worker_and_reads_back(upgraded, tmp_path):
+    """A job its API queued, a new job with its configs and a document its API sent again run on the current
+    worker; then its own code reads the states and rows the current code wrote."""
     documents = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines() if line.strip()]
     with upgraded.http(release.API_KEY) as http:
         assert http.post(f"/v1/collections/{release.COLLECTION}/documents",
@@ -272,6 +275,7 @@ def test_jobs_and_documents_of_the_previous_release_run_on_the_current_worker(up
     (status, text, chunks_now, attempts), = upgraded.sql("SELECT status, text, chunks, attempts FROM documents "
                                                          "WHERE id = %s", row_id)
     assert (status, attempts) == ("indexed", 0) and text.endswith("Sent again.") and chunks_now >= chunks >= 1
+    _release_reads_what_the_current_code_wrote(upgraded, tmp_path)
 
 
 def _wait_indexed(http, collection_id: uuid.UUID, timeout_s: float = 120) -> None:
@@ -281,14 +285,9 @@ def _wait_indexed(http, collection_id: uuid.UUID, timeout_s: float = 120) -> Non
         time.sleep(0.2)
 
 
-def test_the_previous_release_reads_what_the_current_code_writes(upgraded, tmp_path):
-    """Its models load the states the current code hands on, and read every row of the upgraded database."""
-    tree = tmp_path / "release"
-    tree.mkdir()
-    archive = subprocess.run(["git", "archive", PREVIOUS_RELEASE], cwd=REPO, capture_output=True)
-    if archive.returncode != 0:
-        pytest.skip(f"release {PREVIOUS_RELEASE} is not in this checkout's history (a shallow clone)")
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+def _release_reads_what_the_current_code_wrote(upgraded: Upgraded, tmp_path) -> None:
+    """The release's models load the states the current worker handed on, and read every row of the database."""
+    tree = release_tree(tmp_path / "release")
     written = release.captured()
     current = JobStore(db := Database(upgraded.database_url))
     written["states"] = {"ran": current.load_state(str(release.JOBS["queued"])).dump(),
