@@ -8,8 +8,10 @@ half built, and the collection stays searchable throughout; after Milvus lost it
 comes back.
 
 Documents ingested, changed or deleted while the rebuild runs went to the old generation: before the alias moves,
-the documents changed since the rebuild began are indexed again into the new one and those deleted meanwhile are
-taken out of it (``catch_up``); once more after the switch, for a task that wrote to the old one in its last moment.
+the documents changed since the rebuild read them (their row's ``updated_at`` is another), or that it never read,
+are indexed again into the new one and those deleted meanwhile are taken out of it (``catch_up``); once more after
+the switch, for a task that wrote to the old one in its last moment. A document nothing changed is written once:
+writing it again would leave deleted rows behind, which Milvus counts in its BM25 statistics until it compacts.
 
 Usage::
 
@@ -29,12 +31,12 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import select, text, update
 
 from pipeline.ingest import ChunkingConfig, index_documents, span_reader
-from pipeline.platform.db import Collection, DocumentRow, utcnow
+from pipeline.platform.db import Collection, DocumentRow
 from pipeline.retrieval import language
 from pipeline.retrieval.vector_store import IndexedChunk
 from pipeline.services import Services
@@ -45,9 +47,6 @@ BATCH_DOCUMENTS = 128
 # An indexing task that wrote to the old generation just before the switch records its documents a moment later
 # (replace_documents, then the row's update): the last catch-up reads the rows after this wait.
 SETTLE_S = 2.0
-# The rows' times are written by the workers' clocks: a document changed this long before the rebuild began is
-# indexed again too, in case those clocks are behind this one's.
-CLOCK_SKEW = timedelta(seconds=10)
 
 
 class ReindexBusy(RuntimeError):
@@ -89,27 +88,25 @@ def reindex_collection(services: Services, collection_id: str | uuid.UUID,
                 store.drop_generation(leftover)  # a rebuild that stopped half-way
         embedder.embed([name])  # the models loaded before the clock starts
         language.warm_up()
-        began = utcnow()
         started = time.monotonic()
         built = store.new_generation(alias, embedder.dimension)
         documents = chunks = 0
-        indexed: set[str] = set()
+        indexed: dict[str, datetime] = {}  # what the new generation holds: each document as of its row's update
         for rows in _indexed_rows(services, cid):
             made = _chunks_of(services, rows, chunking)
             store.upsert(built, made, flush=False)
             documents, chunks = documents + len(rows), chunks + len(made)
-            indexed.update(r.external_id for r in rows)
+            indexed.update((r.external_id, r.updated_at) for r in rows)
             if on_progress is not None:
                 on_progress(documents, chunks)
         store.flush(built)
         # What changed while it was built goes into it before anything searches it; what changed in the last moment
         # (a task that wrote to the old generation just before the switch) once more after the switch.
-        caught_up, removed = catch_up(services, cid, built, indexed, began - CLOCK_SKEW, chunking)
-        switched = utcnow()
+        caught_up, removed = catch_up(services, cid, built, indexed, chunking)
         previous = store.switch(alias, built)
         seconds = time.monotonic() - started
         time.sleep(SETTLE_S)
-        again, gone = catch_up(services, cid, alias, indexed, switched - CLOCK_SKEW, chunking)
+        again, gone = catch_up(services, cid, alias, indexed, chunking)
         caught_up, removed = caught_up + again, removed + gone
         if previous is not None and previous != built:
             store.drop_generation(previous)
@@ -121,26 +118,27 @@ def reindex_collection(services: Services, collection_id: str | uuid.UUID,
     return ReindexResult(str(cid), name, documents, chunks, seconds, caught_up, removed, built, previous)
 
 
-def catch_up(services: Services, collection_id: uuid.UUID, name: str, indexed: set[str], since: datetime,
+def catch_up(services: Services, collection_id: uuid.UUID, name: str, indexed: dict[str, datetime],
              chunking: ChunkingConfig) -> tuple[int, int]:
-    """The documents indexed since ``since`` indexed again into ``name`` (the new generation, or the alias once it
-    names it), and those of ``indexed`` that are indexed no more (deleted meanwhile) taken out of it; ``indexed``
-    follows. Returns how many of each."""
+    """The documents whose row changed since ``indexed`` read it (or that it does not hold) indexed again into
+    ``name`` (the new generation, or the alias once it names it), and those no longer indexed (deleted meanwhile)
+    taken out of it; ``indexed`` follows. Returns how many of each."""
     store = services.vector_store
     with services.db.session() as s:
+        now = dict(s.execute(select(DocumentRow.external_id, DocumentRow.updated_at).where(
+            DocumentRow.collection_id == collection_id, DocumentRow.status == "indexed")).all())
+        stale = [external_id for external_id, updated in now.items() if indexed.get(external_id) != updated]
         changed = s.scalars(select(DocumentRow).where(
-            DocumentRow.collection_id == collection_id, DocumentRow.status == "indexed",
-            DocumentRow.updated_at >= since)).all()
-        now = set(s.scalars(select(DocumentRow.external_id).where(
-            DocumentRow.collection_id == collection_id, DocumentRow.status == "indexed")))
+            DocumentRow.collection_id == collection_id, DocumentRow.external_id.in_(stale))).all() if stale else []
     if changed:
         store.replace_documents(name, [r.external_id for r in changed], _chunks_of(services, changed, chunking))
-        indexed.update(r.external_id for r in changed)
-    gone = sorted(indexed - now)
+        indexed.update((r.external_id, r.updated_at) for r in changed)
+    gone = sorted(set(indexed) - set(now))
     if gone:
         store.delete_documents(name, gone)
         store.flush(name)
-        indexed.difference_update(gone)
+        for external_id in gone:
+            del indexed[external_id]
     return len(changed), len(gone)
 
 

@@ -12,13 +12,14 @@ import json
 import subprocess
 import threading
 import time
+import uuid
 
 import pytest
 
 from pipeline.platform.db import milvus_collection_name
-from pipeline.retrieval.vector_store import VectorStore, generation_name
+from pipeline.retrieval.vector_store import IndexedChunk, VectorStore, generation_name
 from tests.integration.conftest import BIN, REPO, SAMPLE_CORPUS, Stack, own_collection, search
-from tests.support.rankings import KEYWORD, agrees, ids, ranked
+from tests.support.rankings import KEYWORD, TIED, agrees, ids, ranked, same_keyword_ranking
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +69,8 @@ def test_milvus_data_lost_and_rebuilt_answers_the_same_questions_alike(stack, dr
     printed = stack.cli("reindex", "--collection", collection_id)
     assert f"{len(documents_of(stack, collection_id))} documents, {chunks} chunks in " in printed, printed
     assert store.target(name) == generation_name(name, 2) and store.count(name) == chunks
-    assert [ids(r) for r in ranked(http, collection_id, QUESTIONS, search=KEYWORD)] == [ids(r) for r in by_keywords]
+    rebuilt = ranked(http, collection_id, QUESTIONS, search=KEYWORD)
+    assert all(same_keyword_ranking(b, a) for b, a in zip(by_keywords, rebuilt, strict=True)), (by_keywords, rebuilt)
     after = ranked(http, collection_id, QUESTIONS)
     assert all(agrees(b, a) for b, a in zip(before, after, strict=True)), (before, after)
     assert [r[:2] for r in map(ids, after)] == [r[:2] for r in map(ids, before)]
@@ -77,21 +79,21 @@ def test_milvus_data_lost_and_rebuilt_answers_the_same_questions_alike(stack, dr
 def test_a_rebuild_is_never_seen_half_built_and_keeps_what_changed_meanwhile(stack, drill):
     http, collection_id, store = drill
     name = milvus_collection_name(collection_id)
-    before = ids(ranked(http, collection_id, QUESTIONS[:1], top_k=3, search=KEYWORD)[0])
-    assert DELETED not in before  # the change below leaves this answer as it is
+    before = ranked(http, collection_id, QUESTIONS[:1], top_k=3, search=KEYWORD)[0]
+    assert DELETED not in ids(before)  # the change below leaves this answer as it is
     chunks = indexed_chunks(stack, collection_id)
     searched_before = store.target(name)
     deleted = int(stack.sql("SELECT chunks FROM documents WHERE collection_id = %s AND external_id = %s",
                             collection_id, DELETED)[0][0])
 
     reads: list[tuple[int, str | None, int]] = []  # (chunks seen, generation searched, generations in Milvus)
-    answers: list[list[str]] = []
+    answers: list[list[tuple[str, float]]] = []
     command = subprocess.Popen([str(BIN / "agentsearch"), "reindex", "--collection", collection_id], cwd=REPO,
                                env=stack.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def searches() -> None:
         while command.poll() is None:
-            answers.append(ids(ranked(http, collection_id, QUESTIONS[:1], top_k=3, search=KEYWORD)[0]))
+            answers.append(ranked(http, collection_id, QUESTIONS[:1], top_k=3, search=KEYWORD)[0])
 
     searching = threading.Thread(target=searches)
     searching.start()
@@ -110,7 +112,8 @@ def test_a_rebuild_is_never_seen_half_built_and_keeps_what_changed_meanwhile(sta
 
     building = [r for r in reads if r[2] == 2 and r[1] == searched_before]
     assert building, "no read saw the rebuild under way"
-    assert answers and all(answer == before for answer in answers), answers
+    # The change moves BM25's statistics a little: the same documents, in the same order but for exact ties.
+    assert answers and all(agrees(before, answer, TIED) for answer in answers), (before, answers)
 
     deadline = time.monotonic() + 60
     while http.get(f"/v1/collections/{collection_id}").json()["documents"]["pending"]:
@@ -129,3 +132,25 @@ def test_a_rebuild_is_never_seen_half_built_and_keeps_what_changed_meanwhile(sta
     assert DELETED not in [s["document_id"] for s in search(
         http, collection_id, "How are offshore wind turbine foundations built?", agents=[], use_cache=False,
         top_k=24)["response"]["sources"]]
+
+
+def test_a_collection_made_before_generations_becomes_one_on_its_first_rebuild(stack):
+    store = VectorStore(stack.env["AGENTSEARCH_MILVUS_URI"])
+    name = f"c_{uuid.uuid4().hex}"
+    try:
+        store._create(name, 2)  # as ensure_collection made every collection before generations: a plain one
+        store.upsert(name, [IndexedChunk(id="old#0", document_id="old", title="", text="old", vector=[1.0, 0.0])])
+        assert store.target(name) == name and store.count(name) == 1
+        built = store.new_generation(name, 2)
+        store.upsert(built, [IndexedChunk(id=f"new#{i}", document_id="new", title="", text="new",
+                                          vector=[1.0, float(i)]) for i in range(3)])
+        assert store.count(name) == 1  # the new generation is searched by nobody yet
+        previous = store.switch(name, built)
+        assert (built, previous, store.target(name)) == (generation_name(name, 2), generation_name(name, 0), built)
+        assert store.count(name) == 3
+        assert [h.document_id for h in store.dense_search(name, [1.0, 0.0], 5)] == ["new"] * 3
+        store.drop_generation(previous)
+        store.drop_collection(name)
+        assert store.target(name) is None and store.generations(name) == []
+    finally:
+        store.close()
