@@ -10,8 +10,7 @@ comes back.
 Documents ingested, changed or deleted while the rebuild runs went to the old generation: before the alias moves,
 the documents changed since the rebuild read them (their row's ``updated_at`` is another), or that it never read,
 are indexed again into the new one and those deleted meanwhile are taken out of it (``catch_up``); once more after
-the switch, for a task that wrote to the old one in its last moment. A document nothing changed is written once:
-writing it again would leave deleted rows behind, which Milvus counts in its BM25 statistics until it compacts.
+the switch, for a task that wrote to the old one in its last moment. A document nothing changed is written once.
 
 Usage::
 
