@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from contextlib import asynccontextmanager
 
+from celery._state import _set_task_join_will_block
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -110,6 +111,15 @@ def create_app() -> FastAPI:
 
     # A body over the limit is refused with 413 from its Content-Length, before any of it is read (or, without
     # one, as soon as what arrived passes the limit).
+    if not settings.embedded:
+        # The API sends tasks and never waits for their results, yet Celery subscribes to results twice over: to
+        # each task sent from here (unless told that no join will happen, as its pool processes are) and to a
+        # chord's header tasks as the canvas is frozen. With Redis partitioned away each subscription took the
+        # socket timeout, then 20 reconnects, and a submission waited out the whole cut. Told, and held to one try,
+        # it fails within twice the Redis timeout and the client gets 503 (docs/reliability.md, "Network
+        # partitions"). Workers keep Celery's 20 tries.
+        _set_task_join_will_block(True)
+        celery_app.conf.result_backend_transport_options = {"retry_policy": {"max_retries": 0}}
     app = FastAPI(title="agentsearch", version="0.1.0", lifespan=lifespan, max_body_size=settings.max_request_bytes)
     app.state.services = services
     app.state.celery = celery_app

@@ -58,7 +58,7 @@ class Services:
 
     @cached_property
     def redis(self) -> redis.Redis:
-        return connect_redis(self.settings.redis_url)
+        return connect_redis(self.settings.redis_url, self.settings.redis_timeout_s)
 
     @cached_property
     def registry(self) -> AgentRegistry:

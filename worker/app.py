@@ -56,6 +56,16 @@ TASK_MODULES = ["worker.steps", "worker.ingestion", "worker.parsing", "worker.re
 HOOK_MODULES = ["worker.lifecycle", "worker.liveness", "worker.observability", "worker.recycling", "worker.warmup"]
 
 
+def redis_timeouts(timeout_s: float, prefix: str) -> dict:
+    """A Redis connection's connect and read timeouts and TCP keepalive, named with ``prefix``: ``socket_`` for
+    kombu's transport options, ``redis_socket_`` for the result backend's settings.
+
+    Usage: ``redis_timeouts(5.0, "socket_")`` is ``{"socket_timeout": 5.0, "socket_connect_timeout": 5.0,
+    "socket_keepalive": True}``.
+    """
+    return {f"{prefix}timeout": timeout_s, f"{prefix}connect_timeout": timeout_s, f"{prefix}keepalive": True}
+
+
 def create_app() -> Celery:
     settings = get_settings()
     if not settings.embedded and settings.worker_soft_shutdown_timeout_s > 0:
@@ -89,7 +99,12 @@ def create_app() -> Celery:
         # Redis redelivers an unacknowledged message after this: above the longest task plus its retry delay
         # (or a running task would be handed to a second worker) and above the job deadline.
         broker_transport_options={"visibility_timeout": int(max(LONGEST_TASK_S + LONGEST_RETRY_DELAY_S,
-                                                                settings.job_deadline_s * 2) + 60)},
+                                                                settings.job_deadline_s * 2) + 60),
+                                  # A partition drops packets without closing the connection: without a timeout a
+                                  # publish or an ack waits on it for good (kombu's default). BRPOP is not held to
+                                  # it; kombu drops a BRPOP connection silent past its health check instead.
+                                  **redis_timeouts(settings.redis_timeout_s, "socket_")},
+        **redis_timeouts(settings.redis_timeout_s, "redis_socket_"),
         # The chord's bookkeeping and each step's result live in the result backend: they must outlive the job.
         result_expires=max(86400, int(settings.job_deadline_s * 4)),
         broker_connection_retry_on_startup=True,

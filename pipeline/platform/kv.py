@@ -24,10 +24,11 @@ _local_server: fakeredis.FakeServer | None = None
 _local_lock = threading.Lock()
 
 
-def connect_redis(url: str | None) -> redis.Redis:
+def connect_redis(url: str | None, timeout_s: float = 5.0) -> redis.Redis:
     # No decode_responses: pybreaker's CircuitRedisStorage expects bytes.
     if url:
-        return redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, health_check_interval=30)
+        return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                                    health_check_interval=30)
     global _local_server
     with _local_lock:
         if _local_server is None:

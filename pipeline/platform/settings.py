@@ -31,6 +31,13 @@ class Settings(BaseSettings):
     broker_url: str | None = Field(None, description="Celery broker; default in-process memory://.")
     result_backend: str | None = Field(None, description="Celery result backend; default follows the broker.")
     redis_url: str | None = Field(None, description="Redis for agent caches and circuit breakers; default in-process.")
+    # A partitioned Redis never refuses: its packets vanish, and a call on a connection without a timeout waits for
+    # TCP to give up (minutes); measured in docs/reliability.md ("Network partitions").
+    redis_timeout_s: float = Field(
+        5.0, gt=0, le=120, description="Longest wait for a connection to, or an answer from, Redis (the broker, "
+                                       "the results, the caches): past it the call fails, or is retried where it "
+                                       "may be."
+    )
     milvus_uri: str | None = Field(None, description="Milvus URI (http://host:19530); default Milvus Lite file.")
     milvus_token: str | None = Field(None, description="Milvus token (user:password) for secured servers.")
     # A Milvus restart (standalone: tens of seconds with loading) is waited out; an outage longer than this is not

@@ -1,0 +1,85 @@
+"""What a partitioned Redis costs a caller, bounded: a publish to a broker that takes no connection and answers
+nothing fails within the Redis timeout instead of waiting for good, and readiness answers within its bound while
+a check hangs (docs/reliability.md, "Network partitions"). The whole API against such a Redis is
+``tests/integration/test_partitioned_redis.py``; the drill across hosts is ``tests/chaos/test_8_partition.py``."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+import sqlalchemy
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+import worker.app as worker_app
+from api.routes import health
+from pipeline.platform.settings import Settings
+from tests.support.black_hole import black_hole
+
+
+def test_the_broker_and_the_results_are_held_to_the_redis_timeout():
+    assert worker_app.redis_timeouts(2.5, "socket_") == {"socket_timeout": 2.5, "socket_connect_timeout": 2.5,
+                                                         "socket_keepalive": True}
+    conf = worker_app.app.conf
+    timeout_s = worker_app.get_settings().redis_timeout_s
+    assert conf.broker_transport_options["socket_timeout"] == conf.redis_socket_timeout == timeout_s
+    assert conf.broker_transport_options["socket_connect_timeout"] == conf.redis_socket_connect_timeout == timeout_s
+
+
+def test_a_publish_to_a_silent_broker_fails_within_its_timeouts(monkeypatch):
+    with black_hole() as port:
+        silent = f"redis://127.0.0.1:{port}"
+        monkeypatch.setattr(worker_app, "get_settings", lambda: Settings(
+            broker_url=f"{silent}/0", result_backend=f"{silent}/1", redis_timeout_s=0.5))
+        app = worker_app.create_app()
+        app.conf.task_publish_retry_policy = {"max_retries": 1, "interval_start": 0, "interval_step": 0.1,
+                                              "interval_max": 0.1}
+        outcome: list[BaseException] = []
+
+        def publish() -> None:
+            try:
+                app.send_task("agentsearch.nothing", ignore_result=True)
+            except Exception as exc:  # noqa: BLE001 - the failure is what the test waits for
+                outcome.append(exc)
+
+        started = time.monotonic()
+        sender = threading.Thread(target=publish, daemon=True)
+        sender.start()
+        sender.join(20)
+        # Without the timeouts the publish waits on the silent connection for as long as the partition lasts.
+        assert not sender.is_alive(), "the publish still waits on a broker that answers nothing"
+        assert outcome and time.monotonic() - started < 10
+        app.close()
+
+
+@pytest.fixture()
+def hanging_redis_app():
+    released = threading.Event()
+    engine = sqlalchemy.create_engine("sqlite://")
+
+    @contextlib.contextmanager
+    def connection_for_write():
+        yield SimpleNamespace(ensure_connection=lambda **_: None)
+
+    app = FastAPI()
+    app.include_router(health.router)
+    app.state.services = SimpleNamespace(db=SimpleNamespace(engine=engine), redis=SimpleNamespace(
+        ping=lambda: released.wait(30)))
+    app.state.celery = SimpleNamespace(connection_for_write=connection_for_write)
+    yield app
+    released.set()
+    engine.dispose()
+
+
+def test_readiness_answers_in_time_while_a_check_hangs(hanging_redis_app):
+    with TestClient(hanging_redis_app) as client:
+        started = time.monotonic()
+        response = client.get("/readyz")
+        took = time.monotonic() - started
+    assert response.status_code == 503
+    assert response.json()["checks"] == {"database": "ok", "redis": "unavailable", "broker": "ok"}
+    assert took < health.READY_WITHIN_S + 1.0, took
