@@ -4,7 +4,7 @@
 escapes the table, and a route missing from it is refused (fail closed); ``tests/unit/test_key_scopes.py`` walks the
 app's routes and fails for any route without an entry. A key short of the scope a route needs gets **403** naming
 it; a collection or job outside the key's collections gets **404**, in the words a missing one gets. Listings are
-filtered by the routes (``api.auth.key_limits``, ``job_within``).
+filtered by the routes (``api.auth.key_limits``, ``KeyLimits.sees_job``).
 
 Scopes: ``search`` submits searches and reads their jobs (status, results, events, artifacts, cancel) and sees the
 collections it may search; ``read`` reads collections, documents, jobs and the user's configs; ``write`` changes
@@ -17,19 +17,19 @@ Usage::
 
     authorize(request, grant)                     # in current_user: 403 / 404, or nothing
     ROUTE_NEEDS[("POST", "/v1/search")]           # Need(scopes={"search"}, ...)
+    limits.sees_job(job)                          # a listing's filter
 """
 
 from __future__ import annotations
 
 import re
-import uuid
 from dataclasses import dataclass
 
 from fastapi import HTTPException, Request
 
 from api.errors import not_found
 from pipeline.platform.db import Job
-from pipeline.security.key_limits import KeyLimits, Scope
+from pipeline.security.key_limits import KeyLimits, Scope, uuid_or_none
 from pipeline.security.users import KeyGrant
 
 
@@ -133,7 +133,7 @@ def _forbidden(detail: str) -> HTTPException:
 
 
 def _held(limits: KeyLimits) -> str:
-    return ", ".join(sorted(limits.scopes)) if limits.scopes else "none"
+    return ", ".join(sorted(limits.scopes)) if limits.scopes is not None else "every scope"
 
 
 def authorize(request: Request, grant: KeyGrant) -> None:
@@ -162,42 +162,15 @@ def authorize(request: Request, grant: KeyGrant) -> None:
     _within_collections(request, limits)
 
 
-def _uuid(value: object) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        return None  # the route's own validation answers for a malformed id
-
-
 def _within_collections(request: Request, limits: KeyLimits) -> None:
     params = request.path_params
-    if (collection_id := _uuid(params.get("collection_id"))) is not None and not limits.sees(collection_id):
+    # A malformed id is left to the route's own validation.
+    if (collection_id := uuid_or_none(params.get("collection_id"))) is not None and not limits.sees(collection_id):
         raise not_found("collection", params["collection_id"])
-    if (job_id := _uuid(params.get("job_id"))) is not None:
+    if (job_id := uuid_or_none(params.get("job_id"))) is not None:
         with request.app.state.services.db.session() as s:
             job = s.get(Job, job_id)
             # Another user's job is left to the route, which answers 404 in the same words.
-            if job is not None and not job_within(job, limits):
+            if job is not None and not limits.sees_job(job):
                 raise not_found("job", params["job_id"])
 
-
-def searched_collections(job: Job) -> frozenset[uuid.UUID] | None:
-    """Every collection the job searched (its own, ``also_search``, its profiles'), or None when the row does not
-    say (a profile set's run: its set's collections)."""
-    asked = job.request or {}
-    if "profile_set_id" in asked and not job.initial_state:
-        return None
-    named: list[object] = [job.collection_id, *(asked.get("also_search") or [])]
-    for profile in asked.get("profiles") or []:
-        named.extend(profile.get("collections") or [] if isinstance(profile, dict) else [])
-    named.extend(((job.initial_state or {}).get("collections") or {}).keys())
-    ids = [_uuid(c) for c in named]
-    return None if None in ids else frozenset(i for i in ids if i is not None)
-
-
-def job_within(job: Job, limits: KeyLimits) -> bool:
-    """Whether a key with these limits sees the job: every collection it searched is one of the key's."""
-    if limits.collections is None:
-        return True
-    searched = searched_collections(job)
-    return searched is not None and searched <= limits.collections

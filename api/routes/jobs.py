@@ -26,7 +26,6 @@ from api.errors import http_error, not_found
 from api.rate_limits import release_job_admission
 from api.request_guard import GuardedRoute
 from api.schemas import JobOut
-from api.scopes import job_within
 from api.security_headers import attachment
 from pipeline.job.answer_stream import AnswerStreamReader
 from pipeline.job.refusal import Refusal
@@ -211,7 +210,7 @@ def list_jobs(
             query = query.where(Job.status == status)
         total = s.scalar(select(func.count()).select_from(query.subquery()))
         jobs = s.scalars(query.order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset)).all()
-        jobs = [j for j in jobs if job_within(j, limits)]
+        jobs = [j for j in jobs if limits.sees_job(j)]
         items = [
             {"job_id": str(j.id), "collection_id": str(j.collection_id), "query": j.query, "status": j.status,
              "stage": j.stage, "cached": j.cached_from is not None, "created_at": j.created_at,

@@ -40,6 +40,7 @@ from pipeline.platform.kv import canonical_hash
 from pipeline.platform.settings import Settings
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import MetadataFilter, filter_problems
+from pipeline.security.key_limits import KeyLimits
 from pipeline.services import Services
 
 CONTEXTUALIZER = "query_contextualizer"
@@ -75,6 +76,10 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
     with services.db.session() as s:
         if idempotency_key:
             earlier = jobs.by_idempotency_key(s, user_id, idempotency_key)
+            if earlier is not None and not KeyLimits(collections=within).sees_job(earlier):
+                # Made with another key of the user's: the replay would hand over a job this key may not see.
+                raise Refusal(409, "this Idempotency-Key belongs to a job over collections this API key does not "
+                                   "see; send another Idempotency-Key")
             if earlier is not None:
                 return Submission.of(earlier, replayed=True)
         epochs = _epochs(s, named_at, user_id, settings, within)

@@ -12,6 +12,7 @@ Usage::
     limits.unlimited                          # False: this key may not manage keys
     limits.sees(collection_id)                # True
     limits.expired(utcnow())                  # False for 30 days
+    limits.sees_job(job)                      # every collection the job searched is one of the key's
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, get_args
+
+from pipeline.platform.db import Job
 
 Scope = Literal["search", "read", "write"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
@@ -58,6 +61,28 @@ def checked_scopes(scopes: Iterable[str]) -> frozenset[Scope]:
     if not given:
         raise KeyLimitError(f"name at least one scope of {', '.join(SCOPES)}, or none at all for every scope")
     return frozenset(given)  # type: ignore[arg-type]
+
+
+def uuid_or_none(value: object) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
+
+
+def searched_collections(job: Job) -> frozenset[uuid.UUID] | None:
+    """Every collection the job searched (its own, ``also_search``, its profiles'), or None when the row does not
+    say (a profile set's run without its first state)."""
+    asked = job.request or {}
+    if "profile_set_id" in asked and not job.initial_state:
+        return None
+    named: list[object] = [job.collection_id, *(asked.get("also_search") or [])]
+    for profile in asked.get("profiles") or []:
+        named.extend(profile.get("collections") or [] if isinstance(profile, dict) else [])
+    # A profile set's run names its collections in its first state alone.
+    named.extend(((job.initial_state or {}).get("collections") or {}).keys())
+    ids = [uuid_or_none(c) for c in named]
+    return None if None in ids else frozenset(i for i in ids if i is not None)
 
 
 def _aware(moment: datetime | None) -> datetime | None:
@@ -111,6 +136,13 @@ class KeyLimits:
 
     def sees(self, collection_id: uuid.UUID | str) -> bool:
         return self.collections is None or uuid.UUID(str(collection_id)) in self.collections
+
+    def sees_job(self, job: Job) -> bool:
+        """Whether the key sees the job: every collection it searched is one of the key's."""
+        if self.collections is None:
+            return True
+        searched = searched_collections(job)
+        return searched is not None and searched <= self.collections
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now

@@ -14,9 +14,9 @@ from starlette.routing import Route
 
 import api.routes
 from api.auth import current_user
-from api.scopes import FRAMEWORK_PATHS, ROUTE_NEEDS, need_of, searched_collections, template
+from api.scopes import FRAMEWORK_PATHS, ROUTE_NEEDS, need_of, template
 from pipeline.platform.db import Job
-from pipeline.security.key_limits import KeyLimitError, KeyLimits, checked_scopes, parse_duration
+from pipeline.security.key_limits import KeyLimitError, KeyLimits, checked_scopes, parse_duration, searched_collections
 from pipeline.security.users import SHOWN_CHARS, UserStore
 
 # -- durations and scopes ---------------------------------------------------------------------------------------
@@ -164,6 +164,14 @@ def test_a_key_of_one_collection_sees_only_it(app, client, owner):
     assert searched.status_code == 422 and searched.json()["detail"][0]["loc"] == ["body", "also_search", 0]
     assert client.post("/v1/webhooks", headers=headers, json={"url": "https://example.com/h"}).status_code == 403
     assert client.get("/v1/collections", headers=_key(app, owner, collections=[a, b])).status_code == 200
+    # An Idempotency-Key the user's other key spent on B hands B's job to no key of A alone.
+    idempotent = {"Idempotency-Key": f"k-{uuid.uuid4().hex}"}
+    on_b = client.post("/v1/search", headers=idempotent, json={"collection_id": b, "query": "x", "agents": []})
+    assert on_b.status_code == 202, on_b.text
+    replayed = client.post("/v1/search", headers={**headers, **idempotent},
+                           json={"collection_id": a, "query": "x", "agents": []})
+    assert replayed.status_code == 409 and on_b.json()["job_id"] not in replayed.text
+    assert client.get(f"/v1/jobs/{on_b.json()['job_id']}", headers=headers).status_code == 404
 
 
 def test_an_expired_key_is_refused_saying_it_expired(app, client, owner):
@@ -226,3 +234,38 @@ def test_keys_are_made_listed_and_revoked_by_their_owner_only(app, client, owner
     assert client.delete(f"/v1/keys/{body['prefix']}").status_code == 204
     assert client.get("/v1/me", headers=scoped).status_code == 401
     assert client.delete(f"/v1/keys/{body['prefix']}").status_code == 404  # already revoked
+
+
+def test_the_new_key_command_limits_the_key_and_refuses_bad_input_clearly(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from cli import main
+    from pipeline.platform.db import Collection, Database
+    from pipeline.platform.settings import get_settings
+
+    monkeypatch.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path))
+    get_settings.cache_clear()
+    try:
+        runner = CliRunner()
+        assert runner.invoke(main, ["users", "create", "erin"]).exit_code == 0
+        store = UserStore(Database(get_settings().database_url))
+        collection_id = uuid.uuid4()
+        with store.db.session() as s:
+            s.add(Collection(id=collection_id, user_id=store.user_id("erin"), name="handbook", embedding_model="m"))
+        made = runner.invoke(main, ["users", "new-key", "erin", "--label", "bot", "--scope", "search,read",
+                                    "--collection", "handbook", "--expires", "12h"])
+        assert made.exit_code == 0, made.output
+        limits = store.grant(made.output.strip().splitlines()[-1]).limits
+        assert limits.scopes == {"search", "read"} and limits.collections == {collection_id}
+        assert timedelta(hours=12) - timedelta(minutes=1) < limits.expires_at - datetime.now(UTC) <= timedelta(hours=12)
+        listed = runner.invoke(main, ["users", "list"]).output
+        assert "bot (scopes read,search; collections " + str(collection_id) in listed and "expires " in listed
+        for args, words in ((["--scope", "search,admin"], "unknown scope 'admin'"),
+                            (["--collection", "nothing"], "no collection named 'nothing'"),
+                            (["--expires", "30"], "invalid duration '30'"),
+                            (["--expires", "0h"], "longer than nothing")):
+            refused = runner.invoke(main, ["users", "new-key", "erin", *args])
+            assert refused.exit_code == 2 and words in refused.output, (args, refused.output)
+        assert len(store.keys_of(store.user_id("erin"))) == 2  # the first key and the bot's, nothing refused
+    finally:
+        get_settings.cache_clear()
