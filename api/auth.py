@@ -10,7 +10,8 @@ Usage (in a route)::
 
     @router.get("/v1/things/{thing_id}")
     def read_thing(thing_id: uuid.UUID, user_id: CurrentUser, request: Request): ...
-        key_limits(request).sees(collection_id)      # the key's own limits, for a route's listing
+
+    key_limits(request).collections      # in a listing: the only collections the key sees (None: all the user's)
 """
 
 from __future__ import annotations
