@@ -60,6 +60,8 @@ deploy-check: install
 # 500 jobs at once, a thread-pool worker killed): about 20 minutes, so not part of `make test`. Figures in .agentsearch/chaos/results.json and
 # docs/reliability.md.
 chaos: install services
+	# nftables cuts the network between the partition drill's hosts (tests/chaos/test_8_partition.py; root only).
+	scripts/ensure-services.sh --no-services nft:nftables
 	CHAOS=1 $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/chaos
 
 # Speed is measured here, not in tests: one run of the seven benchmarks, written to BENCHMARKS.md (raw figures in
