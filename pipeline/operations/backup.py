@@ -232,7 +232,11 @@ def _run(command: list[str], database_url: str) -> None:
     if url.password:
         env["PGPASSWORD"] = str(url.password)
     dsn = url.set(password=None).render_as_string(hide_password=False)
-    done = subprocess.run([*command, "--dbname", dsn], capture_output=True, text=True, env=env)
+    try:
+        done = subprocess.run([*command, "--dbname", dsn], capture_output=True, text=True, env=env)
+    except FileNotFoundError:
+        raise BackupError(f"{command[0]} not found: install PostgreSQL's client programs (postgresql-client), of "
+                          "the server's major version or newer") from None
     if done.returncode != 0:
         raise BackupError(f"{command[0]} failed: {done.stderr.strip() or done.stdout.strip()}")
 
