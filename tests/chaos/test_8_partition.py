@@ -17,6 +17,8 @@ The figures go to ``partition.json`` beside ``results.json`` (``{scenario: {"job
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import threading
 import time
 import uuid
@@ -61,6 +63,8 @@ SCENARIOS = {
 
 @pytest.fixture(scope="module")
 def hosts_stack(tmp_path_factory):
+    if os.geteuid() != 0 or shutil.which("nft") is None:
+        pytest.skip("network namespaces and nftables need root and nft (make chaos installs nftables)")
     with HostsStack(tmp_path_factory.mktemp("partition")) as running:
         running.wait_workers_ready()
         use_drill_agents(running, work_s=1.0)  # slow enough that jobs are mid-way when the cut comes
