@@ -20,6 +20,8 @@ import fakeredis
 import redis
 import redis.asyncio
 
+from pipeline.platform.settings import get_settings
+
 _local_server: fakeredis.FakeServer | None = None
 _local_lock = threading.Lock()
 
@@ -36,11 +38,16 @@ def connect_redis(url: str | None, timeout_s: float = 5.0) -> redis.Redis:
     return fakeredis.FakeRedis(server=_local_server)
 
 
-def connect_async_redis(url: str | None) -> redis.asyncio.Redis:
+def connect_async_redis(url: str | None, timeout_s: float | None = None) -> redis.asyncio.Redis:
     """The asyncio client of the same store: a real Redis at ``url``, else the in-process one ``connect_redis``
-    gives (so an API and worker threads in one process share it)."""
+    gives (so an API and worker threads in one process share it). ``timeout_s``: default the settings'
+    ``redis_timeout_s``."""
     if url:
-        return redis.asyncio.Redis.from_url(url, socket_connect_timeout=5, health_check_interval=30)
+        # A read's wait (an answer stream's XREAD BLOCK, 0.2 s) stays well under the timeout; without one, a Redis
+        # partitioned away held an event stream's read, and the stream, until the heal.
+        timeout_s = timeout_s if timeout_s is not None else get_settings().redis_timeout_s
+        return redis.asyncio.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                                            health_check_interval=30)
     global _local_server
     with _local_lock:
         if _local_server is None:

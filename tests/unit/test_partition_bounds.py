@@ -1,10 +1,12 @@
 """What a partitioned Redis costs a caller, bounded: a publish to a broker that takes no connection and answers
 nothing fails within the Redis timeout instead of waiting for good, and readiness answers within its bound while
-a check hangs (docs/reliability.md, "Network partitions"). The whole API against such a Redis is
+a check hangs, and an answer stream stops reading from a Redis that went silent (docs/reliability.md, "Network
+partitions"). The whole API against such a Redis is
 ``tests/integration/test_partitioned_redis.py``; the drill across hosts is ``tests/chaos/test_8_partition.py``."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -16,7 +18,10 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 import worker.app as worker_app
+from api.answer_events import AnswerEvents
 from api.routes import health
+from pipeline.job.answer_stream import AnswerStreamReader
+from pipeline.platform.kv import connect_async_redis
 from pipeline.platform.settings import Settings
 from tests.support.black_hole import black_hole
 
@@ -83,3 +88,17 @@ def test_readiness_answers_in_time_while_a_check_hangs(hanging_redis_app):
     assert response.status_code == 503
     assert response.json()["checks"] == {"database": "ok", "redis": "unavailable", "broker": "ok"}
     assert took < health.READY_WITHIN_S + 1.0, took
+
+
+def test_an_answer_stream_stops_waiting_on_a_redis_gone_silent():
+    async def read_a_while(events: AnswerEvents) -> list[str]:
+        return [event async for event in events.wait(0.2)]
+
+    with black_hole(connects=True) as port:
+        events = AnswerEvents(AnswerStreamReader(connect_async_redis(f"redis://127.0.0.1:{port}/0", timeout_s=0.5),
+                                                 "a-job"))
+        started = time.monotonic()
+        # Without a socket timeout the read waits on the connection for as long as the partition lasts.
+        read = asyncio.run(asyncio.wait_for(read_a_while(events), 10))
+        assert read == [] and not events.available  # the stream goes on from the job's row
+        assert time.monotonic() - started < 3
