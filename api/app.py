@@ -31,6 +31,7 @@ from api.routes import (
     me,
     metrics,
     profiles,
+    sso,
     webhooks,
 )
 from api.security_headers import SecurityHeaders
@@ -139,6 +140,8 @@ def create_app() -> FastAPI:
         # console's static files (no key, no user data).
         limited = module not in (health, metrics, console)
         app.include_router(module.router, dependencies=[RateLimited] if limited else None)
+    # Single sign-on's routes take no key: they begin and end a console session (api/routes/sso.py).
+    app.include_router(sso.router)
     # MCP over streamable HTTP (api/mcp_server/): authenticated by API key like the routes above.
     app.add_route("/mcp", mcp_endpoint, include_in_schema=False)
     return app

@@ -23,6 +23,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from api.scopes import authorize
+from api.session_auth import SESSION_STATE, session_grant, session_still_valid, session_user
 from pipeline.platform.db import utcnow
 from pipeline.security.key_limits import KeyLimits
 from pipeline.security.users import KeyGrant, UserStore
@@ -60,6 +61,10 @@ def current_user(
         raise _unauthorized("two different API keys were sent (in Authorization and X-API-Key, or in one of them "
                             "twice); send one")
     if not key:
+        # The console signed in through single sign-on sends its session cookie instead (api/session_auth.py).
+        if (session_user_id := session_user(request)) is not None:
+            setattr(request.state, KEY_GRANT_STATE, session_grant(session_user_id))
+            return session_user_id
         raise _unauthorized("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
     # Looked up on every request (one indexed read of the key's digest), never remembered in the process: a key
     # an operator revokes stops working at once in every API process.
@@ -91,6 +96,8 @@ def still_valid(request: Request, user_id: uuid.UUID) -> bool:
     """Whether the key the request was authenticated with still belongs to ``user_id`` (not revoked, not expired
     since): one indexed read, as the check on the way in."""
     key = getattr(request.state, "api_key", None)
+    if key is None and getattr(request.state, SESSION_STATE, None):
+        return session_still_valid(request, user_id)
     return bool(key) and UserStore(request.app.state.services.db).authenticate(key) == user_id
 
 

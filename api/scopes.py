@@ -68,6 +68,12 @@ ROUTE_NEEDS: dict[tuple[str, str], Need] = {
     # The tools call the routes below with the same key, each checked there.
     ("*", "/mcp"): ANY_KEY,
     ("GET", "/v1/me"): ANY_KEY,
+    # Single sign-on: how a console session begins and ends (api/routes/sso.py); a session acts as a key of its
+    # user without limits, but for key management (api/session_auth.py).
+    ("GET", "/v1/auth/config"): PUBLIC,
+    ("GET", "/v1/auth/login"): PUBLIC,
+    ("GET", "/v1/auth/callback"): PUBLIC,
+    ("POST", "/v1/auth/logout"): PUBLIC,
     ("POST", "/v1/keys"): KEYS,
     ("GET", "/v1/keys"): KEYS,
     ("DELETE", "/v1/keys/{prefix}"): KEYS,

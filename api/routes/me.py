@@ -21,6 +21,7 @@ from sqlalchemy import select
 from api.auth import CurrentUser, key_grant
 from api.rate_limits import effective_limits
 from api.request_guard import GuardedRoute
+from api.session_auth import csrf_token
 from pipeline.platform.db import User
 from pipeline.security.quotas import Limits, QuotaStore, RouteClass
 from pipeline.security.rate_windows import RateWindows
@@ -65,6 +66,8 @@ class MeOut(BaseModel):
     limits: Limits
     usage: Usage
     counters_shared: bool  # True: counted in Redis across every API process; False: in this process alone
+    # Signed in through single sign-on: what a change made with the session cookie sends in X-CSRF-Token.
+    csrf_token: str | None = None
 
 
 def _window(windows: RateWindows, user_id: uuid.UUID, kind: RouteClass, limit: int) -> WindowUsage | None:
@@ -98,4 +101,5 @@ def read_me(user_id: CurrentUser, request: Request) -> MeOut:
             documents=quotas.documents_stored(user_id),
         ),
         counters_shared=windows.shared,
+        csrf_token=csrf_token(request),
     )

@@ -115,6 +115,28 @@ class Settings(BaseSettings):
     api_port: int = Field(8000, ge=0, le=65535)
     api_url: str | None = Field(None, description="Where the CLI finds a running API; unset: it starts one in-process.")
     api_key: str | None = Field(None, description="The CLI's key for the API at api_url (`agentsearch users create`).")
+    # Single sign-on for the console (api/sso.py, docs/security.md "Single sign-on"): off while the issuer is unset.
+    oidc_issuer: str | None = Field(
+        None, description="The OpenID provider's issuer URL (its discovery document: "
+                          "{issuer}/.well-known/openid-configuration)."
+    )
+    oidc_client_id: str | None = Field(None, description="agentsearch's client id at the provider.")
+    oidc_client_secret: SecretStr | None = Field(
+        None, description="Set: a confidential client (client_secret_basic); unset: a public client (PKCE alone)."
+    )
+    oidc_scopes: str = Field("openid profile email", description="Scopes asked for at sign-in.")
+    oidc_groups_claim: str | None = Field(None, description="The ID token's claim listing the user's groups.")
+    oidc_redirect_url: str | None = Field(
+        None, description="The callback URL registered at the provider; unset: /v1/auth/callback of the request's host."
+    )
+    oidc_leeway_s: int = Field(30, ge=0, le=600, description="Clock difference allowed when checking exp and iat.")
+    session_ttl_s: int = Field(8 * 3600, ge=60, le=30 * 86400, description="How long a console session lasts.")
+    session_cookie_name: str = Field("agentsearch_session", pattern=r"^[A-Za-z0-9_-]+$")
+    session_cookie_samesite: Literal["lax", "strict"] = Field("lax", description="The session cookie's SameSite.")
+    session_cookie_secure: bool | None = Field(
+        None, description="Secure on the session cookie; unset: when the request came over https (behind a proxy, "
+                          "its X-Forwarded-Proto, from the addresses uvicorn trusts)."
+    )
     worker_concurrency: int = Field(2, ge=1, le=64, description="Processes of a prefork worker.")
     # A thread-pool worker runs the steps that mostly wait (agents calling LLMs, HTTP, MCP; search; the answer):
     # one process, many steps at once (README "Two kinds of worker").

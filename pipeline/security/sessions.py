@@ -1,0 +1,71 @@
+"""The console's sessions: a user signed in through single sign-on, held server-side in the database.
+
+A session is a random token (256 bits) in an ``HttpOnly`` cookie; only its SHA-256 digest is stored, as for API
+keys, so a copy of the table opens no session. It is read on every request (one indexed read, like a key), so
+signing out ends it at once in every API process, and it ends by itself at ``expires_at``. Its CSRF token is derived
+from the session token (an HMAC), so it is bound to the session and needs no column: a page of another origin can
+make the browser send the cookie, never read the token.
+
+Usage::
+
+    sessions = SessionStore(db)
+    token = sessions.open(user_id, ttl_s=28800)      # the cookie's value, shown once
+    sessions.user_of(token)                         # -> the user id, or None (unknown, ended or expired)
+    sessions.csrf_token(token)                      # what a state-changing request must carry in X-CSRF-Token
+    sessions.end(token)                             # sign-out: the cookie opens nothing any more
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import uuid
+from datetime import datetime, timedelta
+
+from sqlalchemy import DateTime, ForeignKey, String, delete, select
+from sqlalchemy.orm import Mapped, mapped_column
+
+from pipeline.platform.db import Base, Database, utcnow
+from pipeline.security.users import digest
+
+
+class ConsoleSession(Base):
+    __tablename__ = "console_sessions"
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+def csrf_matches(token: str, sent: str | None) -> bool:
+    """Whether ``sent`` (the ``X-CSRF-Token`` header) is the session's CSRF token, compared in constant time."""
+    return bool(sent) and hmac.compare_digest(SessionStore.csrf_token(token), sent)
+
+
+class SessionStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def open(self, user_id: uuid.UUID, ttl_s: float) -> str:
+        token = secrets.token_urlsafe(32)
+        now = utcnow()
+        with self.db.session() as s:
+            # Sessions past their end are dropped as new ones open: the table holds only live ones and a few.
+            s.execute(delete(ConsoleSession).where(ConsoleSession.expires_at < now))
+            s.add(ConsoleSession(digest=digest(token), user_id=user_id, created_at=now,
+                                 expires_at=now + timedelta(seconds=ttl_s)))
+        return token
+
+    def user_of(self, token: str) -> uuid.UUID | None:
+        with self.db.session() as s:
+            return s.scalar(select(ConsoleSession.user_id).where(ConsoleSession.digest == digest(token),
+                                                                 ConsoleSession.expires_at > utcnow()))
+
+    def end(self, token: str) -> bool:
+        with self.db.session() as s:
+            return bool(s.execute(delete(ConsoleSession).where(ConsoleSession.digest == digest(token))).rowcount)
+
+    @staticmethod
+    def csrf_token(token: str) -> str:
+        return hmac.new(token.encode(), b"agentsearch csrf", hashlib.sha256).hexdigest()
