@@ -1,12 +1,18 @@
 // The API as the page calls it. The key lives in sessionStorage only (gone when the browser session ends) and
-// travels in the Authorization header: never in a URL, where logs and the history would keep it.
+// travels in the Authorization header: never in a URL, where logs and the history would keep it. Signed in through
+// single sign-on instead, the page holds no key: the browser sends the session's HttpOnly cookie (which no script
+// can read), and every change carries the session's CSRF token from GET /v1/me in X-CSRF-Token.
 
 const KEY = 'agentsearch.apiKey';
+const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
+let csrf = null; // the single sign-on session's CSRF token, in this page's memory only
 
 export const session = {
   get key() { return sessionStorage.getItem(KEY); },
   set(key) { sessionStorage.setItem(KEY, key); },
-  clear() { sessionStorage.removeItem(KEY); },
+  setCsrf(token) { csrf = token || null; },
+  get sso() { return !this.key && Boolean(csrf); },
+  clear() { sessionStorage.removeItem(KEY); csrf = null; },
 };
 
 export class ApiError extends Error {
@@ -17,8 +23,9 @@ export class ApiError extends Error {
   }
 }
 
-function headers(extra) {
-  return { Authorization: `Bearer ${session.key}`, ...extra };
+function headers(extra, method = 'GET') {
+  if (session.key) return { Authorization: `Bearer ${session.key}`, ...extra };
+  return SAFE.has(method) || !csrf ? { ...extra } : { 'X-CSRF-Token': csrf, ...extra };
 }
 
 async function failure(response) {
@@ -32,7 +39,7 @@ async function failure(response) {
 
 /** api('/v1/collections'), api(path, {method: 'POST', json: {...}}), api(path, {method: 'POST', form: formData}) */
 export async function api(path, { method = 'GET', json, form, signal } = {}) {
-  const init = { method, headers: headers(), signal };
+  const init = { method, headers: headers({}, method), signal, credentials: 'same-origin' };
   if (json !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(json);
@@ -48,7 +55,8 @@ export async function api(path, { method = 'GET', json, form, signal } = {}) {
 /** The job's server-sent events, parsed from fetch's streamed body (EventSource cannot send a header):
  * yields {event, data} until the server ends the stream or `signal` aborts. */
 export async function* jobEvents(jobId, signal) {
-  const response = await fetch(`/v1/jobs/${encodeURIComponent(jobId)}/events`, { headers: headers({ Accept: 'text/event-stream' }), signal });
+  const response = await fetch(`/v1/jobs/${encodeURIComponent(jobId)}/events`,
+    { headers: headers({ Accept: 'text/event-stream' }), signal, credentials: 'same-origin' });
   if (!response.ok) throw await failure(response);
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';

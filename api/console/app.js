@@ -68,10 +68,34 @@ function signInView(message) {
   });
   main.append(h('div', { class: 'sign-in-wrap' }, form));
   input.focus();
+  offerSso(form);
+}
+
+// The operator's identity provider, when the server is configured for it: a plain link, since the sign-in is a
+// round trip of the whole page through the provider and back to /v1/auth/callback.
+async function offerSso(form) {
+  let config = null;
+  try { config = await api('/v1/auth/config'); } catch { return; }
+  if (!config.sso || !form.isConnected) return;
+  form.append(
+    h('p', { class: 'sign-in-or muted' }, 'or'),
+    h('a', { class: 'button-quiet sign-in-sso', id: 'sso-sign-in', href: config.login_url }, 'Sign in with SSO'));
+}
+
+// A single sign-on session opens the console without a key: its cookie is sent with the request.
+async function sessionMe() {
+  try {
+    const found = await api('/v1/me');
+    session.setCsrf(found.csrf_token);
+    return found.csrf_token ? found : null;
+  } catch {
+    return null;
+  }
 }
 
 async function route() {
-  if (!session.key) { signInView(); return; }
+  if (!session.key && !me) me = await sessionMe();
+  if (!session.key && !me) { signInView(); return; }
   if (!me) {
     try { me = await api('/v1/me'); } catch (exc) { session.clear(); signInView(exc.status === 401 ? `That key was refused: ${exc.message}.` : exc.message); return; }
   }
@@ -101,13 +125,18 @@ async function route() {
 window.addEventListener('hashchange', () => { if (location.hash !== '#main') route(); });
 window.addEventListener('agentsearch:unauthorized', (event) => {
   if (!me) return; // signing in: the sign-in form says it itself
+  const what = session.sso ? 'Your session' : 'Your key';
   session.clear();
   me = null;
   resetSearch();
   if (current) current.abort();
-  signInView(`Your key was refused (${event.detail}); sign in again.`);
+  signInView(`${what} was refused (${event.detail}); sign in again.`);
 });
-document.getElementById('sign-out').addEventListener('click', () => {
+document.getElementById('sign-out').addEventListener('click', async () => {
+  if (session.sso) {
+    // Ended on the server, so the cookie opens nothing even where a copy of it is kept.
+    try { await api('/v1/auth/logout', { method: 'POST' }); } catch (exc) { toast(`Could not sign out: ${exc.message}`); return; }
+  }
   session.clear();
   me = null;
   resetSearch();

@@ -7,6 +7,7 @@ login form and consent page; every token the API or a test checks is one the pro
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -227,3 +228,37 @@ def test_an_expired_id_token_is_refused(sso):
     with pytest.raises(SignInError) as refused:
         ours.verify(tokens["id_token"], login.nonce, tokens["access_token"])
     assert "expired" in refused.value.detail
+
+
+def test_the_console_signs_in_with_sso_makes_a_change_and_signs_out(sso):
+    chromium = shutil.which("chromium")
+    assert chromium, "Debian's chromium is missing: `make services` installs it"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.set_default_timeout(60_000)  # a 2-core machine shared with other work
+        page.goto(f"{sso.api}/")
+        page.click("#sso-sign-in")
+        page.fill("#id_username", sso.provider.user)
+        page.fill("#id_password", sso.provider.password)
+        page.click("#provider-sign-in")
+        page.click("input[name=allow]")  # the provider's consent page
+        page.wait_for_selector(".view-search")
+        assert page.locator("#who-name").inner_text() == sso.provider.user
+        # No key anywhere the page can read: the session is an HttpOnly cookie (the provider's own cookies share
+        # the host, 127.0.0.1, whatever the port).
+        stored = page.evaluate("() => [sessionStorage.length, localStorage.length, document.cookie]")
+        assert stored[:2] == [0, 0] and COOKIE not in stored[2]
+        session = next(c for c in page.context.cookies() if c["name"] == COOKIE)
+        assert session["httpOnly"] and session["sameSite"] == "Lax"
+        # A change from the console: it carries the CSRF token.
+        page.goto(f"{sso.api}/#/collections")
+        page.fill("form.stack input[name=name]", "made in the console by sso")
+        page.click("form.stack button[type=submit]")
+        page.wait_for_selector(".card-title:text-is('made in the console by sso')")
+        page.click("#sign-out")
+        page.wait_for_selector("#sso-sign-in")
+        browser.close()
+    assert httpx.get(f"{sso.api}/v1/me", cookies={COOKIE: session["value"]}).status_code == 401
