@@ -2,7 +2,8 @@
 
 The page is plain HTML, CSS and JavaScript modules in ``api/console/`` (no build step). It holds no data of its own:
 it signs in with an API key kept in the browser's ``sessionStorage`` and calls the same ``/v1`` routes as any client,
-with the key in the ``Authorization`` header (never in a URL). Nothing here needs a key: the files hold no user data.
+with the key in the ``Authorization`` header (never in a URL), or through single sign-on with a session cookie
+(``api/routes/sso.py``). Nothing here needs a key: the files hold no user data.
 
 Every answer carries a strict Content-Security-Policy: scripts and styles only from this origin (no inline script or
 style, no ``eval``), images and media also from ``blob:``/``data:`` URLs the page makes of artifacts, frames only from
