@@ -32,6 +32,7 @@ from api.routes import (
     metrics,
     profiles,
     sso,
+    teams,
     webhooks,
 )
 from api.security_headers import SecurityHeaders
@@ -135,7 +136,7 @@ def create_app() -> FastAPI:
     app.add_exception_handler(sql_errors.DataError, _value_not_storable)
     app.add_exception_handler(sql_errors.IntegrityError, _conflict)
     for module in (health, collections, documents, agents, jobs, metrics, profiles, me, keys, webhooks,
-                   conversations, console):
+                   conversations, teams, console):
         # Every route counts against its caller's limits (api/rate_limits.py) but the probes, /metrics and the
         # console's static files (no key, no user data).
         limited = module not in (health, metrics, console)

@@ -28,6 +28,8 @@ class CollectionCreate(Strict):
     description: str | None = Field(None, max_length=5000)
     stage_timeouts: StageTimeouts | None = Field(
         None, description="Seconds per stage for this collection's jobs (docs/stage-deadlines.md).")
+    team_id: uuid.UUID | None = Field(None, description="A team of yours (as its admin): the collection is the "
+                                                        "team's, reached by its members by their role.")
 
 
 class CollectionUpdate(Strict):
@@ -48,6 +50,9 @@ class CollectionOut(BaseModel):
         default_factory=IngestionProgress, description="The current ingestion: documents and chunks done, the rate "
         "and the time left (docs/documents.md, \"Progress\")."
     )
+    team_id: uuid.UUID | None = Field(None, description="The team whose collection it is; null: personal.")
+    team: str | None = Field(None, description="The team's name.")
+    role: str | None = Field(None, description="The caller's role over it: owner (personal), admin, editor, viewer.")
 
 
 class DocumentsIn(Strict):
@@ -139,6 +144,8 @@ class WebhookCreate(Strict):
                                                                  "operator allowed it (AGENTSEARCH_EGRESS_ALLOW).")
     events: list[WebhookEvent] = Field(min_length=1, max_length=3)
     description: str = Field("", max_length=1000)
+    collection_id: uuid.UUID | None = Field(None, description="Hear of every job over this collection (a team's: "
+                                                              "any member's; needs editor); null: your own jobs.")
 
     _events = field_validator("events")(_distinct_events)
 

@@ -59,6 +59,7 @@ COLLECTION = "/v1/collections/{collection_id}"
 JOB = "/v1/jobs/{job_id}"
 WEBHOOK = "/v1/webhooks/{webhook_id}"
 PROFILE_SET = "/v1/profile-sets/{set_id}"
+TEAM = "/v1/teams/{team_id}"
 ROUTE_NEEDS: dict[tuple[str, str], Need] = {
     ("GET", "/healthz"): PUBLIC,
     ("GET", "/readyz"): PUBLIC,
@@ -117,6 +118,12 @@ ROUTE_NEEDS: dict[tuple[str, str], Need] = {
     ("DELETE", WEBHOOK): USER_WRITE,
     ("GET", f"{WEBHOOK}/deliveries"): USER_READ,
     ("POST", f"{WEBHOOK}/deliveries/{{delivery_id}}/retry"): USER_WRITE,
+    # A team is who reaches its collections: managing it is a change to every collection of the team.
+    ("POST", "/v1/teams"): USER_WRITE,
+    ("GET", "/v1/teams"): USER_READ,
+    ("GET", TEAM): USER_READ,
+    ("PUT", f"{TEAM}/members/{{member}}"): USER_WRITE,
+    ("DELETE", f"{TEAM}/members/{{member}}"): USER_WRITE,
 }
 # Routes FastAPI adds itself: the API's description, readable without a key.
 FRAMEWORK_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})

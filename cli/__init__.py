@@ -11,6 +11,7 @@
     agentsearch agents list [--json]                   the registered agents
     agentsearch users create NAME | list | new-key NAME | revoke PREFIX    API users and their keys
     agentsearch users limits NAME [--searches-per-minute N ...] [--reset]   a user's rate limits and quotas
+    agentsearch teams create NAME | add-member TEAM USER --role R | remove-member | list | show   teams, roles
     agentsearch tools add NAME --kind mcp|http ... | list | remove NAME     tools agent configs may name
     agentsearch reindex [--collection NAME]            a collection's Milvus data rebuilt from the database
     agentsearch backup DIR | restore DIR [--database-url URL] [--reindex]   the database, with a manifest
@@ -24,7 +25,7 @@ this process and act as the local user.
 
 Where each command lives: ``cli/serve.py`` (api, worker, beat, flower, migrate), ``cli/documents.py`` (ingest),
 ``cli/folder_sync.py`` (sync), ``cli/search.py``, ``cli/demo.py``, ``cli/eval.py``, ``cli/agents.py``, ``cli/users.py``,
-``cli/tools.py``, ``cli/benchmarks.py`` (bench), ``cli/mcp.py`` (mcp), ``cli/reindex.py``,
+``cli/teams.py``, ``cli/tools.py``, ``cli/benchmarks.py`` (bench), ``cli/mcp.py`` (mcp), ``cli/reindex.py``,
 ``cli/backup.py`` (backup, restore); the API client they share is
 ``cli/client.py`` with ``cli/session.py``. The commands that may load the models in this process print their own
 lines and errors, not the libraries' bars and warnings (``cli/quiet.py``).
@@ -43,7 +44,8 @@ from __future__ import annotations
 
 import click
 
-from cli import agents, backup, demo, documents, folder_sync, mcp, reindex, retention, search, serve, tools, users
+from cli import (agents, backup, demo, documents, folder_sync, mcp, reindex, retention, search, serve, teams, tools,
+                 users)
 from cli.benchmarks import bench_group
 from cli.errors import fail
 from cli.eval import eval_group
@@ -61,7 +63,8 @@ def main(ctx: click.Context) -> None:
 
 
 for command in (serve.migrate, serve.api, serve.worker, serve.beat, serve.flower, documents.ingest, folder_sync.sync,
-                search.search, demo.demo, eval_group, agents.agents, users.users, tools.tools, bench_group,
+                search.search, demo.demo, eval_group, agents.agents, users.users, teams.teams, tools.tools,
+                bench_group,
                 mcp.mcp_server, retention.retention, reindex.reindex,
                 backup.backup, backup.restore):
     main.add_command(command)

@@ -68,11 +68,25 @@ class ApiClient:
         return response.json()
 
     def ensure_collection(self, name: str) -> dict:
-        found = self._call("GET", "/v1/collections", params={"name": name})
-        return found[0] if found else self._call("POST", "/v1/collections", json={"name": name})
+        """The collection ``name`` names (``team/name``: a team's), made when missing (a team's by its admin)."""
+        found = self.find_collection(name)
+        if found is not None:
+            return found
+        team_name, _, plain = name.rpartition("/")
+        if not team_name:
+            return self._call("POST", "/v1/collections", json={"name": name})
+        teams = [t for t in self._call("GET", "/v1/teams") if t["name"] == team_name]
+        if not teams:
+            raise ApiError(f"you are in no team named {team_name!r}", 404)
+        return self._call("POST", "/v1/collections", json={"name": plain, "team_id": teams[0]["id"]})
 
     def find_collection(self, name: str) -> dict | None:
+        """The collection ``name`` names: ``team/name`` a team's; a plain name the caller's own, or the one team
+        collection of that name (several: refused, naming each as ``team/name``)."""
         found = self._call("GET", "/v1/collections", params={"name": name})
+        if len(found) > 1:
+            named = ", ".join(f"{c['team']}/{c['name']}" for c in found)
+            raise ApiError(f"{len(found)} team collections are named {name!r} ({named}); name one as TEAM/NAME", 409)
         return found[0] if found else None
 
     def add_documents(self, collection_id: str, documents: list[dict], batch: int = 256,

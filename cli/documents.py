@@ -54,7 +54,8 @@ def wait_with_progress(client: ApiClient, collection_id: str, documents: int, la
 
 @click.command()
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--collection", "collection_name", required=True, help="Collection name (created when missing).")
+@click.option("--collection", "collection_name", required=True,
+              help="Collection name, TEAM/NAME for a team's (created when missing).")
 def ingest(file: Path, collection_name: str) -> None:
     """Ingest documents: JSON Lines (id, title, text, optional metadata per line), or one file of any format the
     parsers read (PDF, scans, Word, PowerPoint, Excel, CSV, HTML, Markdown, text, e-mail)."""

@@ -109,7 +109,8 @@ def parse_stage_timeouts(given: tuple[str, ...]) -> dict[str, float] | None:
 
 @click.command()
 @click.argument("query")
-@click.option("--collection", "collection_name", required=True)
+@click.option("--collection", "collection_name", required=True,
+              help="Collection name; TEAM/NAME for a team's (a plain name: yours, else the one team's of that name).")
 @click.option("--agents", default=None, help="Comma-separated agent ids to run with default configs for this job.")
 @click.option("--top-k", type=int, default=None)
 @click.option("--cot", is_flag=True, help="Include chain-of-thought steps.")

@@ -1,5 +1,5 @@
 // The console's shell: sign in, the sections, and which view the address shows (#/search, #/collections/ID,
-// #/agents/ID, #/history, #/jobs/ID). The address never holds the key.
+// #/agents/ID, #/teams/ID, #/history, #/jobs/ID). The address never holds the key.
 
 import { api, session } from './api.js';
 import { clear, dropStaleToast, h, toast } from './dom.js';
@@ -7,11 +7,13 @@ import { renderAgents } from './agents.js';
 import { renderCollections } from './collections.js';
 import { renderHistory, renderJob } from './history.js';
 import { renderSearch, resetSearch } from './search.js';
+import { renderTeams } from './teams.js';
 
 const VIEWS = {
   search: { render: renderSearch, title: 'Search' },
   collections: { render: renderCollections, title: 'Collections' },
   agents: { render: renderAgents, title: 'Agents' },
+  teams: { render: renderTeams, title: 'Teams' },
   history: { render: renderHistory, title: 'History' },
   jobs: { render: renderJob, title: 'Job', section: 'history' },
 };

@@ -8,7 +8,9 @@ import { badge, clear, formatTime, h, showFieldErrors, clearInvalid, toast, uid 
 import { ingestionText } from './ingestion.js';
 
 export async function renderCollections(main, [collectionId], ctx) {
-  const collections = await api('/v1/collections', { signal: ctx.signal });
+  // The teams the caller may add a collection to (a key that may not read teams offers none).
+  const [collections, teams] = await Promise.all([api('/v1/collections', { signal: ctx.signal }),
+    api('/v1/teams', { signal: ctx.signal }).catch(() => [])]);
   const selected = collections.find((c) => c.id === collectionId) || (collectionId ? null : collections[0]);
   const countLabels = new Map();
   const list = h('ul', { class: 'collection-list', 'aria-label': 'Your collections' },
@@ -17,11 +19,11 @@ export async function renderCollections(main, [collectionId], ctx) {
       countLabels.set(c.id, label);
       return h('li', null, h('a', {
         href: `#/collections/${c.id}`, class: 'collection-item', 'aria-current': selected && selected.id === c.id ? 'true' : null,
-      }, h('span', { class: 'collection-name' }, c.name), label));
+      }, h('span', { class: 'collection-name' }, c.team ? `${c.team}/${c.name}` : c.name), label));
     }));
   if (!collections.length) list.append(h('li', { class: 'muted' }, 'No collections yet.'));
   const aside = h('aside', { class: 'side card', 'aria-label': 'Collections' },
-    h('h2', { class: 'card-title' }, 'Collections'), list, createForm());
+    h('h2', { class: 'card-title' }, 'Collections'), list, createForm(teams.filter((t) => t.role === 'admin')));
   const detail = h('section', { class: 'detail', 'aria-label': 'Collection' });
   main.append(h('div', { class: 'view view-collections' }, h('h1', { class: 'view-title' }, 'Collections'),
     h('div', { class: 'split' }, aside, detail)));
@@ -87,8 +89,9 @@ function countsText(c) {
   return `${d.indexed} indexed${d.pending ? ` · ${d.pending} pending` : ''}${d.failed ? ` · ${d.failed} failed` : ''}`;
 }
 
-function createForm() {
+function createForm(teams) {
   const name = uid('name');
+  const team = uid('team');
   const description = uid('description');
   const errors = {
     'body.name': h('p', { class: 'field-error', hidden: true, id: uid('err'), dataset: { for: name } }),
@@ -103,6 +106,9 @@ function createForm() {
     h('div', { class: 'field' }, h('label', { for: description }, 'Description ', h('span', { class: 'muted' }, '(optional)')),
       h('input', { id: description, name: 'description', type: 'text', autocomplete: 'off', 'aria-describedby': errors['body.description'].id }),
       errors['body.description']),
+    teams.length ? h('div', { class: 'field' }, h('label', { for: team }, 'Team'),
+      h('select', { id: team, name: 'team_id' }, h('option', { value: '' }, 'Personal (only you)'),
+        teams.map((t) => h('option', { value: t.id }, t.name)))) : null,
     formError,
     h('button', { type: 'submit', class: 'button-primary' }, 'Create collection'));
   form.addEventListener('submit', async (event) => {
@@ -110,7 +116,9 @@ function createForm() {
     clearInvalid(form);
     const data = new FormData(form);
     try {
-      const created = await api('/v1/collections', { method: 'POST', json: { name: data.get('name').trim(), description: data.get('description').trim() || null } });
+      const json = { name: data.get('name').trim(), description: data.get('description').trim() || null };
+      if (data.get('team_id')) json.team_id = data.get('team_id');
+      const created = await api('/v1/collections', { method: 'POST', json });
       toast(`Collection ${created.name} created`);
       location.hash = `#/collections/${created.id}`;
     } catch (exc) {

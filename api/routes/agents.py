@@ -6,12 +6,12 @@ import uuid
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select
 
 from api.auth import CurrentUser, current_user
 from api.errors import from_validation_error, not_found, unprocessable
 from api.request_guard import GuardedRoute
-from api.routes.collections import get_collection
+from api.roles import collection_for
 from api.schemas import AgentConfigCreate, AgentConfigOut, CollectionAgentIn, CollectionAgentsIn
 from pipeline.agents.base import Stage
 from pipeline.agents.references import UnresolvedReference, UserResources, resolve_config_references
@@ -143,14 +143,17 @@ def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, us
     the one before it committed and inserts its own, so the last one wins whole (never a unique-key clash).
     """
     with request.app.state.services.db.session() as s:
-        get_collection(s, collection_id, user_id, lock=True)
+        collection_for(request, s, collection_id, user_id, lock=True)
         wanted = [a.agent_config_id for a in body.agents]
         named = wanted + [a.fallback_agent_config_id for a in body.agents if a.fallback_agent_config_id is not None]
-        # Each config the caller owns, with its stage: another user's config is as unknown as a missing one.
+        # Each config the caller owns, or the set already runs (another editor's, in a team's collection), with its
+        # stage: any other config is as unknown as a missing one.
+        linked = select(CollectionAgent.agent_config_id).where(CollectionAgent.collection_id == collection_id)
         stages = dict(
             s.execute(
                 select(AgentConfigRow.id, AgentConfigRow.trigger_stage)
-                .where(AgentConfigRow.id.in_(named), AgentConfigRow.user_id == user_id)
+                .where(AgentConfigRow.id.in_(named),
+                       or_(AgentConfigRow.user_id == user_id, AgentConfigRow.id.in_(linked)))
             ).all()
         )
         for i, item in enumerate(body.agents):
@@ -183,7 +186,7 @@ def read_collection_agents(collection_id: uuid.UUID, user_id: CurrentUser, reque
     """The collection's agent set in the shape ``PUT`` takes (so a client can change one entry and send it back),
     in the order a job runs each stage: by priority (the collection's, else the config's), then agent id."""
     with request.app.state.services.db.session() as s:
-        get_collection(s, collection_id, user_id)
+        collection_for(request, s, collection_id, user_id)
         rows = s.execute(
             select(CollectionAgent, AgentConfigRow)
             .join(AgentConfigRow, AgentConfigRow.id == CollectionAgent.agent_config_id)

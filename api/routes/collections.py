@@ -22,18 +22,20 @@ from api.auth import CurrentUser, key_limits
 from api.errors import http_error, not_found, unprocessable
 from api.rate_limits import effective_limits
 from api.request_guard import GuardedRoute
+from api.roles import collection_for, team_for
 from api.schemas import CollectionCreate, CollectionOut, CollectionUpdate, DocumentsAccepted, DocumentsIn
 from pipeline.ingestion.lease import queue_in_tasks
 from pipeline.ingestion.progress import collection_progress
 from pipeline.job.refusal import Refusal
 from pipeline.job.stage_budget import StageTimeouts, over_deadline
-from pipeline.platform.db import Collection, DocumentRow
+from pipeline.platform.db import Collection, DocumentRow, Team
+from pipeline.security.access import Access
 from pipeline.security.quotas import check_document_quota
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
 
 
-def _out(s, c: Collection) -> CollectionOut:
+def _out(s, c: Collection, access: Access) -> CollectionOut:
     counts = dict(
         s.execute(
             select(DocumentRow.status, func.count()).where(DocumentRow.collection_id == c.id).group_by(DocumentRow.status)
@@ -49,6 +51,9 @@ def _out(s, c: Collection) -> CollectionOut:
         created_at=c.created_at,
         stage_timeouts=c.stage_timeouts,
         ingestion=collection_progress(s, c.id),
+        team_id=c.team_id,
+        team=s.get(Team, c.team_id).name if c.team_id is not None else None,
+        role=access.held(c),
     )
 
 
@@ -61,23 +66,18 @@ def checked_stage_timeouts(request: Request, timeouts: StageTimeouts | None) -> 
     return given or None
 
 
-def get_collection(s, collection_id: uuid.UUID, user_id: uuid.UUID, lock: bool = False) -> Collection:
-    """The caller's collection, or 404. ``lock`` holds its row until the transaction ends (PostgreSQL's FOR
-    UPDATE), so writers of what hangs off one collection take turns instead of interleaving."""
-    collection = s.get(Collection, collection_id, with_for_update=lock)
-    if collection is None or collection.user_id != user_id:
-        raise not_found("collection", collection_id)
-    return collection
-
-
 @router.post("", status_code=201, response_model=CollectionOut)
 def create_collection(body: CollectionCreate, user_id: CurrentUser, request: Request) -> CollectionOut:
+    """A personal collection, or with ``team_id`` one of the team's (its admins make them), for every member."""
     services = request.app.state.services
     stage_timeouts = checked_stage_timeouts(request, body.stage_timeouts)
     try:
         with services.db.session() as s:
+            if body.team_id is not None:
+                team_for(request, s, body.team_id, user_id)
             collection = Collection(
                 user_id=user_id,
+                team_id=body.team_id,
                 name=body.name,
                 description=body.description,
                 embedding_model=services.settings.embedding_model,
@@ -85,26 +85,28 @@ def create_collection(body: CollectionCreate, user_id: CurrentUser, request: Req
             )
             s.add(collection)
             s.flush()
-            return _out(s, collection)
+            return _out(s, collection, Access(s, user_id))
     except IntegrityError:
         raise unprocessable(("body", "name"), f"a collection named {body.name!r} already exists") from None
 
 
 @router.get("", response_model=list[CollectionOut])
 def list_collections(user_id: CurrentUser, request: Request, name: str | None = None) -> list[CollectionOut]:
+    """The caller's personal collections and its teams' (each with ``team`` and the caller's ``role``). ``name``:
+    ``team/name`` a team's; a plain name the personal one, or when there is none, the teams' of that name."""
     with request.app.state.services.db.session() as s:
-        query = select(Collection).where(Collection.user_id == user_id).order_by(Collection.created_at)
+        access = Access(s, user_id)
+        query = access.listed_collections() if name is None else access.named_collections(name)
+        query = query.order_by(Collection.created_at, Collection.id)
         if (limited_to := key_limits(request).collections) is not None:
             query = query.where(Collection.id.in_(limited_to))
-        if name is not None:
-            query = query.where(Collection.name == name)
-        return [_out(s, c) for c in s.scalars(query).all()]
+        return [_out(s, c, access) for c in s.scalars(query).all()]
 
 
 @router.get("/{collection_id}", response_model=CollectionOut)
 def read_collection(collection_id: uuid.UUID, user_id: CurrentUser, request: Request) -> CollectionOut:
     with request.app.state.services.db.session() as s:
-        return _out(s, get_collection(s, collection_id, user_id))
+        return _out(s, collection_for(request, s, collection_id, user_id), Access(s, user_id))
 
 
 @router.patch("/{collection_id}", response_model=CollectionOut)
@@ -113,10 +115,10 @@ def update_collection(collection_id: uuid.UUID, body: CollectionUpdate, user_id:
     """Set the collection's stage budgets (``stage_timeouts``; null removes them): its next jobs run with them."""
     stage_timeouts = checked_stage_timeouts(request, body.stage_timeouts)
     with request.app.state.services.db.session() as s:
-        collection = get_collection(s, collection_id, user_id, lock=True)
+        collection = collection_for(request, s, collection_id, user_id, lock=True)
         collection.stage_timeouts = stage_timeouts
         s.flush()
-        return _out(s, collection)
+        return _out(s, collection, Access(s, user_id))
 
 
 @router.post("/{collection_id}/documents", status_code=202, response_model=DocumentsAccepted)
@@ -129,8 +131,9 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
             raise unprocessable(("body", "documents", i, "id"), f"duplicate document id {doc.id!r} (also at {seen[doc.id]})")
         seen[doc.id] = i
     with services.db.session() as s:
-        get_collection(s, collection_id, user_id)
-        existing = documents_within_quota(s, request, user_id, collection_id, list(seen))
+        # A team collection's documents count against the quota of the member who made it, not the sender's.
+        owner = collection_for(request, s, collection_id, user_id).user_id
+        existing = documents_within_quota(s, request, owner, collection_id, list(seen))
         rows = []
         for doc in body.documents:
             row = existing.get(doc.id) or DocumentRow(collection_id=collection_id, external_id=doc.id)
@@ -167,7 +170,7 @@ def delete_document(collection_id: uuid.UUID, document_id: str, user_id: Current
     """Remove a document: its row now, its vectors by a worker task; the collection's epoch moves on."""
     services = request.app.state.services
     with services.db.session() as s:
-        get_collection(s, collection_id, user_id)
+        collection_for(request, s, collection_id, user_id)
         row = s.scalar(
             select(DocumentRow).where(DocumentRow.collection_id == collection_id, DocumentRow.external_id == document_id)
         )

@@ -32,10 +32,11 @@ from sqlalchemy import func, select
 from api.auth import CurrentUser
 from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
-from api.routes.collections import add_documents, documents_within_quota, get_collection
+from api.roles import collection_for
+from api.routes.collections import add_documents, documents_within_quota
 from api.schemas import DocumentsIn, FilesAccepted
 from pipeline.ingestion.lease import queue
-from pipeline.platform.db import DocumentFile, DocumentRow
+from pipeline.platform.db import Collection, DocumentFile, DocumentRow
 from pipeline.platform.settings import get_settings
 from pipeline.security.storable import text_problem
 
@@ -57,7 +58,7 @@ def list_documents(
 ) -> dict:
     """The collection's documents, oldest first, without their text (read one document for that)."""
     with request.app.state.services.db.session() as s:
-        get_collection(s, collection_id, user_id)
+        collection_for(request, s, collection_id, user_id)
         query = select(DocumentRow).where(DocumentRow.collection_id == collection_id)
         if status:
             query = query.where(DocumentRow.status == status)
@@ -74,7 +75,7 @@ def list_documents(
 def read_document(collection_id: uuid.UUID, document_id: str, user_id: CurrentUser, request: Request) -> dict:
     """One document with its text: what a citation of it points into."""
     with request.app.state.services.db.session() as s:
-        get_collection(s, collection_id, user_id)
+        collection_for(request, s, collection_id, user_id)
         row = s.scalar(select(DocumentRow).where(DocumentRow.collection_id == collection_id,
                                                  DocumentRow.external_id == document_id))
         if row is None:
@@ -109,7 +110,8 @@ def upload_files(
         raise unprocessable(("body", "document_ids"), f"{len(document_ids)} ids for {len(files)} files; give one "
                                                       "per file, or none")
     with request.app.state.services.db.session() as s:
-        get_collection(s, collection_id, user_id)  # another user's collection is refused before any file is read
+        # Another user's collection is refused before any file is read.
+        collection_for(request, s, collection_id, user_id)
     taken: list[StoredFile] = []
     line_documents: list = []  # the documents of the JSON Lines files, stored as the JSON route stores them
     rejected: list[dict[str, Any]] = []
@@ -178,7 +180,8 @@ def _store_files(request: Request, collection_id: uuid.UUID, user_id: uuid.UUID,
         return []
     services = request.app.state.services
     with services.db.session() as s:
-        existing = documents_within_quota(s, request, user_id, collection_id, [f.document_id for f in taken])
+        owner = s.get(Collection, collection_id).user_id  # whose quota, as for documents sent as JSON
+        existing = documents_within_quota(s, request, owner, collection_id, [f.document_id for f in taken])
         rows = []
         for stored in taken:
             row = existing.get(stored.document_id)

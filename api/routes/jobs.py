@@ -25,6 +25,7 @@ from api.auth import CurrentUser, key_limits, still_valid
 from api.errors import http_error, not_found
 from api.rate_limits import release_job_admission
 from api.request_guard import GuardedRoute
+from api.roles import job_for
 from api.schemas import JobOut
 from api.security_headers import attachment
 from pipeline.job.answer_stream import AnswerStreamReader
@@ -35,6 +36,7 @@ from pipeline.job.store import TERMINAL, JobStore
 from pipeline.job.submit import Submission, submit_job
 from pipeline.platform.db import Job
 from pipeline.platform.kv import connect_async_redis
+from pipeline.security.access import Access
 from pipeline.services import Services
 from worker.submit import enqueue_job
 
@@ -139,13 +141,6 @@ def _accepted(job_id: uuid.UUID, status: str, cached: bool, status_code: int,
     return JSONResponse(body, status_code=status_code, headers={"Location": body["url"]}, background=background)
 
 
-def _job(s, job_id: uuid.UUID, user_id: uuid.UUID) -> Job:
-    job = s.get(Job, job_id)
-    if job is None or job.user_id != user_id:
-        raise not_found("job", job_id)
-    return job
-
-
 def job_view(services: Services, job: Job) -> dict:
     """A job as the API shows it; artifacts inlined as base64 (stored once, in the job that made them)."""
     view = {
@@ -198,19 +193,21 @@ def list_jobs(
     limit: int = Query(20, ge=1, le=200),
     offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> dict:
-    """Newest first; without responses (read one job for that). A key limited to collections lists the jobs over
-    them (``total`` counts those over its collections by the collection each job was submitted to; a job that also
-    searched another is left off its page)."""
+    """Newest first; without responses (read one job for that): the caller's, and every member's over its teams'
+    collections. A key limited to collections lists the jobs over them (``total`` counts those over its collections
+    by the collection each job was submitted to; a job that also searched another is left off its page, and so is
+    another member's job that searched what the caller does not reach)."""
     limits = key_limits(request)
     with request.app.state.services.db.session() as s:
-        query = select(Job).where(Job.user_id == user_id)
+        access = Access(s, user_id)
+        query = access.listed_jobs()
         if limits.collections is not None:
             query = query.where(Job.collection_id.in_(limits.collections))
         if status:
             query = query.where(Job.status == status)
         total = s.scalar(select(func.count()).select_from(query.subquery()))
         jobs = s.scalars(query.order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset)).all()
-        jobs = [j for j in jobs if limits.sees_job(j)]
+        jobs = [j for j in jobs if limits.sees_job(j) and access.sees_job(j)]
         items = [
             {"job_id": str(j.id), "collection_id": str(j.collection_id), "query": j.query, "status": j.status,
              "stage": j.stage, "cached": j.cached_from is not None, "created_at": j.created_at,
@@ -224,7 +221,7 @@ def list_jobs(
 def read_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict:
     services = request.app.state.services
     with services.db.session() as s:
-        return job_view(services, _job(s, job_id, user_id))
+        return job_view(services, job_for(request, s, job_id, user_id))
 
 
 @router.delete("/v1/jobs/{job_id}", status_code=202)
@@ -232,7 +229,7 @@ def cancel_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dic
     """Cancel a job: its remaining steps do no work (running agents stop at their next boundary)."""
     services = request.app.state.services
     with services.db.session() as s:
-        job = _job(s, job_id, user_id)
+        job = job_for(request, s, job_id, user_id)
         if job.status in TERMINAL:
             raise HTTPException(status_code=409, detail=f"job {job_id} already {job.status}")
     jobs = JobStore(services.db)
@@ -253,12 +250,24 @@ async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request) 
 
     The key is checked on the way in like any request's, and again every ``KEY_CHECK_S`` while the stream is open:
     a stream outlives its request's check by as long as the job runs, and a revoked key must stop reading. A key
-    found revoked ends the stream with an ``error`` event (``{"status": 401, "detail": ...}``) and no ``done``."""
+    found revoked ends the stream with an ``error`` event (``{"status": 401, "detail": ...}``) and no ``done``; a
+    member removed from the team of the job's collection, with ``{"status": 404, ...}``."""
     services = request.app.state.services
 
     def check_owner() -> None:
         with services.db.session() as s:
-            _job(s, job_id, user_id)
+            job_for(request, s, job_id, user_id)
+
+    def refusal() -> dict | None:
+        """Why the stream must end now: its key revoked, or the job no longer seen (a member removed from the
+        team stops reading at once, as its next request would)."""
+        if not still_valid(request, user_id):
+            return {"status": 401, "detail": "the API key is no longer valid; the stream ends"}
+        with services.db.session() as s:
+            job = s.get(Job, job_id)
+            if job is None or not Access(s, user_id).sees_job(job):
+                return {"status": 404, "detail": f"job {job_id} not found; the stream ends"}
+        return None
 
     await run_in_threadpool(check_owner)  # the database is not read on the event loop
     slots = request.app.state.waits
@@ -295,8 +304,8 @@ async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request) 
         key_checked = time.monotonic()
         while time.monotonic() < deadline:
             if time.monotonic() - key_checked >= KEY_CHECK_S:
-                if not await run_in_threadpool(still_valid, request, user_id):
-                    yield _sse("error", {"status": 401, "detail": "the API key is no longer valid; the stream ends"})
+                if (refused := await run_in_threadpool(refusal)) is not None:
+                    yield _sse("error", refused)
                     return
                 key_checked = time.monotonic()
             status, stages, runs, error = await run_in_threadpool(snapshot)
@@ -335,7 +344,7 @@ def download_artifact(job_id: uuid.UUID, filename: str, user_id: CurrentUser, re
     (``api.security_headers``), keeps a browser from showing an artifact as a page of the API's origin."""
     services = request.app.state.services
     with services.db.session() as s:
-        job = _job(s, job_id, user_id)
+        job = job_for(request, s, job_id, user_id)
         owner = job.cached_from or job.id
     row = services.artifacts.get(str(owner), filename)
     if row is None:

@@ -20,12 +20,12 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
-from sqlalchemy import select
 
 from api.auth import CurrentUser
 from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
 from pipeline.platform.db import Collection
+from pipeline.security.access import Access
 from pipeline.security.key_limits import MAX_EXPIRY, KeyLimitError, KeyLimits, Scope
 from pipeline.security.users import SHOWN_CHARS, KeyInfo, UserStore
 
@@ -52,8 +52,8 @@ def _checked_limits(body: KeyCreate, request: Request, user_id: uuid.UUID) -> Ke
     """The limits asked for; 422 naming the field for no scope or a collection the caller does not have."""
     if body.collections is not None:
         with request.app.state.services.db.session() as s:
-            owned = set(s.scalars(select(Collection.id).where(Collection.user_id == user_id,
-                                                              Collection.id.in_(body.collections))).all())
+            reached = Access(s, user_id).listed_collections().where(Collection.id.in_(body.collections))
+            owned = {c.id for c in s.scalars(reached).all()}
         for i, collection_id in enumerate(body.collections):
             if collection_id not in owned:
                 raise unprocessable(("body", "collections", i), f"collection {collection_id} not found")

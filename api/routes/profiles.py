@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from api.auth import CurrentUser
 from api.errors import http_error, not_found, unprocessable
 from api.request_guard import GuardedRoute
-from api.routes.collections import get_collection
+from api.roles import collection_for
 from api.routes.jobs import enqueue
 from api.schemas import ProfileSetCreate
 from pipeline.agentic.schedule import create_run
@@ -60,11 +60,11 @@ def create_profile_set(body: ProfileSetCreate, user_id: CurrentUser, request: Re
     services = request.app.state.services
     spec = _validated(body, services.settings)
     with services.db.session() as s:
-        get_collection(s, body.collection_id, user_id)
+        collection_for(request, s, body.collection_id, user_id)
         for i, profile in enumerate(spec.profiles):
             for j, collection_id in enumerate(profile.collections):
                 try:
-                    get_collection(s, collection_id, user_id)
+                    collection_for(request, s, collection_id, user_id)
                 except HTTPException:
                     raise unprocessable(("body", "profiles", i, "collections", j),
                                         f"collection {collection_id} not found") from None

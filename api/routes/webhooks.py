@@ -20,6 +20,7 @@ from sqlalchemy import select
 from api.auth import CurrentUser
 from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
+from api.roles import collection_for
 from api.schemas import WebhookCreate, WebhookUpdate
 from pipeline.platform.db import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
 from pipeline.platform.settings import Settings
@@ -41,6 +42,7 @@ def _checked_url(url: str, settings: Settings) -> str:
 
 def _out(row: WebhookRow) -> dict[str, Any]:
     return {"id": str(row.id), "url": row.url, "events": list(row.events or []), "description": row.description,
+            "collection_id": str(row.collection_id) if row.collection_id is not None else None,
             "status": row.status, "failing_since": row.failing_since, "created_at": row.created_at,
             "updated_at": row.updated_at}
 
@@ -56,15 +58,17 @@ def _owned(s, webhook_id: uuid.UUID, user_id: uuid.UUID) -> WebhookRow:
 def create_webhook(body: WebhookCreate, user_id: CurrentUser, request: Request) -> dict[str, Any]:
     """Register a webhook; the answer holds its signing secret, shown this once."""
     services = request.app.state.services
-    url = _checked_url(body.url, services.settings)
     limit = services.settings.webhook_max_per_user
     with services.db.session() as s:
+        if body.collection_id is not None:  # every member's jobs over it: the collection's editors only
+            collection_for(request, s, body.collection_id, user_id)
+        url = _checked_url(body.url, services.settings)
         hold_user(s, user_id)  # two requests at once cannot both take the last place
         if webhook_count(s, user_id) >= limit:
             raise HTTPException(status_code=409, detail=f"you have {limit} webhooks, the most one user may have; "
                                                         "delete one before adding another")
         row = WebhookRow(user_id=user_id, url=url, events=list(body.events), description=body.description,
-                         secret=new_secret(), status="active")
+                         collection_id=body.collection_id, secret=new_secret(), status="active")
         s.add(row)
         s.flush()
         return {**_out(row), "secret": row.secret}

@@ -20,6 +20,7 @@ from pipeline.job.state import JobState
 from pipeline.job.store import JobStore
 from pipeline.platform.db import Collection, Database, ProfileRun, ProfileSetRow, utcnow
 from pipeline.platform.settings import Settings
+from pipeline.security.access import Access
 
 
 def claim_due(db: Database, now: datetime | None = None) -> list[uuid.UUID]:
@@ -55,7 +56,7 @@ def create_run(db: Database, settings: Settings, set_id: uuid.UUID, trigger: str
         epochs: dict[str, int] = {}
         for collection_id in dict.fromkeys(wanted):
             collection = s.get(Collection, collection_id)
-            if collection is not None and collection.user_id == row.user_id:
+            if collection is not None and Access(s, row.user_id).held(collection) is not None:
                 epochs[str(collection_id)] = collection.index_epoch
         query, job_id = row.query or row.name, uuid.uuid4()
         state = JobState(job_id=str(job_id), collection_id=str(row.collection_id), user_id=str(row.user_id),

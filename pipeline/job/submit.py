@@ -40,6 +40,7 @@ from pipeline.platform.kv import canonical_hash
 from pipeline.platform.settings import Settings
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import MetadataFilter, filter_problems
+from pipeline.security.access import Access
 from pipeline.security.key_limits import KeyLimits
 from pipeline.services import Services
 
@@ -202,9 +203,11 @@ def _epochs(s: Session, named_at: dict[uuid.UUID, tuple], user_id: uuid.UUID, se
     would be; another one is the field that named it. Another user's collection is missing too, and so is one
     outside the caller's key (``within``)."""
     epochs = {}
+    access = Access(s, user_id)  # a team's collection is searched by any member: viewer is the least role
     for i, (collection_id, loc) in enumerate(named_at.items()):
         collection = s.get(Collection, collection_id)
-        if collection is None or collection.user_id != user_id or (within is not None and collection_id not in within):
+        if (collection is None or access.held(collection) is None
+                or (within is not None and collection_id not in within)):
             if i == 0:
                 raise missing("collection", collection_id)
             raise invalid(loc, f"collection {collection_id} not found")

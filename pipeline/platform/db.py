@@ -87,11 +87,39 @@ def milvus_collection_name(collection_id: str | uuid.UUID) -> str:
     return f"c_{uuid.UUID(str(collection_id)).hex}"
 
 
+class Team(Base):
+    """Users sharing collections, each member with a role (``team_members``; ``pipeline.security.roles``)."""
+
+    __tablename__ = "teams"
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    created_by: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class TeamMember(Base):
+    __tablename__ = "team_members"
+    team_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True,
+                                               index=True)
+    role: Mapped[str] = mapped_column(String(20))  # admin | editor | viewer
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class Collection(Base):
     __tablename__ = "collections"
-    __table_args__ = (UniqueConstraint("user_id", "name", name="uq_collections_user_name"),)
+    # A personal collection's name is unique among its user's, a team collection's among its team's.
+    __table_args__ = (
+        Index("ux_collections_personal_name", "user_id", "name", unique=True,
+              postgresql_where=text("team_id IS NULL"), sqlite_where=text("team_id IS NULL")),
+        Index("ux_collections_team_name", "team_id", "name", unique=True,
+              postgresql_where=text("team_id IS NOT NULL"), sqlite_where=text("team_id IS NOT NULL")),
+    )
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    # Who made it: its owner when personal; for a team collection, whose document quota it counts against.
     user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    # Set: the team's collection, reached by its members by their role (``pipeline.security.access``).
+    team_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("teams.id"), index=True, nullable=True)
     name: Mapped[str] = mapped_column(String(255))
     description: Mapped[str | None] = mapped_column(Text)
     embedding_model: Mapped[str] = mapped_column(String(255))
@@ -412,6 +440,9 @@ class WebhookRow(Base):
     __tablename__ = "webhooks"
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    # Set: the webhook hears of every job over this collection (any member's), while its user may edit it.
+    collection_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("collections.id", ondelete="CASCADE"),
+                                                            index=True, nullable=True)
     url: Mapped[str] = mapped_column(Text)
     events: Mapped[list[str]] = mapped_column(JSONType, default=list)
     description: Mapped[str] = mapped_column(Text, default="")

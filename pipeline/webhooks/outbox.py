@@ -2,7 +2,8 @@
 
 ``record_job_end`` is called by every place that ends a job (``pipeline.job.store.JobStore``: succeed, fail,
 cancel, reap, and a submit answered from the cache, whose row is born succeeded). It adds one pending delivery per
-active webhook of the job's user subscribed to the event, due at once. Once the transaction commits, the
+active webhook of the job's user subscribed to the event (and of each webhook of the job's collection whose user
+may still edit it), due at once. Once the transaction commits, the
 listeners registered with ``on_new_deliveries`` hear the new ids (the worker enqueues a send for each); when none
 is registered, or the enqueue fails, the periodic sweep finds the rows all the same (``due_deliveries``).
 
@@ -26,7 +27,9 @@ from sqlalchemy import event as orm_event
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import Database, Job, WebhookDeliveryRow, WebhookRow, utcnow
+from pipeline.platform.db import Collection, Database, Job, WebhookDeliveryRow, WebhookRow, utcnow
+from pipeline.security.access import Access
+from pipeline.security.roles import covers
 from pipeline.webhooks.events import event_for, event_payload
 
 log = logging.getLogger("agentsearch.webhooks")
@@ -53,15 +56,23 @@ def aware(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
+def _edits(s: Session, user_id: uuid.UUID, collection_id: uuid.UUID) -> bool:
+    collection = s.get(Collection, collection_id)
+    return collection is not None and covers(Access(s, user_id).held(collection), "editor")
+
+
 def record_job_end(s: Session, job: Job) -> list[WebhookDeliveryRow]:
     """Pending deliveries of the job's end for its user's subscribed, active webhooks, in the caller's
     transaction. Nothing for a status that is not an end, or a user without such webhooks."""
     event = event_for(job.status)
     if event is None:
         return []
-    hooks = [h for h in s.scalars(select(WebhookRow).where(WebhookRow.user_id == job.user_id,
+    # The user's own webhooks, and those of the job's collection whose users may still edit it (a member removed
+    # from the team, or made a viewer, hears no more).
+    mine = (WebhookRow.user_id == job.user_id) & WebhookRow.collection_id.is_(None)
+    hooks = [h for h in s.scalars(select(WebhookRow).where(mine | (WebhookRow.collection_id == job.collection_id),
                                                             WebhookRow.status == "active")).all()
-             if event in (h.events or [])]
+             if event in (h.events or []) and (h.collection_id is None or _edits(s, h.user_id, job.collection_id))]
     if not hooks:
         return []
     now = utcnow()

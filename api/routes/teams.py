@@ -1,0 +1,113 @@
+"""Teams: users sharing collections, each member with a role (``admin``, ``editor``, ``viewer``).
+
+The creator is the team's admin. A team's admin adds, removes and changes members; nobody changes their own role;
+any member may leave; the last admin can be neither demoted nor removed (409). A non-member reads nothing of a team
+(404, as for one that does not exist); a member short of ``admin`` who tries to manage members gets 403 naming it.
+A member is named in the path by its user name or id. Its collections are made with ``POST /v1/collections
+{"name", "team_id"}`` by an admin and listed by ``GET /v1/collections`` for every member.
+
+Usage::
+
+    POST   /v1/teams {"name": "support"}                      -> 201 {"id", "name", "role": "admin", "members": [...]}
+    PUT    /v1/teams/{id}/members/{user} {"role": "viewer"}   -> {"user_id", "name", "role"}
+    DELETE /v1/teams/{id}/members/{user}                      -> 204
+    GET    /v1/teams                                          -> [{"id", "name", "role", "created_at"}]
+    GET    /v1/teams/{id}                                     -> {"id", "name", "role", "members": [...], ...}
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import select
+
+from api.auth import CurrentUser
+from api.errors import http_error
+from api.request_guard import GuardedRoute
+from pipeline.job.refusal import Refusal
+from pipeline.platform.db import Collection, Team
+from pipeline.security.access import Access
+from pipeline.security.roles import Role
+from pipeline.security.teams import Member, create_team, members_of, remove_member, set_role, teams_of
+
+router = APIRouter(prefix="/v1/teams", tags=["teams"], route_class=GuardedRoute)
+
+
+class TeamCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100, description="Unique across the service; no '/'.")
+
+
+class MemberRole(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role = Field(description="admin: members and everything below; editor: documents, agent sets and "
+                                   "webhooks of the team's collections; viewer: search and read them.")
+
+
+def _member(m: Member) -> dict[str, Any]:
+    return {"user_id": str(m.user_id), "name": m.name, "role": m.role}
+
+
+def _team(s, team: Team, role: Role) -> dict[str, Any]:
+    collections = s.execute(select(Collection.id, Collection.name).where(Collection.team_id == team.id)
+                            .order_by(Collection.name)).all()
+    return {"id": str(team.id), "name": team.name, "role": role, "created_at": team.created_at,
+            "members": [_member(m) for m in members_of(s, team.id)],
+            "collections": [{"id": str(c_id), "name": name} for c_id, name in collections]}
+
+
+@router.post("", status_code=201)
+def create(body: TeamCreate, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+    """A new team, its creator its admin."""
+    try:
+        with request.app.state.services.db.session() as s:
+            return _team(s, create_team(s, body.name, user_id), "admin")
+    except Refusal as exc:
+        raise http_error(exc) from None
+
+
+@router.get("")
+def list_teams(user_id: CurrentUser, request: Request) -> list[dict[str, Any]]:
+    """The caller's teams with its role in each."""
+    with request.app.state.services.db.session() as s:
+        return [{"id": str(t.id), "name": t.name, "role": role, "created_at": t.created_at}
+                for t, role in teams_of(s, user_id)]
+
+
+@router.get("/{team_id}")
+def read_team(team_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+    """The team with its members and their roles, and its collections: for every member."""
+    try:
+        with request.app.state.services.db.session() as s:
+            team, role = Access(s, user_id).team(team_id, "viewer")
+            return _team(s, team, role)
+    except Refusal as exc:
+        raise http_error(exc) from None
+
+
+@router.put("/{team_id}/members/{member}")
+def put_member(team_id: uuid.UUID, member: str, body: MemberRole, user_id: CurrentUser,
+               request: Request) -> dict[str, Any]:
+    """Add the user (by name or id) with the role, or change its role: the team's admins only, never one's own."""
+    try:
+        with request.app.state.services.db.session() as s:
+            return _member(set_role(s, team_id, user_id, member, body.role))
+    except Refusal as exc:
+        raise http_error(exc) from None
+
+
+@router.delete("/{team_id}/members/{member}", status_code=204)
+def delete_member(team_id: uuid.UUID, member: str, user_id: CurrentUser, request: Request) -> Response:
+    """Remove a member (an admin), or leave the team (oneself); from its next request it reaches none of the
+    team's collections, nor its jobs over them."""
+    try:
+        with request.app.state.services.db.session() as s:
+            remove_member(s, team_id, user_id, member)
+    except Refusal as exc:
+        raise http_error(exc) from None
+    return Response(status_code=204)

@@ -1,0 +1,129 @@
+"""``agentsearch teams``: teams, their members and roles, straight on the database as an operator (like ``users``).
+
+The operator may manage any team, held to the rule that a team keeps at least one admin. Users and teams are named
+by name or id. A team's collections are named ``TEAM/NAME`` by ``ingest`` and ``search --collection``.
+
+Usage::
+
+    agentsearch teams create support --admin alice       # alice is its first admin (default: the local user)
+    agentsearch teams add-member support bob --role viewer   # adds bob, or gives him that role
+    agentsearch teams remove-member support bob
+    agentsearch teams list                               # every team with its member and collection counts
+    agentsearch teams show support                       # its members and roles, and its collections
+"""
+
+from __future__ import annotations
+
+import click
+
+from cli.database import operator_database
+from cli.errors import fail
+
+# Each command imports the team functions when it runs (SQLAlchemy: see cli/__init__.py).
+ROLE_NAMES = ("viewer", "editor", "admin")
+
+
+@click.group()
+def teams() -> None:
+    """Teams: users sharing collections, each with a role (admin, editor, viewer)."""
+
+
+def _team_or_fail(s, ident: str):
+    from pipeline.security.teams import team_named
+
+    team = team_named(s, ident)
+    if team is None:
+        fail(f"no team named {ident!r}")
+    return team
+
+
+def _refused(exc) -> None:
+    fail(exc.detail)
+
+
+@teams.command("create")
+@click.argument("name")
+@click.option("--admin", "admin", default=None, metavar="USER", help="Its first admin (default: the local user).")
+def teams_create(name: str, admin: str | None) -> None:
+    """Create a team with its first admin."""
+    from pipeline.job.refusal import Refusal
+    from pipeline.platform.db import DEFAULT_USER_ID
+    from pipeline.security.teams import create_team, user_named
+
+    try:
+        with operator_database().session() as s:
+            user = user_named(s, admin if admin is not None else DEFAULT_USER_ID)
+            if user is None:
+                fail(f"no user named {admin!r}")
+            team = create_team(s, name, user.id)
+            click.echo(f"created team {team.name} ({team.id}); admin: {user.name}")
+    except Refusal as exc:
+        _refused(exc)
+
+
+@teams.command("add-member")
+@click.argument("team")
+@click.argument("user")
+@click.option("--role", type=click.Choice(ROLE_NAMES), default="viewer", show_default=True)
+def teams_add_member(team: str, user: str, role: str) -> None:
+    """Add a user to a team with a role, or give a member another role."""
+    from pipeline.job.refusal import Refusal
+    from pipeline.security.teams import set_role
+
+    try:
+        with operator_database().session() as s:
+            member = set_role(s, _team_or_fail(s, team).id, None, user, role)
+            click.echo(f"{member.name} is {member.role} of team {team}")
+    except Refusal as exc:
+        _refused(exc)
+
+
+@teams.command("remove-member")
+@click.argument("team")
+@click.argument("user")
+def teams_remove_member(team: str, user: str) -> None:
+    """Take a user out of a team: its next request reaches none of the team's collections."""
+    from pipeline.job.refusal import Refusal
+    from pipeline.security.teams import remove_member
+
+    try:
+        with operator_database().session() as s:
+            member = remove_member(s, _team_or_fail(s, team).id, None, user)
+            click.echo(f"removed {member.name} ({member.role}) from team {team}")
+    except Refusal as exc:
+        _refused(exc)
+
+
+@teams.command("list")
+def teams_list() -> None:
+    """Every team, with how many members and collections it has."""
+    from sqlalchemy import func, select
+
+    from pipeline.platform.db import Collection, Team, TeamMember
+
+    with operator_database().session() as s:
+        members = dict(s.execute(select(TeamMember.team_id, func.count()).group_by(TeamMember.team_id)).all())
+        shared = dict(s.execute(select(Collection.team_id, func.count()).where(Collection.team_id.is_not(None))
+                                .group_by(Collection.team_id)).all())
+        for team in s.scalars(select(Team).order_by(Team.name)).all():
+            click.echo(f"{team.name:<24} {team.id}  {members.get(team.id, 0)} member(s)  "
+                       f"{shared.get(team.id, 0)} collection(s)")
+
+
+@teams.command("show")
+@click.argument("team")
+def teams_show(team: str) -> None:
+    """A team's members with their roles, and its collections."""
+    from sqlalchemy import select
+
+    from pipeline.platform.db import Collection
+    from pipeline.security.teams import members_of
+
+    with operator_database().session() as s:
+        found = _team_or_fail(s, team)
+        click.echo(f"team {found.name} ({found.id})")
+        for member in members_of(s, found.id):
+            click.echo(f"    {member.role:<8} {member.name:<24} {member.user_id}")
+        for collection in s.scalars(select(Collection).where(Collection.team_id == found.id)
+                                    .order_by(Collection.name)).all():
+            click.echo(f"    collection {found.name}/{collection.name}  {collection.id}")

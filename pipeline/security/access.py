@@ -1,0 +1,128 @@
+"""What one user reaches: its personal collections wholly, its teams' collections by its role, and their jobs.
+
+The one place a collection, or a job over collections, is found for a user. A personal collection is its owner's
+alone (``owner`` covers every role); a team collection is reached by the team's members with their role, read from
+``team_members`` on every call, so a change of membership counts from the next request. What is not reached answers
+404 in the words of a missing id; what is reached with too low a role answers 403 naming the role needed
+(``pipeline.security.roles``).
+
+A job is seen by a user who reaches every collection it searched (its own, ``also_search``, its profiles'): its
+submitter's personal ones are hidden from the other members, so a member reads another's job over a team collection
+only when nothing else was searched. A member removed from the team no longer reads its jobs over the team's
+collections, its own included.
+
+Usage::
+
+    access = Access(s, user_id)
+    collection = access.collection(collection_id, "editor", lock=True)    # Refusal 404 / 403, or the row
+    team, role = access.team(team_id, "admin")                            # the same for a team itself
+    job = access.job(job_id, "viewer")                                    # the submitter's own job needs viewer
+    access.listed_collections()                                           # personal and the teams'
+    access.named_collections("support/handbook")                         # a team's, by the team's name
+    access.sees_job(job)
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from pipeline.job.refusal import Refusal, missing
+from pipeline.platform.db import Collection, Job, Team, TeamMember
+from pipeline.security.key_limits import searched_collections
+from pipeline.security.roles import Held, Role, beyond_role, covers
+
+
+class Access:
+    def __init__(self, s: Session, user_id: uuid.UUID) -> None:
+        self.s, self.user_id = s, user_id
+        self._held: dict[uuid.UUID, Held | None] = {}
+
+    def held(self, collection: Collection) -> Held | None:
+        """The caller's role over the collection: ``owner``, a team role, or None (not reached)."""
+        if collection.id not in self._held:
+            if collection.team_id is None:
+                role: Held | None = "owner" if collection.user_id == self.user_id else None
+            else:
+                role = self.s.scalar(select(TeamMember.role).where(TeamMember.team_id == collection.team_id,
+                                                                   TeamMember.user_id == self.user_id))
+            self._held[collection.id] = role
+        return self._held[collection.id]
+
+    def collection(self, collection_id: uuid.UUID, needed: Role, lock: bool = False,
+                   what: str | None = None) -> Collection:
+        """The collection, reached with ``needed``; 404 when not reached at all, 403 naming the role when reached
+        with less. ``lock`` holds its row until the transaction ends (PostgreSQL's FOR UPDATE)."""
+        collection = self.s.get(Collection, collection_id, with_for_update=lock)
+        held = self.held(collection) if collection is not None else None
+        if collection is None or held is None:
+            raise missing("collection", collection_id)
+        if not covers(held, needed):
+            team = self.s.get(Team, collection.team_id)
+            raise beyond_role(needed, held, what or f"this on collection {collection.name!r}", team.name)
+        return collection
+
+    def sees_job(self, job: Job) -> bool:
+        searched = searched_collections(job)
+        if searched is None:  # a profile set's run not yet started: its submitter's alone
+            if job.user_id != self.user_id:
+                return False
+            searched = frozenset({job.collection_id})
+        for collection_id in searched:
+            collection = self.s.get(Collection, collection_id)
+            if collection is None:
+                if job.user_id != self.user_id:
+                    return False
+            elif self.held(collection) is None:
+                return False
+        shared = self.s.get(Collection, job.collection_id)
+        return job.user_id == self.user_id or (shared is not None and shared.team_id is not None)
+
+    def job(self, job_id: uuid.UUID, needed: Role = "viewer", what: str | None = None) -> Job:
+        """The job when the caller sees it (404 otherwise). Another member's job needs ``needed`` over the job's
+        collection (403 naming it); the submitter's own needs only to be seen."""
+        job = self.s.get(Job, job_id)
+        if job is None or not self.sees_job(job):
+            raise missing("job", job_id)
+        if job.user_id != self.user_id:
+            self.collection(job.collection_id, needed, what=what or f"this on another member's job {job_id}")
+        return job
+
+    def team(self, team_id: uuid.UUID, needed: Role, what: str = "this") -> tuple[Team, Role]:
+        """The team and the caller's role in it, when that covers ``needed``: 404 for a non-member, 403 naming it."""
+        team = self.s.get(Team, team_id)
+        role = self.s.scalar(select(TeamMember.role).where(TeamMember.team_id == team_id,
+                                                           TeamMember.user_id == self.user_id))
+        if team is None or role is None:
+            raise missing("team", team_id)
+        if not covers(role, needed):
+            raise beyond_role(needed, role, what, team.name)
+        return team, role
+
+    def team_ids(self) -> list[uuid.UUID]:
+        return list(self.s.scalars(select(TeamMember.team_id).where(TeamMember.user_id == self.user_id)).all())
+
+    def listed_collections(self):
+        """A query of the collections the caller reaches: its personal ones and its teams'."""
+        reached = or_(Collection.team_id.in_(self.team_ids()),
+                      (Collection.user_id == self.user_id) & Collection.team_id.is_(None))
+        return select(Collection).where(reached)
+
+    def named_collections(self, name: str):
+        """A query of the collections ``name`` names: ``team/name`` the team's; a plain name the caller's personal
+        one, or when it has none, every team's of that name (several: the caller must say which)."""
+        team, _, plain = name.rpartition("/")
+        query = self.listed_collections().where(Collection.name == plain)
+        if team:
+            return query.join(Team, Team.id == Collection.team_id).where(Team.name == team)
+        personal = query.where(Collection.team_id.is_(None))
+        return personal if self.s.scalar(select(personal.exists())) else query
+
+    def listed_jobs(self):
+        """A query of the jobs the caller may see, before ``sees_job`` (which the page is filtered by): its own, and
+        those over its teams' collections."""
+        shared = select(Collection.id).where(Collection.team_id.in_(self.team_ids()))
+        return select(Job).where(or_(Job.user_id == self.user_id, Job.collection_id.in_(shared)))
+

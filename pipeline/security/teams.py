@@ -1,0 +1,131 @@
+"""Teams and their members: made, listed, and members added, given a role, or removed, by the rules of
+``pipeline.security.roles``.
+
+A team's name is unique across the service (a team collection is named ``team/collection`` where a name alone would
+be ambiguous). A member is named by its user name or id. The creator is the team's first admin. The functions take
+the caller's session, so a check and its change are one transaction; a change of membership locks the team's row,
+so two admins demoting each other at once cannot leave the team without one. ``actor`` None is the operator (the
+CLI on the database), who may manage any team but is held to the last-admin rule like anyone.
+
+Usage::
+
+    with db.session() as s:
+        team = create_team(s, "support", creator_id)
+        set_role(s, team.id, actor=creator_id, member="bob", role="viewer")     # Refusal 403 / 404 / 409, or None
+        members_of(s, team.id)                                                  # [Member(user_id, name, role)]
+        remove_member(s, team.id, actor=creator_id, member="bob")
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from pipeline.job.refusal import Refusal, invalid, missing
+from pipeline.platform.db import Team, TeamMember, User
+from pipeline.security.key_limits import uuid_or_none
+from pipeline.security.roles import Role, change_problem
+
+TEAM_NAME = re.compile(r"^[\w][\w .-]{0,99}$")
+
+
+@dataclass(frozen=True)
+class Member:
+    user_id: uuid.UUID
+    name: str
+    role: Role
+
+
+def create_team(s: Session, name: str, creator_id: uuid.UUID) -> Team:
+    """A new team with its creator as admin; 422 for a malformed name, 409 for a taken one."""
+    if not TEAM_NAME.match(name):
+        raise invalid(("body", "name"), f"invalid team name {name!r}: 1-100 characters, letters, digits, spaces "
+                                        "and . _ -, starting with a letter or digit")
+    team = Team(name=name, created_by=creator_id)
+    try:
+        with s.begin_nested():
+            s.add(team)
+            s.flush()
+    except IntegrityError:
+        raise Refusal(409, f"a team named {name!r} already exists") from None
+    s.add(TeamMember(team_id=team.id, user_id=creator_id, role="admin"))
+    s.flush()
+    return team
+
+
+def team_named(s: Session, ident: str) -> Team | None:
+    """A team by its id or its name."""
+    team_id = uuid_or_none(ident)
+    return s.get(Team, team_id) if team_id is not None else s.scalar(select(Team).where(Team.name == ident))
+
+
+def user_named(s: Session, ident: str | uuid.UUID) -> User | None:
+    """A user by its id or its name."""
+    user_id = uuid_or_none(ident)
+    return s.scalar(select(User).where(or_(User.name == str(ident), User.id == user_id) if user_id is not None
+                                       else User.name == str(ident)))
+
+
+def members_of(s: Session, team_id: uuid.UUID) -> list[Member]:
+    rows = s.execute(select(TeamMember.user_id, User.name, TeamMember.role)
+                     .join(User, User.id == TeamMember.user_id)
+                     .where(TeamMember.team_id == team_id).order_by(User.name)).all()
+    return [Member(user_id, name, role) for user_id, name, role in rows]
+
+
+def teams_of(s: Session, user_id: uuid.UUID) -> list[tuple[Team, Role]]:
+    rows = s.execute(select(Team, TeamMember.role).join(TeamMember, TeamMember.team_id == Team.id)
+                     .where(TeamMember.user_id == user_id).order_by(Team.name)).all()
+    return [(team, role) for team, role in rows]
+
+
+def _change(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: str | uuid.UUID,
+            role: Role | None) -> tuple[User, TeamMember | None]:
+    """The member's user and row, once the change is allowed (the team's row locked meanwhile)."""
+    team = s.get(Team, team_id, with_for_update=True)
+    if team is None:
+        raise missing("team", team_id)
+    if actor is None:  # the operator: any team, within the last-admin rule
+        actor_role: Role | None = "admin"
+        actor = uuid.UUID(int=0)
+    else:
+        actor_role = s.scalar(select(TeamMember.role).where(TeamMember.team_id == team_id,
+                                                            TeamMember.user_id == actor))
+    if actor_role is None:  # a non-member learns nothing of the team, nor of who is in it
+        raise missing("team", team_id)
+    user = user_named(s, member)
+    if user is None:
+        raise missing("user", member)
+    row = s.get(TeamMember, (team_id, user.id))
+    admins = s.scalar(select(func.count()).select_from(TeamMember)
+                      .where(TeamMember.team_id == team_id, TeamMember.role == "admin")) or 0
+    problem = change_problem(actor, actor_role, user.id, row.role if row is not None else None, role, admins)
+    if problem is not None:
+        raise problem
+    return user, row
+
+
+def set_role(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: str | uuid.UUID,
+             role: Role) -> Member:
+    """Add the user to the team with ``role``, or give a member that role."""
+    user, row = _change(s, team_id, actor, member, role)
+    if row is None:
+        s.add(TeamMember(team_id=team_id, user_id=user.id, role=role))
+    else:
+        row.role = role
+    s.flush()
+    return Member(user.id, user.name, role)
+
+
+def remove_member(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: str | uuid.UUID) -> Member:
+    """Take the user out of the team: from the next request on it reaches none of the team's collections."""
+    user, row = _change(s, team_id, actor, member, None)
+    assert row is not None  # change_problem refuses a user who is not a member
+    s.delete(row)
+    s.flush()
+    return Member(user.id, user.name, row.role)

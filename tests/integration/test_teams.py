@@ -1,0 +1,202 @@
+"""Teams on the real stack: an admin makes a team and a team collection and adds an editor and a viewer; the viewer
+lists and searches it but gets 403 naming ``editor`` for documents, agent sets and webhooks; a non-member gets 404
+as for a missing id; the editor ingests through the command line by ``TEAM/NAME``; nobody raises its own role; a
+removed member gets 404 from its next request, and a job of its that was running finishes, unreadable to it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from devstack import BIN, REPO
+from tests.integration.conftest import search, wait_job
+
+pytestmark = pytest.mark.integration
+
+DOCS = [{"id": "leave", "title": "Leave policy", "text": "The notice period is four weeks for every employee."},
+        {"id": "travel", "title": "Travel", "text": "Trains are booked in second class for trips under four hours."}]
+ROLES = ("admin", "editor", "viewer", "outsider", "leaver")
+
+
+def _as(stack, key: str, *args: str) -> str:
+    """The command line as the key's user, talking to the stack's API."""
+    done = subprocess.run([str(BIN / "agentsearch"), *args], cwd=REPO, capture_output=True, text=True,
+                          env={**stack.env, "AGENTSEARCH_API_KEY": key})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def team(stack) -> dict:
+    """A team of an admin, an editor, a viewer and a leaver (added by the operator's command), with a collection
+    whose name the admin's personal collection also has; and an outsider."""
+    tag = uuid.uuid4().hex[:6]
+    names = {role: f"{role}-{tag}" for role in ROLES}
+    keys = {role: stack.create_user(name) for role, name in names.items()}
+    with stack.http(keys["admin"]) as admin:
+        made = admin.post("/v1/teams", json={"name": f"support-{tag}"})
+        assert made.status_code == 201, made.text
+        team_id = made.json()["id"]
+        for role in ("editor", "viewer"):
+            put = admin.put(f"/v1/teams/{team_id}/members/{names[role]}", json={"role": role})
+            assert put.status_code == 200 and put.json()["role"] == role, put.text
+        shared = admin.post("/v1/collections", json={"name": "handbook", "team_id": team_id})
+        assert shared.status_code == 201, shared.text
+        assert admin.post("/v1/collections", json={"name": "handbook"}).status_code == 201
+    assert f"viewer of team support-{tag}" in stack.cli("teams", "add-member", f"support-{tag}", names["leaver"],
+                                                          "--role", "viewer")
+    return {"id": team_id, "name": f"support-{tag}", "collection": shared.json()["id"], "keys": keys,
+            "names": names}
+
+
+def test_the_editor_ingests_by_team_name_and_every_member_lists_it(stack, team):
+    path = stack.tmp / f"{team['name']}.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    _as(stack, team["keys"]["editor"], "ingest", str(path), "--collection", f"{team['name']}/handbook")
+    shown = stack.cli("teams", "show", team["name"])
+    for role in ("admin", "editor", "viewer"):
+        assert f"{role:<8} {team['names'][role]}" in shown
+    assert f"collection {team['name']}/handbook  {team['collection']}" in shown
+    for role in ("admin", "editor", "viewer"):
+        with stack.http(team["keys"][role]) as member:
+            listed = {c["id"]: c for c in member.get("/v1/collections").json()}
+            assert listed[team["collection"]]["role"] == role and listed[team["collection"]]["team"] == team["name"]
+            assert listed[team["collection"]]["documents"] == {"pending": 0, "indexed": 2, "failed": 0}
+
+
+def test_a_viewer_searches_and_reads_but_gets_403_naming_editor_for_changes(stack, team):
+    c = team["collection"]
+    with stack.http(team["keys"]["viewer"]) as viewer:
+        job = search(viewer, c, "How long is the notice period?", agents=[], use_cache=False)
+        assert job["status"] == "succeeded" and "four weeks" in job["response"]["answer"], job
+        assert {d["id"] for d in viewer.get(f"/v1/collections/{c}/documents").json()["items"]} == {"leave", "travel"}
+        refused = [viewer.post(f"/v1/collections/{c}/documents", json={"documents": DOCS}),
+                   viewer.delete(f"/v1/collections/{c}/documents/leave"),
+                   viewer.put(f"/v1/collections/{c}/agents", json={"agents": []}),
+                   viewer.post("/v1/webhooks", json={"url": "https://hooks.example.org/x", "events": ["job.failed"],
+                                                     "collection_id": c})]
+        for answer in refused:
+            assert answer.status_code == 403, answer.text
+            assert f"needs the role 'editor' in team '{team['name']}'" in answer.json()["detail"]
+        # The viewer's own search by the command line: a plain name is its team's, the one it has.
+        printed = _as(stack, team["keys"]["viewer"], "search", "notice period", "--collection", "handbook",
+                      "--agents", "")
+        assert "four weeks" in printed
+    with stack.http(team["keys"]["editor"]) as editor:
+        # The viewer's job over the team's collection is read by another member.
+        assert editor.get(f"/v1/jobs/{job['job_id']}").json()["response"]["answer"] == job["response"]["answer"]
+        assert job["job_id"] in {j["job_id"] for j in editor.get("/v1/jobs").json()["items"]}
+
+
+def test_a_non_member_finds_nothing_of_the_team(stack, team):
+    c, nobody = team["collection"], str(uuid.uuid4())
+    with stack.http(team["keys"]["admin"]) as admin:
+        job_id = search(admin, c, "trains", agents=[], use_cache=False)["job_id"]
+    with stack.http(team["keys"]["outsider"]) as outsider:
+        for path, ident in ((f"/v1/collections/{c}", c), (f"/v1/collections/{c}/documents", c),
+                            (f"/v1/teams/{team['id']}", team["id"]), (f"/v1/jobs/{job_id}", job_id)):
+            theirs, missing = outsider.get(path), outsider.get(path.replace(ident, nobody))
+            assert theirs.status_code == missing.status_code == 404, path
+            assert theirs.json()["detail"].replace(ident, "ID") == missing.json()["detail"].replace(nobody, "ID")
+        assert c not in {x["id"] for x in outsider.get("/v1/collections").json()}
+        assert outsider.post("/v1/search", json={"collection_id": c, "query": "trains"}).status_code == 404
+        joined = outsider.put(f"/v1/teams/{team['id']}/members/{team['names']['outsider']}", json={"role": "viewer"})
+        assert joined.status_code == 404
+
+
+def test_nobody_raises_its_own_role(stack, team):
+    t, names = team["id"], team["names"]
+    with stack.http(team["keys"]["viewer"]) as viewer:
+        raised = viewer.put(f"/v1/teams/{t}/members/{names['viewer']}", json={"role": "admin"})
+        assert raised.status_code == 403 and "your own role" in raised.json()["detail"]
+    with stack.http(team["keys"]["editor"]) as editor:
+        promoted = editor.put(f"/v1/teams/{t}/members/{names['viewer']}", json={"role": "editor"})
+        assert promoted.status_code == 403 and "needs the role 'admin'" in promoted.json()["detail"]
+    with stack.http(team["keys"]["admin"]) as admin:
+        assert admin.delete(f"/v1/teams/{t}/members/{names['admin']}").status_code == 409  # the last admin
+        roles = {m["name"]: m["role"] for m in admin.get(f"/v1/teams/{t}").json()["members"]}
+    assert (roles[names["viewer"]], roles[names["editor"]], roles[names["admin"]]) == ("viewer", "editor", "admin")
+
+
+def test_a_member_removed_mid_job_loses_it_at_its_next_request_and_the_job_finishes(stack, team):
+    c, leaver = team["collection"], team["keys"]["leaver"]
+    with stack.http(team["keys"]["editor"]) as editor:
+        # The collection's agent set, as its editor sets it: a pre-search agent that holds the job a few seconds.
+        made = editor.post("/v1/agent-configs", json={"agent_id": "test_sleepy", "config": {"sleep_s": 4}})
+        assert made.status_code == 201, made.text
+        linked = editor.put(f"/v1/collections/{c}/agents", json={"agents": [{"agent_config_id": made.json()["id"]}]})
+        assert linked.status_code == 200, linked.text
+    try:
+        with stack.http(leaver) as member:
+            submitted = member.post("/v1/search", json={"collection_id": c, "query": "notice period",
+                                                        "use_cache": False})
+            assert submitted.status_code == 202, submitted.text
+            job_id = submitted.json()["job_id"]
+            deadline = time.monotonic() + 20
+            while member.get(f"/v1/jobs/{job_id}").json()["status"] != "running":
+                assert time.monotonic() < deadline, "the job never started"
+                time.sleep(0.1)
+            assert "removed" in stack.cli("teams", "remove-member", team["name"], team["names"]["leaver"])
+            # The very next request: the job, the collection and its documents are gone for it.
+            assert member.get(f"/v1/jobs/{job_id}").status_code == 404
+            assert member.get(f"/v1/collections/{c}").status_code == 404
+            assert c not in {x["id"] for x in member.get("/v1/collections").json()}
+            assert job_id not in {j["job_id"] for j in member.get("/v1/jobs").json()["items"]}
+            with stack.http(team["keys"]["admin"]) as admin:
+                finished = wait_job(admin, job_id, timeout_s=60)
+            assert finished["status"] == "succeeded" and "four weeks" in finished["response"]["answer"]
+            slept = [run for run in finished["response"]["agents"] if run["agent_id"] == "test_sleepy"]
+            assert [run["status"] for run in slept] == ["ok"]  # it ran to its end after the removal
+            assert member.get(f"/v1/jobs/{job_id}").status_code == 404
+            assert member.get(f"/v1/jobs/{job_id}/artifacts/summary.txt").status_code == 404
+    finally:
+        with stack.http(team["keys"]["editor"]) as editor:
+            editor.put(f"/v1/collections/{c}/agents", json={"agents": []})
+
+
+
+def test_the_console_shows_teams_and_lets_an_admin_add_change_and_remove_members(stack, team):
+    """In a browser: an admin's Teams view lists the team's members and roles; it adds a user as viewer, makes it
+    editor and removes it; a change of its own role shows the API's refusal; a collection is made for the team."""
+    from tests.integration.test_console import _sign_in, own_console
+
+    tag = uuid.uuid4().hex[:6]
+    me, newcomer = f"console-admin-{tag}", f"newcomer-{tag}"
+    stack.create_user(newcomer)
+    with own_console(stack, me) as console:
+        page = console.page
+        with console.http() as http:
+            assert http.get(f"/v1/teams/{team['id']}").status_code == 404  # not yet a member
+        stack.cli("teams", "add-member", team["name"], me, "--role", "admin")
+        _sign_in(console)
+        console.goto(f"#/teams/{team['id']}")
+        rows = page.locator("table.members tbody tr")
+        rows.first.wait_for()
+        roles = {row.get_attribute("data-member"): row.get_attribute("data-role") for row in rows.all()}
+        assert (roles[team["names"]["viewer"]], roles[me]) == ("viewer", "admin")
+
+        page.fill("form.add-member input[name=user]", newcomer)
+        page.select_option("form.add-member select[name=role]", "viewer")
+        page.click("form.add-member button[type=submit]")
+        page.wait_for_selector(f"tr[data-member='{newcomer}'][data-role='viewer']")
+        page.select_option(f"tr[data-member='{newcomer}'] select", "editor")
+        page.wait_for_selector(f"tr[data-member='{newcomer}'][data-role='editor']")
+        page.select_option(f"tr[data-member='{me}'] select", "viewer")
+        alert = page.locator(".view-teams .team-error")
+        alert.wait_for(state="visible")
+        assert "your own role" in alert.inner_text()
+        page.click(f"tr[data-member='{newcomer}'] button")
+        page.wait_for_selector(f"tr[data-member='{newcomer}']", state="detached")
+        with stack.http(team["keys"]["admin"]) as admin:
+            members = {m["name"]: m["role"] for m in admin.get(f"/v1/teams/{team['id']}").json()["members"]}
+        assert newcomer not in members and members[me] == "admin"
+
+        console.goto("#/collections")
+        page.fill("aside form input[name=name]", "console-shared")
+        page.select_option("aside form select[name=team_id]", team["id"])
+        page.click("aside form button[type=submit]")
+        page.wait_for_selector(f".collection-name:text-is('{team['name']}/console-shared')")

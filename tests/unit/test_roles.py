@@ -1,0 +1,172 @@
+"""Teams and roles: what each role covers, the rules for changing members, the table of the role each route needs
+(every route reaching a collection or a job in it), and the API's answers to each kind of member (in-process app,
+SQLite)."""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+
+import pytest
+
+import api.routes
+from api.roles import ROUTE_ROLES
+from api.scopes import ROUTE_NEEDS
+from pipeline.security.roles import ROLES, RoleError, change_problem, checked_role, covers
+from pipeline.security.users import UserStore
+from tests.unit.test_key_scopes import _module_routes
+
+ADMIN, BOB = uuid.uuid4(), uuid.uuid4()
+
+# -- the rules ----------------------------------------------------------------------------------------------------
+
+
+def test_each_role_covers_those_below_it_and_owner_covers_all():
+    assert [covers(held, "editor") for held in ROLES] == [False, True, True]
+    assert all(covers("owner", needed) for needed in ROLES)
+    assert not covers(None, "viewer")
+    assert checked_role(" Editor ") == "editor"
+    with pytest.raises(RoleError, match="unknown role 'owner'; roles: viewer, editor, admin"):
+        checked_role("owner")
+
+
+@pytest.mark.parametrize(("actor_role", "target", "current", "wanted", "admins", "status", "words"), [
+    ("viewer", BOB, "viewer", "admin", 2, 403, "needs the role 'admin'"),
+    ("editor", BOB, None, "viewer", 1, 403, "needs the role 'admin'"),
+    ("editor", ADMIN, "editor", "admin", 1, 403, "your own role"),  # raising oneself
+    ("admin", ADMIN, "admin", "viewer", 3, 403, "your own role"),   # not even down
+    ("admin", BOB, "admin", "editor", 1, 409, "last admin"),
+    ("admin", BOB, "admin", None, 1, 409, "last admin"),
+    ("admin", ADMIN, "admin", None, 1, 409, "last admin"),           # the last admin cannot leave either
+    ("admin", BOB, None, None, 1, 404, "not a member"),
+])
+def test_a_change_beyond_the_rules_is_refused_saying_why(actor_role, target, current, wanted, admins, status, words):
+    problem = change_problem(ADMIN, actor_role, target, current, wanted, admins)
+    assert problem is not None and problem.status == status and words in problem.detail
+
+
+@pytest.mark.parametrize(("actor_role", "target", "current", "wanted", "admins"), [
+    ("admin", BOB, None, "viewer", 1),      # add
+    ("admin", BOB, "viewer", "admin", 1),   # promote
+    ("admin", BOB, "admin", "viewer", 2),   # demote one of two admins
+    ("viewer", ADMIN, "viewer", None, 1),   # leave
+    ("admin", ADMIN, "admin", None, 2),     # an admin leaves, another stays
+])
+def test_a_change_within_the_rules_passes(actor_role, target, current, wanted, admins):
+    assert change_problem(ADMIN, actor_role, target, current, wanted, admins) is None
+
+
+# -- the table ------------------------------------------------------------------------------------------------------
+
+
+def test_every_route_reaching_a_collection_or_a_job_declares_its_role():
+    routes = {(m, r.path.replace("{document_id:path}", "{document_id}")) for r in _module_routes() for m in r.methods}
+    reaching = {route for route in routes if "{collection_id}" in route[1] or "{job_id}" in route[1]}
+    assert ("POST", "/v1/collections/{collection_id}/documents") in reaching
+    assert sorted(reaching - set(ROUTE_ROLES)) == [], "routes with no role in api/roles.py ROUTE_ROLES"
+    # Each line names a route the app has (and one the scopes' table knows).
+    assert sorted(set(ROUTE_ROLES) - routes) == [] and set(ROUTE_ROLES) <= set(ROUTE_NEEDS)
+
+
+def test_no_route_checks_a_collections_owner_itself():
+    """Every route finds collections and jobs through ``api.roles``: a check of its own would skip the roles."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.iter_modules(api.routes.__path__):
+        source = inspect.getsource(importlib.import_module(f"api.routes.{info.name}"))
+        for pattern in ("Collection.user_id ==", "collection.user_id !=", "job.user_id != user_id",
+                        "s.get(Collection, collection_id)"):
+            assert pattern not in source.replace("s.get(Collection, collection_id).user_id", ""), (info.name, pattern)
+
+
+def test_each_role_reaches_what_it_should():
+    assert ROUTE_ROLES[("GET", "/v1/collections/{collection_id}/documents")] == "viewer"
+    assert ROUTE_ROLES[("POST", "/v1/search")] == "viewer"
+    collection = "/v1/collections/{collection_id}"
+    for writes in (("POST", f"{collection}/documents"), ("PUT", f"{collection}/agents"), ("POST", "/v1/webhooks"),
+                   ("DELETE", f"{collection}/documents/{{document_id}}"), ("PATCH", collection)):
+        assert ROUTE_ROLES[writes] == "editor", writes
+    assert ROUTE_ROLES[("POST", "/v1/collections")] == "admin"
+
+
+# -- the API ------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def team(app, client):
+    """The client's user as admin of a team with a collection; an editor, a viewer and an outsider with keys."""
+    store = UserStore(app.state.services.db)
+    keys = {role: store.create(f"{role}-{uuid.uuid4().hex[:6]}") for role in ("editor", "viewer", "outsider")}
+    made = client.post("/v1/teams", json={"name": f"t-{uuid.uuid4().hex[:6]}"})
+    assert made.status_code == 201 and made.json()["role"] == "admin", made.text
+    team_id = made.json()["id"]
+    for role in ("editor", "viewer"):
+        put = client.put(f"/v1/teams/{team_id}/members/{keys[role][0]}", json={"role": role})
+        assert put.status_code == 200 and put.json()["role"] == role, put.text
+    shared = client.post("/v1/collections", json={"name": "handbook", "team_id": team_id})
+    assert shared.status_code == 201 and shared.json()["role"] == "admin", shared.text
+    return {"id": team_id, "collection": shared.json()["id"],
+            **{role: {"Authorization": f"Bearer {key}"} for role, (_, key) in keys.items()},
+            **{f"{role}_id": str(user_id) for role, (user_id, _) in keys.items()}}
+
+
+def test_a_viewer_reads_and_searches_but_is_refused_writes_naming_editor(client, team):
+    c, viewer = team["collection"], team["viewer"]
+    listed = {x["id"]: x for x in client.get("/v1/collections", headers=viewer).json()}
+    assert listed[c]["role"] == "viewer" and listed[c]["team_id"] == team["id"]
+    assert client.get(f"/v1/collections/{c}/documents", headers=viewer).status_code == 200
+    assert client.post("/v1/search", headers=viewer, json={"collection_id": c, "query": "x", "agents": []}
+                       ).status_code == 202
+    for method, path, body in (("POST", f"/v1/collections/{c}/documents",
+                                {"documents": [{"id": "d", "title": "t", "text": "x"}]}),
+                               ("PUT", f"/v1/collections/{c}/agents", {"agents": []}),
+                               ("PATCH", f"/v1/collections/{c}", {"stage_timeouts": None}),
+                               ("POST", "/v1/webhooks", {"url": "https://example.com/h", "events": ["job.failed"],
+                                                         "collection_id": c})):
+        refused = client.request(method, path, headers=viewer, json=body)
+        assert refused.status_code == 403 and "needs the role 'editor'" in refused.json()["detail"], path
+        assert "your role there is 'viewer'" in refused.json()["detail"]
+    assert client.put(f"/v1/collections/{c}/agents", headers=team["editor"], json={"agents": []}).status_code == 200
+
+
+def test_a_non_member_sees_the_team_and_its_collection_as_missing(client, team):
+    c, outsider = team["collection"], team["outsider"]
+    nobody = str(uuid.uuid4())
+    for path in (f"/v1/collections/{c}", f"/v1/teams/{team['id']}"):
+        theirs, missing = client.get(path, headers=outsider), client.get(path.replace(c, nobody).replace(
+            team["id"], nobody), headers=outsider)
+        assert theirs.status_code == missing.status_code == 404
+    assert c not in {x["id"] for x in client.get("/v1/collections", headers=outsider).json()}
+    put = client.put(f"/v1/teams/{team['id']}/members/{team['outsider_id']}", headers=outsider, json={"role": "admin"})
+    assert put.status_code == 404 and put.json()["detail"] == f"team {team['id']} not found"
+    assert client.post("/v1/search", headers=outsider, json={"collection_id": c, "query": "x"}).status_code == 404
+
+
+def test_members_cannot_raise_themselves_and_the_last_admin_stays(client, team):
+    viewer_id = team["viewer_id"]
+    raised = client.put(f"/v1/teams/{team['id']}/members/{viewer_id}", headers=team["viewer"], json={"role": "admin"})
+    assert raised.status_code == 403 and "your own role" in raised.json()["detail"]
+    other = client.put(f"/v1/teams/{team['id']}/members/{team['outsider_id']}", headers=team["editor"],
+                       json={"role": "viewer"})
+    assert other.status_code == 403 and "needs the role 'admin'" in other.json()["detail"]
+    me_id = client.get("/v1/me").json()["user"]["id"]
+    assert client.delete(f"/v1/teams/{team['id']}/members/{me_id}").status_code == 409
+    members = {m["user_id"]: m["role"] for m in client.get(f"/v1/teams/{team['id']}").json()["members"]}
+    assert members == {me_id: "admin", team["editor_id"]: "editor", viewer_id: "viewer"}
+
+
+def test_a_team_collection_may_share_a_personal_ones_name_and_a_removed_member_loses_it(client, team):
+    mine = client.post("/v1/collections", json={"name": "handbook"})
+    assert mine.status_code == 201 and (mine.json()["team_id"], mine.json()["role"]) == (None, "owner")
+    again = client.post("/v1/collections", json={"name": "handbook", "team_id": team["id"]})
+    assert again.status_code == 422  # but once per team
+    by_editor = client.post("/v1/collections", headers=team["editor"], json={"name": "x", "team_id": team["id"]})
+    assert by_editor.status_code == 403 and "needs the role 'admin'" in by_editor.json()["detail"]
+    c = team["collection"]
+    extra = UserStore(client.app.state.services.db).create(f"temp-{uuid.uuid4().hex[:6]}")
+    headers = {"Authorization": f"Bearer {extra[1]}"}
+    assert client.put(f"/v1/teams/{team['id']}/members/{extra[0]}", json={"role": "editor"}).status_code == 200
+    assert client.get(f"/v1/collections/{c}", headers=headers).status_code == 200
+    assert client.delete(f"/v1/teams/{team['id']}/members/{extra[0]}").status_code == 204
+    assert client.get(f"/v1/collections/{c}", headers=headers).status_code == 404
