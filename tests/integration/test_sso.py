@@ -20,13 +20,14 @@ from sqlalchemy import create_engine, text
 
 from api.sso import OidcClient, PendingLogin, SignInError
 from pipeline.platform.settings import Settings
-from tests.integration.conftest import extra_api
+from tests.integration.conftest import REPO, extra_api
 from tests.support.oidc_provider import Client, OidcProvider, consent
 
 SECRET = "agentsearch-client-secret"
 # Short, so the expired-token test waits little; every sign-in checks its token within a second of it being made.
 ID_TOKEN_EXPIRE_S = 6
 COOKIE = "agentsearch_session"
+SHOTS = REPO / ".agentsearch" / "screenshots"  # beside test_console.py's
 
 
 @dataclass
@@ -240,6 +241,9 @@ def test_the_console_signs_in_with_sso_makes_a_change_and_signs_out(sso):
         page = browser.new_page()
         page.set_default_timeout(60_000)  # a 2-core machine shared with other work
         page.goto(f"{sso.api}/")
+        page.wait_for_selector("#sso-sign-in")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "sign-in-sso-laptop.png"))
         page.click("#sso-sign-in")
         page.fill("#id_username", sso.provider.user)
         page.fill("#id_password", sso.provider.password)
