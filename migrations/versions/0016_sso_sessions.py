@@ -1,7 +1,7 @@
 """sso sessions: users signed in at an OpenID provider (by issuer and subject) and the console's sessions
 
 Revision ID: 0016_sso_sessions
-Revises: 0014_key_scopes
+Revises: 0015_teams
 Create Date: 2026-11-27
 
 """
@@ -12,7 +12,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0016_sso_sessions"
-down_revision: Union[str, Sequence[str], None] = "0014_key_scopes"
+down_revision: Union[str, Sequence[str], None] = "0015_teams"
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
