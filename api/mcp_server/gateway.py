@@ -96,6 +96,10 @@ class ApiGateway:
         if ref.id is not None:
             return (await self._call("GET", f"/v1/collections/{ref.id}")).json(), False
         found = (await self._call("GET", "/v1/collections", params={"name": ref.name})).json()
+        if len(found) > 1:  # a plain name no collection of the caller's has, but several of its teams' do
+            named = ", ".join(f"{c['team']}/{c['name']}" for c in found)
+            raise ToolError(f"HTTP 409: {len(found)} team collections are named {ref.name} ({named}); name one as "
+                            "TEAM/NAME or by its id")
         if found:
             return found[0], False
         if not create:

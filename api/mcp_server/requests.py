@@ -30,7 +30,7 @@ Mode = Literal["single", "iterative"]
 
 @dataclass(frozen=True)
 class CollectionRef:
-    """A collection as a tool's caller names it: by its id, or by its name (names are unique per user)."""
+    """A collection as a tool's caller names it: by its id, or by its name (unique per user; TEAM/NAME: a team's)."""
 
     id: uuid.UUID | None = None
     name: str | None = None

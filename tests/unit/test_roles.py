@@ -170,3 +170,69 @@ def test_a_team_collection_may_share_a_personal_ones_name_and_a_removed_member_l
     assert client.get(f"/v1/collections/{c}", headers=headers).status_code == 200
     assert client.delete(f"/v1/teams/{team['id']}/members/{extra[0]}").status_code == 204
     assert client.get(f"/v1/collections/{c}", headers=headers).status_code == 404
+
+
+def test_another_members_job_is_read_by_a_viewer_and_cancelled_by_an_editor_only(client, team):
+    c = team["collection"]
+    submitted = client.post("/v1/search", headers=team["viewer"], json={"collection_id": c, "query": "y", "agents": []})
+    assert submitted.status_code in (200, 202), submitted.text
+    job_id = submitted.json()["job_id"]
+    assert client.get(f"/v1/jobs/{job_id}").status_code == 200  # the admin reads the viewer's job
+    assert job_id in {j["job_id"] for j in client.get("/v1/jobs", params={"limit": 200}).json()["items"]}
+    mine = client.post("/v1/search", headers=team["editor"], json={"collection_id": c, "query": "z", "agents": []})
+    refused = client.delete(f"/v1/jobs/{mine.json()['job_id']}", headers=team["viewer"])
+    assert refused.status_code == 403 and "needs the role 'editor'" in refused.json()["detail"]
+    assert client.delete(f"/v1/jobs/{job_id}", headers=team["editor"]).status_code in (202, 409)  # 409: it ended
+    assert client.get(f"/v1/jobs/{job_id}", headers=team["outsider"]).status_code == 404
+
+
+def test_a_collections_webhook_hears_every_members_jobs_while_its_user_may_edit_it(migrated_db):
+    from pipeline.job.store import JobStore
+    from pipeline.platform.db import Collection, WebhookDeliveryRow, WebhookRow
+    from pipeline.security.teams import create_team, set_role
+
+    store = UserStore(migrated_db)
+    admin, editor, viewer = (store.create(f"{role}-{uuid.uuid4().hex[:6]}")[0] for role in ("a", "e", "v"))
+    with migrated_db.session() as s:
+        team_id = create_team(s, "hooks", admin).id
+        set_role(s, team_id, admin, editor, "editor")
+        set_role(s, team_id, admin, viewer, "viewer")
+        collection = Collection(name="shared", user_id=admin, team_id=team_id, embedding_model="m")
+        s.add(collection)
+        s.flush()
+        hook = WebhookRow(user_id=editor, collection_id=collection.id, url="https://h.example/x",
+                          events=["job.failed"], secret="whsec_x", status="active")
+        own = WebhookRow(user_id=editor, url="https://h.example/own", events=["job.failed"], secret="whsec_y",
+                         status="active")
+        s.add_all([hook, own])
+        s.flush()
+        collection_id, hook_id = collection.id, hook.id
+    jobs = JobStore(migrated_db)
+
+    def ended_by_viewer() -> set:
+        job_id = uuid.uuid4()
+        with migrated_db.session() as s:
+            jobs.create(s, job_id, viewer, collection_id, "q", request={}, deadline_s=600)
+        jobs.fail(str(job_id), "boom")
+        with migrated_db.session() as s:
+            return {r.webhook_id for r in s.query(WebhookDeliveryRow).filter_by(job_id=job_id).all()}
+
+    assert ended_by_viewer() == {hook_id}  # not the editor's own webhook: the job is the viewer's
+    with migrated_db.session() as s:
+        set_role(s, team_id, admin, editor, "viewer")
+    assert ended_by_viewer() == set()  # made a viewer: it hears no more
+
+
+def test_a_name_finds_ones_own_collection_first_and_team_slash_name_the_teams(client, team):
+    team_name = client.get(f"/v1/teams/{team['id']}").json()["name"]
+    user_id, key = UserStore(client.app.state.services.db).create(f"n-{uuid.uuid4().hex[:6]}")
+    headers = {"Authorization": f"Bearer {key}"}
+    assert client.put(f"/v1/teams/{team['id']}/members/{user_id}", json={"role": "viewer"}).status_code == 200
+
+    def named(name: str) -> list[str]:
+        return [c["id"] for c in client.get("/v1/collections", headers=headers, params={"name": name}).json()]
+
+    assert named("handbook") == [team["collection"]]  # none of its own: the team's
+    own = client.post("/v1/collections", headers=headers, json={"name": "handbook"}).json()["id"]
+    assert named("handbook") == [own] and named(f"{team_name}/handbook") == [team["collection"]]
+    assert named("nobody/handbook") == [] and named(f"{team_name}/nothing") == []
