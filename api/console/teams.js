@@ -108,6 +108,7 @@ async function renderTeam(detail, teamId, ctx) {
 function addForm(team, change) {
   const user = uid('member');
   const form = h('form', { class: 'stack add-member', novalidate: true, 'aria-label': 'Add a member' },
+    h('h3', { class: 'card-subtitle' }, 'Add a member'),
     h('div', { class: 'field' }, h('label', { for: user }, 'User name'),
       h('input', { id: user, name: 'user', type: 'text', required: true, autocomplete: 'off' })),
     h('div', { class: 'field' }, h('label', { for: `${user}-role` }, 'Role'),

@@ -178,6 +178,7 @@ def test_the_console_shows_teams_and_lets_an_admin_add_change_and_remove_members
         rows.first.wait_for()
         roles = {row.get_attribute("data-member"): row.get_attribute("data-role") for row in rows.all()}
         assert (roles[team["names"]["viewer"]], roles[me]) == ("viewer", "admin")
+        console.shoot("teams")
 
         page.fill("form.add-member input[name=user]", newcomer)
         page.select_option("form.add-member select[name=role]", "viewer")
