@@ -1,7 +1,8 @@
 """Teams on the real stack: an admin makes a team and a team collection and adds an editor and a viewer; the viewer
 lists and searches it but gets 403 naming ``editor`` for documents, agent sets and webhooks; a non-member gets 404
 as for a missing id; the editor ingests through the command line by ``TEAM/NAME``; nobody raises its own role; a
-removed member gets 404 from its next request, and a job of its that was running finishes, unreadable to it."""
+removed member gets 404 from its next request (its open event stream ends with a 404 error), and a job of its that
+was running finishes, unreadable to it; an admin manages members in the console's Teams view."""
 
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ def test_a_member_removed_mid_job_loses_it_at_its_next_request_and_the_job_finis
     c, leaver = team["collection"], team["keys"]["leaver"]
     with stack.http(team["keys"]["editor"]) as editor:
         # The collection's agent set, as its editor sets it: a pre-search agent that holds the job a few seconds.
-        made = editor.post("/v1/agent-configs", json={"agent_id": "test_sleepy", "config": {"sleep_s": 4}})
+        made = editor.post("/v1/agent-configs", json={"agent_id": "test_sleepy", "config": {"sleep_s": 6}})
         assert made.status_code == 201, made.text
         linked = editor.put(f"/v1/collections/{c}/agents", json={"agents": [{"agent_config_id": made.json()["id"]}]})
         assert linked.status_code == 200, linked.text
@@ -140,7 +141,13 @@ def test_a_member_removed_mid_job_loses_it_at_its_next_request_and_the_job_finis
             while member.get(f"/v1/jobs/{job_id}").json()["status"] != "running":
                 assert time.monotonic() < deadline, "the job never started"
                 time.sleep(0.1)
-            assert "removed" in stack.cli("teams", "remove-member", team["name"], team["names"]["leaver"])
+            with member.stream("GET", f"/v1/jobs/{job_id}/events") as events:
+                lines = events.iter_lines()
+                assert next(lines) == "event: status"
+                assert "removed" in stack.cli("teams", "remove-member", team["name"], team["names"]["leaver"])
+                # Its open event stream ends at its next check of the key, before the job does.
+                rest = list(lines)
+            assert "event: error" in rest and '"status": 404' in "".join(rest) and "event: done" not in rest
             # The very next request: the job, the collection and its documents are gone for it.
             assert member.get(f"/v1/jobs/{job_id}").status_code == 404
             assert member.get(f"/v1/collections/{c}").status_code == 404

@@ -236,3 +236,37 @@ def test_a_name_finds_ones_own_collection_first_and_team_slash_name_the_teams(cl
     own = client.post("/v1/collections", headers=headers, json={"name": "handbook"}).json()["id"]
     assert named("handbook") == [own] and named(f"{team_name}/handbook") == [team["collection"]]
     assert named("nobody/handbook") == [] and named(f"{team_name}/nothing") == []
+
+
+def test_the_teams_commands_manage_a_team_and_refuse_bad_input_clearly(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from cli import main
+    from pipeline.platform.settings import get_settings
+
+    monkeypatch.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path))
+    get_settings.cache_clear()
+    try:
+        runner = CliRunner()
+        for name in ("ann", "ben"):
+            assert runner.invoke(main, ["users", "create", name]).exit_code == 0
+
+        def run(*args: str, code: int = 0) -> str:  # fail() exits 2
+            done = runner.invoke(main, ["teams", *args])
+            assert done.exit_code == code, done.output
+            return done.output
+
+        assert "admin: ann" in run("create", "legal", "--admin", "ann")
+        assert "already exists" in run("create", "legal", "--admin", "ben", code=2)
+        assert "invalid team name" in run("create", "a/b", code=2)
+        assert "ben is editor of team legal" in run("add-member", "legal", "ben", "--role", "editor")
+        assert "ben is admin of team legal" in run("add-member", "legal", "ben", "--role", "admin")
+        assert "user cat not found" in run("add-member", "legal", "cat", code=2)
+        assert "no team named 'hr'" in run("show", "hr", code=2)
+        assert "removed ann (admin)" in run("remove-member", "legal", "ann")
+        assert "last admin" in run("remove-member", "legal", "ben", code=2)
+        assert "legal" in run("list") and "1 member(s)" in run("list")
+        shown = run("show", "legal")
+        assert "admin    ben" in shown and "ann" not in shown
+    finally:
+        get_settings.cache_clear()
