@@ -36,6 +36,7 @@ from pydantic import Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from pipeline.platform.db import Collection, Database
+from pipeline.security.access import Access
 from pipeline.security.registered_tools import RegisteredTool, ToolStore
 
 HOW_TO_REGISTER = "operators register tools (`agentsearch tools add`)"
@@ -136,7 +137,9 @@ class UserResources:
             raise collection_missing(collection_id) from None
         with self.db.session() as s:
             row = s.get(Collection, key)
-            if row is None or self.user_id is None or row.user_id != self.user_id:
+            # The user's own, or a team's it is in (any role reads): read again when the agent runs, as the job's
+            # user, so a member removed from the team reads it no more.
+            if row is None or self.user_id is None or Access(s, self.user_id).held(row) is None:
                 raise collection_missing(collection_id)
             s.expunge(row)
             return row

@@ -26,6 +26,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from pipeline.platform.db import ApiKey, Collection, Database, User, utcnow
+from pipeline.security.access import Access
 from pipeline.security.key_limits import KeyLimits
 
 KEY_PREFIX = "as_"
@@ -124,14 +125,18 @@ class UserStore:
         return key
 
     def collections_named(self, user_id: uuid.UUID, names: list[str]) -> list[uuid.UUID]:
-        """The ids of the user's collections of these names; ``UserError`` naming the first it does not have."""
+        """The ids of the user's collections of these names (``TEAM/NAME``: a team's it is in); ``UserError`` naming
+        the first it does not have, or that several of its teams have."""
+        ids = []
         with self.db.session() as s:
-            found = dict(s.execute(select(Collection.name, Collection.id).where(
-                Collection.user_id == user_id, Collection.name.in_(names))).all())
-        for name in names:
-            if name not in found:
-                raise UserError(f"the user has no collection named {name!r}")
-        return [found[name] for name in names]
+            for name in names:
+                found = s.scalars(Access(s, user_id).named_collections(name).with_only_columns(Collection.id)).all()
+                if not found:
+                    raise UserError(f"the user has no collection named {name!r}")
+                if len(found) > 1:
+                    raise UserError(f"several of the user's teams have a collection named {name!r}; name it TEAM/NAME")
+                ids.append(found[0])
+        return ids
 
     def grant(self, key: str) -> KeyGrant | None:
         """The live (not revoked) key's user and limits; None for an unknown or revoked key. An expired key is

@@ -270,3 +270,29 @@ def test_the_teams_commands_manage_a_team_and_refuse_bad_input_clearly(tmp_path,
         assert "admin    ben" in shown and "ann" not in shown
     finally:
         get_settings.cache_clear()
+
+
+def test_a_team_collection_is_named_by_keys_and_configs_of_its_members_only(migrated_db):
+    """``users new-key --collection TEAM/NAME`` and a config's collection (``fact_checker``'s trusted one) reach a
+    team's collection for its members, the words of a missing one for anyone else."""
+    from pipeline.agents.references import MissingResource, UserResources
+    from pipeline.platform.db import Collection
+    from pipeline.security.teams import create_team, set_role
+    from pipeline.security.users import UserError
+
+    store = UserStore(migrated_db)
+    admin, member, outsider = (store.create(f"{role}-{uuid.uuid4().hex[:6]}")[0] for role in ("a", "m", "o"))
+    with migrated_db.session() as s:
+        team_id = create_team(s, "library", admin).id
+        set_role(s, team_id, admin, member, "viewer")
+        shared = Collection(name="books", user_id=admin, team_id=team_id, embedding_model="m")
+        s.add(shared)
+        s.flush()
+        shared_id = shared.id
+    assert store.collections_named(member, ["library/books"]) == [shared_id]
+    assert store.collections_named(member, ["books"]) == [shared_id]  # none of its own of that name
+    with pytest.raises(UserError, match="no collection named 'library/books'"):
+        store.collections_named(outsider, ["library/books"])
+    assert UserResources(migrated_db, member).owned_collection(str(shared_id)).id == shared_id
+    with pytest.raises(MissingResource, match=f"collection {shared_id} not found"):
+        UserResources(migrated_db, outsider).owned_collection(str(shared_id))
