@@ -22,7 +22,7 @@ from fastapi import Request
 from sqlalchemy.orm import Session
 
 from api.errors import http_error
-from api.scopes import COLLECTION, JOB, template
+from api.scopes import COLLECTION, JOB, TEAM, template
 from pipeline.job.refusal import Refusal
 from pipeline.platform.db import Collection, Job, Team
 from pipeline.security.access import Access
@@ -48,6 +48,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("DELETE", JOB): "editor",
     ("GET", f"{JOB}/events"): "viewer",
     ("GET", f"{JOB}/artifacts/{{filename}}"): "viewer",
+    # The team in the path: who did what in it is for its admins.
+    ("GET", f"{TEAM}/audit"): "admin",
 }
 
 
@@ -75,7 +77,7 @@ def collection_for(request: Request, s: Session, collection_id: uuid.UUID, user_
 
 
 def team_for(request: Request, s: Session, team_id: uuid.UUID, user_id: uuid.UUID) -> Team:
-    """The team (named in a body) with the role the route needs in it, or 404 / 403."""
+    """The team (named in a body, or the path) with the role the route needs in it, or 404 / 403."""
     try:
         return Access(s, user_id).team(team_id, role_needed(request), what=_action(request))[0]
     except Refusal as exc:

@@ -124,6 +124,7 @@ ROUTE_NEEDS: dict[tuple[str, str], Need] = {
     ("GET", TEAM): USER_READ,
     ("PUT", f"{TEAM}/members/{{member}}"): USER_WRITE,
     ("DELETE", f"{TEAM}/members/{{member}}"): USER_WRITE,
+    ("GET", f"{TEAM}/audit"): USER_READ,
 }
 # Routes FastAPI adds itself: the API's description, readable without a key.
 FRAMEWORK_PATHS = frozenset({"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})

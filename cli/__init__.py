@@ -16,6 +16,7 @@
     agentsearch reindex [--collection NAME]            a collection's Milvus data rebuilt from the database
     agentsearch backup DIR | restore DIR [--database-url URL] [--reindex]   the database, with a manifest
     agentsearch retention run [--dry-run] [--json]     prune what is past its retention, or count what would go
+    agentsearch audit [--team T] [--actor U] [--action A] [--since 2d] [--limit N] [--json]   the audit trail
     agentsearch bench hop --agents N --jobs M [--json OUT]          per-agent hop vs a raw Celery chain
     agentsearch bench default-job --queries N [--json OUT]          the uncached default job on SciFact
     agentsearch mcp                                    the MCP server on stdio (tools: search, get_job, ...)
@@ -25,8 +26,8 @@ this process and act as the local user.
 
 Where each command lives: ``cli/serve.py`` (api, worker, beat, flower, migrate), ``cli/documents.py`` (ingest),
 ``cli/folder_sync.py`` (sync), ``cli/search.py``, ``cli/demo.py``, ``cli/eval.py``, ``cli/agents.py``, ``cli/users.py``,
-``cli/teams.py``, ``cli/tools.py``, ``cli/benchmarks.py`` (bench), ``cli/mcp.py`` (mcp), ``cli/reindex.py``,
-``cli/backup.py`` (backup, restore); the API client they share is
+``cli/teams.py``, ``cli/tools.py``, ``cli/audit.py``, ``cli/benchmarks.py`` (bench), ``cli/mcp.py`` (mcp),
+``cli/reindex.py``, ``cli/backup.py`` (backup, restore); the API client they share is
 ``cli/client.py`` with ``cli/session.py``. The commands that may load the models in this process print their own
 lines and errors, not the libraries' bars and warnings (``cli/quiet.py``).
 
@@ -44,8 +45,8 @@ from __future__ import annotations
 
 import click
 
-from cli import (agents, backup, demo, documents, folder_sync, mcp, reindex, retention, search, serve, teams, tools,
-                 users)
+from cli import (agents, audit, backup, demo, documents, folder_sync, mcp, reindex, retention, search, serve, teams,
+                 tools, users)
 from cli.benchmarks import bench_group
 from cli.errors import fail
 from cli.eval import eval_group
@@ -65,6 +66,6 @@ def main(ctx: click.Context) -> None:
 for command in (serve.migrate, serve.api, serve.worker, serve.beat, serve.flower, documents.ingest, folder_sync.sync,
                 search.search, demo.demo, eval_group, agents.agents, users.users, teams.teams, tools.tools,
                 bench_group,
-                mcp.mcp_server, retention.retention, reindex.reindex,
+                mcp.mcp_server, retention.retention, reindex.reindex, audit.audit,
                 backup.backup, backup.restore):
     main.add_command(command)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 from sqlalchemy import delete, or_, select
 
+from api.audit import audit
 from api.auth import CurrentUser, current_user
 from api.errors import from_validation_error, not_found, unprocessable
 from api.request_guard import GuardedRoute
@@ -68,6 +69,8 @@ def create_agent_config(body: AgentConfigCreate, user_id: CurrentUser, request: 
         )
         s.add(row)
         s.flush()
+        audit(request, s, "agent_config.create", target=("agent_config", row.id),
+              details={"agent_id": row.agent_id, "name": row.name})
         return _out(row)
 
 
@@ -178,6 +181,8 @@ def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, us
                     critical=item.critical,
                 )
             )
+        audit(request, s, "collection.agents.set", collection_id=collection_id, target=("collection", collection_id),
+              details={"agent_config_ids": [str(a.agent_config_id) for a in body.agents[:20]]})
     return {"collection_id": str(collection_id), "agents": [a.model_dump(mode="json") for a in body.agents]}
 
 

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Request
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
+from api.audit import audit
 from api.auth import CurrentUser, key_limits
 from api.errors import http_error, not_found, unprocessable
 from api.rate_limits import effective_limits
@@ -85,6 +86,8 @@ def create_collection(body: CollectionCreate, user_id: CurrentUser, request: Req
             )
             s.add(collection)
             s.flush()
+            audit(request, s, "collection.create", team_id=body.team_id, collection_id=collection.id,
+                  target=("collection", collection.id), details={"name": collection.name})
             return _out(s, collection, Access(s, user_id))
     except IntegrityError:
         raise unprocessable(("body", "name"), f"a collection named {body.name!r} already exists") from None
@@ -118,6 +121,8 @@ def update_collection(collection_id: uuid.UUID, body: CollectionUpdate, user_id:
         collection = collection_for(request, s, collection_id, user_id, lock=True)
         collection.stage_timeouts = stage_timeouts
         s.flush()
+        audit(request, s, "collection.update", collection_id=collection_id, target=("collection", collection_id),
+              details={"stage_timeouts": stage_timeouts})
         return _out(s, collection, Access(s, user_id))
 
 
@@ -141,6 +146,8 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
             s.add(row)
             rows.append(row)
         s.flush()
+        audit(request, s, "document.add", collection_id=collection_id, target=("documents", len(rows)),
+              details={"ids": [row.external_id for row in rows[:20]]})
         # Several tasks, not one: each ingest process of every worker host takes a share of the upload.
         tasks = queue_in_tasks(rows, services.settings.ingest_task_documents)
     celery = request.app.state.celery
@@ -177,6 +184,7 @@ def delete_document(collection_id: uuid.UUID, document_id: str, user_id: Current
         if row is None:
             raise not_found("document", document_id)
         s.delete(row)
+        audit(request, s, "document.delete", collection_id=collection_id, target=("document", document_id))
         s.execute(update(Collection).where(Collection.id == collection_id).values(index_epoch=Collection.index_epoch + 1))
     result = request.app.state.celery.send_task("agentsearch.delete_documents", args=(str(collection_id), [document_id]))
     return {"collection_id": str(collection_id), "document_id": document_id, "task_id": result.id}

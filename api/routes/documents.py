@@ -29,6 +29,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from sqlalchemy import func, select
 
+from api.audit import audit
 from api.auth import CurrentUser
 from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
@@ -201,6 +202,8 @@ def _store_files(request: Request, collection_id: uuid.UUID, user_id: uuid.UUID,
                 s.flush()
             s.add(DocumentFile(document_id=row.id, name=stored.name[-255:], format=stored.format, data=stored.data))
             rows.append((row.id, task_id, stored))
+        audit(request, s, "document.upload", collection_id=collection_id, target=("documents", len(rows)),
+              details={"ids": [stored.document_id for _, _, stored in rows[:20]]})
     celery = request.app.state.celery
     for row_id, task_id, _ in rows:
         celery.send_task("agentsearch.parse_document", args=(str(collection_id), str(row_id)), task_id=task_id)

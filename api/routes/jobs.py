@@ -21,6 +21,7 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from api.answer_events import AnswerEvents
+from api.audit import audit
 from api.auth import CurrentUser, key_limits, still_valid
 from api.errors import http_error, not_found
 from api.rate_limits import release_job_admission
@@ -68,6 +69,7 @@ async def submit_search(
     services = request.app.state.services
     within = key_limits(request).collections
     submitted = await run_in_threadpool(_submit, services, user_id, body, idempotency_key, within)
+    await run_in_threadpool(_audit_search, request, body, submitted)
     # The job's row counts it among the user's running jobs from now on, also while this request waits for it.
     await release_job_admission(request)
     if submitted.state is None:
@@ -96,6 +98,15 @@ def _submit(services: Services, user_id: uuid.UUID, body: SearchRequest, idempot
     if submitted.state is not None:
         enqueue(services, str(submitted.job_id), submitted.specs, submitted.state)
     return submitted
+
+
+def _audit_search(request: Request, body: SearchRequest, submitted: Submission) -> None:
+    """The search in the trail, in a transaction of its own right after the job's (``submit_job`` commits its
+    own): a row that cannot be written answers 500 rather than a search nobody can find in the trail."""
+    with request.app.state.services.db.session() as s:
+        audit(request, s, "search", collection_id=body.collection_id, target=("job", submitted.job_id),
+              details={"query": body.query, "cache_hit": submitted.cache_hit, "replayed": submitted.replayed,
+                       "also_search": [str(c) for c in body.also_search or []][:20]})
 
 
 def enqueue(services: Services, job_id: str, specs: list[AgentSpec], state: JobState) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from api.audit import audit
 from api.auth import CurrentUser
 from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
@@ -71,6 +72,7 @@ def create_key(body: KeyCreate, user_id: CurrentUser, request: Request) -> dict[
     store = UserStore(request.app.state.services.db)
     key = store.issue_key_for(user_id, body.label, limits)
     created = next(k for k in store.keys_of(user_id) if k.prefix == key[:SHOWN_CHARS])
+    _audited(request, "key.create", created.prefix, {"label": created.label, **created.limits.shown()})
     return {"key": key, **shown(created)}
 
 
@@ -86,4 +88,12 @@ def revoke_key(prefix: str, user_id: CurrentUser, request: Request) -> Response:
     """Revoke the caller's key of this prefix (as listed): it stops working at once in every API process."""
     if len(prefix) != SHOWN_CHARS or not UserStore(request.app.state.services.db).revoke_own(user_id, prefix):
         raise not_found("key", prefix)
+    _audited(request, "key.revoke", prefix, {})
     return Response(status_code=204)
+
+
+def _audited(request: Request, action: str, prefix: str, details: dict[str, Any]) -> None:
+    # Its own transaction, right after the key's (the user store commits its own): an audit row that cannot be
+    # written answers 500, so the change is never reported done without its record.
+    with request.app.state.services.db.session() as s:
+        audit(request, s, action, target=("key", prefix), details=details)

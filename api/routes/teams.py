@@ -13,25 +13,31 @@ Usage::
     DELETE /v1/teams/{id}/members/{user}                      -> 204
     GET    /v1/teams                                          -> [{"id", "name", "role", "created_at"}]
     GET    /v1/teams/{id}                                     -> {"id", "name", "role", "members": [...], ...}
+    GET    /v1/teams/{id}/audit?actor=bob&action=team.*&since=2026-11-01T00:00:00Z&limit=50
+                                                              -> {"items": [...], "next_cursor": 1234 | null}
 """
 
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
+from api.audit import audit
 from api.auth import CurrentUser
 from api.errors import http_error
 from api.request_guard import GuardedRoute
+from api.roles import team_for
 from pipeline.job.refusal import Refusal
-from pipeline.platform.db import Collection, Team
+from pipeline.platform.db import Collection, Team, User
 from pipeline.security.access import Access
+from pipeline.security.audit import MAX_LIMIT, events, shown
 from pipeline.security.roles import Role
-from pipeline.security.teams import Member, create_team, members_of, remove_member, set_role, teams_of
+from pipeline.security.teams import Member, create_team, members_of, remove_member, set_role, teams_of, user_named
 
 router = APIRouter(prefix="/v1/teams", tags=["teams"], route_class=GuardedRoute)
 
@@ -66,7 +72,9 @@ def create(body: TeamCreate, user_id: CurrentUser, request: Request) -> dict[str
     """A new team, its creator its admin."""
     try:
         with request.app.state.services.db.session() as s:
-            return _team(s, create_team(s, body.name, user_id), "admin")
+            team = create_team(s, body.name, user_id)
+            audit(request, s, "team.create", team_id=team.id, target=("team", team.id), details={"name": team.name})
+            return _team(s, team, "admin")
     except Refusal as exc:
         raise http_error(exc) from None
 
@@ -96,7 +104,10 @@ def put_member(team_id: uuid.UUID, member: str, body: MemberRole, user_id: Curre
     """Add the user (by name or id) with the role, or change its role: the team's admins only, never one's own."""
     try:
         with request.app.state.services.db.session() as s:
-            return _member(set_role(s, team_id, user_id, member, body.role))
+            changed = set_role(s, team_id, user_id, member, body.role)
+            audit(request, s, "team.member.set", team_id=team_id, target=("user", changed.user_id),
+                  details={"name": changed.name, "role": changed.role})
+            return _member(changed)
     except Refusal as exc:
         raise http_error(exc) from None
 
@@ -107,7 +118,37 @@ def delete_member(team_id: uuid.UUID, member: str, user_id: CurrentUser, request
     team's collections, nor its jobs over them."""
     try:
         with request.app.state.services.db.session() as s:
-            remove_member(s, team_id, user_id, member)
+            removed = remove_member(s, team_id, user_id, member)
+            audit(request, s, "team.member.remove", team_id=team_id, target=("user", removed.user_id),
+                  details={"name": removed.name, "role": removed.role})
     except Refusal as exc:
         raise http_error(exc) from None
     return Response(status_code=204)
+
+
+@router.get("/{team_id}/audit")
+def read_audit(team_id: uuid.UUID, user_id: CurrentUser, request: Request,
+               actor: str | None = Query(None, max_length=255, description="A user's name or id."),
+               action: str | None = Query(None, max_length=64, description="An action, or a family: team.*"),
+               since: datetime | None = Query(None, description="Events at or after this time (ISO 8601)."),
+               until: datetime | None = Query(None, description="Events before this time (ISO 8601)."),
+               cursor: int | None = Query(None, ge=1, description="The previous page's next_cursor."),
+               limit: int = Query(50, ge=1, le=MAX_LIMIT)) -> dict[str, Any]:
+    """The team's audit trail, newest first: its membership, and every change and search over its collections.
+    For the team's admins (403 naming ``admin`` for other members, 404 for anyone else)."""
+    try:
+        with request.app.state.services.db.session() as s:
+            team_for(request, s, team_id, user_id)
+            actor_id = None
+            if actor is not None:
+                named = user_named(s, actor)
+                if named is None:  # nobody of that name: no event of theirs
+                    return {"items": [], "next_cursor": None}
+                actor_id = named.id
+            page = events(s, team_id=team_id, actor_id=actor_id, action=action, since=since, until=until,
+                          before=cursor, limit=limit)
+            names = dict(s.execute(select(User.id, User.name).where(User.id.in_({e.actor_id for e in page}))).all())
+            return {"items": [shown(e, names) for e in page],
+                    "next_cursor": page[-1].id if len(page) == limit else None}
+    except Refusal as exc:
+        raise http_error(exc) from None

@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from sqlalchemy import select
 
+from api.audit import audit
 from api.auth import CurrentUser
 from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
@@ -71,6 +72,8 @@ def create_webhook(body: WebhookCreate, user_id: CurrentUser, request: Request) 
                          collection_id=body.collection_id, secret=new_secret(), status="active")
         s.add(row)
         s.flush()
+        audit(request, s, "webhook.create", collection_id=body.collection_id, target=("webhook", row.id),
+              details={"url": row.url, "events": row.events})
         return {**_out(row), "secret": row.secret}
 
 
@@ -108,6 +111,8 @@ def update_webhook(webhook_id: uuid.UUID, body: WebhookUpdate, user_id: CurrentU
             if body.enabled:
                 row.failing_since = None
         s.flush()
+        audit(request, s, "webhook.update", collection_id=row.collection_id, target=("webhook", row.id),
+              details=body.model_dump(exclude_none=True))
         return _out(row)
 
 
@@ -119,6 +124,7 @@ def rotate_secret(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request)
         row = _owned(s, webhook_id, user_id)
         row.secret = new_secret()
         s.flush()
+        audit(request, s, "webhook.rotate_secret", collection_id=row.collection_id, target=("webhook", row.id))
         return {**_out(row), "secret": row.secret}
 
 
@@ -126,7 +132,9 @@ def rotate_secret(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request)
 def delete_webhook(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request) -> Response:
     """The webhook and its delivery log; pending deliveries are not sent."""
     with request.app.state.services.db.session() as s:
-        s.delete(_owned(s, webhook_id, user_id))
+        row = _owned(s, webhook_id, user_id)
+        audit(request, s, "webhook.delete", collection_id=row.collection_id, target=("webhook", row.id))
+        s.delete(row)
     return Response(status_code=204)
 
 

@@ -12,7 +12,9 @@ on them (they go in the same transaction, first, so nothing is left pointing at 
 - ``conversation_turns``: for ``retention_conversation_turns_days`` after their job ended. A turn keeps its own
   question and answer, so it outlives its job (its ``job_id`` then answers 404), as webhook deliveries do;
   seen-content records have no job to follow either (``pipeline.agentic.seen`` keeps its own window).
-- audit rows: no table yet; the issue that adds them adds one ``Kind`` below and ``retention_audit_days``.
+- ``audit_events``: for ``retention_audit_days`` after they were recorded. The table is append-only for the
+  service (migration 0017's trigger): each batch sets ``agentsearch.audit_prune`` for its own transaction first
+  (``SET LOCAL``), the one DELETE the trigger lets through; nothing else in the service sets it.
 
 Answer streams are Redis keys that expire by themselves (``retention_answer_streams_s``): nothing to prune here.
 
@@ -36,13 +38,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, delete, exists, func, select
+from sqlalchemy import ColumnElement, Select, delete, exists, func, select, text
 from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
 from pipeline.job.store import TERMINAL
 from pipeline.platform.db import (
     AgenticLoop,
     ArtifactRow,
+    AuditEvent,
     ConversationTurnRow,
     Database,
     Job,
@@ -65,6 +68,7 @@ class RetentionPolicy:
     jobs_days: float = 30.0
     webhook_deliveries_days: float = 30.0
     conversation_turns_days: float = 90.0
+    audit_days: float = 365.0
     batch_rows: int = 500
 
     @classmethod
@@ -72,6 +76,7 @@ class RetentionPolicy:
         return cls(jobs_days=settings.retention_jobs_days,
                    webhook_deliveries_days=settings.retention_webhook_deliveries_days,
                    conversation_turns_days=settings.retention_conversation_turns_days,
+                   audit_days=settings.retention_audit_days,
                    batch_rows=settings.retention_batch_rows)
 
     def cutoff(self, kind: "Kind", now: datetime) -> datetime | None:
@@ -105,6 +110,8 @@ class Kind:
     age: InstrumentedAttribute
     may_go: Callable[[datetime], list[ColumnElement[bool]]] = lambda _cutoff: []
     dependants: dict[str, InstrumentedAttribute] = field(default_factory=dict)
+    # PostgreSQL: a statement run first in each batch's transaction (an append-only table's allowed path).
+    unlock: str | None = None
 
     @property
     def table(self) -> Any:
@@ -129,7 +136,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("webhook_deliveries", "webhook_deliveries_days", WebhookDeliveryRow.created_at, _delivery_may_go,
          {"webhook_attempts": WebhookAttemptRow.delivery_id}),
     Kind("conversation_turns", "conversation_turns_days", ConversationTurnRow.created_at),
-    # Audit rows join here when their table exists: Kind("audit_rows", "audit_days", AuditRow.created_at).
+    Kind("audit_events", "audit_days", AuditEvent.at, unlock="SET LOCAL agentsearch.audit_prune = on"),
 )
 PRUNED_KINDS: tuple[str, ...] = tuple(name for kind in KINDS for name in kind.kinds)
 
@@ -183,6 +190,8 @@ def delete_batch(s: Session, kind: Kind, cutoff: datetime, ids: list[Any]) -> di
     """
     if not ids:
         return dict.fromkeys(kind.kinds, 0)
+    if kind.unlock and s.bind.dialect.name == "postgresql":
+        s.execute(text(kind.unlock))
     going = select(kind.table.id).where(kind.table.id.in_(ids), *kind.conditions(cutoff))
     deleted = {}
     for name, column in kind.dependants.items():

@@ -266,7 +266,10 @@ class Settings(BaseSettings):
         90.0, ge=0, le=36500, description="Conversation turns go this long after their job ended; a turn outlives "
         "its job (0: kept for ever)."
     )
-    # Audit rows have no table yet: the issue that adds them adds retention_audit_days here and one kind there.
+    retention_audit_days: float = Field(
+        365.0, ge=0, le=36500, description="Audit events (pipeline/security/audit.py) go this long after they were "
+        "recorded (0: kept for ever)."
+    )
     # A stream is a preview of an answer the job's row keeps for good, so it always expires: no 0 here.
     retention_answer_streams_s: int = Field(
         3600, ge=60, le=7 * 86400, description="A job's answer stream (Redis) expires this long after its last write."

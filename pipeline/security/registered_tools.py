@@ -40,6 +40,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
 from pipeline.platform.db import Database, RegisteredToolRow
+from pipeline.security.audit import Actor, record
 from pipeline.security.egress import EgressPolicy
 
 KINDS = ("mcp", "http")
@@ -175,6 +176,10 @@ class ToolStore:
                     delete(RegisteredToolRow).where(RegisteredToolRow.name == tool.name)).rowcount)
                 s.add(RegisteredToolRow(name=tool.name, kind=tool.kind, spec=spec, allow_internal=tool.allow_internal,
                                         description=tool.description))
+                s.flush()
+                # Registered by an operator only (the command line): its name and kind, never a secret.
+                record(s, Actor(None), "tool.add", target=("tool", tool.name),
+                       details={"kind": tool.kind, "replaced": replaced})
         except IntegrityError:
             raise ToolError(f"a tool named {tool.name!r} is already registered; give --replace to replace it") from None
         return replaced
@@ -192,4 +197,7 @@ class ToolStore:
 
     def remove(self, name: str) -> bool:
         with self.db.session() as s:
-            return bool(s.execute(delete(RegisteredToolRow).where(RegisteredToolRow.name == name)).rowcount)
+            removed = bool(s.execute(delete(RegisteredToolRow).where(RegisteredToolRow.name == name)).rowcount)
+            if removed:
+                record(s, Actor(None), "tool.remove", target=("tool", name))
+            return removed

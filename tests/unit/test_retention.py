@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -23,6 +24,7 @@ from pipeline.platform.db import (
     DEFAULT_USER_ID,
     AgenticLoop,
     ArtifactRow,
+    AuditEvent,
     ConversationTurnRow,
     Database,
     Job,
@@ -137,6 +139,22 @@ def test_a_conversation_turn_outlives_its_job_until_its_own_retention(migrated_d
     assert (report.counts["jobs"], report.counts["conversation_turns"]) == (2, 1)
 
 
+def test_audit_events_go_after_their_own_retention_and_a_zero_keeps_them(migrated_db):
+    old, recent = NOW - timedelta(days=366), NOW - timedelta(days=364)
+    add(migrated_db, AuditEvent, *({"id": i, "at": at, "action": "search", "key_prefix": "as_k", "target_type": "",
+                                    "target_id": "", "details": {}} for i, at in enumerate((old, old, recent), 1)))
+
+    dry = prune(migrated_db, POLICY, now=NOW, dry_run=True)
+    report = prune(migrated_db, POLICY, now=NOW)
+
+    assert dry.counts["audit_events"] == report.counts["audit_events"] == 2
+    assert report.cutoffs["audit_events"] == NOW - timedelta(days=365)
+    with migrated_db.session() as s:
+        assert list(s.scalars(select(AuditEvent.id))) == [3]  # the recent one
+    assert prune(migrated_db, replace(POLICY, audit_days=0), now=NOW + timedelta(days=3650)).cutoffs[
+        "audit_events"] is None
+
+
 def seed_mix(db: Database, owned, jobs: int) -> None:
     collection_id, webhook_id, conversation_id = owned
     for ended in (OLD, RECENT):
@@ -179,7 +197,8 @@ def test_each_batch_is_a_transaction_of_at_most_batch_rows(migrated_db, owned):
     # 5 rows of each kind in batches of 2: 2, 2, 1; the dependants deleted in their row's batch, before it.
     assert deletes.count("jobs") == deletes.count("webhook_deliveries") == deletes.count("conversation_turns") == 3
     assert deletes.count("artifacts") == deletes.count("webhook_attempts") == 3
-    assert len(commits) == 9 and deletes.index("artifacts") < deletes.index("jobs")
+    # Nine batches, and the audit events' one that found none.
+    assert len(commits) == 10 and deletes.index("artifacts") < deletes.index("jobs")
     assert report.counts["jobs"] == report.counts["conversation_turns"] == 5
 
 
@@ -196,7 +215,7 @@ def test_a_run_stops_when_its_budget_is_spent_and_the_next_goes_on(migrated_db, 
 
 def test_zero_days_keeps_a_kind_for_ever(migrated_db, owned):
     seed_mix(migrated_db, owned, jobs=2)
-    policy = RetentionPolicy(jobs_days=0, webhook_deliveries_days=0, conversation_turns_days=0)
+    policy = RetentionPolicy(jobs_days=0, webhook_deliveries_days=0, conversation_turns_days=0, audit_days=0)
 
     report = prune(migrated_db, policy, now=NOW + timedelta(days=3650))
 
@@ -207,7 +226,8 @@ def test_zero_days_keeps_a_kind_for_ever(migrated_db, owned):
 def test_the_settings_and_their_defaults(monkeypatch):
     defaults = Settings()
     assert RetentionPolicy.of(defaults) == RetentionPolicy(jobs_days=30, webhook_deliveries_days=30,
-                                                           conversation_turns_days=90, batch_rows=500)
+                                                           conversation_turns_days=90, audit_days=365,
+                                                           batch_rows=500)
     assert (defaults.retention_answer_streams_s, defaults.retention_interval_s) == (3600, 3600.0)
     monkeypatch.setenv("AGENTSEARCH_RETENTION_JOBS_DAYS", "7.5")
     monkeypatch.setenv("AGENTSEARCH_RETENTION_BATCH_ROWS", "50")
