@@ -27,7 +27,7 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
-from api.audit import audit
+from api.audit import actor_of
 from api.auth import CurrentUser
 from api.errors import http_error
 from api.request_guard import GuardedRoute
@@ -72,9 +72,7 @@ def create(body: TeamCreate, user_id: CurrentUser, request: Request) -> dict[str
     """A new team, its creator its admin."""
     try:
         with request.app.state.services.db.session() as s:
-            team = create_team(s, body.name, user_id)
-            audit(request, s, "team.create", team_id=team.id, target=("team", team.id), details={"name": team.name})
-            return _team(s, team, "admin")
+            return _team(s, create_team(s, body.name, user_id, by=actor_of(request)), "admin")
     except Refusal as exc:
         raise http_error(exc) from None
 
@@ -104,10 +102,7 @@ def put_member(team_id: uuid.UUID, member: str, body: MemberRole, user_id: Curre
     """Add the user (by name or id) with the role, or change its role: the team's admins only, never one's own."""
     try:
         with request.app.state.services.db.session() as s:
-            changed = set_role(s, team_id, user_id, member, body.role)
-            audit(request, s, "team.member.set", team_id=team_id, target=("user", changed.user_id),
-                  details={"name": changed.name, "role": changed.role})
-            return _member(changed)
+            return _member(set_role(s, team_id, user_id, member, body.role, by=actor_of(request)))
     except Refusal as exc:
         raise http_error(exc) from None
 
@@ -118,9 +113,7 @@ def delete_member(team_id: uuid.UUID, member: str, user_id: CurrentUser, request
     team's collections, nor its jobs over them."""
     try:
         with request.app.state.services.db.session() as s:
-            removed = remove_member(s, team_id, user_id, member)
-            audit(request, s, "team.member.remove", team_id=team_id, target=("user", removed.user_id),
-                  details={"name": removed.name, "role": removed.role})
+            remove_member(s, team_id, user_id, member, by=actor_of(request))
     except Refusal as exc:
         raise http_error(exc) from None
     return Response(status_code=204)

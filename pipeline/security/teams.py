@@ -5,7 +5,9 @@ A team's name is unique across the service (a team collection is named ``team/co
 be ambiguous). A member is named by its user name or id. The creator is the team's first admin. The functions take
 the caller's session, so a check and its change are one transaction; a change of membership locks the team's row,
 so two admins demoting each other at once cannot leave the team without one. ``actor`` None is the operator (the
-CLI on the database), who may manage any team but is held to the last-admin rule like anyone.
+CLI on the database), who may manage any team but is held to the last-admin rule like anyone. Each change is
+recorded in the audit trail in its transaction (``pipeline.security.audit``), as ``by`` (default: the actor with
+no key, the operator when None).
 
 Usage::
 
@@ -29,6 +31,7 @@ from sqlalchemy.orm import Session
 from pipeline.job.refusal import Refusal, invalid, missing
 from pipeline.platform.db import Team, TeamMember, User
 from pipeline.security.key_limits import uuid_or_none
+from pipeline.security.audit import OPERATOR, Actor, record
 from pipeline.security.roles import Role, change_problem
 
 TEAM_NAME = re.compile(r"^[\w][\w .-]{0,99}$")
@@ -41,7 +44,11 @@ class Member:
     role: Role
 
 
-def create_team(s: Session, name: str, creator_id: uuid.UUID) -> Team:
+def _by(actor: uuid.UUID | None, by: Actor | None) -> Actor:
+    return by if by is not None else Actor(actor, OPERATOR if actor is None else "")
+
+
+def create_team(s: Session, name: str, creator_id: uuid.UUID, by: Actor | None = None) -> Team:
     """A new team with its creator as admin; 422 for a malformed name, 409 for a taken one."""
     if not TEAM_NAME.match(name):
         raise invalid(("body", "name"), f"invalid team name {name!r}: 1-100 characters, letters, digits, spaces "
@@ -55,6 +62,8 @@ def create_team(s: Session, name: str, creator_id: uuid.UUID) -> Team:
         raise Refusal(409, f"a team named {name!r} already exists") from None
     s.add(TeamMember(team_id=team.id, user_id=creator_id, role="admin"))
     s.flush()
+    record(s, _by(None, by), "team.create", team_id=team.id, target=("team", team.id),
+           details={"name": name, "admin": str(creator_id)})
     return team
 
 
@@ -111,7 +120,7 @@ def _change(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: str
 
 
 def set_role(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: str | uuid.UUID,
-             role: Role) -> Member:
+             role: Role, by: Actor | None = None) -> Member:
     """Add the user to the team with ``role``, or give a member that role."""
     user, row = _change(s, team_id, actor, member, role)
     if row is None:
@@ -119,13 +128,18 @@ def set_role(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: st
     else:
         row.role = role
     s.flush()
+    record(s, _by(actor, by), "team.member.set", team_id=team_id, target=("user", user.id),
+           details={"name": user.name, "role": role})
     return Member(user.id, user.name, role)
 
 
-def remove_member(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: str | uuid.UUID) -> Member:
+def remove_member(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: str | uuid.UUID,
+                  by: Actor | None = None) -> Member:
     """Take the user out of the team: from the next request on it reaches none of the team's collections."""
     user, row = _change(s, team_id, actor, member, None)
     assert row is not None  # change_problem refuses a user who is not a member
     s.delete(row)
     s.flush()
+    record(s, _by(actor, by), "team.member.remove", team_id=team_id, target=("user", user.id),
+           details={"name": user.name, "role": row.role})
     return Member(user.id, user.name, row.role)

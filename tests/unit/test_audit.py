@@ -151,7 +151,12 @@ def test_the_command_line_shows_the_trail_filtered(tmp_path, monkeypatch):
                                                            ).output.splitlines()]
         assert [(r["action"], r["target_id"], r["actor"]) for r in rows] == [("tool.add", "wiki", "operator")]
         assert runner.invoke(main, ["audit", "--actor", "ann"]).output.strip() == "no events"
-        assert runner.invoke(main, ["audit", "--since", "1h", "--limit", "1"]).output.count("\n") == 1
+        assert runner.invoke(main, ["teams", "create", "legal", "--admin", "ann"]).exit_code == 0
+        team_rows = [json.loads(line) for line in runner.invoke(main, ["audit", "--team", "legal", "--json"]
+                                                                ).output.splitlines()]
+        assert [(r["action"], r["actor"], r["details"]["name"]) for r in team_rows] == [
+            ("team.create", "operator", "legal")]
+        assert runner.invoke(main, ["audit", "--since", "1h", "--limit", "2"]).output.count("\n") == 2
         missing = runner.invoke(main, ["audit", "--team", "nope"])
         assert missing.exit_code == 2 and "no team named 'nope'" in missing.output
         bad = runner.invoke(main, ["audit", "--since", "soon"])
