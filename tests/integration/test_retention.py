@@ -121,8 +121,10 @@ def test_retention_prunes_exactly_what_is_past_it_and_the_running_job_is_left_al
                                conversation))
         assert set(turns) == {ids["old_a"], ids["old_b"], ids["kept"]}
 
+        # The audit events of these searches are minutes old, far within the 365 days of theirs: none goes.
         expected = {"jobs": 4, "artifacts": artifacts[ids["old_a"]] + artifacts[ids["old_b"]], "agentic_loops": 0,
-                    "profile_runs": 0, "webhook_deliveries": 2, "webhook_attempts": 3, "conversation_turns": 1}
+                    "profile_runs": 0, "webhook_deliveries": 2, "webhook_attempts": 3, "conversation_turns": 1,
+                    "audit_events": 0}
         all_jobs = stack.sql("SELECT count(*) FROM jobs")[0][0]
 
         dry = json.loads(stack.cli("retention", "run", "--dry-run", "--json"))
