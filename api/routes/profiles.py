@@ -15,6 +15,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
+from api.audit import audit
 from api.auth import CurrentUser
 from api.errors import http_error, not_found, unprocessable
 from api.request_guard import GuardedRoute
@@ -113,6 +114,9 @@ def run_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request) -
         raise not_found("profile set", set_id)
     job_id, state = created
     enqueue(services, job_id, [], state)  # with the broker down, the run is taken back and the client told (503)
+    with services.db.session() as s:  # a run is a search, in the trail as the one of POST /v1/search
+        audit(request, s, "search", collection_id=s.get(Job, uuid.UUID(str(job_id))).collection_id,
+              target=("job", job_id), details={"profile_set": str(set_id)})
     return {"job_id": job_id, "status": "queued", "url": f"/v1/jobs/{job_id}"}
 
 

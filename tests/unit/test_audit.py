@@ -163,3 +163,16 @@ def test_the_command_line_shows_the_trail_filtered(tmp_path, monkeypatch):
         assert bad.exit_code == 2 and "--since" in bad.output
     finally:
         get_settings.cache_clear()
+
+
+def test_a_profile_sets_run_is_a_search_in_the_trail(app, client):
+    c = client.post("/v1/collections", json={"name": f"p-{uuid.uuid4().hex[:6]}"}).json()["id"]
+    made = client.post("/v1/profile-sets", json={"name": f"s-{uuid.uuid4().hex[:6]}", "collection_id": c,
+                                                 "query": "solar", "profiles": [{"name": "research"}]})
+    assert made.status_code == 201, made.text
+    run = client.post(f"/v1/profile-sets/{made.json()['id']}/runs")
+    assert run.status_code == 202, run.text
+    with app.state.services.db.session() as s:
+        row = s.scalars(select(AuditEvent).where(AuditEvent.target_id == run.json()["job_id"])).one()
+        assert (row.action, str(row.collection_id), row.details) == ("search", c, {"profile_set": made.json()["id"]})
+        assert row.key_prefix == client.headers["Authorization"].removeprefix("Bearer ")[:11]
