@@ -144,9 +144,13 @@ class VectorStore:
                 return
             first = generation_name(name, 1)
             # Another process may have made it and not yet its alias; a rebuild never makes the first generation.
+            # Two tasks of a new collection's first upload, on two workers, make it at the same moment: the one that
+            # loses a race (the generation, the alias) finds the other's made and goes on, instead of failing its task.
             if not self._client.has_collection(first):
-                self._create(first, dimension)
-            self._point_alias(name, first)
+                self._made_by_someone(lambda: self._create(first, dimension),
+                                      lambda: self._client.has_collection(first))
+            if not self._is_alias(name):
+                self._made_by_someone(lambda: self._client.create_alias(first, name), lambda: self._is_alias(name))
             self._known.add(name)
             self._with_sentences[name] = True
 
@@ -217,6 +221,15 @@ class VectorStore:
             self._loaded.discard(name)
             self._with_sentences.pop(name, None)
         return previous
+
+    @staticmethod
+    def _made_by_someone(make: Callable[[], Any], made: Callable[[], bool]) -> None:
+        """``make()``, unless it fails because another process made the same thing first (``made()`` then)."""
+        try:
+            make()
+        except MilvusException:
+            if not made():
+                raise
 
     def _point_alias(self, name: str, generation: str) -> None:
         if self._is_alias(name):
