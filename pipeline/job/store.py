@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, or_, select, text, update
+from sqlalchemy import delete, or_, select, text, true, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -81,7 +81,7 @@ class JobStore:
     def create(self, s: Session, job_id: uuid.UUID, user_id: uuid.UUID, collection_id: uuid.UUID, query: str, *,
                request: dict[str, Any], deadline_s: float, snapshot: list[dict[str, Any]] | None = None,
                state: JobState | None = None, idempotency_key: str | None = None, cache_key: str | None = None,
-               answered_from: Job | None = None) -> Job:
+               answered_from: Job | None = None, access_groups: list[str] | None = None) -> Job:
         """Insert a queued job in the caller's transaction, flushed: a second job with the same Idempotency-Key
         raises ``IntegrityError`` here. ``state`` is what it is enqueued with (kept so the reaper can enqueue it
         again).
@@ -94,7 +94,8 @@ class JobStore:
         job = Job(id=job_id, user_id=user_id, collection_id=collection_id, query=query, status="queued",
                   request=request, config_snapshot=list(snapshot or []),
                   deadline_at=utcnow() + timedelta(seconds=deadline_s), idempotency_key=idempotency_key,
-                  cache_key=cache_key, initial_state=state.dump() if state is not None else None)
+                  cache_key=cache_key, initial_state=state.dump() if state is not None else None,
+                  access_groups=access_groups)
         if answered_from is not None:
             now = utcnow()
             job.status, job.stage, job.cached_from = "succeeded", "done", answered_from.id
@@ -119,18 +120,23 @@ class JobStore:
         """The user's job submitted with this Idempotency-Key, in the caller's transaction."""
         return s.scalar(select(Job).where(Job.user_id == user_id, Job.idempotency_key == key))
 
-    def find_cached(self, s: Session, user_id: uuid.UUID, cache_key: str) -> Job | None:
-        """The user's newest job that answered the same request completely, in the caller's transaction; a job that
-        was itself answered from cache is never the source (its response is a copy)."""
+    def find_cached(self, s: Session, user_id: uuid.UUID, cache_key: str,
+                    shared_with: Callable[[Job], bool] | None = None) -> Job | None:
+        """The newest job that answered the same request completely, in the caller's transaction: the user's own,
+        or, with ``shared_with``, another user's that it accepts (a team member's job over the team's collections,
+        which the key's collections, epochs and document groups make the same search). A job that was itself
+        answered from cache is never the source (its response is a copy)."""
+        mine = Job.user_id == user_id
         candidates = s.scalars(
             select(Job)
-            .where(Job.user_id == user_id, Job.cache_key == cache_key, Job.status == "succeeded",
+            .where(mine if shared_with is None else true(), Job.cache_key == cache_key, Job.status == "succeeded",
                    Job.cached_from.is_(None))
             .order_by(Job.finished_at.desc())
             .limit(5)
         ).all()
         # Only a complete answer is reused: one with a failed agent or search error deserves a new try.
-        return next((c for c in candidates if c.response and c.response.get("complete")), None)
+        return next((c for c in candidates if c.response and c.response.get("complete")
+                     and (c.user_id == user_id or (shared_with is not None and shared_with(c)))), None)
 
     def discard(self, job_id: str) -> None:
         """Take back a job that never reached the queues (the broker refused it): no row is left to wait forever."""

@@ -41,6 +41,7 @@ from pipeline.platform.settings import Settings
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import MetadataFilter, filter_problems
 from pipeline.security.access import Access
+from pipeline.security.document_access import held_tokens, job_tokens, restricted
 from pipeline.security.key_limits import KeyLimits
 from pipeline.services import Services
 
@@ -84,6 +85,11 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
             if earlier is not None:
                 return Submission.of(earlier, replayed=True)
         epochs = _epochs(s, named_at, user_id, settings, within)
+        # Over a team collection every search of the job finds only what the caller's document groups let it: the
+        # filter rides in the search overrides, so each search applies it and the cache key covers it.
+        access_groups = job_tokens(s, epochs, held_tokens(s, user_id))
+        if access_groups is not None:
+            search["filter"] = restricted(search.get("filter"), access_groups)
         stage_timeouts = _stage_timeouts(s, request, settings)
         history = _history(s, request, user_id, within)
         if request.agents is not None:
@@ -103,7 +109,7 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
         hit = None
         # Skipping what was seen makes each run's answer depend on the runs before it: never answered from cache.
         if request.use_cache and not (agentic and agentic.seen.enabled):
-            hit = jobs.find_cached(s, user_id, cache_key)
+            hit = jobs.find_cached(s, user_id, cache_key, shared_with=Access(s, user_id).sees_job)
             if hit is None:
                 services.metrics.record_cache("job", False)
         # Chosen here, not by the database, so the state (or a cached response) names its job in the same INSERT.
@@ -129,7 +135,7 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
             job = jobs.create(s, job_id, user_id, request.collection_id, query,
                               request=request.model_dump(mode="json"), deadline_s=settings.job_deadline_s,
                               snapshot=snapshot, state=state, idempotency_key=idempotency_key,
-                              cache_key=cache_key, answered_from=hit)
+                              cache_key=cache_key, answered_from=hit, access_groups=access_groups)
         except IntegrityError:
             raise Refusal(409, "a job with this Idempotency-Key is being created") from None
         if hit is not None:

@@ -62,6 +62,19 @@ class User(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+class UserIdentity(Base):
+    """A user who signs in at an OpenID provider, by the provider's issuer and subject
+    (``pipeline.security.identities``), with the groups its groups claim listed at the last sign-in."""
+
+    __tablename__ = "user_identities"
+    issuer: Mapped[str] = mapped_column(String(500), primary_key=True)
+    subject: Mapped[str] = mapped_column(String(255), primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    groups: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    signed_in_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class ApiKey(Base):
     """An API key, stored as its SHA-256 digest: the key itself is shown once, when it is issued.
 
@@ -104,6 +117,18 @@ class TeamMember(Base):
     user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True,
                                                index=True)
     role: Mapped[str] = mapped_column(String(20))  # admin | editor | viewer
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class TeamGroupMember(Base):
+    """A member of one of a team's document groups (``pipeline.security.groups``): a group is its members, made by
+    the first and gone with the last."""
+
+    __tablename__ = "team_groups"
+    team_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True,
+                                               index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -172,6 +197,15 @@ class DocumentRow(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class DocumentGroup(Base):
+    """One group a team collection's document is restricted to: with any, only those groups' members find it
+    (``pipeline.security.document_access``); with none, every member of the collection does."""
+
+    __tablename__ = "document_groups"
+    document_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
 
 
 class DocumentFile(Base):
@@ -257,6 +291,9 @@ class Job(Base):
     # Digest of everything that decides the response (query, options, agent configs, collection epochs).
     cache_key: Mapped[str | None] = mapped_column(String(64))
     cached_from: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    # The document groups its searches were restricted to (pipeline.security.document_access); None: it searched
+    # personal collections only, where no document has groups.
+    access_groups: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     # The Celery node that last reported progress: the reaper retries the job when that node stops heartbeating.
     worker: Mapped[str | None] = mapped_column(String(255))

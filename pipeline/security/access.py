@@ -9,7 +9,8 @@ alone (``owner`` covers every role); a team collection is reached by the team's 
 A job is seen by a user who reaches every collection it searched (its own, ``also_search``, its profiles'): its
 submitter's personal ones are hidden from the other members, so a member reads another's job over a team collection
 only when nothing else was searched. A member removed from the team no longer reads its jobs over the team's
-collections, its own included.
+collections, its own included. Nor does one who lacks a document group the job searched with, or one of whose sources
+it no longer finds (``pipeline.security.document_access``).
 
 Usage::
 
@@ -31,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from pipeline.job.refusal import Refusal, missing
 from pipeline.platform.db import Collection, Job, Team, TeamMember
+from pipeline.security.document_access import held_tokens, job_visible
 from pipeline.security.key_limits import searched_collections
 from pipeline.security.roles import Held, Role, beyond_role, covers
 
@@ -39,6 +41,14 @@ class Access:
     def __init__(self, s: Session, user_id: uuid.UUID) -> None:
         self.s, self.user_id = s, user_id
         self._held: dict[uuid.UUID, Held | None] = {}
+        self._tokens: frozenset[str] | None = None
+
+    @property
+    def tokens(self) -> frozenset[str]:
+        """The caller's document groups (``pipeline.security.document_access``), read once per ``Access``."""
+        if self._tokens is None:
+            self._tokens = held_tokens(self.s, self.user_id)
+        return self._tokens
 
     def held(self, collection: Collection) -> Held | None:
         """The caller's role over the collection: ``owner``, a team role, or None (not reached)."""
@@ -78,7 +88,11 @@ class Access:
             elif self.held(collection) is None:
                 return False
         shared = self.s.get(Collection, job.collection_id)
-        return job.user_id == self.user_id or (shared is not None and shared.team_id is not None)
+        if not (job.user_id == self.user_id or (shared is not None and shared.team_id is not None)):
+            return False
+        # Over a team collection: the caller holds the document groups the job searched with, and each of its
+        # sources is still one it finds (a membership or a document's groups may have changed since).
+        return job_visible(self.s, job, self.tokens)
 
     def job(self, job_id: uuid.UUID, needed: Role = "viewer", what: str | None = None) -> Job:
         """The job when the caller sees it (404 otherwise). Another member's job needs ``needed`` over the job's

@@ -4,7 +4,7 @@ The subject (``sub``) is the provider's stable id of a person; a name or an e-ma
 to someone else, so it is never what a sign-in is matched by. The user's name comes from a claim
 (``preferred_username``, else ``email``, else the subject) made to fit agentsearch's user names, with a suffix when
 another user holds it already. The groups the provider's groups claim lists are stored with each sign-in, for
-mapping to team groups (not done yet: document groups come later).
+mapping to team groups of the same name (``pipeline.security.document_access``).
 
 Usage::
 
@@ -19,28 +19,16 @@ import re
 import secrets
 import uuid
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, ForeignKey, String, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Mapped, mapped_column
 
-from pipeline.platform.db import Base, Database, JSONType, User, utcnow
+from pipeline.platform.db import Database, User, UserIdentity, utcnow
 from pipeline.security.users import USER_NAME
 
 NAME_CLAIMS = ("preferred_username", "email", "sub")
 _NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9._@-]+")
-
-
-class UserIdentity(Base):
-    __tablename__ = "user_identities"
-    issuer: Mapped[str] = mapped_column(String(500), primary_key=True)
-    subject: Mapped[str] = mapped_column(String(255), primary_key=True)
-    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    groups: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    signed_in_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 def user_name(claims: Mapping[str, Any]) -> str:

@@ -1,0 +1,208 @@
+"""Documents only the right people find: the groups a user holds, the filter every search of its job applies, and
+the checks on what was found before.
+
+A team collection's document may be restricted to some of the team's groups (``access: {"groups": [...]}``); then
+only the members of one of them find it. Groups belong to a team, so a group is named across the service by a
+*token*, ``"<team id>:<group>"``: a job may search collections of several teams, and a group ``hr`` of one team
+says nothing of another's.
+
+- **In Milvus.** A restricted document's chunks carry their tokens in the metadata key ``_access_groups`` (written
+  from the document's row at indexing, as any metadata). A job over a team collection searches with
+  ``access_filter(tokens)`` joined to its own filter: a chunk without the key, or one sharing a token with the
+  searcher. It is one filter in ``JobState.search``, so every search of the job applies it (each strategy,
+  ``also_search``, each iteration, each agent's own search) and every cache key covers it: two members share a
+  cached result only when they hold the same groups.
+- **In PostgreSQL.** ``document_groups`` holds each restricted document's groups, for listings and reads
+  (``visible_documents``), and a job records the tokens it searched with (``jobs.access_groups``).
+- **When read.** A job is read only by a member holding every token it searched with, and only while each of its
+  sources is still visible to the reader (``job_visible``): a membership or a document's groups changed after the
+  search count from the next request, as the rest of the access rules do.
+
+A user's groups in a team are the groups an admin put it in (``team_groups``) and, for a user who signs in at the
+identity provider, the team's groups named like a group of the provider's groups claim at its last sign-in.
+
+Usage::
+
+    tokens = held_tokens(s, user_id)                        # frozenset({"5f0c...:hr"}), read on every call
+    search["filter"] = restricted(search.get("filter"), tokens)   # the job's filter, restricted
+    query = visible_documents(select(DocumentRow), collection, tokens)
+    set_document_groups(s, row, collection, ["hr"])         # the row's groups and its chunks' metadata key
+    job_visible(s, job, tokens)                             # False: the reader lacks a group, or a source moved
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Select, exists, select
+from sqlalchemy.orm import Session
+
+from pipeline.job.refusal import Refusal, invalid
+from pipeline.platform.db import (
+    Collection,
+    DocumentGroup,
+    DocumentRow,
+    Job,
+    TeamGroupMember,
+    TeamMember,
+    UserIdentity,
+)
+from pipeline.retrieval.filters import MAX_DEPTH, MAX_IN_VALUES, MAX_NODES, MetadataFilter, filter_problems
+from pipeline.security.key_limits import searched_collections
+
+ACCESS_KEY = "_access_groups"
+GROUP_NAME = re.compile(r"^[A-Za-z0-9][\w.-]{0,99}$")
+MAX_DOCUMENT_GROUPS = 20
+# The access clause's own depth and operators, which the job's filter shares the bounds with.
+ACCESS_DEPTH, ACCESS_NODES = 2, 4
+
+
+def token(team_id: uuid.UUID | str, group: str) -> str:
+    return f"{team_id}:{group}"
+
+
+def held_tokens(s: Session, user_id: uuid.UUID | str) -> frozenset[str]:
+    """The tokens of every group the user holds, in every team it is a member of."""
+    user_id = uuid.UUID(str(user_id))
+    given = s.execute(select(TeamGroupMember.team_id, TeamGroupMember.name)
+                      .join(TeamMember, (TeamMember.team_id == TeamGroupMember.team_id)
+                            & (TeamMember.user_id == TeamGroupMember.user_id))
+                      .where(TeamGroupMember.user_id == user_id)).all()
+    tokens = {token(team_id, name) for team_id, name in given}
+    claimed = {group for groups in s.scalars(select(UserIdentity.groups).where(UserIdentity.user_id == user_id))
+               for group in groups or []}
+    if claimed:
+        # The provider's groups map to the team groups of the same name, in the teams the user is a member of.
+        named = s.execute(select(TeamGroupMember.team_id, TeamGroupMember.name).distinct()
+                          .join(TeamMember, TeamMember.team_id == TeamGroupMember.team_id)
+                          .where(TeamMember.user_id == user_id, TeamGroupMember.name.in_(sorted(claimed)))).all()
+        tokens |= {token(team_id, name) for team_id, name in named}
+    return frozenset(tokens)
+
+
+def team_groups_held(tokens: Iterable[str], team_id: uuid.UUID | str) -> list[str]:
+    """The group names of one team among the tokens."""
+    prefix = f"{team_id}:"
+    return sorted(t[len(prefix):] for t in tokens if t.startswith(prefix))
+
+
+def access_filter(tokens: Iterable[str]) -> MetadataFilter:
+    """What a holder of ``tokens`` finds: chunks of unrestricted documents, and of documents sharing a token."""
+    unrestricted: dict[str, Any] = {"not": {"exists": {"key": ACCESS_KEY}}}
+    tokens = sorted(tokens)
+    if not tokens:
+        return MetadataFilter.model_validate(unrestricted)
+    if len(tokens) > MAX_IN_VALUES:
+        raise Refusal(422, f"the caller holds {len(tokens)} document groups; a search can hold at most "
+                           f"{MAX_IN_VALUES}")
+    return MetadataFilter.model_validate({"or": [unrestricted, {"in": {"key": ACCESS_KEY, "values": tokens}}]})
+
+
+def restricted(job_filter: dict[str, Any] | None, tokens: Iterable[str]) -> dict[str, Any]:
+    """The job's filter (as JSON, or None) joined to the access filter, as JSON: what ``JobState.search`` keeps.
+    The join must fit the filter language's bounds, so a caller's filter over a team collection has one level and
+    ``ACCESS_NODES`` operators less (said in the 422)."""
+    clause = access_filter(tokens).as_json()
+    if job_filter is None:
+        return clause
+    joined = {"and": [clause, job_filter]}
+    if filter_problems(joined):
+        raise invalid(("body", "filter"), f"a filter over a team collection may nest at most "
+                                          f"{MAX_DEPTH - 1} levels and hold at most {MAX_NODES - ACCESS_NODES - 1} "
+                                          "operators: its document groups take the rest")
+    return joined
+
+
+def checked_groups(raw: Any, loc: tuple[str | int, ...], collection: Collection) -> list[str] | None:
+    """A document's ``access`` as sent (None, or ``{"groups": [names]}``): its group names, sorted, or None for a
+    document every member finds. Refused (422 at ``loc``) on a personal collection, where there are no groups."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"groups"} or not isinstance(raw["groups"], list):
+        raise invalid(loc, 'access is {"groups": [group names]}')
+    groups = raw["groups"]
+    if collection.team_id is None:
+        raise invalid(loc, "access groups restrict a team collection's documents; this collection is personal")
+    if not groups or len(groups) > MAX_DOCUMENT_GROUPS:
+        raise invalid((*loc, "groups"), f"a document names 1 to {MAX_DOCUMENT_GROUPS} groups")
+    for i, group in enumerate(groups):
+        if not isinstance(group, str) or not GROUP_NAME.match(group):
+            raise invalid((*loc, "groups", i), "a group name is 1-100 letters, digits, '_', '.' or '-', starting "
+                                               "with a letter or digit")
+    return sorted(set(groups))
+
+
+def set_document_groups(s: Session, row: DocumentRow, collection: Collection, groups: list[str] | None) -> None:
+    """Restrict the document to ``groups`` (None: to nobody, found by every member): its ``document_groups`` rows
+    now, its chunks' metadata when it is indexed next (the row's metadata carries the tokens there)."""
+    if row.id is None:
+        s.flush()
+    s.query(DocumentGroup).filter(DocumentGroup.document_id == row.id).delete(synchronize_session=False)
+    metadata = {k: v for k, v in (row.metadata_ or {}).items() if k != ACCESS_KEY}
+    if groups:
+        s.add_all(DocumentGroup(document_id=row.id, name=name) for name in groups)
+        metadata[ACCESS_KEY] = [token(collection.team_id, name) for name in groups]
+    row.metadata_ = metadata
+
+
+def document_groups(s: Session, document_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, list[str]]:
+    """The groups of each restricted document among ``document_ids`` (an unrestricted one is absent)."""
+    groups: dict[uuid.UUID, list[str]] = {}
+    for document_id, name in s.execute(select(DocumentGroup.document_id, DocumentGroup.name)
+                                       .where(DocumentGroup.document_id.in_(list(document_ids)))
+                                       .order_by(DocumentGroup.name)):
+        groups.setdefault(document_id, []).append(name)
+    return groups
+
+
+def shown_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """A document's metadata as a reader sees it: the tokens are the service's, its ``access`` says the groups."""
+    return {k: v for k, v in (metadata or {}).items() if k != ACCESS_KEY}
+
+
+def visible_documents(query: Select, collection: Collection, tokens: Iterable[str]) -> Select:
+    """``query`` over ``DocumentRow`` narrowed to the documents a holder of ``tokens`` finds in the collection."""
+    if collection.team_id is None:
+        return query
+    restricted_doc = exists().where(DocumentGroup.document_id == DocumentRow.id)
+    shared = exists().where(DocumentGroup.document_id == DocumentRow.id,
+                            DocumentGroup.name.in_(team_groups_held(tokens, collection.team_id)))
+    return query.where(~restricted_doc | shared)
+
+
+def job_tokens(s: Session, collection_ids: Iterable[uuid.UUID | str], tokens: Iterable[str]) -> list[str] | None:
+    """What a job over these collections records as searched with: the searcher's tokens of the teams searched
+    (sorted), or None when it searches personal collections only (no document there has groups)."""
+    teams = {str(team_id) for team_id in s.scalars(
+        select(Collection.team_id).where(Collection.id.in_([uuid.UUID(str(c)) for c in collection_ids]),
+                                         Collection.team_id.is_not(None)))}
+    if not teams:
+        return None
+    return sorted(t for t in tokens if t.split(":", 1)[0] in teams)
+
+
+def job_visible(s: Session, job: Job, tokens: Iterable[str]) -> bool:
+    """Whether a holder of ``tokens`` may read the job: it holds every token the job searched with, and none of the
+    job's sources is now a document restricted to groups it does not hold."""
+    if job.access_groups is None:
+        return True
+    tokens = frozenset(tokens)
+    if not set(job.access_groups) <= tokens:
+        return False
+    sources = [src.get("document_id") for src in (job.response or {}).get("sources") or [] if isinstance(src, dict)]
+    if not sources:
+        return True
+    searched = searched_collections(job) or frozenset({job.collection_id})
+    # A source restricted to groups, none of which the reader holds: the job now shows what it may not find.
+    restricted_rows = s.execute(select(DocumentRow.id, Collection.team_id, DocumentGroup.name)
+                                .join(Collection, Collection.id == DocumentRow.collection_id)
+                                .join(DocumentGroup, DocumentGroup.document_id == DocumentRow.id)
+                                .where(DocumentRow.collection_id.in_(list(searched)),
+                                       DocumentRow.external_id.in_([str(d) for d in sources]))).all()
+    held: dict[uuid.UUID, bool] = {}
+    for document_id, team_id, name in restricted_rows:
+        held[document_id] = held.get(document_id, False) or token(team_id, name) in tokens
+    return all(held.values())
