@@ -115,15 +115,24 @@ def bench_concurrency(jobs: int, threads: int | None, llm: bool, slots: int, jso
 @bench_group.command("filters")
 @click.option("--rows", type=click.IntRange(100), default=10_000, show_default=True, help="Rows in each collection.")
 @click.option("--repeat", type=click.IntRange(1), default=15, show_default=True, help="Searches per median.")
+@click.option("--restricted", type=click.FloatRange(0, 1), default=0.2, show_default=True,
+              help="Share of the rows restricted to one of four document groups.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help='Write {"rows", "<filter>": {"json_field", "dynamic_field"}, ...} (milliseconds) here.')
-def bench_filters(rows: int, repeat: int, json_out: Path | None) -> None:
-    """What a metadata filter costs a dense search in Milvus Lite: the JSON field jobs use beside dynamic fields."""
+              help='Write {"rows", "<filter>": {"json_field", "dynamic_field"}, ..., "groups": {"<search>": {"ms", '
+                   '"ratio", "hits", ...}}} (milliseconds) here.')
+def bench_filters(rows: int, repeat: int, restricted: float, json_out: Path | None) -> None:
+    """What a metadata filter costs a dense search in Milvus Lite: the JSON field jobs use beside dynamic fields; and
+    the document-groups filter of a team collection's search beside no filter (also in bench/results/filter_cost.md)."""
+    import os
+
     from bench import filter_cost  # pymilvus: see cli/__init__.py
 
-    results = filter_cost.measure(rows, repeat)
+    load = os.getloadavg()
+    results = filter_cost.measure(rows, repeat, restricted)
     if json_out is not None:
         json_out.write_text(json.dumps(results) + "\n")
+    filter_cost.RESULTS.write_text(filter_cost.report(
+        results, f"agentsearch bench filters --rows {rows} --repeat {repeat} --restricted {restricted}", load))
     click.echo(filter_cost.table(results))
 
 
