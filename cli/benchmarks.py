@@ -8,6 +8,7 @@ Usage::
     agentsearch bench concurrency --jobs 200 --json many.json       # prefork beside a thread pool
     agentsearch bench concurrency --llm --jobs 16 --threads 8       # jobs answered by a local LLM server
     agentsearch bench filters --rows 10000                          # a metadata filter's cost in Milvus Lite
+    agentsearch bench team-cache --viewers 10 --questions 5         # a team's cache hits, without and with groups
     agentsearch bench mcp --calls 40 --searches 10                  # an MCP tool call beside its API route
     agentsearch bench parse --pages 240 --ocr-pages 6               # pages/s per format, OCR, parsing's share
     agentsearch bench ingest --docs 1000 --workers 1,2 --json in.json  # through the stack beside the plain model
@@ -134,6 +135,31 @@ def bench_filters(rows: int, repeat: int, restricted: float, json_out: Path | No
     filter_cost.RESULTS.write_text(filter_cost.report(
         results, f"agentsearch bench filters --rows {rows} --repeat {repeat} --restricted {restricted}", load))
     click.echo(filter_cost.table(results))
+
+
+@bench_group.command("team-cache")
+@click.option("--viewers", type=click.IntRange(2, 100), default=10, show_default=True,
+              help="Viewers of the team, each asking every question in turn.")
+@click.option("--questions", type=click.IntRange(1, 8), default=5, show_default=True,
+              help="Questions of the sample corpus each viewer asks.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help='Write {"no_groups": {"hit_rate", "hit_ms", "miss_ms", ...}, "groups": {...}} here.')
+def bench_team_cache(viewers: int, questions: int, json_out: Path | None) -> None:
+    """The whole-job cache hit rate of a team's viewers asking the same questions, without document groups and with
+    them, and the request's time for hits and misses, on a local stack of its own (bench/results/team_cache.md)."""
+    from datetime import UTC, datetime
+
+    from bench import team_cache  # the bench stack and its SQLAlchemy: see cli/__init__.py
+
+    started = datetime.now(UTC)
+    try:
+        result = team_cache.run(viewers, questions)
+    except RuntimeError as exc:
+        fail(str(exc))
+    figures = team_cache.public(result)
+    if json_out is not None:
+        json_out.write_text(json.dumps(figures) + "\n")
+    click.echo(team_cache.write(result, team_cache.command_line(viewers, questions), started))
 
 
 @bench_group.command("mcp")
