@@ -29,6 +29,7 @@ from pipeline.platform.settings import get_settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text, known_language, normalise_code
 from pipeline.retrieval.sentence_vectors import chunk_units, pack
 from pipeline.retrieval.vector_store import IndexedChunk
+from pipeline.security.document_access import DocumentAccess, reserved_key_problem
 from pipeline.security.storable import NotStorable, loads_checked, text_problem
 from pipeline.text import split_sentences, whole_sentences
 
@@ -43,11 +44,21 @@ class DocumentIn(BaseModel):
     title: str = Field("", max_length=2000)
     text: str = Field(min_length=1, max_length=MAX_DOCUMENT_CHARS)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    access: DocumentAccess | None = Field(None, description='Who finds it in a team collection: {"groups": [...]}, '
+                                                            "members of any of them (none: every member).")
 
     @field_validator("id", mode="before")
     @classmethod
     def _id_as_text(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int) else value
+
+    @field_validator("metadata")
+    @classmethod
+    def _no_reserved_key(cls, value: dict[str, Any]) -> dict[str, Any]:
+        problem = reserved_key_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("text")
     @classmethod

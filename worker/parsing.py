@@ -34,7 +34,8 @@ from sqlalchemy import select
 from pipeline.ingest import IngestError, file_document
 from pipeline.ingestion.lease import claim, finish, queue
 from pipeline.parsing import Attachment, ParsedFile, ParseLimits, ParseRefused, Part, read_file, sniff
-from pipeline.platform.db import DocumentFile, DocumentRow
+from pipeline.platform.db import Collection, DocumentFile, DocumentRow
+from pipeline.security.document_access import document_groups, set_document_groups
 from pipeline.services import Services, get_services
 from worker.app import DB_RETRY, INGEST_QUEUE, NEW_WORK_PRIORITY, app
 from worker.ingestion import ingest_documents
@@ -145,8 +146,11 @@ def _merged(state: dict[str, Any], parsed: ParsedFile, window: range | None, sec
 
 def _store_attachments(s: Any, parent: DocumentRow, attachments: list[Attachment]) -> list[tuple[str, str]]:
     """Each attachment a document of its own (``<parent id>/<its name without the extension>``), parsed next: the
-    rows' ids, each with the id of the task that parses it."""
+    rows' ids, each with the id of the task that parses it. An attachment is found by whoever finds its parent: it
+    takes the parent's document groups."""
     created = []
+    collection = s.get(Collection, parent.collection_id)
+    groups = document_groups(s, [parent.id]).get(parent.id)
     for attachment in attachments:
         try:
             file_format = sniff(attachment.data, attachment.name)
@@ -165,6 +169,7 @@ def _store_attachments(s: Any, parent: DocumentRow, attachments: list[Attachment
         task_id = str(uuid.uuid4())
         queue(row, task_id)
         s.flush()
+        set_document_groups(s, row, collection, groups)
         existing = s.get(DocumentFile, row.id)
         if existing is not None:
             s.delete(existing)

@@ -31,17 +31,24 @@ from pipeline.job.refusal import Refusal
 from pipeline.job.stage_budget import StageTimeouts, over_deadline
 from pipeline.platform.db import Collection, DocumentRow, Team
 from pipeline.security.access import Access
+from pipeline.security.document_access import (
+    DocumentAccess,
+    groups_for,
+    held_tokens,
+    refuse_hidden,
+    set_document_groups,
+    visible_documents,
+)
 from pipeline.security.quotas import check_document_quota
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
 
 
 def _out(s, c: Collection, access: Access) -> CollectionOut:
-    counts = dict(
-        s.execute(
-            select(DocumentRow.status, func.count()).where(DocumentRow.collection_id == c.id).group_by(DocumentRow.status)
-        ).all()
-    )
+    # Counted as the reader lists them: documents of groups it is not in are no trace of theirs.
+    counts = dict(s.execute(visible_documents(select(DocumentRow.status, func.count())
+                                              .where(DocumentRow.collection_id == c.id), c, access.tokens)
+                            .group_by(DocumentRow.status)).all())
     return CollectionOut(
         id=c.id,
         name=c.name,
@@ -136,9 +143,12 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
             raise unprocessable(("body", "documents", i, "id"), f"duplicate document id {doc.id!r} (also at {seen[doc.id]})")
         seen[doc.id] = i
     with services.db.session() as s:
+        collection = collection_for(request, s, collection_id, user_id)
+        groups = [_groups(collection, doc.access, ("body", "documents", i, "access"))
+                  for i, doc in enumerate(body.documents)]
         # A team collection's documents count against the quota of the member who made it, not the sender's.
-        owner = collection_for(request, s, collection_id, user_id).user_id
-        existing = documents_within_quota(s, request, owner, collection_id, list(seen))
+        existing = documents_within_quota(s, request, collection.user_id, collection_id, list(seen))
+        refused_if_hidden(s, existing.values(), collection, user_id)
         rows = []
         for doc in body.documents:
             row = existing.get(doc.id) or DocumentRow(collection_id=collection_id, external_id=doc.id)
@@ -146,6 +156,10 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
             s.add(row)
             rows.append(row)
         s.flush()
+        for row, doc_groups in zip(rows, groups, strict=True):
+            # Sent again without access, a document is found by every member again: the request says who finds it.
+            if doc_groups or row.external_id in existing:
+                set_document_groups(s, row, collection, doc_groups)
         audit(request, s, "document.add", collection_id=collection_id, target=("documents", len(rows)),
               details={"ids": [row.external_id for row in rows[:20]]})
         # Several tasks, not one: each ingest process of every worker host takes a share of the upload.
@@ -155,6 +169,20 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
         celery.send_task("agentsearch.ingest_documents", args=(str(collection_id), row_ids), task_id=task_id)
     return DocumentsAccepted(collection_id=collection_id, accepted=len(rows), task_id=tasks[0][0],
                              task_ids=[task_id for task_id, _ in tasks])
+
+
+def _groups(collection: Collection, access: DocumentAccess | None, loc: tuple) -> list[str] | None:
+    try:
+        return groups_for(collection, access, loc)
+    except Refusal as exc:
+        raise http_error(exc) from None
+
+
+def refused_if_hidden(s, rows, collection: Collection, user_id: uuid.UUID) -> None:
+    try:
+        refuse_hidden(s, rows, collection, held_tokens(s, user_id))
+    except Refusal as exc:
+        raise http_error(exc) from None
 
 
 def documents_within_quota(s, request: Request, user_id: uuid.UUID, collection_id: uuid.UUID,
@@ -177,10 +205,11 @@ def delete_document(collection_id: uuid.UUID, document_id: str, user_id: Current
     """Remove a document: its row now, its vectors by a worker task; the collection's epoch moves on."""
     services = request.app.state.services
     with services.db.session() as s:
-        collection_for(request, s, collection_id, user_id)
-        row = s.scalar(
-            select(DocumentRow).where(DocumentRow.collection_id == collection_id, DocumentRow.external_id == document_id)
-        )
+        collection = collection_for(request, s, collection_id, user_id)
+        # A document of groups the editor is not in is missing to it, for deleting as for reading.
+        row = s.scalar(visible_documents(select(DocumentRow).where(DocumentRow.collection_id == collection_id,
+                                                                   DocumentRow.external_id == document_id),
+                                         collection, held_tokens(s, user_id)))
         if row is None:
             raise not_found("document", document_id)
         s.delete(row)

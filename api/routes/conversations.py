@@ -25,7 +25,7 @@ from sqlalchemy import delete, func, select
 from api.auth import CurrentUser
 from api.errors import http_error
 from api.request_guard import GuardedRoute
-from pipeline.job.conversation import owned_conversation, turns_of
+from pipeline.job.conversation import owned_conversation, readable_turns, turns_of
 from pipeline.job.refusal import Refusal
 from pipeline.platform.db import ConversationRow, ConversationTurnRow
 
@@ -81,10 +81,11 @@ def list_conversations(user_id: CurrentUser, request: Request) -> list[dict[str,
 
 @router.get("/{conversation_id}")
 def read_conversation(conversation_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict[str, Any]:
-    """The conversation with its turns, oldest first: each with its job's id, question, answer, status and time."""
+    """The conversation with its turns, oldest first: each with its job's id, question, answer, status and time.
+    A turn whose job the user may no longer read (a document group left since) is not shown."""
     with request.app.state.services.db.session() as s:
         row = _owned(s, conversation_id, user_id)
-        turns = turns_of(s, row.id)
+        turns = readable_turns(s, user_id, turns_of(s, row.id))
         return {**_out(row, len(turns)), "turns": [_turn(t) for t in turns]}
 
 

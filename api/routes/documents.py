@@ -1,4 +1,4 @@
-"""A collection's documents as its owner reads them, and files uploaded as documents.
+"""A collection's documents as its readers find them, and files uploaded as documents.
 
 ``POST /v1/collections/{id}/documents`` takes documents as JSON; a browser, the command line and a synced folder
 hold files. The upload route tells each file's format from its bytes (``pipeline.parsing.sniff``). A JSON Lines
@@ -12,7 +12,8 @@ Usage::
 
     GET  /v1/collections/{id}/documents?status=failed&limit=50     -> {"items": [{"id", "title", "status", ...}], "total"}
     GET  /v1/collections/{id}/documents/{document_id}              -> the document with its text and parts
-    POST /v1/collections/{id}/files   (multipart/form-data, field "files", one or more; optional "document_ids")
+    POST /v1/collections/{id}/files   (multipart/form-data, field "files", one or more; optional "document_ids";
+                                       optional "access": '{"groups": ["hr"]}' for each file's document)
          -> 202 {"accepted", "documents": [{"id", "file", "format"}], "rejected": [{"file", "error"}]}
 """
 
@@ -31,14 +32,24 @@ from sqlalchemy import func, select
 
 from api.audit import audit
 from api.auth import CurrentUser
-from api.errors import not_found, unprocessable
+from api.errors import http_error, not_found, unprocessable
 from api.request_guard import GuardedRoute
 from api.roles import collection_for
-from api.routes.collections import add_documents, documents_within_quota
+from api.routes.collections import refused_if_hidden, add_documents, documents_within_quota
 from api.schemas import DocumentsIn, FilesAccepted
 from pipeline.ingestion.lease import queue
 from pipeline.platform.db import Collection, DocumentFile, DocumentRow
+from pipeline.job.refusal import Refusal
 from pipeline.platform.settings import get_settings
+from pipeline.security.document_access import (
+    DocumentAccess,
+    document_groups,
+    groups_for,
+    held_tokens,
+    set_document_groups,
+    shown_metadata,
+    visible_documents,
+)
 from pipeline.security.storable import text_problem
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
@@ -57,31 +68,43 @@ def list_documents(
     limit: int = Query(100, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=1_000_000_000),
 ) -> dict:
-    """The collection's documents, oldest first, without their text (read one document for that)."""
+    """The collection's documents the caller finds, oldest first, without their text (read one document for that).
+    A document restricted to document groups is listed only for their members
+    (``pipeline.security.document_access``)."""
     with request.app.state.services.db.session() as s:
-        collection_for(request, s, collection_id, user_id)
-        query = select(DocumentRow).where(DocumentRow.collection_id == collection_id)
+        collection = collection_for(request, s, collection_id, user_id)
+        query = visible_documents(select(DocumentRow).where(DocumentRow.collection_id == collection_id), collection,
+                                  held_tokens(s, user_id))
         if status:
             query = query.where(DocumentRow.status == status)
         total = s.scalar(select(func.count()).select_from(query.subquery()))
-        rows = s.scalars(query.order_by(DocumentRow.created_at, DocumentRow.external_id).limit(limit).offset(offset))
+        rows = list(s.scalars(query.order_by(DocumentRow.created_at, DocumentRow.external_id)
+                              .limit(limit).offset(offset)))
+        groups = document_groups(s, [r.id for r in rows])
         items = [{"id": r.external_id, "title": r.title, "status": r.status, "error": r.error,
-                  "chars": len(r.text), "metadata": r.metadata_, "updated_at": r.updated_at,
-                  "pages_done": r.pages_done, "pages_total": r.pages_total, "notes": r.notes or [],
-                  "content_hash": r.content_hash} for r in rows]
+                  "chars": len(r.text), "metadata": shown_metadata(r.metadata_), "access": _access(groups.get(r.id)),
+                  "updated_at": r.updated_at, "pages_done": r.pages_done, "pages_total": r.pages_total,
+                  "notes": r.notes or [], "content_hash": r.content_hash} for r in rows]
     return {"items": items, "total": total, "limit": limit, "offset": offset}
+
+
+def _access(groups: list[str] | None) -> dict[str, list[str]] | None:
+    return {"groups": groups} if groups else None
 
 
 @router.get("/{collection_id}/documents/{document_id:path}")
 def read_document(collection_id: uuid.UUID, document_id: str, user_id: CurrentUser, request: Request) -> dict:
-    """One document with its text: what a citation of it points into."""
+    """One document with its text: what a citation of it points into. One restricted to document groups the caller
+    is in none of answers 404, as a missing one."""
     with request.app.state.services.db.session() as s:
-        collection_for(request, s, collection_id, user_id)
-        row = s.scalar(select(DocumentRow).where(DocumentRow.collection_id == collection_id,
-                                                 DocumentRow.external_id == document_id))
+        collection = collection_for(request, s, collection_id, user_id)
+        row = s.scalar(visible_documents(select(DocumentRow).where(DocumentRow.collection_id == collection_id,
+                                                                   DocumentRow.external_id == document_id),
+                                         collection, held_tokens(s, user_id)))
         if row is None:
             raise not_found("document", document_id)
-        return {"id": row.external_id, "title": row.title, "text": row.text, "metadata": row.metadata_,
+        return {"id": row.external_id, "title": row.title, "text": row.text,
+                "metadata": shown_metadata(row.metadata_), "access": _access(document_groups(s, [row.id]).get(row.id)),
                 "status": row.status, "error": row.error, "updated_at": row.updated_at, "parts": row.parts or [],
                 "notes": row.notes or [], "content_hash": row.content_hash, "pages_done": row.pages_done,
                 "pages_total": row.pages_total}
@@ -98,6 +121,8 @@ def upload_files(
                                                 "Lines: one document per line."),
     document_ids: list[str] | None = Form(None, description="The id of each file's document, in the order of the "
                                                             "files (default: the file's name without the extension)."),
+    access: str | None = Form(None, description='Who finds the files\' documents in a team collection, as JSON: '
+                                                '{"groups": [...]}; a JSON Lines line\'s own access wins.'),
 ) -> FilesAccepted:
     """Store each file and its document as ``pending``; workers parse and index them (``worker.parsing``). A file
     that cannot be taken at all is listed in ``rejected`` with the reason, and nothing of it is stored; the others
@@ -112,7 +137,8 @@ def upload_files(
                                                       "per file, or none")
     with request.app.state.services.db.session() as s:
         # Another user's collection is refused before any file is read.
-        collection_for(request, s, collection_id, user_id)
+        collection = collection_for(request, s, collection_id, user_id)
+        given = _form_access(access, collection)
     taken: list[StoredFile] = []
     line_documents: list = []  # the documents of the JSON Lines files, stored as the JSON route stores them
     rejected: list[dict[str, Any]] = []
@@ -127,7 +153,8 @@ def upload_files(
                 raise ParseRefused(f"the file name is longer than {MAX_NAME_BYTES} bytes; rename the file")
             file_format = sniff(data, name)
             if file_format == "jsonl":
-                read = parse_jsonl(data.decode("utf-8"))
+                read = [d if d.access is not None or given is None else d.model_copy(update={"access": given})
+                        for d in parse_jsonl(data.decode("utf-8"))]
                 stored = None
             else:
                 document_id = document_ids[i] if document_ids is not None else PurePath(name).stem
@@ -153,10 +180,26 @@ def upload_files(
         except ValidationError as exc:
             raise unprocessable(("body", "files"), exc.errors()[0]["msg"]) from None
         task_ids = add_documents(collection_id, body, user_id, request).task_ids
-    documents = _store_files(request, collection_id, user_id, taken)
+    documents = _store_files(request, collection_id, user_id, taken, given)
     return FilesAccepted(collection_id=collection_id, accepted=len(line_documents) + len(documents),
                          task_id=task_ids[0] if task_ids else None, task_ids=task_ids, documents=documents,
                          rejected=[{"file": r["file"], "error": r["error"]} for r in rejected])
+
+
+def _form_access(raw: str | None, collection: Collection) -> DocumentAccess | None:
+    """The form's ``access`` field, read as the JSON route reads a document's: 422 naming it when it is not."""
+    if raw is None or not raw.strip():
+        return None
+    try:
+        given = DocumentAccess.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise unprocessable(("body", "access", *first["loc"]), first["msg"]) from None
+    try:
+        groups_for(collection, given, ("body", "access"))
+    except Refusal as exc:
+        raise http_error(exc) from None
+    return given
 
 
 @dataclass(frozen=True)
@@ -174,15 +217,18 @@ def _checked_id(document_id: str) -> str:
 
 
 def _store_files(request: Request, collection_id: uuid.UUID, user_id: uuid.UUID,
-                 taken: list[StoredFile]) -> list[dict[str, str]]:
+                 taken: list[StoredFile], access: DocumentAccess | None) -> list[dict[str, str]]:
     """Each file's document ``pending`` and its bytes beside it, then one parsing task per file. A document sent
-    again keeps its indexed text and chunks until the new file is read: a search never finds it missing."""
+    again keeps its indexed text and chunks until the new file is read: a search never finds it missing (its
+    groups, though, count from now: a listing or a job citing it follows them at once)."""
     if not taken:
         return []
     services = request.app.state.services
     with services.db.session() as s:
-        owner = s.get(Collection, collection_id).user_id  # whose quota, as for documents sent as JSON
+        collection = s.get(Collection, collection_id)
+        owner = collection.user_id  # whose quota, as for documents sent as JSON
         existing = documents_within_quota(s, request, owner, collection_id, [f.document_id for f in taken])
+        refused_if_hidden(s, existing.values(), collection, user_id)
         rows = []
         for stored in taken:
             row = existing.get(stored.document_id)
@@ -196,6 +242,7 @@ def _store_files(request: Request, collection_id: uuid.UUID, user_id: uuid.UUID,
             row.content_hash = hashlib.sha256(stored.data).hexdigest()
             row.metadata_ = {"source": stored.name, "format": stored.format}
             s.flush()
+            set_document_groups(s, row, collection, groups_for(collection, access, ("body", "access")))
             earlier = s.get(DocumentFile, row.id)
             if earlier is not None:  # a file sent again before the first was read: the newer one is read
                 s.delete(earlier)

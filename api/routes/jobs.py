@@ -80,7 +80,7 @@ async def submit_search(
     slots = request.app.state.waits
     if wait and slots.acquire(user_id):
         try:
-            finished = await _wait_for(services, submitted.job_id, wait)
+            finished = await _wait_for(services, submitted.job_id, wait, user_id)
         finally:
             slots.release(user_id)
         if finished is not None:
@@ -123,21 +123,24 @@ def enqueue(services: Services, job_id: str, specs: list[AgentSpec], state: JobS
     JobStore(services.db).record_tasks(job_id, task_ids)
 
 
-async def _wait_for(services: Services, job_id: uuid.UUID, wait_s: float) -> dict | None:
-    """The job's view once it has ended, or None after ``wait_s``."""
+async def _wait_for(services: Services, job_id: uuid.UUID, wait_s: float, user_id: uuid.UUID) -> dict | None:
+    """The job's view once it has ended, or None after ``wait_s`` (or when the user may no longer read it)."""
     deadline = time.monotonic() + wait_s
     while True:
         status = await run_in_threadpool(JobStore(services.db).status, str(job_id))
         if status in TERMINAL:
-            return await run_in_threadpool(_view_by_id, services, job_id)
+            return await run_in_threadpool(_view_by_id, services, job_id, user_id)
         if time.monotonic() >= deadline:
             return None
         await asyncio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
 
 
-def _view_by_id(services: Services, job_id: uuid.UUID) -> dict:
+def _view_by_id(services: Services, job_id: uuid.UUID, user_id: uuid.UUID) -> dict | None:
+    """The ended job's view for its submitter; None when it may not read it now (a document group it left, or one
+    a source of the job moved into while it ran): it gets the 202 of an id, and reading that answers 404."""
     with services.db.session() as s:
-        return job_view(services, s.get(Job, job_id))
+        job = s.get(Job, job_id)
+        return job_view(services, job) if Access(s, user_id).sees_job(job) else None
 
 
 def _accepted_by_id(services: Services, job_id: uuid.UUID) -> JSONResponse:

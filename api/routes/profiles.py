@@ -27,6 +27,7 @@ from pipeline.agentic.spec import AgenticSpec, checked_spec
 from pipeline.job.refusal import Refusal
 from pipeline.platform.db import Job, ProfileRun, ProfileSetRow, utcnow
 from pipeline.platform.settings import Settings
+from pipeline.security.access import Access
 
 router = APIRouter(prefix="/v1/profile-sets", tags=["profiles"], route_class=GuardedRoute)
 log = logging.getLogger("agentsearch.api")
@@ -130,9 +131,11 @@ def list_runs(set_id: uuid.UUID, user_id: CurrentUser, request: Request, limit: 
                  .where(ProfileRun.profile_set_id == set_id))
         total = s.scalar(select(func.count()).select_from(query.subquery()))
         rows = s.execute(query.order_by(ProfileRun.created_at.desc(), ProfileRun.id).limit(limit).offset(offset)).all()
-        items = []
+        items, access = [], Access(s, user_id)
         for run, job in rows:
-            agentic = ((job.response or {}).get("metadata") or {}).get("agentic") or {}
+            # A run's results are its job's: shown while the user may read that job (its document groups).
+            shown = access.sees_job(job)
+            agentic = (((job.response or {}).get("metadata") or {}).get("agentic") or {}) if shown else {}
             items.append({
                 "run_id": str(run.id), "job_id": str(job.id), "trigger": run.trigger, "status": job.status,
                 "stage": job.stage, "error": job.error, "created_at": run.created_at, "finished_at": job.finished_at,

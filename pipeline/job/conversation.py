@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from pipeline.job.refusal import missing
 from pipeline.platform.db import ConversationRow, ConversationTurnRow, Job, utcnow
+from pipeline.security.access import Access
 
 # The turns of a conversation a job is given: enough for a follow-up to be read, bounded so a long conversation
 # does not grow every prompt and cache key without end.
@@ -83,10 +84,20 @@ def as_messages(turns: list[ConversationTurnRow]) -> list[dict[str, str]]:
     return messages
 
 
+def readable_turns(s: Session, user_id: uuid.UUID, turns: list[ConversationTurnRow]) -> list[ConversationTurnRow]:
+    """The turns whose job the user may still read (``Access.sees_job``): an answer found in documents of a group
+    it has left since is no longer its to see, in the conversation or in a follow-up's history. A turn whose job
+    retention removed stays (there is nothing left to check it by)."""
+    access = Access(s, user_id)
+    jobs = {job.id: job for job in s.scalars(select(Job).where(Job.id.in_([t.job_id for t in turns])))}
+    return [t for t in turns if t.job_id not in jobs or access.sees_job(jobs[t.job_id])]
+
+
 def conversation_history(s: Session, user_id: uuid.UUID, conversation_id: uuid.UUID) -> list[dict[str, str]]:
-    """The history a job of this conversation is given: its newest ``HISTORY_TURNS`` turns as messages."""
+    """The history a job of this conversation is given: its newest ``HISTORY_TURNS`` turns the user may still
+    read, as messages."""
     owned_conversation(s, user_id, conversation_id)
-    return as_messages(turns_of(s, conversation_id, HISTORY_TURNS))
+    return as_messages(readable_turns(s, user_id, turns_of(s, conversation_id, HISTORY_TURNS)))
 
 
 def explicit_history(messages: list[HistoryMessage]) -> list[dict[str, str]]:

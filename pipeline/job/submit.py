@@ -41,7 +41,7 @@ from pipeline.platform.settings import Settings
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import MetadataFilter, filter_problems
 from pipeline.security.access import Access
-from pipeline.security.document_access import held_tokens, job_tokens, restricted
+from pipeline.security.document_access import job_tokens, restricted
 from pipeline.security.key_limits import KeyLimits
 from pipeline.services import Services
 
@@ -87,7 +87,7 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
         epochs = _epochs(s, named_at, user_id, settings, within)
         # Over a team collection every search of the job finds only what the caller's document groups let it: the
         # filter rides in the search overrides, so each search applies it and the cache key covers it.
-        access_groups = job_tokens(s, epochs, held_tokens(s, user_id))
+        access_groups = job_tokens(s, epochs, user_id)
         if access_groups is not None:
             search["filter"] = restricted(search.get("filter"), access_groups)
         stage_timeouts = _stage_timeouts(s, request, settings)

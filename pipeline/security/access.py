@@ -30,7 +30,7 @@ import uuid
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from pipeline.job.refusal import Refusal, missing
+from pipeline.job.refusal import missing
 from pipeline.platform.db import Collection, Job, Team, TeamMember
 from pipeline.security.document_access import held_tokens, job_visible
 from pipeline.security.key_limits import searched_collections
@@ -92,7 +92,7 @@ class Access:
             return False
         # Over a team collection: the caller holds the document groups the job searched with, and each of its
         # sources is still one it finds (a membership or a document's groups may have changed since).
-        return job_visible(self.s, job, self.tokens)
+        return job.access_groups is None or job_visible(self.s, job, self.tokens)
 
     def job(self, job_id: uuid.UUID, needed: Role = "viewer", what: str | None = None) -> Job:
         """The job when the caller sees it (404 otherwise). Another member's job needs ``needed`` over the job's

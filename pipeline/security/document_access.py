@@ -24,9 +24,11 @@ identity provider, the team's groups named like a group of the provider's groups
 Usage::
 
     tokens = held_tokens(s, user_id)                        # frozenset({"5f0c...:hr"}), read on every call
-    search["filter"] = restricted(search.get("filter"), tokens)   # the job's filter, restricted
+    searched = job_tokens(s, collection_ids, user_id)       # the tokens of the teams searched; None: none
+    search["filter"] = restricted(search.get("filter"), searched)   # the job's filter, restricted
     query = visible_documents(select(DocumentRow), collection, tokens)
-    set_document_groups(s, row, collection, ["hr"])         # the row's groups and its chunks' metadata key
+    groups = groups_for(collection, DocumentAccess(groups=["hr"]), ("body", "access"))   # 422 when personal
+    set_document_groups(s, row, collection, groups)         # the row's groups and its chunks' metadata key
     job_visible(s, job, tokens)                             # False: the reader lacks a group, or a source moved
 """
 
@@ -35,9 +37,10 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any
 
-from sqlalchemy import Select, exists, select
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from sqlalchemy import Select, delete, exists, select
 from sqlalchemy.orm import Session
 
 from pipeline.job.refusal import Refusal, invalid
@@ -56,8 +59,8 @@ from pipeline.security.key_limits import searched_collections
 ACCESS_KEY = "_access_groups"
 GROUP_NAME = re.compile(r"^[A-Za-z0-9][\w.-]{0,99}$")
 MAX_DOCUMENT_GROUPS = 20
-# The access clause's own depth and operators, which the job's filter shares the bounds with.
-ACCESS_DEPTH, ACCESS_NODES = 2, 4
+# The operators the access clause and the ``and`` joining it take of a filter's bound, at most.
+ACCESS_NODES = 5
 
 
 def token(team_id: uuid.UUID | str, group: str) -> str:
@@ -111,36 +114,46 @@ def restricted(job_filter: dict[str, Any] | None, tokens: Iterable[str]) -> dict
     joined = {"and": [clause, job_filter]}
     if filter_problems(joined):
         raise invalid(("body", "filter"), f"a filter over a team collection may nest at most "
-                                          f"{MAX_DEPTH - 1} levels and hold at most {MAX_NODES - ACCESS_NODES - 1} "
+                                          f"{MAX_DEPTH - 1} levels and hold at most {MAX_NODES - ACCESS_NODES} "
                                           "operators: its document groups take the rest")
     return joined
 
 
-def checked_groups(raw: Any, loc: tuple[str | int, ...], collection: Collection) -> list[str] | None:
-    """A document's ``access`` as sent (None, or ``{"groups": [names]}``): its group names, sorted, or None for a
-    document every member finds. Refused (422 at ``loc``) on a personal collection, where there are no groups."""
-    if raw is None:
+GroupName = Annotated[str, StringConstraints(pattern=GROUP_NAME.pattern)]
+
+
+class DocumentAccess(BaseModel):
+    """Who finds a document, as sent with it (``access``): the members of any of ``groups``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    groups: list[GroupName] = Field(min_length=1, max_length=MAX_DOCUMENT_GROUPS,
+                                    description="Group names of the collection's team: 1-100 letters, digits, '_', "
+                                                "'.' or '-', starting with a letter or digit.")
+
+
+def groups_for(collection: Collection, access: DocumentAccess | None, loc: tuple[str | int, ...]) -> list[str] | None:
+    """The group names a document is stored with (sorted, None for one every member finds); 422 at ``loc`` on a
+    personal collection, which has no groups."""
+    if access is None:
         return None
-    if not isinstance(raw, dict) or set(raw) != {"groups"} or not isinstance(raw["groups"], list):
-        raise invalid(loc, 'access is {"groups": [group names]}')
-    groups = raw["groups"]
     if collection.team_id is None:
         raise invalid(loc, "access groups restrict a team collection's documents; this collection is personal")
-    if not groups or len(groups) > MAX_DOCUMENT_GROUPS:
-        raise invalid((*loc, "groups"), f"a document names 1 to {MAX_DOCUMENT_GROUPS} groups")
-    for i, group in enumerate(groups):
-        if not isinstance(group, str) or not GROUP_NAME.match(group):
-            raise invalid((*loc, "groups", i), "a group name is 1-100 letters, digits, '_', '.' or '-', starting "
-                                               "with a letter or digit")
-    return sorted(set(groups))
+    return sorted(set(access.groups))
+
+
+def reserved_key_problem(metadata: dict[str, Any]) -> str | None:
+    """Why a document's metadata as sent cannot be stored: the tokens' key is the service's."""
+    if ACCESS_KEY in metadata:
+        return f"the metadata key {ACCESS_KEY!r} is the service's own: restrict a document with access.groups"
+    return None
 
 
 def set_document_groups(s: Session, row: DocumentRow, collection: Collection, groups: list[str] | None) -> None:
     """Restrict the document to ``groups`` (None: to nobody, found by every member): its ``document_groups`` rows
-    now, its chunks' metadata when it is indexed next (the row's metadata carries the tokens there)."""
-    if row.id is None:
-        s.flush()
-    s.query(DocumentGroup).filter(DocumentGroup.document_id == row.id).delete(synchronize_session=False)
+    now, its chunks' metadata when it is indexed next (the row's metadata carries the tokens there). The row is
+    flushed already (its id is the groups' key)."""
+    s.execute(delete(DocumentGroup).where(DocumentGroup.document_id == row.id))
     metadata = {k: v for k, v in (row.metadata_ or {}).items() if k != ACCESS_KEY}
     if groups:
         s.add_all(DocumentGroup(document_id=row.id, name=name) for name in groups)
@@ -158,6 +171,25 @@ def document_groups(s: Session, document_ids: Iterable[uuid.UUID]) -> dict[uuid.
     return groups
 
 
+def hidden_among(s: Session, rows: Iterable[DocumentRow], collection: Collection, tokens: Iterable[str]) -> list[str]:
+    """The ids of the documents among ``rows`` a holder of ``tokens`` does not find: what it may not replace."""
+    rows = list(rows)
+    if collection.team_id is None or not rows:
+        return []
+    held = set(team_groups_held(tokens, collection.team_id))
+    groups = document_groups(s, [row.id for row in rows])
+    return [row.external_id for row in rows if row.id in groups and not held & set(groups[row.id])]
+
+
+def refuse_hidden(s: Session, rows: Iterable[DocumentRow], collection: Collection, tokens: Iterable[str]) -> None:
+    """409 when the sender would replace a document it does not find: its content and groups are not the sender's
+    to change, and a missing-id answer would be a lie the next listing contradicts."""
+    hidden = hidden_among(s, rows, collection, tokens)
+    if hidden:
+        raise Refusal(409, f"document id {hidden[0]!r} is taken by a document restricted to groups you are not in; "
+                           "send it under another id")
+
+
 def shown_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
     """A document's metadata as a reader sees it: the tokens are the service's, its ``access`` says the groups."""
     return {k: v for k, v in (metadata or {}).items() if k != ACCESS_KEY}
@@ -173,15 +205,15 @@ def visible_documents(query: Select, collection: Collection, tokens: Iterable[st
     return query.where(~restricted_doc | shared)
 
 
-def job_tokens(s: Session, collection_ids: Iterable[uuid.UUID | str], tokens: Iterable[str]) -> list[str] | None:
-    """What a job over these collections records as searched with: the searcher's tokens of the teams searched
-    (sorted), or None when it searches personal collections only (no document there has groups)."""
+def job_tokens(s: Session, collection_ids: Iterable[uuid.UUID | str], user_id: uuid.UUID | str) -> list[str] | None:
+    """What a job of the user's over these collections searches with: its tokens of the teams searched (sorted),
+    or None when it searches personal collections only (no document there has groups)."""
     teams = {str(team_id) for team_id in s.scalars(
         select(Collection.team_id).where(Collection.id.in_([uuid.UUID(str(c)) for c in collection_ids]),
                                          Collection.team_id.is_not(None)))}
     if not teams:
         return None
-    return sorted(t for t in tokens if t.split(":", 1)[0] in teams)
+    return sorted(t for t in held_tokens(s, user_id) if t.split(":", 1)[0] in teams)
 
 
 def job_visible(s: Session, job: Job, tokens: Iterable[str]) -> bool:

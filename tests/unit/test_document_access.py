@@ -1,0 +1,152 @@
+"""Document groups (pipeline/security/document_access.py) on SQLite: the tokens a user holds (given by an admin, or
+by the identity provider's groups claim), the filter a job searches with and what it lets through, the listing's
+narrowing, and a job read only by a holder of its groups while its sources stay visible."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy import select
+
+from pipeline.job.refusal import Refusal
+from pipeline.platform.db import (
+    DEFAULT_USER_ID,
+    Collection,
+    DocumentRow,
+    Job,
+    Team,
+    TeamGroupMember,
+    TeamMember,
+    User,
+    UserIdentity,
+)
+from pipeline.retrieval.filters import MAX_DEPTH, MetadataFilter
+from pipeline.security.access import Access
+from pipeline.security.document_access import (
+    ACCESS_KEY,
+    DocumentAccess,
+    access_filter,
+    document_groups,
+    groups_for,
+    held_tokens,
+    hidden_among,
+    job_tokens,
+    job_visible,
+    restricted,
+    set_document_groups,
+    token,
+    visible_documents,
+)
+
+
+@pytest.fixture
+def team(migrated_db) -> dict:
+    """A team with a shared collection, a member in group ``hr`` and one in none; and a personal collection."""
+    with migrated_db.session() as s:
+        hr, plain = User(name="hr-member"), User(name="plain-member")
+        team = Team(name="people", created_by=DEFAULT_USER_ID)
+        s.add_all([hr, plain, team])
+        s.flush()
+        s.add_all([TeamMember(team_id=team.id, user_id=u.id, role="viewer") for u in (hr, plain)])
+        s.add(TeamGroupMember(team_id=team.id, name="hr", user_id=hr.id))
+        shared = Collection(name="handbook", user_id=DEFAULT_USER_ID, team_id=team.id, embedding_model="m")
+        personal = Collection(name="mine", user_id=hr.id, embedding_model="m")
+        s.add_all([shared, personal])
+        s.flush()
+        return {"team": team.id, "hr": hr.id, "plain": plain.id, "shared": shared.id, "personal": personal.id}
+
+
+def _document(s, collection: Collection, external_id: str, groups: list[str] | None) -> DocumentRow:
+    row = DocumentRow(collection_id=collection.id, external_id=external_id, text="t", metadata_={"lang": "en"})
+    s.add(row)
+    s.flush()
+    set_document_groups(s, row, collection, groups)
+    return row
+
+
+def test_a_user_holds_the_groups_an_admin_gave_it_and_those_its_provider_names(migrated_db, team):
+    with migrated_db.session() as s:
+        assert held_tokens(s, team["hr"]) == {token(team["team"], "hr")}
+        assert held_tokens(s, team["plain"]) == frozenset()
+        # The provider's groups claim names "hr": the team's group of that name, as the user is a member.
+        s.add(UserIdentity(issuer="https://idp", subject="p-1", user_id=team["plain"], groups=["hr", "elsewhere"]))
+        s.flush()
+        assert held_tokens(s, team["plain"]) == {token(team["team"], "hr")}
+        # Out of the team, a group given there counts no more.
+        s.delete(s.get(TeamMember, (team["team"], team["hr"])))
+        s.flush()
+        assert held_tokens(s, team["hr"]) == frozenset()
+
+
+def test_the_filter_lets_through_unrestricted_chunks_and_those_sharing_a_token():
+    hr, legal = "t1:hr", "t1:legal"
+    anyone, holder = access_filter(set()), access_filter({hr})
+    assert anyone.matches({}) and holder.matches({"lang": "en"})
+    assert not anyone.matches({ACCESS_KEY: [hr]})
+    assert holder.matches({ACCESS_KEY: [legal, hr]}) and not holder.matches({ACCESS_KEY: [legal]})
+    # Milvus reads the same rule: the unrestricted side is a missing key, the other a shared list member.
+    assert f'not exists metadata["{ACCESS_KEY}"]' in holder.expression()
+    assert f'json_contains_any(metadata["{ACCESS_KEY}"], ["{hr}"])' in holder.expression()
+
+
+def test_a_job_filter_is_joined_and_the_bounds_it_leaves_are_said():
+    own = {"eq": {"key": "region", "value": "emea"}}
+    joined = MetadataFilter.model_validate(restricted(own, {"t1:hr"}))
+    assert joined.matches({"region": "emea"}) and not joined.matches({"region": "emea", ACCESS_KEY: ["t2:hr"]})
+    assert not joined.matches({"region": "apac"})
+    deep: dict = {"exists": {"key": "k"}}
+    for _ in range(MAX_DEPTH - 1):
+        deep = {"not": deep}
+    with pytest.raises(Refusal) as refused:
+        restricted(deep, {"t1:hr"})
+    assert refused.value.errors[0]["loc"] == ("body", "filter") and "document groups" in refused.value.detail
+
+
+def test_groups_are_for_team_collections_and_are_stored_as_rows_and_as_chunk_tokens(migrated_db, team):
+    with migrated_db.session() as s:
+        shared, personal = s.get(Collection, team["shared"]), s.get(Collection, team["personal"])
+        with pytest.raises(Refusal) as refused:
+            groups_for(personal, DocumentAccess(groups=["hr"]), ("body", "documents", 0, "access"))
+        assert refused.value.errors[0]["loc"] == ("body", "documents", 0, "access")
+        assert groups_for(shared, DocumentAccess(groups=["hr", "hr", "finance"]), ("x",)) == ["finance", "hr"]
+        row = _document(s, shared, "salaries", ["hr"])
+        assert row.metadata_ == {"lang": "en", ACCESS_KEY: [token(team["team"], "hr")]}
+        assert document_groups(s, [row.id]) == {row.id: ["hr"]}
+        set_document_groups(s, row, shared, None)  # sent again without access: every member finds it
+        assert row.metadata_ == {"lang": "en"} and document_groups(s, [row.id]) == {}
+
+
+def test_a_listing_holds_what_the_reader_finds_and_a_hidden_id_cannot_be_replaced(migrated_db, team):
+    with migrated_db.session() as s:
+        shared = s.get(Collection, team["shared"])
+        salaries, _ = _document(s, shared, "salaries", ["hr"]), _document(s, shared, "travel", None)
+
+        def listed(user_id: uuid.UUID) -> list[str]:
+            query = visible_documents(select(DocumentRow.external_id), shared, held_tokens(s, user_id))
+            return sorted(s.scalars(query))
+
+        assert listed(team["hr"]) == ["salaries", "travel"] and listed(team["plain"]) == ["travel"]
+        assert hidden_among(s, [salaries], shared, held_tokens(s, team["plain"])) == ["salaries"]
+        assert hidden_among(s, [salaries], shared, held_tokens(s, team["hr"])) == []
+
+
+def test_a_job_is_read_by_holders_of_its_groups_while_its_sources_stay_visible(migrated_db, team):
+    with migrated_db.session() as s:
+        shared = s.get(Collection, team["shared"])
+        travel = _document(s, shared, "travel", None)
+        searched = job_tokens(s, [team["shared"]], team["hr"])
+        assert searched == [token(team["team"], "hr")]
+        assert job_tokens(s, [team["personal"]], team["hr"]) is None
+        job = Job(user_id=team["hr"], collection_id=team["shared"], query="q", status="succeeded",
+                  access_groups=searched, response={"sources": [{"document_id": "travel"}]})
+        plain_job = Job(user_id=team["plain"], collection_id=team["shared"], query="q", status="succeeded",
+                        access_groups=[], response={"sources": [{"document_id": "travel"}]})
+        s.add_all([job, plain_job])
+        s.flush()
+        assert Access(s, team["hr"]).sees_job(job) and not Access(s, team["plain"]).sees_job(job)
+        assert Access(s, team["hr"]).sees_job(plain_job) and Access(s, team["plain"]).sees_job(plain_job)
+        # The source moved into a group after the search: the member outside it reads the job no more.
+        set_document_groups(s, travel, shared, ["hr"])
+        assert not job_visible(s, plain_job, held_tokens(s, team["plain"]))
+        assert job_visible(s, plain_job, held_tokens(s, team["hr"]))
