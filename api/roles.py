@@ -26,6 +26,7 @@ from api.scopes import COLLECTION, JOB, TEAM, template
 from pipeline.job.refusal import Refusal
 from pipeline.platform.db import Collection, Job, Team
 from pipeline.security.access import Access
+from pipeline.security.groups import GROUP_MANAGER
 from pipeline.security.roles import Role
 
 ROUTE_ROLES: dict[tuple[str, str], Role] = {
@@ -50,6 +51,11 @@ ROUTE_ROLES: dict[tuple[str, str], Role] = {
     ("GET", f"{JOB}/artifacts/{{filename}}"): "viewer",
     # The team in the path: who did what in it is for its admins.
     ("GET", f"{TEAM}/audit"): "admin",
+    # Its document groups: every member reads those it holds (an admin all, with their members); who is in one is
+    # changed by ``pipeline.security.groups`` alone, which holds the operator's command to the same rule.
+    ("GET", f"{TEAM}/groups"): "viewer",
+    ("PUT", f"{TEAM}/groups/{{group}}/members/{{member}}"): GROUP_MANAGER,
+    ("DELETE", f"{TEAM}/groups/{{group}}/members/{{member}}"): GROUP_MANAGER,
 }
 
 

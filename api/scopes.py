@@ -124,6 +124,9 @@ ROUTE_NEEDS: dict[tuple[str, str], Need] = {
     ("GET", TEAM): USER_READ,
     ("PUT", f"{TEAM}/members/{{member}}"): USER_WRITE,
     ("DELETE", f"{TEAM}/members/{{member}}"): USER_WRITE,
+    ("GET", f"{TEAM}/groups"): USER_READ,
+    ("PUT", f"{TEAM}/groups/{{group}}/members/{{member}}"): USER_WRITE,
+    ("DELETE", f"{TEAM}/groups/{{group}}/members/{{member}}"): USER_WRITE,
     ("GET", f"{TEAM}/audit"): USER_READ,
 }
 # Routes FastAPI adds itself: the API's description, readable without a key.

@@ -1,4 +1,5 @@
-"""``agentsearch teams``: teams, their members and roles, straight on the database as an operator (like ``users``).
+"""``agentsearch teams``: teams, their members and roles and document groups, straight on the database as an
+operator (like ``users``).
 
 The operator may manage any team, held to the rule that a team keeps at least one admin. Users and teams are named
 by name or id. A team's collections are named ``TEAM/NAME`` by ``ingest`` and ``search --collection``.
@@ -9,7 +10,10 @@ Usage::
     agentsearch teams add-member support bob --role viewer   # adds bob, or gives him that role
     agentsearch teams remove-member support bob
     agentsearch teams list                               # every team with its member and collection counts
-    agentsearch teams show support                       # its members and roles, and its collections
+    agentsearch teams show support                       # its members and roles, its groups, its collections
+    agentsearch teams group-add support hr bob           # bob (a member) in the document group hr, made if new
+    agentsearch teams group-remove support hr bob        # the group ends with its last member
+    agentsearch teams groups support                     # each group with its members
 """
 
 from __future__ import annotations
@@ -41,6 +45,17 @@ def _refused(exc) -> None:
     fail(exc.detail)
 
 
+def _as_operator(change) -> None:
+    """``change(s)`` in one session on the database, its message printed; a refusal printed as the API words it."""
+    from pipeline.job.refusal import Refusal
+
+    try:
+        with operator_database().session() as s:
+            click.echo(change(s))
+    except Refusal as exc:
+        _refused(exc)
+
+
 @teams.command("create")
 @click.argument("name")
 @click.option("--admin", "admin", default=None, metavar="USER", help="Its first admin (default: the local user).")
@@ -67,15 +82,13 @@ def teams_create(name: str, admin: str | None) -> None:
 @click.option("--role", type=click.Choice(ROLE_NAMES), default="viewer", show_default=True)
 def teams_add_member(team: str, user: str, role: str) -> None:
     """Add a user to a team with a role, or give a member another role."""
-    from pipeline.job.refusal import Refusal
     from pipeline.security.teams import set_role
 
-    try:
-        with operator_database().session() as s:
-            member = set_role(s, _team_or_fail(s, team).id, None, user, role)
-            click.echo(f"{member.name} is {member.role} of team {team}")
-    except Refusal as exc:
-        _refused(exc)
+    def change(s) -> str:
+        member = set_role(s, _team_or_fail(s, team).id, None, user, role)
+        return f"{member.name} is {member.role} of team {team}"
+
+    _as_operator(change)
 
 
 @teams.command("remove-member")
@@ -83,15 +96,60 @@ def teams_add_member(team: str, user: str, role: str) -> None:
 @click.argument("user")
 def teams_remove_member(team: str, user: str) -> None:
     """Take a user out of a team: its next request reaches none of the team's collections."""
-    from pipeline.job.refusal import Refusal
     from pipeline.security.teams import remove_member
 
-    try:
-        with operator_database().session() as s:
-            member = remove_member(s, _team_or_fail(s, team).id, None, user)
-            click.echo(f"removed {member.name} ({member.role}) from team {team}")
-    except Refusal as exc:
-        _refused(exc)
+    def change(s) -> str:
+        member = remove_member(s, _team_or_fail(s, team).id, None, user)
+        return f"removed {member.name} ({member.role}) from team {team}"
+
+    _as_operator(change)
+
+
+def _group_change(team: str, group: str, user: str, put: bool) -> None:
+    """Put the user in the team's group (``put``), or take it out, as the operator."""
+    from pipeline.security.groups import remove_group_member, set_group_member
+
+    def change(s) -> str:
+        team_id = _team_or_fail(s, team).id
+        if put:
+            return f"{set_group_member(s, team_id, None, group, user).name} is in group {group} of team {team}"
+        return f"removed {remove_group_member(s, team_id, None, group, user).name} from group {group} of team {team}"
+
+    _as_operator(change)
+
+
+@teams.command("group-add")
+@click.argument("team")
+@click.argument("group")
+@click.argument("user")
+def teams_group_add(team: str, group: str, user: str) -> None:
+    """Put a member of a team in one of its document groups (made by its first member): from its next request it
+    finds the team's documents restricted to that group."""
+    _group_change(team, group, user, put=True)
+
+
+@teams.command("group-remove")
+@click.argument("team")
+@click.argument("group")
+@click.argument("user")
+def teams_group_remove(team: str, group: str, user: str) -> None:
+    """Take a user out of a team's document group; the group ends with its last member."""
+    _group_change(team, group, user, put=False)
+
+
+@teams.command("groups")
+@click.argument("team")
+def teams_groups(team: str) -> None:
+    """A team's document groups, each with its members."""
+    from pipeline.security.groups import groups_of_team
+
+    with operator_database().session() as s:
+        found = _team_or_fail(s, team)
+        groups = groups_of_team(s, found.id)
+        if not groups:
+            click.echo(f"team {found.name} has no document groups; teams group-add {found.name} GROUP USER makes one")
+        for group in groups:
+            click.echo(f"{group.name:<24} {', '.join(member.name for member in group.members)}")
 
 
 @teams.command("list")
@@ -113,10 +171,11 @@ def teams_list() -> None:
 @teams.command("show")
 @click.argument("team")
 def teams_show(team: str) -> None:
-    """A team's members with their roles, and its collections."""
+    """A team's members with their roles, its document groups, and its collections."""
     from sqlalchemy import select
 
     from pipeline.platform.db import Collection
+    from pipeline.security.groups import groups_of_team
     from pipeline.security.teams import members_of
 
     with operator_database().session() as s:
@@ -124,6 +183,8 @@ def teams_show(team: str) -> None:
         click.echo(f"team {found.name} ({found.id})")
         for member in members_of(s, found.id):
             click.echo(f"    {member.role:<8} {member.name:<24} {member.user_id}")
+        for group in groups_of_team(s, found.id):
+            click.echo(f"    group {group.name}: {', '.join(member.name for member in group.members)}")
         for collection in s.scalars(select(Collection).where(Collection.team_id == found.id)
                                     .order_by(Collection.name)).all():
             click.echo(f"    collection {found.name}/{collection.name}  {collection.id}")

@@ -6,13 +6,24 @@ any member may leave; the last admin can be neither demoted nor removed (409). A
 A member is named in the path by its user name or id. Its collections are made with ``POST /v1/collections
 {"name", "team_id"}`` by an admin and listed by ``GET /v1/collections`` for every member.
 
+Document groups (``pipeline.security.groups``): a team collection's document restricted to groups is found only by
+their members. The team's admins put members in groups and take them out (a group is its members: made by the
+first, gone with the last); a user must be a member of the team first (409). An admin sees every group with its
+members; another member sees only the groups it holds, by name (who else is in them is the admins' to know). A
+group is ``held`` when the caller is in it, or when its provider's groups claim at its last single sign-on names it.
+
 Usage::
 
     POST   /v1/teams {"name": "support"}                      -> 201 {"id", "name", "role": "admin", "members": [...]}
     PUT    /v1/teams/{id}/members/{user} {"role": "viewer"}   -> {"user_id", "name", "role"}
     DELETE /v1/teams/{id}/members/{user}                      -> 204
     GET    /v1/teams                                          -> [{"id", "name", "role", "created_at"}]
-    GET    /v1/teams/{id}                                     -> {"id", "name", "role", "members": [...], ...}
+    GET    /v1/teams/{id}                                     -> {"id", "name", "role", "members": [...],
+                                                                  "groups": [...], ...}
+    PUT    /v1/teams/{id}/groups/{group}/members/{user}       -> {"group", "user_id", "name"}
+    DELETE /v1/teams/{id}/groups/{group}/members/{user}       -> 204
+    GET    /v1/teams/{id}/groups                              -> admin: [{"name", "held", "members": [...]}]
+                                                                 others: [{"name", "held": true}]
     GET    /v1/teams/{id}/audit?actor=bob&action=team.*&since=2026-11-01T00:00:00Z&limit=50
                                                               -> {"items": [...], "next_cursor": 1234 | null}
 """
@@ -20,22 +31,26 @@ Usage::
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from api.audit import actor_of
 from api.auth import CurrentUser
 from api.errors import http_error
 from api.request_guard import GuardedRoute
-from api.roles import team_for
+from api.roles import role_needed, team_for
 from pipeline.job.refusal import Refusal
 from pipeline.platform.db import Collection, Team, User
 from pipeline.security.access import Access
 from pipeline.security.audit import MAX_LIMIT, events, shown
+from pipeline.security.document_access import held_tokens, team_groups_held
+from pipeline.security.groups import GROUP_MANAGER, GroupMember, groups_of_team, remove_group_member, set_group_member
 from pipeline.security.roles import Role
 from pipeline.security.teams import Member, create_team, members_of, remove_member, set_role, teams_of, user_named
 
@@ -59,22 +74,44 @@ def _member(m: Member) -> dict[str, Any]:
     return {"user_id": str(m.user_id), "name": m.name, "role": m.role}
 
 
-def _team(s, team: Team, role: Role) -> dict[str, Any]:
+def _groups(s, team: Team, role: Role, user_id: uuid.UUID) -> list[dict[str, Any]]:
+    """The team's groups as the caller may see them: an admin every group with its members, another member the
+    groups it holds, names only."""
+    held = set(team_groups_held(held_tokens(s, user_id), team.id))
+    if role != GROUP_MANAGER:
+        return [{"name": name, "held": True} for name in sorted(held)]
+    return [{"name": group.name, "held": group.name in held,
+             "members": [{"user_id": str(m.user_id), "name": m.name} for m in group.members]}
+            for group in groups_of_team(s, team.id)]
+
+
+def _team(s, team: Team, role: Role, user_id: uuid.UUID) -> dict[str, Any]:
     collections = s.execute(select(Collection.id, Collection.name).where(Collection.team_id == team.id)
                             .order_by(Collection.name)).all()
     return {"id": str(team.id), "name": team.name, "role": role, "created_at": team.created_at,
             "members": [_member(m) for m in members_of(s, team.id)],
+            "groups": _groups(s, team, role, user_id),
             "collections": [{"id": str(c_id), "name": name} for c_id, name in collections]}
+
+
+def _group_member(g: GroupMember) -> dict[str, Any]:
+    return {"group": g.group, "user_id": str(g.user_id), "name": g.name}
+
+
+def _answer(request: Request, work: Callable[[Session], Any]) -> Any:
+    """``work`` in one session (its check and its change one transaction), a refusal as its HTTP error."""
+    try:
+        with request.app.state.services.db.session() as s:
+            return work(s)
+    except Refusal as exc:
+        raise http_error(exc) from None
 
 
 @router.post("", status_code=201)
 def create(body: TeamCreate, user_id: CurrentUser, request: Request) -> dict[str, Any]:
     """A new team, its creator its admin."""
-    try:
-        with request.app.state.services.db.session() as s:
-            return _team(s, create_team(s, body.name, user_id, by=actor_of(request)), "admin")
-    except Refusal as exc:
-        raise http_error(exc) from None
+    return _answer(request, lambda s: _team(s, create_team(s, body.name, user_id, by=actor_of(request)), "admin",
+                                            user_id))
 
 
 @router.get("")
@@ -88,34 +125,54 @@ def list_teams(user_id: CurrentUser, request: Request) -> list[dict[str, Any]]:
 @router.get("/{team_id}")
 def read_team(team_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict[str, Any]:
     """The team with its members and their roles, and its collections: for every member."""
-    try:
-        with request.app.state.services.db.session() as s:
-            team, role = Access(s, user_id).team(team_id, "viewer")
-            return _team(s, team, role)
-    except Refusal as exc:
-        raise http_error(exc) from None
+    def read(s: Session) -> dict[str, Any]:
+        team, role = Access(s, user_id).team(team_id, "viewer")
+        return _team(s, team, role, user_id)
+
+    return _answer(request, read)
 
 
 @router.put("/{team_id}/members/{member}")
 def put_member(team_id: uuid.UUID, member: str, body: MemberRole, user_id: CurrentUser,
                request: Request) -> dict[str, Any]:
     """Add the user (by name or id) with the role, or change its role: the team's admins only, never one's own."""
-    try:
-        with request.app.state.services.db.session() as s:
-            return _member(set_role(s, team_id, user_id, member, body.role, by=actor_of(request)))
-    except Refusal as exc:
-        raise http_error(exc) from None
+    return _answer(request, lambda s: _member(set_role(s, team_id, user_id, member, body.role, by=actor_of(request))))
 
 
 @router.delete("/{team_id}/members/{member}", status_code=204)
 def delete_member(team_id: uuid.UUID, member: str, user_id: CurrentUser, request: Request) -> Response:
     """Remove a member (an admin), or leave the team (oneself); from its next request it reaches none of the
     team's collections, nor its jobs over them."""
-    try:
-        with request.app.state.services.db.session() as s:
-            remove_member(s, team_id, user_id, member, by=actor_of(request))
-    except Refusal as exc:
-        raise http_error(exc) from None
+    _answer(request, lambda s: remove_member(s, team_id, user_id, member, by=actor_of(request)))
+    return Response(status_code=204)
+
+
+@router.get("/{team_id}/groups")
+def list_groups(team_id: uuid.UUID, user_id: CurrentUser, request: Request) -> list[dict[str, Any]]:
+    """The team's document groups: an admin gets every group with its members; another member the groups it
+    holds, by name. ``held``: the caller finds the documents restricted to the group."""
+    def read(s: Session) -> list[dict[str, Any]]:
+        team, role = Access(s, user_id).team(team_id, role_needed(request))
+        return _groups(s, team, role, user_id)
+
+    return _answer(request, read)
+
+
+@router.put("/{team_id}/groups/{group}/members/{member}")
+def put_group_member(team_id: uuid.UUID, group: str, member: str, user_id: CurrentUser,
+                     request: Request) -> dict[str, Any]:
+    """Put a member of the team (by name or id) in a document group, made by its first member: the team's admins
+    only (403 naming ``admin`` for other members, oneself included; 409 for a user not in the team)."""
+    return _answer(request, lambda s: _group_member(set_group_member(s, team_id, user_id, group, member,
+                                                                     by=actor_of(request))))
+
+
+@router.delete("/{team_id}/groups/{group}/members/{member}", status_code=204)
+def delete_group_member(team_id: uuid.UUID, group: str, member: str, user_id: CurrentUser,
+                        request: Request) -> Response:
+    """Take a user out of a document group (the group ends with its last member): the team's admins only; 404
+    when the user is not in it."""
+    _answer(request, lambda s: remove_group_member(s, team_id, user_id, group, member, by=actor_of(request)))
     return Response(status_code=204)
 
 

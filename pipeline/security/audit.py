@@ -5,7 +5,8 @@ describes; a failing INSERT fails the request, never leaving a change unrecorded
 event is the team's (membership) or over a team collection: the team's id is read inside the same INSERT. Rows are
 append-only for the service (migration 0017's trigger); retention prunes them (``retention_audit_days``).
 
-Actions: ``team.create``, ``team.member.set``, ``team.member.remove``, ``key.create``, ``key.revoke``,
+Actions: ``team.create``, ``team.member.set``, ``team.member.remove``, ``team.group.member.set``,
+``team.group.member.remove``, ``key.create``, ``key.revoke``,
 ``collection.create``, ``collection.update``, ``document.add``, ``document.upload``, ``document.delete``,
 ``agent_config.create``, ``collection.agents.set``, ``webhook.create``, ``webhook.update``, ``webhook.rotate_secret``,
 ``webhook.delete``, ``tool.add``, ``tool.remove``, ``search``.

@@ -24,12 +24,12 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from pipeline.job.refusal import Refusal, invalid, missing
-from pipeline.platform.db import Team, TeamMember, User
+from pipeline.platform.db import Team, TeamGroupMember, TeamMember, User
 from pipeline.security.key_limits import uuid_or_none
 from pipeline.security.audit import OPERATOR, Actor, record
 from pipeline.security.roles import Role, change_problem
@@ -44,7 +44,8 @@ class Member:
     role: Role
 
 
-def _by(actor: uuid.UUID | None, by: Actor | None) -> Actor:
+def recorded_as(actor: uuid.UUID | None, by: Actor | None) -> Actor:
+    """Who a change is recorded as: ``by`` when given, else the actor with no key, the operator when None."""
     return by if by is not None else Actor(actor, OPERATOR if actor is None else "")
 
 
@@ -62,7 +63,7 @@ def create_team(s: Session, name: str, creator_id: uuid.UUID, by: Actor | None =
         raise Refusal(409, f"a team named {name!r} already exists") from None
     s.add(TeamMember(team_id=team.id, user_id=creator_id, role="admin"))
     s.flush()
-    record(s, _by(None, by), "team.create", team_id=team.id, target=("team", team.id),
+    record(s, recorded_as(None, by), "team.create", team_id=team.id, target=("team", team.id),
            details={"name": name, "admin": str(creator_id)})
     return team
 
@@ -128,18 +129,24 @@ def set_role(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: st
     else:
         row.role = role
     s.flush()
-    record(s, _by(actor, by), "team.member.set", team_id=team_id, target=("user", user.id),
+    record(s, recorded_as(actor, by), "team.member.set", team_id=team_id, target=("user", user.id),
            details={"name": user.name, "role": role})
     return Member(user.id, user.name, role)
 
 
 def remove_member(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: str | uuid.UUID,
                   by: Actor | None = None) -> Member:
-    """Take the user out of the team: from the next request on it reaches none of the team's collections."""
+    """Take the user out of the team, and out of its document groups: from the next request on it reaches none of
+    the team's collections."""
     user, row = _change(s, team_id, actor, member, None)
     assert row is not None  # change_problem refuses a user who is not a member
+    # Its document groups go with it: added back later, it starts in none of them.
+    groups = list(s.scalars(delete(TeamGroupMember).where(TeamGroupMember.team_id == team_id,
+                                                          TeamGroupMember.user_id == user.id)
+                            .returning(TeamGroupMember.name)))
     s.delete(row)
     s.flush()
-    record(s, _by(actor, by), "team.member.remove", team_id=team_id, target=("user", user.id),
-           details={"name": user.name, "role": row.role})
+    details = {"name": user.name, "role": row.role, **({"groups": sorted(groups)} if groups else {})}
+    record(s, recorded_as(actor, by), "team.member.remove", team_id=team_id, target=("user", user.id),
+           details=details)
     return Member(user.id, user.name, row.role)
