@@ -38,6 +38,14 @@ def _store():
     return UserStore(operator_database())
 
 
+def _audited(action: str, target: tuple[str, object], details: dict | None = None) -> None:
+    """The operator's change in the audit trail, right after it (the user store commits its own)."""
+    from pipeline.security.audit import OPERATOR, Actor, record
+
+    with operator_database().session() as s:
+        record(s, Actor(None, OPERATOR), action, target=target, details=details or {})
+
+
 @users.command("create")
 @click.argument("name")
 def users_create(name: str) -> None:
@@ -48,6 +56,7 @@ def users_create(name: str) -> None:
         user_id, key = _store().create(name)
     except UserError as exc:
         fail(str(exc))
+    _audited("user.create", ("user", user_id), {"name": name})
     click.echo(f"created user {name} ({user_id}); its API key follows and will not be shown again:")
     click.echo(key)
 
@@ -64,7 +73,7 @@ def users_new_key(name: str, label: str, scopes: str | None, collections: tuple[
                   expires: str | None) -> None:
     """Issue another key for a user (rotate: issue, switch clients, revoke the old one), limited if asked."""
     from pipeline.security.key_limits import KeyLimitError, KeyLimits, parse_duration
-    from pipeline.security.users import UserError
+    from pipeline.security.users import SHOWN_CHARS, UserError
 
     store = _store()
     try:
@@ -76,6 +85,7 @@ def users_new_key(name: str, label: str, scopes: str | None, collections: tuple[
         key = store.issue_key(name, label, limits)
     except (UserError, KeyLimitError) as exc:
         fail(str(exc))
+    _audited("key.create", ("key", key[:SHOWN_CHARS]), {"user": name, "label": label, **limits.shown()})
     click.echo(f"new API key for {name}{_limits_text(limits, collections)}; it will not be shown again:")
     click.echo(key)
 
@@ -104,6 +114,7 @@ def users_revoke(prefix: str) -> None:
         fail(str(exc))
     if not count:
         fail(f"no live key starts with {prefix!r}")
+    _audited("key.revoke", ("key", prefix), {"revoked": count})
     click.echo(f"revoked {count} key(s)")
 
 
@@ -147,6 +158,8 @@ def users_limits(name: str, reset: bool, **values: int | None) -> None:
     try:
         if reset or any(v is not None for v in values.values()):
             overrides = store.set_overrides(name, LimitOverrides(**values), reset=reset)
+            given = {field: value for field, value in values.items() if value is not None}
+            _audited("user.limits", ("user", name), {"reset": reset, **given})
         else:
             overrides = store.overrides(name)
     except QuotaError as exc:

@@ -18,15 +18,19 @@ from __future__ import annotations
 
 import hmac
 import logging
+import uuid
+from dataclasses import replace
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
+from api.audit import actor_of
 from api.session_auth import CSRF_HEADER, clear_session_cookie, secure_cookies, session_token, set_session_cookie
 from api.sso import LOGIN_TTL_S, OidcClient, PendingLogin, PendingLogins, SignInError
-from pipeline.security.identities import IdentityStore
+from pipeline.security.audit import record
+from pipeline.security.identities import IdentityStore, groups_in
 from pipeline.security.sessions import SessionStore, csrf_matches
 
 router = APIRouter(tags=["single sign-on"])
@@ -115,11 +119,22 @@ async def sso_callback(request: Request, code: str | None = None, state: str | N
     user_id = await run_in_threadpool(IdentityStore(services.db).sign_in, client.issuer, claims,
                                       settings.oidc_groups_claim)
     token = await run_in_threadpool(SessionStore(services.db).open, user_id, settings.session_ttl_s)
+    await run_in_threadpool(_audit_sign_in, request, user_id, client.issuer, claims)
     response = RedirectResponse(login.next, status_code=303)
     set_session_cookie(response, request, token)
     response.delete_cookie(LOGIN_COOKIE, path=CALLBACK_PATH, httponly=True, secure=secure_cookies(request),
                            samesite="lax")
     return response
+
+
+def _audit_sign_in(request: Request, user_id: uuid.UUID, issuer: str, claims: dict) -> None:
+    """The sign-in in the trail: who (the user the provider's subject is), from where, with which groups (they
+    count as team groups of the same name from now on)."""
+    settings = request.app.state.services.settings
+    actor = replace(actor_of(request), user_id=user_id, key_prefix="session")
+    with request.app.state.services.db.session() as s:
+        record(s, actor, "session.sign_in", target=("user", user_id),
+               details={"issuer": issuer, "groups": groups_in(claims, settings.oidc_groups_claim)})
 
 
 @router.post("/v1/auth/logout", status_code=204)

@@ -165,6 +165,29 @@ def test_the_command_line_shows_the_trail_filtered(tmp_path, monkeypatch):
         get_settings.cache_clear()
 
 
+def test_the_operators_changes_to_users_and_keys_are_in_the_trail(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path))
+    get_settings.cache_clear()
+    try:
+        runner = CliRunner()
+        assert runner.invoke(main, ["users", "create", "bea"]).exit_code == 0
+        made = runner.invoke(main, ["users", "new-key", "bea", "--label", "ci", "--scope", "search"])
+        prefix = made.output.strip().splitlines()[-1][:11]
+        assert runner.invoke(main, ["users", "revoke", prefix]).exit_code == 0
+        assert runner.invoke(main, ["users", "limits", "bea", "--max-running-jobs", "2"]).exit_code == 0
+        assert runner.invoke(main, ["users", "revoke", "as_nothing"]).exit_code != 0  # nothing done, nothing kept
+        rows = [json.loads(line) for line in runner.invoke(main, ["audit", "--json"]).output.splitlines()]
+        assert [(r["action"], r["actor"]) for r in rows] == [
+            ("user.limits", "operator"), ("key.revoke", "operator"), ("key.create", "operator"),
+            ("user.create", "operator")]
+        limits, revoked, created = rows[0], rows[1], rows[2]
+        assert limits["details"] == {"reset": False, "max_running_jobs": 2} and limits["target_id"] == "bea"
+        assert revoked["target_id"] == created["target_id"] == prefix
+        assert created["details"]["label"] == "ci" and created["details"]["scopes"] == ["search"]
+    finally:
+        get_settings.cache_clear()
+
+
 def test_a_profile_sets_run_is_a_search_in_the_trail(app, client):
     c = client.post("/v1/collections", json={"name": f"p-{uuid.uuid4().hex[:6]}"}).json()["id"]
     made = client.post("/v1/profile-sets", json={"name": f"s-{uuid.uuid4().hex[:6]}", "collection_id": c,
