@@ -6,7 +6,8 @@ event is the team's (membership) or over a team collection: the team's id is rea
 append-only for the service (migration 0017's trigger); retention prunes them (``retention_audit_days``).
 
 Actions: ``team.create``, ``team.member.set``, ``team.member.remove``, ``team.group.member.set``,
-``team.group.member.remove``, ``key.create``, ``key.revoke``,
+``team.group.member.remove``, ``key.create``, ``key.revoke``, ``user.create``, ``user.limits`` (the operator's command
+line), ``session.sign_in`` (a console sign-in at the identity provider),
 ``collection.create``, ``collection.update``, ``document.add``, ``document.upload``, ``document.delete``,
 ``agent_config.create``, ``collection.agents.set``, ``webhook.create``, ``webhook.update``, ``webhook.rotate_secret``,
 ``webhook.delete``, ``tool.add``, ``tool.remove``, ``search``.
