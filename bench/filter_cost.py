@@ -114,7 +114,8 @@ def make_rows(rows_wanted: int, restricted_share: float) -> tuple[list[tuple], l
 def checked_hits(client: MilvusClient, name: str, query: list[float], rule: MetadataFilter, rows: list[tuple]) -> dict:
     """One top-100 search with the filter, each hit checked against it in Python, and the rows Milvus counts with
     the filter against those Python keeps (a filter Milvus read wrongly would drop rows it must keep, or keep rows
-    it must not). The hits of restricted documents show the tokens' part of the filter at work."""
+    it must not). The hits of restricted documents show the tokens' part of the filter at work. The number of hits
+    is not checked: the index is approximate, and with a filter that keeps few rows it may find fewer than 100."""
     hits = client.search(name, data=[query], limit=100, filter=rule.expression(), anns_field="vector",
                          output_fields=["metadata"])[0]
     wrong = [hit["id"] for hit in hits if not rule.matches(hit["entity"]["metadata"])]
@@ -122,7 +123,6 @@ def checked_hits(client: MilvusClient, name: str, query: list[float], rule: Meta
     kept = sum(1 for _, metadata, _ in rows if rule.matches(metadata))
     counted = client.query(name, filter=rule.expression(), output_fields=["count(*)"])[0]["count(*)"]
     assert counted == kept, f"Milvus keeps {counted} rows, the filter {kept}: {rule.expression()}"
-    assert len(hits) == min(100, kept), f"{len(hits)} hits of {kept} rows kept: {rule.expression()}"
     return {"hits": len(hits), "rows_kept": kept,
             "restricted_hits": sum(1 for hit in hits if ACCESS_KEY in hit["entity"]["metadata"])}
 

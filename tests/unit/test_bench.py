@@ -256,3 +256,61 @@ def test_the_suite_reports_ingestion_with_its_goal_and_before_and_after():
     assert "## 5. Ingestion through the stack beside the plain model" in text
     assert "| 5. ingestion through the stack ÷ the plain model | ≥ 1.5 | met (4.00 ≥ 1.5) |" in text
     assert "Before and after: the first 300 abstracts" in text and "**8.00 times** as fast" in text
+
+
+def test_the_groups_filters_keep_what_a_searcher_finds_and_every_hit_passes_them():
+    from bench import filter_cost
+
+    rows, _ = filter_cost.make_rows(400, 0.2)
+    restricted = [m for _, m, _ in rows if filter_cost.ACCESS_KEY in m]
+    assert 40 < len(restricted) < 120  # about a fifth, each to one group of the team
+    assert all(len(m[filter_cost.ACCESS_KEY]) == 1 for m in restricted)
+    plain, _ = filter_cost.make_rows(400, 0.0)
+    # The groups come from their own generator: the other metadata and the vectors stay those of earlier runs.
+    assert [(i, {k: v for k, v in m.items() if k != filter_cost.ACCESS_KEY}, v) for i, m, v in rows] == plain
+    cases = filter_cost.groups_cases()
+    finance = {"_access_groups": [f"{filter_cost.TEAM}:finance"]}
+    assert [rule.matches(finance) for rule in cases.values()] == [False, True, True, True, False]
+    assert cases["groups: one group and eq (user filter)"].matches({**finance, "region": "emea"})
+    assert all(rule.matches({"region": "emea"}) for rule in cases.values())
+
+    results = filter_cost.measure(300, repeat=1)  # asserts every hit and Milvus's count against the filters
+    groups = results["groups"]
+    assert list(groups) == ["no filter", *cases] and groups["no filter"]["ratio"] == 1.0
+    assert groups["groups: in no group"]["restricted_hits"] == 0
+    assert groups["groups: in three groups"]["rows_kept"] > groups["groups: in one group"]["rows_kept"]
+    assert results["no filter"]["json_field"] > 0 and "| groups: in no group |" in filter_cost.report(
+        results, "cmd", (1.0, 2.0, 3.0))
+
+
+def test_the_team_cache_bench_expects_one_miss_per_set_of_groups_and_reports_both_rounds():
+    from datetime import UTC, datetime
+
+    from bench import team_cache
+
+    groups = team_cache.viewer_groups(10)
+    assert groups == ["finance"] * 4 + ["hr"] * 3 + [None] * 3
+    assert team_cache.expected_hit_rate([None] * 10) == pytest.approx(0.9)
+    assert team_cache.expected_hit_rate(groups) == pytest.approx(0.7)
+    documents = [{"id": "nw-2025-q4", "text": "revenue"}, {"id": "nw-hr-flexible-work", "text": "leave"},
+                 {"id": "solar", "text": "panels"}]
+    assert [d.get("access") for d in team_cache.restricted_documents(documents)] == [
+        {"groups": ["finance"]}, {"groups": ["hr"]}, None]
+
+    def asks(cached: list[bool]) -> list[dict]:
+        return [{"viewer": f"v{i}", "question": "q", "cached": c, "ms": 10.0 if c else 900.0, "floor_ms": 4.0}
+                for i, c in enumerate(cached)]
+
+    first, second = team_cache.round_figures(asks([False] + [True] * 9)), team_cache.round_figures(
+        asks([False, True, True, True, False, True, True, False, True, True]))
+    assert (first["hits"], first["hit_rate"], first["hit_ms"]["p50"], first["miss_ms"]["p50"]) == (9, 0.9, 10.0, 900.0)
+    assert second["hit_rate"] == pytest.approx(0.7) and second["floor_ms"]["p50"] == 4.0
+    load = (1.0, 2.0, 3.0)
+    result = {"viewers": 10, "questions": 1, "agents": team_cache.AGENTS,
+              "no_groups": {**first, "expected_hit_rate": 0.9, "load": load},
+              "groups": {**second, "expected_hit_rate": 0.7, "load": load, "groups_given_through": ["database"],
+                         "viewers_per_group": {"finance": 4, "hr": 3, "none": 3}, "restricted": {}}}
+    text = team_cache.report(result, "cmd", datetime(2026, 1, 1, tzinfo=UTC), {"nproc": "2", "Python": "3.11"})
+    assert "| (a) no groups | 10 | 9 | **90%** | 90% | 10.0 |" in text
+    assert "| (b) groups | 10 | 7 | **70%** | 70% |" in text and "4 finance, 3 hr, 3 none" in text
+    assert "no document of its collection is restricted" in text and "Command: `cmd`" in text
