@@ -165,6 +165,91 @@ def test_a_member_removed_mid_job_loses_it_at_its_next_request_and_the_job_finis
             editor.put(f"/v1/collections/{c}/agents", json={"agents": []})
 
 
+def test_an_admin_puts_a_member_in_a_document_group_and_takes_it_out(stack, team):
+    t, viewer_name = team["id"], team["names"]["viewer"]
+    path, groups = f"/v1/teams/{t}/groups/hr/members/{viewer_name}", f"/v1/teams/{t}/groups"
+    with stack.http(team["keys"]["admin"]) as admin:
+        put = admin.put(path)
+        assert put.status_code == 200, put.text
+        assert (put.json()["group"], put.json()["name"]) == ("hr", viewer_name) and put.json()["user_id"]
+        assert admin.put(path).status_code == 200  # again: nothing changes
+        listed = admin.get(groups).json()
+        # An admin sees every group and who is in it; it holds none of them itself.
+        assert [(g["name"], g["held"], [m["name"] for m in g["members"]]) for g in listed] == [
+            ("hr", False, [viewer_name])]
+        assert admin.get(f"/v1/teams/{t}").json()["groups"] == listed
+    with stack.http(team["keys"]["viewer"]) as viewer:
+        # Another member sees the groups it holds, names only.
+        assert viewer.get(groups).json() == viewer.get(f"/v1/teams/{t}").json()["groups"] == [
+            {"name": "hr", "held": True}]
+    with stack.http(team["keys"]["editor"]) as editor:
+        assert editor.get(groups).json() == []
+    with stack.http(team["keys"]["admin"]) as admin:
+        assert admin.delete(path).status_code == 204
+        gone = admin.delete(path)
+        assert gone.status_code == 404 and f"is not in group 'hr' of team '{team['name']}'" in gone.json()["detail"]
+        assert admin.get(groups).json() == []  # the group ended with its last member
+        trail = admin.get(f"/v1/teams/{t}/audit", params={"action": "team.group.*", "limit": 2}).json()["items"]
+        assert [(e["action"], e["details"]) for e in trail] == [
+            ("team.group.member.remove", {"group": "hr", "name": viewer_name}),
+            ("team.group.member.set", {"group": "hr", "name": viewer_name})]
+    with stack.http(team["keys"]["viewer"]) as viewer:
+        assert viewer.get(groups).json() == []
+
+
+def test_only_an_admin_changes_who_is_in_a_group_and_nobody_puts_itself_in_one(stack, team):
+    t, names = team["id"], team["names"]
+    for role in ("viewer", "editor"):
+        with stack.http(team["keys"][role]) as member:
+            for method in ("PUT", "DELETE"):
+                # Itself (the escalation a group would be) or another member: the admins' alone.
+                for whom in (names[role], names["admin"]):
+                    refused = member.request(method, f"/v1/teams/{t}/groups/hr/members/{whom}")
+                    assert refused.status_code == 403, refused.text
+                    assert (f"needs the role 'admin' in team '{team['name']}'; your role there is '{role}'"
+                            in refused.json()["detail"])
+    with stack.http(team["keys"]["outsider"]) as outsider:
+        for answer in (outsider.put(f"/v1/teams/{t}/groups/hr/members/{names['outsider']}"),
+                       outsider.get(f"/v1/teams/{t}/groups")):
+            assert answer.status_code == 404 and answer.json()["detail"] == f"team {t} not found"
+    with stack.http(team["keys"]["admin"]) as admin:
+        stranger = admin.put(f"/v1/teams/{t}/groups/hr/members/{names['outsider']}")
+        assert stranger.status_code == 409 and "add it to the team first" in stranger.json()["detail"]
+        badly_named = admin.put(f"/v1/teams/{t}/groups/h%20r/members/{names['viewer']}")
+        assert badly_named.status_code == 422 and badly_named.json()["detail"][0]["loc"] == ["path", "group"]
+        unknown = admin.put(f"/v1/teams/{t}/groups/hr/members/nobody-{uuid.uuid4().hex[:6]}")
+        assert unknown.status_code == 404 and "not found" in unknown.json()["detail"]
+        assert admin.get(f"/v1/teams/{t}/groups").json() == []
+    with stack.http(team["keys"]["viewer"]) as viewer:
+        assert viewer.get(f"/v1/teams/{t}/groups").json() == []
+
+
+def test_the_operator_manages_groups_and_a_member_leaving_the_team_leaves_them(stack, team):
+    # The leaver: taken out of the team by an earlier test (when the module runs whole), in it again here.
+    t, member_name, key = team["id"], team["names"]["leaver"], team["keys"]["leaver"]
+    with stack.http(team["keys"]["admin"]) as admin:
+        assert admin.put(f"/v1/teams/{t}/members/{member_name}", json={"role": "viewer"}).status_code == 200
+        assert admin.put(f"/v1/teams/{t}/groups/finance/members/{member_name}").status_code == 200
+    added = stack.cli("teams", "group-add", team["name"], "legal", member_name)
+    assert f"{member_name} is in group legal of team {team['name']}" in added
+    listed = {line.split()[0]: line.split()[1:] for line in stack.cli("teams", "groups", team["name"]).splitlines()}
+    assert listed == {"finance": [member_name], "legal": [member_name]}
+    with stack.http(key) as member:
+        assert [g["name"] for g in member.get(f"/v1/teams/{t}/groups").json()] == ["finance", "legal"]
+    removed = stack.cli("teams", "group-remove", team["name"], "finance", member_name)
+    assert f"removed {member_name} from group finance of team {team['name']}" in removed
+    with stack.http(key) as member:
+        assert [g["name"] for g in member.get(f"/v1/teams/{t}/groups").json()] == ["legal"]
+    with stack.http(team["keys"]["admin"]) as admin:
+        assert admin.delete(f"/v1/teams/{t}/members/{member_name}").status_code == 204
+        # Added back, it starts in no group: leaving the team took it out of them.
+        assert admin.put(f"/v1/teams/{t}/members/{member_name}", json={"role": "viewer"}).status_code == 200
+        assert admin.get(f"/v1/teams/{t}/groups").json() == []
+    with stack.http(key) as member:
+        assert member.get(f"/v1/teams/{t}/groups").json() == []
+    with stack.http(team["keys"]["admin"]) as admin:
+        assert admin.delete(f"/v1/teams/{t}/members/{member_name}").status_code == 204
+
 
 def test_the_console_shows_teams_and_lets_an_admin_add_change_and_remove_members(stack, team):
     """In a browser: an admin's Teams view lists the team's members and roles; it adds a user as viewer, makes it
