@@ -218,7 +218,8 @@ def test_an_hr_members_job_is_missing_to_the_members_outside_the_group(stack, te
 def test_a_member_taken_out_of_the_group_mid_job_gets_404_for_that_job_from_its_next_request(stack, team):
     t, slow, mover = team["id"], team["slow"], team["keys"]["mover"]
     with stack.http(mover) as member:
-        job_id = submitted(member, slow, SLOW_SECRET["text"], use_cache=False)
+        conversation = member.post("/v1/conversations", json={"title": "dismissals"}).json()["id"]
+        job_id = submitted(member, slow, SLOW_SECRET["text"], use_cache=False, conversation_id=conversation)
         until_stage(member, job_id, "response")
         with stack.http(team["keys"]["admin"]) as admin:
             out = admin.delete(f"/v1/teams/{t}/groups/hr/members/{team['names']['mover']}")
@@ -230,6 +231,10 @@ def test_a_member_taken_out_of_the_group_mid_job_gets_404_for_that_job_from_its_
         for path in (f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/events", f"/v1/jobs/{job_id}/artifacts/slow.txt"):
             _same_as_missing(member, path, job_id)
         assert job_id not in {j["job_id"] for j in member.get("/v1/jobs", params={"limit": 200}).json()["items"]}
+        # The job's turn, recorded when it ended, is not the member's to read in its own conversation either.
+        assert stack.sql("SELECT count(*) FROM conversation_turns WHERE job_id = %s", job_id) == [(1,)]
+        kept = member.get(f"/v1/conversations/{conversation}").json()
+        assert (kept["turns"], kept["turn_count"]) == ([], 0), kept
         # And its next search finds the public documents only.
         again = search(member, slow, SLOW_SECRET["text"], agents=[], use_cache=False)
         assert again["status"] == "succeeded" and SLOW_SECRET["id"] not in ids(again), again["response"]["sources"]
