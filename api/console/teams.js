@@ -1,6 +1,8 @@
-// Teams: the caller's teams with its role in each; a team's members and roles, and its collections. A team's admins
-// add members by user name, change a member's role and remove a member here; the API refuses the rest (one's own
-// role, the last admin) and the console shows its reason.
+// Teams: the caller's teams with its role in each; a team's members and roles, its document groups, and its
+// collections. A team's admins add members by user name, change a member's role and remove a member here, and put
+// members in document groups and take them out (a group is its members: the first makes it, the last ends it); the
+// API refuses the rest (one's own role, the last admin) and the console shows its reason. Another member sees only
+// the groups it holds, as the API gives them.
 
 import { api } from './api.js';
 import { clear, h, showFieldErrors, clearInvalid, toast, uid } from './dom.js';
@@ -98,6 +100,9 @@ async function renderTeam(detail, teamId, ctx) {
       h('tbody', null, team.members.map(member))),
     error,
     admin ? addForm(team, change) : null,
+    h('h3', { class: 'card-subtitle' }, 'Document groups'),
+    admin ? groupsTable(team, change) : heldGroups(team),
+    admin ? groupForm(team, change) : null,
     h('h3', { class: 'card-subtitle' }, 'Collections'),
     team.collections.length
       ? h('ul', { class: 'team-collections' }, team.collections.map((c) => h('li', null,
@@ -114,14 +119,64 @@ function addForm(team, change) {
     h('div', { class: 'field' }, h('label', { for: `${user}-role` }, 'Role'),
       roleSelect(`${user}-role`, 'viewer', 'Role')),
     h('button', { type: 'submit', class: 'button-primary' }, 'Add member'));
-  form.addEventListener('submit', (event) => {
-    event.preventDefault();
-    const data = new FormData(form);
-    const name = String(data.get('user')).trim();
-    if (!name) return;
+  return onSubmit(form, 'user', (name, data) => {
     const role = data.get('role');
     change(`/v1/teams/${team.id}/members/${encodeURIComponent(name)}`, { method: 'PUT', json: { role } },
       `${name} added as ${role}`);
   });
+}
+
+// The form's submit: `act` with its `field` trimmed (nothing when that is empty) and the form's data.
+function onSubmit(form, field, act) {
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    const value = String(data.get(field)).trim();
+    if (value) act(value, data);
+  });
   return form;
+}
+
+// An admin's view of the groups: each with its members, each member with a button taking it out.
+function groupsTable(team, change) {
+  if (!team.groups.length) {
+    return h('p', { class: 'muted' }, 'No groups yet. A document restricted to groups is found only by their '
+      + 'members; a group is made by its first member.');
+  }
+  const member = (group, m) => h('li', { dataset: { groupMember: m.name } }, m.name, h('button', {
+    type: 'button', class: 'button-quiet button-danger', 'aria-label': `Take ${m.name} out of group ${group.name}`,
+    onclick: () => change(
+      `/v1/teams/${team.id}/groups/${encodeURIComponent(group.name)}/members/${encodeURIComponent(m.user_id)}`,
+      { method: 'DELETE' }, `${m.name} taken out of ${group.name}`),
+  }, 'Remove'));
+  return h('table', { class: 'table groups', 'aria-label': 'Document groups' },
+    h('thead', null, h('tr', null, h('th', null, 'Group'), h('th', null, 'Members'))),
+    h('tbody', null, team.groups.map((group) => h('tr', { dataset: { group: group.name } },
+      h('td', null, group.name),
+      h('td', null, h('ul', { class: 'group-members' }, group.members.map((m) => member(group, m))))))));
+}
+
+// Another member's view: the groups it holds here, by name.
+function heldGroups(team) {
+  if (!team.groups.length) return h('p', { class: 'muted' }, "You are in none of this team's document groups.");
+  return h('ul', { class: 'held-groups' }, team.groups.map((group) => h('li', null, group.name)));
+}
+
+function groupForm(team, change) {
+  const group = uid('group');
+  const form = h('form', { class: 'stack add-group-member', novalidate: true, 'aria-label': 'Add a member to a group' },
+    h('h3', { class: 'card-subtitle' }, 'Add a member to a group'),
+    h('div', { class: 'field' }, h('label', { for: group }, 'Group'),
+      h('input', { id: group, name: 'group', type: 'text', required: true, autocomplete: 'off',
+        list: `${group}-names` }),
+      h('datalist', { id: `${group}-names` }, team.groups.map((g) => h('option', { value: g.name })))),
+    h('div', { class: 'field' }, h('label', { for: `${group}-member` }, 'Member'),
+      h('select', { id: `${group}-member`, name: 'user' },
+        team.members.map((m) => h('option', { value: m.user_id }, m.name)))),
+    h('button', { type: 'submit', class: 'button-primary' }, 'Add to group'));
+  return onSubmit(form, 'group', (name, data) => {
+    const who = team.members.find((m) => m.user_id === data.get('user'));
+    change(`/v1/teams/${team.id}/groups/${encodeURIComponent(name)}/members/${encodeURIComponent(who.user_id)}`,
+      { method: 'PUT' }, `${who.name} added to ${name}`);
+  });
 }

@@ -2,7 +2,9 @@
 lists and searches it but gets 403 naming ``editor`` for documents, agent sets and webhooks; a non-member gets 404
 as for a missing id; the editor ingests through the command line by ``TEAM/NAME``; nobody raises its own role; a
 removed member gets 404 from its next request (its open event stream ends with a 404 error), and a job of its that
-was running finishes, unreadable to it; an admin manages members in the console's Teams view."""
+was running finishes, unreadable to it; an admin manages members in the console's Teams view. Document groups: only
+an admin (or the operator's command) puts a member of the team in one or takes it out, and a member leaving the
+team leaves its groups."""
 
 from __future__ import annotations
 
@@ -253,7 +255,8 @@ def test_the_operator_manages_groups_and_a_member_leaving_the_team_leaves_them(s
 
 def test_the_console_shows_teams_and_lets_an_admin_add_change_and_remove_members(stack, team):
     """In a browser: an admin's Teams view lists the team's members and roles; it adds a user as viewer, makes it
-    editor and removes it; a change of its own role shows the API's refusal; a collection is made for the team."""
+    editor, puts it in a document group and takes it out, and removes it; a change of its own role shows the API's
+    refusal; a collection is made for the team."""
     from tests.integration.test_console import _sign_in, own_console
 
     tag = uuid.uuid4().hex[:6]
@@ -278,6 +281,13 @@ def test_the_console_shows_teams_and_lets_an_admin_add_change_and_remove_members
         page.wait_for_selector(f"tr[data-member='{newcomer}'][data-role='viewer']")
         page.select_option(f"tr[data-member='{newcomer}'] select", "editor")
         page.wait_for_selector(f"tr[data-member='{newcomer}'][data-role='editor']")
+        # A document group: the newcomer put in one, then taken out of it, which ends the group.
+        page.fill("form.add-group-member input[name=group]", "console-hr")
+        page.select_option("form.add-group-member select[name=user]", label=newcomer)
+        page.click("form.add-group-member button[type=submit]")
+        page.wait_for_selector(f"tr[data-group='console-hr'] li[data-group-member='{newcomer}']")
+        page.click(f"tr[data-group='console-hr'] li[data-group-member='{newcomer}'] button")
+        page.wait_for_selector("tr[data-group='console-hr']", state="detached")
         page.select_option(f"tr[data-member='{me}'] select", "viewer")
         alert = page.locator(".view-teams .team-error")
         alert.wait_for(state="visible")
