@@ -225,7 +225,7 @@ def _store_files(request: Request, collection_id: uuid.UUID, user_id: uuid.UUID,
         return []
     services = request.app.state.services
     with services.db.session() as s:
-        collection = s.get(Collection, collection_id)
+        collection = collection_for(request, s, collection_id, user_id)
         owner = collection.user_id  # whose quota, as for documents sent as JSON
         existing = documents_within_quota(s, request, owner, collection_id, [f.document_id for f in taken])
         refused_if_hidden(s, existing.values(), collection, user_id)

@@ -3,8 +3,8 @@
 ``record_job_end`` is called by every place that ends a job (``pipeline.job.store.JobStore``: succeed, fail,
 cancel, reap, and a submit answered from the cache, whose row is born succeeded). It adds one pending delivery per
 active webhook of the job's user subscribed to the event (and of each webhook of the job's collection whose user
-may still edit it), due at once; a webhook's user who may not read the job (``pipeline.security.access``: its
-document groups) gets none. Once the transaction commits, the
+may still edit it), due at once; a webhook's user outside the job's document groups
+(``pipeline.security.document_access``) gets none. Once the transaction commits, the
 listeners registered with ``on_new_deliveries`` hear the new ids (the worker enqueues a send for each); when none
 is registered, or the enqueue fails, the periodic sweep finds the rows all the same (``due_deliveries``).
 
@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from pipeline.platform.db import Collection, Database, Job, WebhookDeliveryRow, WebhookRow, utcnow
 from pipeline.security.access import Access
+from pipeline.security.document_access import held_tokens, job_visible
 from pipeline.security.roles import covers
 from pipeline.webhooks.events import event_for, event_payload
 
@@ -71,12 +72,12 @@ def record_job_end(s: Session, job: Job) -> list[WebhookDeliveryRow]:
     # The user's own webhooks, and those of the job's collection whose users may still edit it (a member removed
     # from the team, or made a viewer, hears no more).
     mine = (WebhookRow.user_id == job.user_id) & WebhookRow.collection_id.is_(None)
-    # And only to a user who may read the job now: a payload carries the answer and its sources, which a member
-    # outside the document groups the job searched with (or one who lost them since) may not find.
+    # And only to a user holding the job's document groups now: a payload carries the answer and its sources, which
+    # a member outside the groups the job searched with (or one who left them since) may not find.
     hooks = [h for h in s.scalars(select(WebhookRow).where(mine | (WebhookRow.collection_id == job.collection_id),
                                                             WebhookRow.status == "active")).all()
              if event in (h.events or []) and (h.collection_id is None or _edits(s, h.user_id, job.collection_id))
-             and Access(s, h.user_id).sees_job(job)]
+             and (job.access_groups is None or job_visible(s, job, held_tokens(s, h.user_id)))]
     if not hooks:
         return []
     now = utcnow()
