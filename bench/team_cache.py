@@ -214,13 +214,17 @@ def measure(stack: DevStack, viewers: int, questions: list[str], timeout_s: floa
         load_b = os.getloadavg()
         second = ask_round(asking, groups_id, questions, forbidden)
     shown = {group or "none": sum(1 for g in groups if g == group) for group in dict.fromkeys(groups)}
+    # What the groups changed in the answers: per group, the asks answered with a source only the group finds.
+    group_of = dict(zip(names, groups, strict=True))
+    citing = {group or "none": sum(1 for a in second if group_of[a["viewer"]] == group and set(a["sources"]) & closed)
+              for group in dict.fromkeys(groups)}
     return {
         "viewers": viewers, "questions": len(questions), "agents": AGENTS,
         "no_groups": {**round_figures(first), "expected_hit_rate": expected_hit_rate([None] * viewers),
                       "load": load_a},
         "groups": {**round_figures(second), "expected_hit_rate": expected_hit_rate(groups), "load": load_b,
                    "viewers_per_group": shown, "groups_given_through": sorted(ways),
-                   "restricted": restricted},
+                   "restricted": restricted, "asks_citing_restricted": citing},
         "asks": {"no_groups": first, "groups": second},
     }
 
@@ -228,6 +232,10 @@ def measure(stack: DevStack, viewers: int, questions: list[str], timeout_s: floa
 def public(result: dict) -> dict:
     """The figures without each ask."""
     return {k: v for k, v in result.items() if k != "asks"}
+
+
+def _ratio(r: dict) -> str:
+    return f"{r['hit_ms']['p50'] / r['floor_ms']['p50']:.2f}" if r["hit_ms"] else "-"
 
 
 def _ms(figures: dict | None, key: str) -> str:
@@ -238,7 +246,7 @@ def _restricted(restricted: dict[str, list[str]]) -> str:
     if not restricted:
         return ("no document of its collection is restricted (this tree's API did not take a document's access): "
                 "the groups change the cache keys, not the answers")
-    return "its collection has " + " and ".join(f"{len(ids)} documents restricted to {group}"
+    return "its collection has " + " and ".join(f"{len(ids)} document{'s' * (len(ids) > 1)} restricted to {group}"
                                                 for group, ids in restricted.items())
 
 
@@ -248,8 +256,11 @@ def report(result: dict, command: str, started: datetime, about: dict) -> str:
     rows = "".join(
         f"| {label} | {r['asks']} | {r['hits']} | **{r['hit_rate']:.0%}** | {r['expected_hit_rate']:.0%} | "
         f"{_ms(r['hit_ms'], 'p50')} | {_ms(r['hit_ms'], 'p95')} | {_ms(r['miss_ms'], 'p50')} | "
-        f"{_ms(r['miss_ms'], 'p95')} | {_ms(r['floor_ms'], 'p50')} | {r['load'][0]:.2f} |\n"
+        f"{_ms(r['miss_ms'], 'p95')} | {_ms(r['floor_ms'], 'p50')} | {_ratio(r)} | {r['load'][0]:.2f} |\n"
         for label, r in rounds.items())
+    citing = result["groups"].get("asks_citing_restricted") or {}
+    cited = ("\n\nRound (b)'s asks answered with a restricted document, per group of the asker: "
+             + ", ".join(f"{group} {n}" for group, n in citing.items()) + ".") if citing else ""
     per_group = ", ".join(f"{n} {group}" for group, n in result["groups"]["viewers_per_group"].items())
     return (
         "# The whole-job cache of a team, without and with document groups\n\n"
@@ -266,7 +277,8 @@ def report(result: dict, command: str, started: datetime, about: dict) -> str:
         "(authentication and one read) right after each ask, each viewer's key verified before its turn. Every "
         "answer's sources were checked against the asker's groups.\n\n"
         "| round | asks | hits | hit rate | expected | hit p50 ms | hit p95 ms | miss p50 ms | miss p95 ms | "
-        "floor p50 ms | load |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n" + rows
+        "floor p50 ms | hit / floor | load |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n" + rows
+        + cited + "\n"
     )
 
 
