@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
@@ -229,6 +230,27 @@ def test_an_expired_id_token_is_refused(sso):
     with pytest.raises(SignInError) as refused:
         ours.verify(tokens["id_token"], login.nonce, tokens["access_token"])
     assert "expired" in refused.value.detail
+
+
+def test_a_groups_claim_naming_hr_gives_the_teams_hr_group(sso, stack):
+    """The provider's user is in its groups ``hr`` and ``staff``: in a team with groups ``hr`` and ``payroll``, it
+    holds ``hr`` from its sign-in, put in it by nobody; a claim names only groups the team has."""
+    with sso.browser() as http:
+        sso.sign_in(http)
+        ada = http.get(f"{sso.api}/v1/me").json()["user"]["id"]
+        with httpx.Client(base_url=sso.api, headers={"Authorization": f"Bearer {stack.api_key}"}) as admin:
+            me = admin.get("/v1/me").json()["user"]["id"]
+            made = admin.post("/v1/teams", json={"name": f"sso-groups-{uuid.uuid4().hex[:6]}"})
+            assert made.status_code == 201, made.text
+            groups = f"/v1/teams/{made.json()['id']}/groups"
+            assert admin.put(f"/v1/teams/{made.json()['id']}/members/{ada}", json={"role": "viewer"}).status_code == 200
+            assert http.get(f"{sso.api}{groups}").json() == []  # no group hr in the team yet
+            for group in ("hr", "payroll"):  # the admin makes both, being their first member
+                assert admin.put(f"{groups}/{group}/members/{me}").status_code == 200
+            # The admin's list names who was put in a group; the claim's holders are not among them.
+            assert {g["name"]: [m["user_id"] for m in g["members"]] for g in admin.get(groups).json()} == {
+                "hr": [me], "payroll": [me]}
+        assert http.get(f"{sso.api}{groups}").json() == [{"name": "hr", "held": True}]
 
 
 def test_the_console_signs_in_with_sso_makes_a_change_and_signs_out(sso):
