@@ -102,13 +102,15 @@ class ApiClient:
                                    json={"documents": chunk})["accepted"]
         return accepted
 
-    def upload_files(self, collection_id: str, files: list[tuple[Path, str]]) -> dict:
-        """Send files (each with its document's id) in one upload; the answer lists the documents taken and the
-        files refused with their reasons."""
+    def upload_files(self, collection_id: str, files: list[tuple[Path, str]], access: dict | None = None) -> dict:
+        """Send files (each with its document's id) in one upload, found by the groups of ``access`` when given;
+        the answer lists the documents taken and the files refused with their reasons."""
         with ExitStack() as opened:
             parts = [("files", (path.name, opened.enter_context(path.open("rb")))) for path, _ in files]
-            return self._call("POST", f"/v1/collections/{collection_id}/files", files=parts,
-                              data={"document_ids": [document_id for _, document_id in files]})
+            data: dict = {"document_ids": [document_id for _, document_id in files]}
+            if access is not None:
+                data["access"] = json.dumps(access)
+            return self._call("POST", f"/v1/collections/{collection_id}/files", files=parts, data=data)
 
     def documents(self, collection_id: str) -> list[dict]:
         """Every document of the collection, as the listing gives them (without their text)."""

@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
 from sqlalchemy import Select, delete, exists, select
 from sqlalchemy.orm import Session
 
@@ -119,7 +119,14 @@ def restricted(job_filter: dict[str, Any] | None, tokens: Iterable[str]) -> dict
     return joined
 
 
-GroupName = Annotated[str, StringConstraints(pattern=GROUP_NAME.pattern)]
+def _group_name(name: str) -> str:
+    if not GROUP_NAME.match(name):
+        raise ValueError(f"invalid group name {name[:100]!r}: 1-100 letters, digits, '_', '.' or '-', starting with a "
+                         "letter or digit")
+    return name
+
+
+GroupName = Annotated[StrictStr, AfterValidator(_group_name)]
 
 
 class DocumentAccess(BaseModel):
@@ -128,8 +135,7 @@ class DocumentAccess(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     groups: list[GroupName] = Field(min_length=1, max_length=MAX_DOCUMENT_GROUPS,
-                                    description="Group names of the collection's team: 1-100 letters, digits, '_', "
-                                                "'.' or '-', starting with a letter or digit.")
+                                    description="Group names of the collection's team.")
 
 
 def groups_for(collection: Collection, access: DocumentAccess | None, loc: tuple[str | int, ...]) -> list[str] | None:

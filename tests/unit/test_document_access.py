@@ -150,3 +150,32 @@ def test_a_job_is_read_by_holders_of_its_groups_while_its_sources_stay_visible(m
         set_document_groups(s, travel, shared, ["hr"])
         assert not job_visible(s, plain_job, held_tokens(s, team["plain"]))
         assert job_visible(s, plain_job, held_tokens(s, team["hr"]))
+
+
+def test_access_is_refused_where_it_enters_naming_the_field(client):
+    personal = client.post("/v1/collections", json={"name": f"own-{uuid.uuid4().hex[:6]}"}).json()["id"]
+    sent = client.post(f"/v1/collections/{personal}/documents",
+                       json={"documents": [{"id": "a", "text": "x"}, {"id": "b", "text": "y",
+                                                                       "access": {"groups": ["hr"]}}]})
+    assert sent.status_code == 422 and sent.json()["detail"][0]["loc"] == ["body", "documents", 1, "access"]
+    reserved = client.post(f"/v1/collections/{personal}/documents",
+                           json={"documents": [{"id": "a", "text": "x", "metadata": {ACCESS_KEY: ["t:hr"]}}]})
+    assert reserved.status_code == 422 and ACCESS_KEY in reserved.text
+    for form, loc in (('{"groups": ["h r"]}', ["body", "access", "groups", 0]), ("not json", ["body", "access"]),
+                      ('{"groups": ["hr"]}', ["body", "access"])):
+        upload = client.post(f"/v1/collections/{personal}/files", files=[("files", ("a.txt", b"some text"))],
+                             data={"access": form})
+        assert upload.status_code == 422 and upload.json()["detail"][0]["loc"] == loc, upload.text
+    # Nothing of a refused request is stored.
+    assert client.get(f"/v1/collections/{personal}/documents").json()["total"] == 0
+
+
+def test_the_command_line_names_a_bad_group(tmp_path):
+    from click.testing import CliRunner
+
+    from cli import main
+
+    path = tmp_path / "a.txt"
+    path.write_text("some text")
+    refused = CliRunner().invoke(main, ["ingest", str(path), "--collection", "c", "--groups", "hr,bad name"])
+    assert refused.exit_code != 0 and "--groups" in refused.output and "invalid group name 'bad name'" in refused.output
