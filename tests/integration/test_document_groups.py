@@ -180,10 +180,16 @@ def test_a_viewers_search_word_for_word_of_a_restricted_document_finds_no_trace_
     with stack.http(team["keys"]["viewer"]) as viewer:
         no_trace_in_the_viewers_job(viewer, cold)
         assert cold["cached"] is False
-    # The counts are of what the viewer finds: one document fewer than the hr member, in every count of the search.
-    seen, full = cold["response"]["metadata"]["search"], warm["response"]["metadata"]["search"]
+
+
+def test_the_counts_of_a_viewers_search_are_of_what_it_finds(jobs):
+    """Each document is one chunk here, so every count of the search says how many documents there are."""
+    seen, full = jobs["cold"]["response"]["metadata"]["search"], jobs["warm"]["response"]["metadata"]["search"]
     assert seen["sources_found"] == full["sources_found"] - 1 == len(PUBLIC), (seen, full)
-    assert seen["returned"] == len(cold["response"]["sources"]) == len(PUBLIC)
+    assert seen["returned"] == len(jobs["cold"]["response"]["sources"]) == len(PUBLIC)
+    # The collection's chunks by language, as the keyword analysis read them: of what the viewer finds.
+    languages = seen.get("languages", {}).get("collection", {})
+    assert sum(languages.values()) <= len(PUBLIC), (seen.get("languages"), full.get("languages"))
 
 
 def test_with_every_cache_warmed_by_an_hr_member_the_viewers_job_still_finds_no_trace(stack, team, jobs):
