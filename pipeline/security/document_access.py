@@ -19,7 +19,8 @@ says nothing of another's.
   search count from the next request, as the rest of the access rules do.
 
 A user's groups in a team are the groups an admin put it in (``team_groups``) and, for a user who signs in at the
-identity provider, the team's groups named like a group of the provider's groups claim at its last sign-in.
+identity provider, the team's groups named like a group of the provider's groups claim at its last sign-in (a group
+some member was put in, or some document of the team is restricted to).
 
 Usage::
 
@@ -40,7 +41,7 @@ from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
-from sqlalchemy import Select, delete, exists, select
+from sqlalchemy import Select, delete, exists, select, union
 from sqlalchemy.orm import Session
 
 from pipeline.job.refusal import Refusal, invalid
@@ -75,14 +76,21 @@ def held_tokens(s: Session, user_id: uuid.UUID | str) -> frozenset[str]:
                             & (TeamMember.user_id == TeamGroupMember.user_id))
                       .where(TeamGroupMember.user_id == user_id)).all()
     tokens = {token(team_id, name) for team_id, name in given}
-    claimed = {group for groups in s.scalars(select(UserIdentity.groups).where(UserIdentity.user_id == user_id))
-               for group in groups or []}
+    claimed = sorted({group for groups in s.scalars(select(UserIdentity.groups)
+                                                       .where(UserIdentity.user_id == user_id))
+                      for group in groups or []})
     if claimed:
-        # The provider's groups map to the team groups of the same name, in the teams the user is a member of.
-        named = s.execute(select(TeamGroupMember.team_id, TeamGroupMember.name).distinct()
-                          .join(TeamMember, TeamMember.team_id == TeamGroupMember.team_id)
-                          .where(TeamMember.user_id == user_id, TeamGroupMember.name.in_(sorted(claimed)))).all()
-        tokens |= {token(team_id, name) for team_id, name in named}
+        # The provider's groups map to the groups of the same name in the teams the user is a member of: those
+        # some member was put in, and those some document of the team is restricted to (a group may be the
+        # provider's alone). Only names in use count, so a provider listing hundreds of groups adds a few tokens.
+        teams = select(TeamMember.team_id).where(TeamMember.user_id == user_id)
+        given_names = (select(TeamGroupMember.team_id, TeamGroupMember.name)
+                       .where(TeamGroupMember.team_id.in_(teams), TeamGroupMember.name.in_(claimed)))
+        document_names = (select(Collection.team_id, DocumentGroup.name)
+                          .join(DocumentRow, DocumentRow.id == DocumentGroup.document_id)
+                          .join(Collection, Collection.id == DocumentRow.collection_id)
+                          .where(Collection.team_id.in_(teams), DocumentGroup.name.in_(claimed)))
+        tokens |= {token(team_id, name) for team_id, name in s.execute(union(given_names, document_names))}
     return frozenset(tokens)
 
 

@@ -73,6 +73,12 @@ def test_a_user_holds_the_groups_an_admin_gave_it_and_those_its_provider_names(m
         s.add(UserIdentity(issuer="https://idp", subject="p-1", user_id=team["plain"], groups=["hr", "elsewhere"]))
         s.flush()
         assert held_tokens(s, team["plain"]) == {token(team["team"], "hr")}
+        # A group no member was put in, named by a restricted document of the team, maps too; an unused name not.
+        shared = s.get(Collection, team["shared"])
+        _document(s, shared, "minutes", ["board"])
+        s.add(UserIdentity(issuer="https://idp", subject="p-2", user_id=team["hr"], groups=["board", "unused"]))
+        s.flush()
+        assert held_tokens(s, team["hr"]) == {token(team["team"], "hr"), token(team["team"], "board")}
         # Out of the team, a group given there counts no more.
         s.delete(s.get(TeamMember, (team["team"], team["hr"])))
         s.flush()
