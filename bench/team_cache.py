@@ -259,7 +259,7 @@ def report(result: dict, command: str, started: datetime, about: dict) -> str:
         f"{_ms(r['miss_ms'], 'p95')} | {_ms(r['floor_ms'], 'p50')} | {_ratio(r)} | {r['load'][0]:.2f} |\n"
         for label, r in rounds.items())
     citing = result["groups"].get("asks_citing_restricted") or {}
-    cited = ("\n\nRound (b)'s asks answered with a restricted document, per group of the asker: "
+    cited = ("\nRound (b)'s asks answered with a restricted document, per group of the asker: "
              + ", ".join(f"{group} {n}" for group, n in citing.items()) + ".") if citing else ""
     per_group = ", ".join(f"{n} {group}" for group, n in result["groups"]["viewers_per_group"].items())
     return (
