@@ -40,7 +40,7 @@ IN_HR = ("admin", "hr", "mover")
 # The restricted document's first sentence is what the viewer asks, word for word.
 QUERY = "Severance pay is three months of salary plus one week for every year of service."
 SECRET = {"id": "hr-severance", "title": "Quillfeather severance ledger",
-          "text": QUERY + " Each case is entered in the Quillfeather ledger by the office.",
+          "text": QUERY + " Each case is entered in the Quillfeather ledger (QFL) by the office.",
           "metadata": {"ledger_code": "QF-7731"}, "access": {"groups": ["hr"]}}
 # What of it would show if it leaked: the query itself is everywhere the viewer's own question is echoed, so it is
 # taken out first; its sentence then shows only as a quote (the answer cites it as "... service [1].").
@@ -205,6 +205,19 @@ def test_with_every_cache_warmed_by_an_hr_member_the_viewers_job_still_finds_no_
         no_trace_in_the_viewers_job(viewer, after)
     seen, full = after["response"]["metadata"]["search"], warm["response"]["metadata"]["search"]
     assert (seen["sources_found"], seen["returned"]) == (full["sources_found"] - 1, full["returned"] - 1)
+
+
+def test_the_agents_reading_the_collections_words_learn_none_of_a_restricted_document(stack, team):
+    """The spell checker corrects toward the collection's vocabulary, the acronym resolver expands the acronyms its
+    text defines: for a viewer, neither may come from the restricted document ("Quillfether" is one letter from its
+    word, "QFL" its acronym for "Quillfeather ledger")."""
+    with stack.http(team["keys"]["viewer"]) as viewer:
+        job = search(viewer, team["policies"], "Quillfether QFL entries", use_cache=False,
+                     agents=["spell_checker", "acronym_resolver"])
+    assert job["status"] == "succeeded", job
+    assert {r["agent_id"]: r["status"] for r in job["response"]["agents"]} == {
+        "spell_checker": "ok", "acronym_resolver": "ok"}, job["response"]["agents"]
+    assert traces(json.dumps(job).lower(), ("quillfeather", "ledger")) == [], job["response"]["search_query"]
 
 
 def test_an_hr_members_job_is_missing_to_the_members_outside_the_group(stack, team, jobs):
