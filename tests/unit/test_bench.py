@@ -308,11 +308,11 @@ def test_the_team_cache_bench_expects_one_miss_per_set_of_groups_and_reports_bot
     load = (1.0, 2.0, 3.0)
     result = {"viewers": 10, "questions": 1, "agents": team_cache.AGENTS,
               "no_groups": {**first, "expected_hit_rate": 0.9, "load": load},
-              "groups": {**second, "expected_hit_rate": 0.7, "load": load, "groups_given_through": ["database"],
-                         "viewers_per_group": {"finance": 4, "hr": 3, "none": 3}, "restricted": {},
+              "groups": {**second, "expected_hit_rate": 0.7, "load": load,
+                         "viewers_per_group": {"finance": 4, "hr": 3, "none": 3}, "restricted": team_cache.RESTRICTED,
                          "asks_citing_restricted": {"finance": 2, "hr": 1, "none": 0}}}
     text = team_cache.report(result, "cmd", datetime(2026, 1, 1, tzinfo=UTC), {"nproc": "2", "Python": "3.11"})
     assert "| (a) no groups | 10 | 9 | **90%** | 90% | 10.0 | 10.0 | 900.0 | 900.0 | 4.0 | 2.50 | 1.00 |" in text
     assert "| (b) groups | 10 | 7 | **70%** | 70% |" in text and "4 finance, 3 hr, 3 none" in text
-    assert "no document of its collection is restricted" in text and "Command: `cmd`" in text
+    assert "8 documents restricted to finance and 1 document restricted to hr" in text and "Command: `cmd`" in text
     assert "per group of the asker: finance 2, hr 1, none 0." in text
