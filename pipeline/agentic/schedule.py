@@ -21,7 +21,7 @@ from pipeline.job.store import JobStore
 from pipeline.platform.db import Collection, Database, ProfileRun, ProfileSetRow, utcnow
 from pipeline.platform.settings import Settings
 from pipeline.security.access import Access
-from pipeline.security.document_access import job_tokens, restricted
+from pipeline.security.document_access import job_access
 
 
 def claim_due(db: Database, now: datetime | None = None) -> list[uuid.UUID]:
@@ -61,14 +61,15 @@ def create_run(db: Database, settings: Settings, set_id: uuid.UUID, trigger: str
                 epochs[str(collection_id)] = collection.index_epoch
         query, job_id = row.query or row.name, uuid.uuid4()
         # Over a team collection a run finds what its user's document groups let it, read now: as a search would.
-        access_groups = job_tokens(s, epochs, row.user_id)
-        search = {"filter": restricted(None, access_groups)} if access_groups is not None else {}
+        access = job_access(s, epochs, row.user_id)
+        search = {"filter": access.applied(None)} if access is not None and access.filtered else {}
         state = JobState(job_id=str(job_id), collection_id=str(row.collection_id), user_id=str(row.user_id),
                          query=query, original_query=query, top_k=settings.max_top_k, collections=epochs,
                          agentic=spec.model_dump(mode="json"), search=search)
         JobStore(db).create(s, job_id, row.user_id, row.collection_id, query,
                             request={"profile_set_id": str(row.id), "mode": "iterative", "trigger": trigger},
-                            deadline_s=settings.job_deadline_s, state=state, access_groups=access_groups)
+                            deadline_s=settings.job_deadline_s, state=state,
+                            access_groups=access.groups if access is not None else None)
         s.add(ProfileRun(profile_set_id=row.id, job_id=job_id, trigger=trigger))
         row.last_run_at = utcnow()
         return str(job_id), state

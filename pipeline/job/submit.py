@@ -41,7 +41,7 @@ from pipeline.platform.settings import Settings
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import MetadataFilter, filter_problems
 from pipeline.security.access import Access
-from pipeline.security.document_access import job_tokens, restricted
+from pipeline.security.document_access import job_access
 from pipeline.security.key_limits import KeyLimits
 from pipeline.services import Services
 
@@ -85,11 +85,12 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
             if earlier is not None:
                 return Submission.of(earlier, replayed=True)
         epochs = _epochs(s, named_at, user_id, settings, within)
-        # Over a team collection every search of the job finds only what the caller's document groups let it: the
-        # filter rides in the search overrides, so each search applies it and the cache key covers it.
-        access_groups = job_tokens(s, epochs, user_id)
-        if access_groups is not None:
-            search["filter"] = restricted(search.get("filter"), access_groups)
+        # Over a team collection with restricted documents every search of the job finds only what the caller's
+        # document groups let it: the filter rides in the search overrides, so each search applies it and the
+        # cache key covers it.
+        access = job_access(s, epochs, user_id)
+        if access is not None and access.filtered:
+            search["filter"] = access.applied(search.get("filter"))
         stage_timeouts = _stage_timeouts(s, request, settings)
         history = _history(s, request, user_id, within)
         if request.agents is not None:
@@ -135,7 +136,8 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
             job = jobs.create(s, job_id, user_id, request.collection_id, query,
                               request=request.model_dump(mode="json"), deadline_s=settings.job_deadline_s,
                               snapshot=snapshot, state=state, idempotency_key=idempotency_key,
-                              cache_key=cache_key, answered_from=hit, access_groups=access_groups)
+                              cache_key=cache_key, answered_from=hit,
+                              access_groups=access.groups if access is not None else None)
         except IntegrityError:
             raise Refusal(409, "a job with this Idempotency-Key is being created") from None
         if hit is not None:

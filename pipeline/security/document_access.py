@@ -25,8 +25,8 @@ some member was put in, or some document of the team is restricted to).
 Usage::
 
     tokens = held_tokens(s, user_id)                        # frozenset({"5f0c...:hr"}), read on every call
-    searched = job_tokens(s, collection_ids, user_id)       # the tokens of the teams searched; None: none
-    search["filter"] = restricted(search.get("filter"), searched)   # the job's filter, restricted
+    access = job_access(s, collection_ids, user_id)         # None: personal collections only
+    search["filter"] = access.applied(search.get("filter"))   # restricted when a searched document is
     query = visible_documents(select(DocumentRow), collection, tokens)
     groups = groups_for(collection, DocumentAccess(groups=["hr"]), ("body", "access"))   # 422 when personal
     set_document_groups(s, row, collection, groups)         # the row's groups and its chunks' metadata key
@@ -38,6 +38,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
@@ -219,15 +220,35 @@ def visible_documents(query: Select, collection: Collection, tokens: Iterable[st
     return query.where(~restricted_doc | shared)
 
 
-def job_tokens(s: Session, collection_ids: Iterable[uuid.UUID | str], user_id: uuid.UUID | str) -> list[str] | None:
-    """What a job of the user's over these collections searches with: its tokens of the teams searched (sorted),
-    or None when it searches personal collections only (no document there has groups)."""
+@dataclass(frozen=True)
+class JobAccess:
+    """How a job over team collections searches: with the access filter of ``groups`` (``filtered``), or, when none
+    of the collections searched holds a restricted document, with none (nothing to hide; ``groups`` empty, so any
+    member may read the job, its sources still checked when read)."""
+
+    groups: list[str]
+    filtered: bool
+
+    def applied(self, job_filter: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The job's filter as its searches apply it."""
+        return restricted(job_filter, self.groups) if self.filtered else job_filter
+
+
+def job_access(s: Session, collection_ids: Iterable[uuid.UUID | str], user_id: uuid.UUID | str) -> JobAccess | None:
+    """How a job of the user's over these collections searches; None when it searches personal collections only
+    (no document there has groups). The filter is applied only where a document is restricted: in Milvus Lite a
+    filter on the metadata field costs 20 times the search (BENCHMARKS.md), which a team that restricts nothing
+    should not pay. A document restricted after this check is caught when the job is read (``job_visible``)."""
+    ids = [uuid.UUID(str(c)) for c in collection_ids]
     teams = {str(team_id) for team_id in s.scalars(
-        select(Collection.team_id).where(Collection.id.in_([uuid.UUID(str(c)) for c in collection_ids]),
-                                         Collection.team_id.is_not(None)))}
+        select(Collection.team_id).where(Collection.id.in_(ids), Collection.team_id.is_not(None)))}
     if not teams:
         return None
-    return sorted(t for t in held_tokens(s, user_id) if t.split(":", 1)[0] in teams)
+    any_restricted = s.scalar(select(exists().where(DocumentGroup.document_id == DocumentRow.id,
+                                                    DocumentRow.collection_id.in_(ids))))
+    if not any_restricted:
+        return JobAccess(groups=[], filtered=False)
+    return JobAccess(groups=sorted(t for t in held_tokens(s, user_id) if t.split(":", 1)[0] in teams), filtered=True)
 
 
 def job_visible(s: Session, job: Job, tokens: Iterable[str]) -> bool:

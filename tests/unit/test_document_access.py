@@ -26,12 +26,13 @@ from pipeline.security.access import Access
 from pipeline.security.document_access import (
     ACCESS_KEY,
     DocumentAccess,
+    JobAccess,
     access_filter,
     document_groups,
     groups_for,
     held_tokens,
     hidden_among,
-    job_tokens,
+    job_access,
     job_visible,
     restricted,
     set_document_groups,
@@ -141,9 +142,14 @@ def test_a_job_is_read_by_holders_of_its_groups_while_its_sources_stay_visible(m
     with migrated_db.session() as s:
         shared = s.get(Collection, team["shared"])
         travel = _document(s, shared, "travel", None)
-        searched = job_tokens(s, [team["shared"]], team["hr"])
-        assert searched == [token(team["team"], "hr")]
-        assert job_tokens(s, [team["personal"]], team["hr"]) is None
+        # Nothing restricted yet: no filter to pay for, and nothing the job found is hidden from anyone.
+        assert job_access(s, [team["shared"]], team["hr"]) == JobAccess(groups=[], filtered=False)
+        assert job_access(s, [team["personal"]], team["hr"]) is None
+        _document(s, shared, "salaries", ["hr"])
+        access = job_access(s, [team["shared"]], team["hr"])
+        assert access == JobAccess(groups=[token(team["team"], "hr")], filtered=True)
+        assert access.applied(None) == access_filter(access.groups).as_json()
+        searched = access.groups
         job = Job(user_id=team["hr"], collection_id=team["shared"], query="q", status="succeeded",
                   access_groups=searched, response={"sources": [{"document_id": "travel"}]})
         plain_job = Job(user_id=team["plain"], collection_id=team["shared"], query="q", status="succeeded",
