@@ -27,7 +27,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from tests.integration.conftest import search, wait_job
+from tests.integration.conftest import own_collection, search, wait_job
 from tests.integration.test_mcp_server import _http, _reason, _session, _text
 from tests.integration.test_scoped_keys import _same_as_missing
 from tests.integration.test_teams import _as
@@ -205,6 +205,26 @@ def test_with_every_cache_warmed_by_an_hr_member_the_viewers_job_still_finds_no_
         no_trace_in_the_viewers_job(viewer, after)
     seen, full = after["response"]["metadata"]["search"], warm["response"]["metadata"]["search"]
     assert (seen["sources_found"], seen["returned"]) == (full["sources_found"] - 1, full["returned"] - 1)
+
+
+def test_every_search_of_an_iterative_job_over_also_search_finds_no_trace_for_a_viewer(stack, team):
+    """The team collection named in ``also_search`` of a job over the searcher's own collection, searched again in
+    each iteration: the hr member's job finds the restricted document there, the viewer's in none of them."""
+    lunch = {"id": "lunch", "title": "Lunch", "text": "Lunch is served at noon in the canteen."}
+    found = {}
+    for who in ("hr", "viewer"):
+        with stack.http(team["keys"][who]) as member:
+            own = own_collection(member, f"mine-{uuid.uuid4().hex[:6]}", [lunch])
+            found[who] = search(member, own, QUERY, agents=[], use_cache=False, also_search=[team["policies"]],
+                                mode="iterative", iterative={
+                                    "max_iterations": 2, "per_iteration": 2, "sufficiency": False,
+                                    # Every result graded is kept: what is found is what is shown.
+                                    "thresholds": {"first": 1.0, "later": 1.0}})
+    assert found["hr"]["status"] == "succeeded" and SECRET["id"] in ids(found["hr"]), found["hr"]["response"]
+    job = found["viewer"]
+    assert job["status"] == "succeeded" and ids(job) & {d["id"] for d in PUBLIC}, job["response"]["sources"]
+    assert ids(job) <= {lunch["id"], *(d["id"] for d in PUBLIC)}, job["response"]["sources"]
+    assert traces(json.dumps(job)) == [], traces(json.dumps(job))
 
 
 def test_the_agents_reading_the_collections_words_learn_none_of_a_restricted_document(stack, team):
