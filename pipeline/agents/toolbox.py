@@ -4,7 +4,8 @@ Agents stay free of clients and connections: they ask the toolbox. Everything he
 
 The runner hands each agent the toolbox bound to the job's user (``for_user``): every method that reads a
 collection (search, epoch, collection_texts, vocabulary, acronyms) refuses one that user does not own, with the
-words used for a collection that does not exist. An unbound toolbox reads no collection at all. Registered tools
+words used for a collection that does not exist; the texts, vocabulary, acronyms and languages it reads are of the
+documents that user finds (its document groups). An unbound toolbox reads no collection at all. Registered tools
 (``registered_tool``) and the operator's egress policy (``egress_policy``) are the same for every user. A job with
 a metadata filter gets the toolbox bound to it too (``with_filter``): every ``search`` applies it.
 
@@ -31,17 +32,18 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
-from sqlalchemy import select
+from sqlalchemy import exists, select
 
 from pipeline.agents.base import Gate
 from pipeline.agents.references import UserResources, collection_missing
 from pipeline.agents.runner import OPEN_GATE
 from pipeline.documents import Document
-from pipeline.platform.db import Collection, DocumentRow, milvus_collection_name
+from pipeline.platform.db import Collection, DocumentGroup, DocumentRow, milvus_collection_name
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import MetadataFilter
 from pipeline.retrieval.sentence_vectors import KnownVectors, stored_for
+from pipeline.security.document_access import held_tokens, team_groups_held, visible_documents
 from pipeline.security.egress import EgressPolicy
 from pipeline.security.registered_tools import RegisteredTool
 from pipeline.text import words
@@ -169,19 +171,36 @@ class AgentTools:
         return self.owned_collection(collection_id).index_epoch
 
     def collection_languages(self, collection_id: str) -> dict[str, int]:
-        """Chunks per detected language (``{"en": 812, "de": 40}``, most first), read once per index epoch."""
+        """Chunks per detected language (``{"en": 812, "de": 40}``, most first) among those the job's filter keeps
+        (its document groups' too), read once per index epoch and filter."""
         epoch = self.epoch(collection_id)  # first: it refuses a collection the user does not own
-        return self._services.retriever.collection_languages(milvus_collection_name(collection_id), epoch)
+        return self._services.retriever.collection_languages(
+            milvus_collection_name(collection_id), epoch,
+            filter_expr=self.search_filter.expression() if self.search_filter is not None else "")
 
     def collection_texts(self, collection_id: str) -> list[str]:
-        self.owned_collection(collection_id)
+        """The indexed text of the collection's documents the user finds (its document groups)."""
+        collection = self.owned_collection(collection_id)
         with self._services.db.session() as s:
-            rows = s.execute(
-                select(DocumentRow.title, DocumentRow.text).where(
-                    DocumentRow.collection_id == uuid.UUID(collection_id), DocumentRow.status == "indexed"
-                )
-            ).all()
+            query = select(DocumentRow.title, DocumentRow.text).where(
+                DocumentRow.collection_id == uuid.UUID(collection_id), DocumentRow.status == "indexed")
+            rows = s.execute(visible_documents(query, collection, self._tokens(s))).all()
         return [f"{title}. {text}" for title, text in rows]
+
+    def _tokens(self, s) -> frozenset[str]:
+        return held_tokens(s, self.user_id) if self.user_id is not None else frozenset()
+
+    def _lexicon_scope(self, collection: Collection) -> str:
+        """Whose lexicon of the collection this is: every reader's (``""``), or, where some document is restricted
+        to document groups, the holders' of the user's groups there: a word of a document the user does not find
+        is never corrected towards nor expanded (``pipeline.security.document_access``)."""
+        if collection.team_id is None:
+            return ""
+        with self._services.db.session() as s:
+            if not s.scalar(select(exists().where(DocumentGroup.document_id == DocumentRow.id,
+                                                  DocumentRow.collection_id == collection.id))):
+                return ""
+            return "groups:" + ",".join(team_groups_held(self._tokens(s), collection.team_id))
 
     def vocabulary(self, collection_id: str) -> dict[str, int]:
         """Word counts of the collection's indexed text, cached per index epoch (in Redis and in the process)."""
@@ -194,20 +213,21 @@ class AgentTools:
         return self._lexicon(collection_id, "acronyms", mine_acronyms)
 
     def _lexicon(self, collection_id: str, kind: str, build) -> dict:
-        # Shared by every user in Redis (per collection and epoch), so the ownership check comes first.
-        self.owned_collection(collection_id)
-        epoch = self.epoch(collection_id)
+        # Shared by every user in Redis (per collection, epoch and document groups held), so the ownership check
+        # comes first.
+        collection = self.owned_collection(collection_id)
+        epoch, scope = collection.index_epoch, self._lexicon_scope(collection)
         # Kept in the process too: an epoch's lexicon never changes, and reading SciFact's 18,000-word vocabulary
         # back from Redis and parsing it cost every job 10-85 ms (counting it again from the rows, 0.3-0.5 s).
         kept = self._root._lexicons
-        if (value := kept.get((kind, collection_id, epoch))) is not None:
+        if (value := kept.get((kind, collection_id, epoch, scope))) is not None:
             return value
         cache = self._services.runner.cache
-        key = cache.key("lexicon", kind, collection_id, str(epoch))
+        key = cache.key("lexicon", kind, collection_id, str(epoch), *([scope] if scope else []))
         if (cached := cache.get(key)) is not None:
             value = json.loads(cached)
         else:
             value = build(self.collection_texts(collection_id))
             cache.set(key, json.dumps(value), LEXICON_TTL_S)
-        kept.put((kind, collection_id, epoch), value)
+        kept.put((kind, collection_id, epoch, scope), value)
         return value

@@ -44,16 +44,16 @@ def language_route(query_languages: dict, collection: dict[str, int], translatio
 
 
 class CollectionLanguages:
-    """Chunks per language of each collection (``VectorStore.languages``), read once per collection epoch and
-    minute: a query's analysis and translation depend on them, and they change only with ingestion."""
+    """Chunks per language of each collection (``VectorStore.languages``), read once per collection epoch, filter
+    and minute: a query's analysis and translation depend on them, and they change only with ingestion."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
-        self._known: dict[tuple[str, int], tuple[float, dict[str, int]]] = {}
+        self._known: dict[tuple[str, int, str], tuple[float, dict[str, int]]] = {}
         self._lock = threading.Lock()
 
-    def of(self, collection: str, epoch: int = 0) -> dict[str, int]:
-        key = (collection, epoch)
+    def of(self, collection: str, epoch: int = 0, filter_expr: str = "") -> dict[str, int]:
+        key = (collection, epoch, filter_expr)
         now = time.monotonic()
         with self._lock:
             known = self._known.get(key)
@@ -61,7 +61,9 @@ class CollectionLanguages:
             return known[1]
         reader = getattr(self._store, "languages", None)
         try:
-            counts = reader(collection) if reader is not None else {}
+            # Asked with the filter only when there is one: a store's reader without it is called as before.
+            filtered = {"filter_expr": filter_expr} if filter_expr else {}
+            counts = reader(collection, **filtered) if reader is not None else {}
         except Exception:  # noqa: BLE001 - without them the query is analysed as its own language alone
             return {}  # not kept: the next search asks again rather than go a minute without them
         with self._lock:

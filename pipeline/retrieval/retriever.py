@@ -125,9 +125,10 @@ class Retriever:
         cached = self.cache.get(self.cache.key("embedding", model, hashlib.sha256(text.encode()).hexdigest()))
         return json.loads(cached) if cached is not None else None
 
-    def collection_languages(self, collection: str, epoch: int = 0) -> dict[str, int]:
-        """Chunks per language of the collection (``language_route.CollectionLanguages``)."""
-        return self._collection_languages.of(collection, epoch)
+    def collection_languages(self, collection: str, epoch: int = 0, filter_expr: str = "") -> dict[str, int]:
+        """Chunks per language of the collection (``language_route.CollectionLanguages``), of those ``filter_expr``
+        keeps when given (a job's filter: its document groups')."""
+        return self._collection_languages.of(collection, epoch, filter_expr)
 
     def search(self, collection: str, query: str, config: SearchConfig, epoch: int = 0, model: str = "",
                translations: dict[str, str] | None = None) -> RetrievalResult:
@@ -149,7 +150,9 @@ class Retriever:
                     suggestions=payload["suggestions"],
                 )
                 return result
-        languages = self.collection_languages(collection, epoch) if self.analyzer.automatic else {}
+        # Of the chunks the search may find: a language only a restricted document is in is no trace of it here.
+        languages = (self.collection_languages(collection, epoch, config.filter.expression() if config.filter else "")
+                     if self.analyzer.automatic else {})
         result = self._search_uncached(collection, query, config, model, languages)
         if translations:
             result = self._fuse_translations(collection, query, result, translations, config, model, languages)

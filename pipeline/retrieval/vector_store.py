@@ -371,12 +371,13 @@ class VectorStore:
             return []
         return self._search(name, [analyzed_query], "sparse", "BM25", limit, filter_expr)
 
-    def languages(self, name: str, sample: int = LANGUAGE_SAMPLE,
-                  timeout_s: float = LANGUAGES_TIMEOUT_S) -> dict[str, int]:
+    def languages(self, name: str, sample: int = LANGUAGE_SAMPLE, timeout_s: float = LANGUAGES_TIMEOUT_S,
+                  filter_expr: str = "") -> dict[str, int]:
         """How many chunks of each language (``metadata["language"]``, set at ingest) among up to ``sample``
-        chunks: the collection's languages, most chunks first. Empty for a collection that does not exist or whose
-        chunks predate the field; a ``MilvusException`` after ``timeout_s`` when the server does not answer."""
-        rows = self._on_loaded(name, lambda: self._client.query(name, filter="", output_fields=["metadata"],
+        chunks (of those ``filter_expr`` keeps): the collection's languages, most chunks first. Empty for a
+        collection that does not exist or whose chunks predate the field; a ``MilvusException`` after
+        ``timeout_s`` when the server does not answer."""
+        rows = self._on_loaded(name, lambda: self._client.query(name, filter=filter_expr, output_fields=["metadata"],
                                                                 limit=sample, timeout=timeout_s), [], timeout_s)
         counts: dict[str, int] = {}
         for row in rows:

@@ -288,3 +288,22 @@ def test_a_failed_language_read_is_not_kept_for_the_next_search():
     assert retriever.collection_languages("c") == {}
     assert retriever.collection_languages("c") == {"en": 1, "zh": 1}
     assert retriever.collection_languages("c") == {"en": 1, "zh": 1} and store.reads == 2  # then kept
+
+
+def test_a_searchs_languages_are_of_the_chunks_its_filter_keeps():
+    class FilteringStore(RecordingStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.filters: list[str] = []
+
+        def languages(self, name, filter_expr=""):
+            self.filters.append(filter_expr)
+            # A restricted document in Romanian: the filter of a searcher outside its group leaves it out.
+            return {"en": 1} if filter_expr else {"en": 1, "ro": 1}
+
+    store = FilteringStore()
+    retriever = Retriever(lambda texts: [[1.0, 0.0] for _ in texts], store, KeywordAnalyzer("auto"))
+    outside = 'not exists metadata["_access_groups"]'
+    assert retriever.collection_languages("c", 1, outside) == {"en": 1}
+    assert retriever.collection_languages("c", 1) == {"en": 1, "ro": 1}
+    assert retriever.collection_languages("c", 1, outside) == {"en": 1} and store.filters == [outside, ""]  # kept

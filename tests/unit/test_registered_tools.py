@@ -269,3 +269,31 @@ def test_a_collections_lexicon_is_kept_in_the_process_per_epoch_and_still_only_f
         s.get(Collection, uuid.UUID(alices)).index_epoch += 1
     assert "gearboxes" in tools.for_user(str(alice)).vocabulary(alices)
     assert tools.for_user(str(alice)).acronyms(alices) == {"PPA": "power purchase agreement"}
+
+
+def test_a_lexicon_holds_only_the_documents_its_reader_finds(db, toolbox):
+    from pipeline.platform.db import Team, TeamGroupMember, TeamMember
+    from pipeline.security.document_access import set_document_groups
+
+    tools, _ = toolbox
+    member, outsider = make_user(db, "member"), make_user(db, "outsider")
+    shared = make_collection(db, member, ["Turbines under a power purchase agreement (PPA)."])
+    with db.session() as s:
+        team = Team(name="ops", created_by=member)
+        s.add(team)
+        s.flush()
+        s.add_all([TeamMember(team_id=team.id, user_id=u, role="viewer") for u in (member, outsider)])
+        s.add(TeamGroupMember(team_id=team.id, name="board", user_id=member))
+        collection = s.get(Collection, uuid.UUID(shared))
+        collection.team_id = team.id
+        secret = DocumentRow(collection_id=collection.id, external_id="minutes", title="M", status="indexed",
+                             text="Quillfeather ledger (QFL) closes in March.")
+        s.add(secret)
+        s.flush()
+        set_document_groups(s, secret, collection, ["board"])
+    as_outsider, as_member = tools.for_user(str(outsider)), tools.for_user(str(member))
+    assert "quillfeather" not in as_outsider.vocabulary(shared) and "QFL" not in as_outsider.acronyms(shared)
+    assert "quillfeather" in as_member.vocabulary(shared) and as_member.acronyms(shared)["QFL"] == "quillfeather ledger"
+    # Each kept for its readers: the outsider's next call still finds nothing of it.
+    assert "quillfeather" not in tools.for_user(str(outsider)).vocabulary(shared)
+    assert all("Quillfeather" not in text for text in as_outsider.collection_texts(shared))
