@@ -235,8 +235,9 @@ def test_the_agents_reading_the_collections_words_learn_none_of_a_restricted_doc
         job = search(viewer, team["policies"], "Quillfether QFL entries", use_cache=False,
                      agents=["spell_checker", "acronym_resolver"])
     assert job["status"] == "succeeded", job
-    assert {r["agent_id"]: r["status"] for r in job["response"]["agents"]} == {
-        "spell_checker": "ok", "acronym_resolver": "ok"}, job["response"]["agents"]
+    # Skipped is an answer too: no acronym the viewer's documents define.
+    ran = {r["agent_id"]: r["status"] for r in job["response"]["agents"]}
+    assert set(ran) == {"spell_checker", "acronym_resolver"} and set(ran.values()) <= {"ok", "skipped"}, ran
     assert traces(json.dumps(job).lower(), ("quillfeather", "ledger")) == [], job["response"]["search_query"]
 
 
