@@ -27,7 +27,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from tests.integration.conftest import own_collection, search, wait_job
+from tests.integration.conftest import own_collection, runs_by_agent, search, use_agents, wait_job
 from tests.integration.test_mcp_server import _http, _reason, _session, _text
 from tests.integration.test_scoped_keys import _same_as_missing
 from tests.integration.test_teams import _as
@@ -225,6 +225,27 @@ def test_every_search_of_an_iterative_job_over_also_search_finds_no_trace_for_a_
     assert job["status"] == "succeeded" and ids(job) & {d["id"] for d in PUBLIC}, job["response"]["sources"]
     assert ids(job) <= {lunch["id"], *(d["id"] for d in PUBLIC)}, job["response"]["sources"]
     assert traces(json.dumps(job)) == [], traces(json.dumps(job))
+
+
+def test_a_fact_checker_trusting_the_team_collection_is_no_oracle_for_a_restricted_document(stack, team):
+    """A member's own document copying a sentence only the restricted document holds, checked by its own fact
+    checker against the team collection: supported for the hr member, whose search of the team collection finds the
+    original; for the viewer it may not be (nothing the viewer finds says so), though its job searches no team
+    collection itself, so no document group of its own restricts it."""
+    claim = SECRET["text"].removeprefix(QUERY).strip()  # "Each case is entered in the Quillfeather ledger (QFL) ..."
+    checked = {}
+    for who in ("hr", "viewer"):
+        with stack.http(team["keys"][who]) as member:
+            own = own_collection(member, f"claims-{uuid.uuid4().hex[:6]}", [{"id": "copy", "title": "Copy",
+                                                                           "text": claim}])
+            use_agents(member, own, {"agent_id": "fact_checker", "config": {"trusted_collection_id": team["policies"]}})
+            job = search(member, own, claim, use_cache=False)
+        assert job["status"] == "succeeded" and runs_by_agent(job)["fact_checker"]["status"] == "ok", job
+        checked[who] = job
+    assert checked["hr"]["response"]["metadata"]["fact_check"]["supported"] == 1, checked["hr"]["response"]["metadata"]
+    verdicts = checked["viewer"]["response"]["metadata"]["fact_check"]
+    assert (verdicts["supported"], verdicts["mixed"]) == (0, 0), verdicts
+    assert traces(json.dumps(checked["viewer"]), ("hr-severance", "Quillfeather severance")) == []
 
 
 def test_the_agents_reading_the_collections_words_learn_none_of_a_restricted_document(stack, team):
