@@ -277,6 +277,14 @@ def test_an_hr_members_job_is_missing_to_the_members_outside_the_group(stack, te
         assert admin.get(f"/v1/jobs/{warm}").status_code == 200 and admin.get(artifact).status_code == 200
 
 
+def test_the_job_listing_counts_only_the_jobs_a_member_outside_the_group_may_read(stack, team, jobs):
+    """The page's ``total`` is no count of the hr members' searches: every job of the module fits on one page."""
+    for who in ("viewer", "editor"):
+        with stack.http(team["keys"][who]) as member:
+            page = member.get("/v1/jobs", params={"limit": 200}).json()
+            assert page["total"] == len(page["items"]), (who, page["total"], len(page["items"]))
+
+
 def test_a_member_taken_out_of_the_group_mid_job_gets_404_for_that_job(stack, team):
     t, slow, mover = team["id"], team["slow"], team["keys"]["mover"]
     with stack.http(mover) as member:
