@@ -22,6 +22,7 @@ import base64
 import json
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -85,6 +86,17 @@ def submitted(http: httpx.Client, collection_id: str, query: str, **extra) -> st
     response = http.post("/v1/search", json={"collection_id": collection_id, "query": query, **extra})
     assert response.status_code in (200, 202), response.text
     return response.json()["job_id"]
+
+
+def running_job(http: httpx.Client, query: str, timeout_s: float = 20) -> str:
+    """The id of the caller's job of ``query`` still queued or running, once the listing shows it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for job in http.get("/v1/jobs", params={"limit": 20}).json()["items"]:
+            if job["query"] == query and job["status"] in ("queued", "running"):
+                return job["job_id"]
+        assert time.monotonic() < deadline, f"no job of {query!r} running"
+        time.sleep(0.05)
 
 
 def asked(http: httpx.Client, collection_id: str, query: str, **extra) -> dict:
@@ -313,10 +325,20 @@ def test_a_member_taken_out_of_the_group_mid_job_gets_404_for_that_job(stack, te
 
 
 def test_a_document_moved_into_a_group_mid_job_makes_the_viewers_job_unreadable(stack, team):
-    slow = team["slow"]
+    """The viewer's job found the public document and wrote its answer; then the document is restricted to ``hr``
+    while the job's response stage runs. What the viewer gets back afterwards: the submission's own wait, the
+    event stream opened then, the job, its events and artifact once it has ended."""
+    slow, key = team["slow"], team["keys"]["viewer"]
     moved = (BONUS["id"], "Marigold", "paid in March")
-    with stack.http(team["keys"]["viewer"]) as viewer, stack.http(team["keys"]["admin"]) as admin:
-        job_id = submitted(viewer, slow, BONUS_QUERY, use_cache=False)
+
+    def waited() -> httpx.Response:
+        with stack.http(key, timeout_s=90) as http:
+            return http.post("/v1/search", params={"wait": 60},
+                             json={"collection_id": slow, "query": BONUS_QUERY, "use_cache": False})
+
+    with stack.http(key) as viewer, stack.http(team["keys"]["admin"]) as admin, ThreadPoolExecutor(1) as pool:
+        submission = pool.submit(waited)
+        job_id = running_job(viewer, BONUS_QUERY)
         until_stage(viewer, job_id, "response")  # the search found the public document; the answer quotes it
         resent = admin.post(f"/v1/collections/{slow}/documents",
                             json={"documents": [{**BONUS, "access": {"groups": ["hr"]}}]})
@@ -324,8 +346,12 @@ def test_a_document_moved_into_a_group_mid_job_makes_the_viewers_job_unreadable(
         # Still running: the answer already written must not reach the viewer through the event stream.
         with viewer.stream("GET", f"/v1/jobs/{job_id}/events") as events:
             streamed = events.status_code, "".join(events.iter_text())
+        answered = submission.result(timeout=90)
         finished = wait_job(admin, job_id, timeout_s=60)
         assert finished["status"] == "succeeded" and BONUS["id"] in ids(finished), finished["response"]["sources"]
+        # The wait ended with the job: its answer is the 202 of an id, which reads as missing.
+        assert answered.status_code == 202 and answered.json()["job_id"] == job_id, answered.text
+        assert traces(answered.text, moved) == []
         for path in (f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/events", f"/v1/jobs/{job_id}/artifacts/slow.txt"):
             _same_as_missing(viewer, path, job_id)
         assert job_id not in {j["job_id"] for j in viewer.get("/v1/jobs", params={"limit": 200}).json()["items"]}
