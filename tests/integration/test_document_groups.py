@@ -239,6 +239,27 @@ def test_every_search_of_an_iterative_job_over_also_search_finds_no_trace_for_a_
     assert traces(json.dumps(job)) == [], traces(json.dumps(job))
 
 
+def test_a_profile_set_run_of_a_viewer_finds_no_trace(stack, team):
+    """A profile set's run is made by the scheduler's code, not by a search request's: the hr member's run finds the
+    restricted document, the viewer's neither in the job nor in the set's listing of its runs."""
+    runs = {}
+    for who in ("hr", "viewer"):
+        with stack.http(team["keys"][who]) as member:
+            made = member.post("/v1/profile-sets", json={
+                "name": f"severance-{uuid.uuid4().hex[:6]}", "collection_id": team["policies"], "query": QUERY,
+                "profiles": [{"name": "all", "target": 3}],
+                "iterative": {"max_iterations": 1, "thresholds": {"first": 1.0, "later": 1.0}}})
+            assert made.status_code == 201, made.text
+            run = member.post(f"/v1/profile-sets/{made.json()['id']}/runs")
+            assert run.status_code == 202, run.text
+            job = wait_job(member, run.json()["job_id"])
+            listed = member.get(f"/v1/profile-sets/{made.json()['id']}/runs").json()
+            runs[who] = json.dumps(job) + json.dumps(listed)
+            assert job["status"] == "succeeded", job
+    assert SECRET["id"] in runs["hr"]
+    assert traces(runs["viewer"]) == [], traces(runs["viewer"])
+
+
 def test_a_fact_checker_trusting_the_team_collection_is_no_oracle_for_a_restricted_document(stack, team):
     """A member's own document copying a sentence only the restricted document holds, checked by its own fact
     checker against the team collection: supported for the hr member, whose search of the team collection finds the
