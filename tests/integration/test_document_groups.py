@@ -402,8 +402,8 @@ def test_listings_reads_and_counts_hide_a_restricted_document(stack, team):
 
 
 def test_no_member_outside_the_group_reaches_its_document_by_id_metadata_or_filter(stack, team):
-    """Escalation short of joining the group: an editor outside ``hr`` replacing, deleting or labelling its way to
-    the restricted document; a viewer's filter naming the service's own metadata key. Joining it (a viewer or an
+    """Escalation short of joining the group: an editor outside ``hr`` replacing (as JSON or as a file), deleting or
+    labelling its way to the restricted document; a viewer's filter naming the service's own metadata key. Joining it (a viewer or an
     editor putting itself in ``hr``: 403 naming ``admin``; an outsider: 404) is
     ``test_teams.py::test_only_an_admin_changes_who_is_in_a_group_and_nobody_puts_itself_in_one``; changing one's
     own role, ``test_teams.py::test_nobody_raises_its_own_role``."""
@@ -423,6 +423,9 @@ def test_no_member_outside_the_group_reaches_its_document_by_id_metadata_or_filt
         replaced = editor.post(f"/v1/collections/{c}/documents",
                                json={"documents": [{"id": SECRET["id"], "title": "mine", "text": "Overwritten."}]})
         assert replaced.status_code == 409 and "restricted to groups you are not in" in replaced.json()["detail"]
+        uploaded = editor.post(f"/v1/collections/{c}/files", data={"document_ids": [SECRET["id"]]},
+                               files=[("files", ("mine.txt", b"Overwritten by a file.", "text/plain"))])
+        assert uploaded.status_code == 409 and "restricted to groups you are not in" in uploaded.json()["detail"]
         _same_as_missing(editor, f"/v1/collections/{c}/documents/{SECRET['id']}", SECRET["id"])
         assert editor.delete(f"/v1/collections/{c}/documents/{SECRET['id']}").status_code == 404
         labelled = editor.post(f"/v1/collections/{c}/documents", json={"documents": [
