@@ -15,6 +15,7 @@ Usage::
     agentsearch bench ingest --docs 5183 --workers 2 --baseline /tmp/before --no-plain   # before and after
     agentsearch bench retention --jobs 10000 --json retention.json  # rows pruned per second on PostgreSQL
     agentsearch bench backup --reindex-docs 1000 --json backup.json # reindex chunks/s, backup and restore time
+    agentsearch bench embedded --jobs 10 --json embedded.json      # embedded mode: a job beside its steps' times
 
 The benchmarks are the ``bench`` package, installed with the project.
 """
@@ -271,3 +272,36 @@ def bench_backup(reindex_docs: int, json_out: Path | None) -> None:
     if json_out is not None:
         json_out.write_text(json.dumps(figures) + "\n")
     click.echo(json.dumps(figures))
+
+
+@bench_group.command("embedded")
+@click.option("--polls", default=None,
+              help="Polling intervals of the memory broker in seconds, comma-separated (default: kombu's 1 s and "
+                   "the default of AGENTSEARCH_EMBEDDED_POLL_S).")
+@click.option("--jobs", type=click.IntRange(1), default=10, show_default=True,
+              help="Jobs with no agents, and as many with agents of the demo, per interval and round.")
+@click.option("--rounds", type=click.IntRange(1), default=1, show_default=True,
+              help="Rounds; each measures every interval once, the order rotating.")
+@click.option("--idle-s", type=click.FloatRange(0.5), default=10.0, show_default=True,
+              help="Seconds the process's idle CPU is measured, per interval and round.")
+@click.option("--agents/--no-agents", default=True, show_default=True, help="Also the jobs with the demo's agents.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help='Write {"sides": {"<poll>": {"idle_cpu_per_s", "no agents": {"end_to_end_ms", "steps_ms", '
+                   '"ratio", ...}, ...}}, ...} here.')
+def bench_embedded(polls: str | None, jobs: int, rounds: int, idle_s: float, agents: bool,
+                   json_out: Path | None) -> None:
+    """A job end to end in the embedded mode beside the sum of its steps' own times, for kombu's polling of the
+    memory broker and the new one, in one process (bench/results/embedded_job.md)."""
+    from bench import embedded_job  # the embedded app, its model and Milvus Lite: see cli/__init__.py
+
+    try:
+        intervals = embedded_job.parse_polls(polls)
+    except ValueError as exc:
+        fail(str(exc))
+    try:
+        figures, text = embedded_job.run(intervals, jobs, rounds, idle_s, agents)
+    except RuntimeError as exc:
+        fail(str(exc))
+    if json_out is not None:
+        json_out.write_text(json.dumps(embedded_job.public(figures)) + "\n")
+    click.echo(text)

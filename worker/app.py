@@ -27,7 +27,7 @@ from celery import Celery
 from celery.signals import before_task_publish
 from sqlalchemy import exc as sql_errors
 
-from pipeline.platform.settings import get_settings
+from pipeline.platform.settings import Settings, get_settings
 
 DEFAULT_QUEUE = "celery"
 ARTIFACTS_QUEUE = "artifacts"
@@ -66,6 +66,27 @@ def redis_timeouts(timeout_s: float, prefix: str) -> dict:
     return {f"{prefix}timeout": timeout_s, f"{prefix}connect_timeout": timeout_s, f"{prefix}keepalive": True}
 
 
+def broker_transport_options(settings: Settings) -> dict:
+    """kombu's transport options of the broker ``settings`` name: Redis's timeouts, and with the memory broker the
+    sleep between two polls of an empty queue.
+
+    Usage: ``app.conf.broker_transport_options = broker_transport_options(get_settings())``.
+    """
+    # Redis redelivers an unacknowledged message after this: above the longest task plus its retry delay (or a
+    # running task would be handed to a second worker) and above the job deadline.
+    options = {"visibility_timeout": int(max(LONGEST_TASK_S + LONGEST_RETRY_DELAY_S, settings.job_deadline_s * 2) + 60),
+               # A partition drops packets without closing the connection: without a timeout a publish or an ack
+               # waits on it for good (kombu's default). BRPOP is not held to it; kombu drops a BRPOP connection
+               # silent past its health check instead.
+               **redis_timeouts(settings.redis_timeout_s, "socket_")}
+    if settings.embedded:
+        # The memory transport cannot block on a queue: a worker thread that found its queues empty sleeps
+        # polling_interval (kombu: 1 s) before it looks again, so each hop between a job's steps waited up to
+        # that. Redis reads the same option as its BRPOP timeout, so it is set for the memory broker only.
+        options["polling_interval"] = settings.embedded_poll_s
+    return options
+
+
 def create_app() -> Celery:
     settings = get_settings()
     if not settings.embedded and settings.worker_soft_shutdown_timeout_s > 0:
@@ -96,14 +117,7 @@ def create_app() -> Celery:
         # Not worker_deduplicate_successful_tasks: a chord header task that stored its result but died before the
         # chord counted it would be skipped when redelivered, and the chord would never complete. Run again, it
         # hands on its stored output (the step ledger) and is counted once.
-        # Redis redelivers an unacknowledged message after this: above the longest task plus its retry delay
-        # (or a running task would be handed to a second worker) and above the job deadline.
-        broker_transport_options={"visibility_timeout": int(max(LONGEST_TASK_S + LONGEST_RETRY_DELAY_S,
-                                                                settings.job_deadline_s * 2) + 60),
-                                  # A partition drops packets without closing the connection: without a timeout a
-                                  # publish or an ack waits on it for good (kombu's default). BRPOP is not held to
-                                  # it; kombu drops a BRPOP connection silent past its health check instead.
-                                  **redis_timeouts(settings.redis_timeout_s, "socket_")},
+        broker_transport_options=broker_transport_options(settings),
         **redis_timeouts(settings.redis_timeout_s, "redis_socket_"),
         # The chord's bookkeeping and each step's result live in the result backend: they must outlive the job.
         result_expires=max(86400, int(settings.job_deadline_s * 4)),

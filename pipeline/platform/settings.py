@@ -38,6 +38,13 @@ class Settings(BaseSettings):
                                        "the results, the caches): past it the call fails, or is retried where it "
                                        "may be."
     )
+    # The memory broker has nothing to block on: its worker threads poll the empty queues and sleep this long between
+    # polls. kombu's default, 1 s, made a job with no agents take 2.9 s for 63 ms of steps; 0.01 s: 103 ms, for 2.4%
+    # of a core while idle (0.02 s: 96 ms and 1.4%, 0.005 s: 94 ms and 4.3%; bench/results/embedded_job.md).
+    embedded_poll_s: float = Field(
+        0.01, gt=0, le=5, description="Sleep of the embedded mode's worker threads between two polls of an empty "
+                                      "queue (memory broker only)."
+    )
     milvus_uri: str | None = Field(None, description="Milvus URI (http://host:19530); default Milvus Lite file.")
     milvus_token: str | None = Field(None, description="Milvus token (user:password) for secured servers.")
     # A Milvus restart (standalone: tens of seconds with loading) is waited out; an outage longer than this is not
