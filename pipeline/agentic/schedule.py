@@ -62,14 +62,16 @@ def create_run(db: Database, settings: Settings, set_id: uuid.UUID, trigger: str
         query, job_id = row.query or row.name, uuid.uuid4()
         # Over a team collection a run finds what its user's document groups let it, read now: as a search would.
         access = job_access(s, epochs, row.user_id)
-        search = {"filter": access.applied(None)} if access is not None and access.filtered else {}
+        searched = access.applied(None) if access is not None else None
+        search = {"filter": searched} if searched is not None else {}
         state = JobState(job_id=str(job_id), collection_id=str(row.collection_id), user_id=str(row.user_id),
                          query=query, original_query=query, top_k=settings.max_top_k, collections=epochs,
-                         agentic=spec.model_dump(mode="json"), search=search)
+                         agentic=spec.model_dump(mode="json"), search=search,
+                         access_tokens=access.held if access is not None else None)
         JobStore(db).create(s, job_id, row.user_id, row.collection_id, query,
                             request={"profile_set_id": str(row.id), "mode": "iterative", "trigger": trigger},
                             deadline_s=settings.job_deadline_s, state=state,
-                            access_groups=access.groups if access is not None else None)
+                            access_groups=access.held if access is not None else None)
         s.add(ProfileRun(profile_set_id=row.id, job_id=job_id, trigger=trigger))
         row.last_run_at = utcnow()
         return str(job_id), state

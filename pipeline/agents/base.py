@@ -180,6 +180,10 @@ class AgentContext(BaseModel):
         None, description="The job's metadata filter (pipeline.retrieval.filters): every search an agent makes "
         "through its tools applies it, and it is part of the agent's cache key."
     )
+    access_tokens: list[str] | None = Field(
+        None, description="The document groups the job's user held at submission (pipeline.security."
+        "document_access): what its tools find in a team collection, and part of the agent's cache key when set."
+    )
     # What an agent may use beyond its input (``Toolbox``). A live object, never serialised; None in contexts built
     # without services (plain unit tests).
     tools: SkipJsonSchema[SkipValidation[Toolbox | None]] = Field(None, exclude=True)

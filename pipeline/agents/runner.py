@@ -144,6 +144,9 @@ class AgentRunner:
             if ctx.search_filter is not None:
                 # An agent that searches again (query expansion, evidence) stays inside the job's filter.
                 tools = tools.with_filter(ctx.search_filter)
+            if ctx.access_tokens is not None:
+                # And inside its user's document groups, in any team collection it reads (its own config's too).
+                tools = tools.with_access(ctx.access_tokens)
             ctx = ctx.model_copy(update={"tools": tools})
 
         def finish(status: str, output: BaseModel | None = None, error: str | None = None, hit: bool = False):
@@ -266,8 +269,11 @@ class AgentRunner:
         # Any agent may read the conversation (the contextualizer's rewrite is made of it): the same follow-up
         # after other turns is another input. Without history the key is as it always was.
         history = {"history": ctx.conversation_history} if ctx.conversation_history else {}
+        # What the agent's tools find in a team collection follows its user's document groups: a result made with
+        # other groups (before a membership changed) is another result. Without groups the key is as it was.
+        groups = {"groups": ctx.access_tokens} if ctx.access_tokens else {}
         input_hash = canonical_hash(
             {"input": inp.model_dump(mode="json"), "earlier": earlier, "epoch": ctx.collection_epoch,
-             "collection": ctx.collection_id, "scope": tenant_scope(ctx), **filtered, **history}
+             "collection": ctx.collection_id, "scope": tenant_scope(ctx), **filtered, **history, **groups}
         )
         return self.cache.key("agent", agent.agent_id, agent.version, config_hash, input_hash)

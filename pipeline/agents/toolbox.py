@@ -43,7 +43,7 @@ from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import MetadataFilter
 from pipeline.retrieval.sentence_vectors import KnownVectors, stored_for
-from pipeline.security.document_access import held_tokens, team_groups_held, visible_documents
+from pipeline.security.document_access import access_filter, held_tokens, team_groups_held, token, visible_documents
 from pipeline.security.egress import EgressPolicy
 from pipeline.security.registered_tools import RegisteredTool
 from pipeline.text import words
@@ -80,11 +80,14 @@ class _Recent:
 
 class AgentTools:
     def __init__(self, services: Services, user_id: str | None = None, _root: AgentTools | None = None,
-                 search_filter: MetadataFilter | None = None) -> None:
+                 search_filter: MetadataFilter | None = None, access_tokens: frozenset[str] | None = None) -> None:
         self._services = services
         self._root = _root or self
         self.user_id = user_id
         self.search_filter = search_filter
+        # The job's user's document groups at submission; None: read from the database when needed.
+        self.access_tokens = access_tokens
+        self._restricted: dict[str, bool] = {}  # collection id -> holds a restricted document, for one agent call
         self._resources = UserResources(services.db, user_id) if user_id is not None else None
         self._owned: dict[str, Collection] = {}  # collection id -> row, for one agent call
         if _root is None:
@@ -97,7 +100,13 @@ class AgentTools:
     def with_filter(self, search_filter: dict | MetadataFilter) -> AgentTools:
         """This toolbox with every ``search`` restricted by a job's metadata filter."""
         return AgentTools(self._services, self.user_id, _root=self._root,
-                          search_filter=MetadataFilter.model_validate(search_filter))
+                          search_filter=MetadataFilter.model_validate(search_filter), access_tokens=self.access_tokens)
+
+    def with_access(self, tokens: list[str] | frozenset[str]) -> AgentTools:
+        """This toolbox reading team collections as a holder of ``tokens`` (the job's document groups): a search of
+        one with a restricted document applies their filter, its lexicon is of the documents they find."""
+        return AgentTools(self._services, self.user_id, _root=self._root, search_filter=self.search_filter,
+                          access_tokens=frozenset(tokens))
 
     @property
     def llm(self) -> LLMClient | None:
@@ -158,9 +167,10 @@ class AgentTools:
         return known.embed(texts)
 
     def search(self, collection_id: str, query: str, top_k: int = 10, strategy: str = "hybrid") -> list[Document]:
-        epoch = self.epoch(collection_id)  # first: it refuses a collection the user does not own
+        collection = self.owned_collection(collection_id)  # first: it refuses a collection the user does not own
+        epoch = collection.index_epoch
         config = SearchConfig(strategy=strategy, top_k=top_k, fusion=self._services.settings.search_fusion,
-                              filter=self.search_filter)
+                              filter=self._filter_for(collection))
         result = self._services.retriever.search(
             milvus_collection_name(collection_id), query, config, epoch=epoch,
             model=self._services.settings.embedding_model,
@@ -188,18 +198,40 @@ class AgentTools:
         return [f"{title}. {text}" for title, text in rows]
 
     def _tokens(self, s) -> frozenset[str]:
+        if self.access_tokens is not None:
+            return self.access_tokens
         return held_tokens(s, self.user_id) if self.user_id is not None else frozenset()
+
+    def _holds_restricted(self, collection: Collection) -> bool:
+        """Whether some document of the team collection is restricted to document groups (asked once per call)."""
+        key = str(collection.id)
+        if collection.team_id is None:
+            return False
+        if key not in self._restricted:
+            with self._services.db.session() as s:
+                self._restricted[key] = bool(s.scalar(select(exists().where(
+                    DocumentGroup.document_id == DocumentRow.id, DocumentRow.collection_id == collection.id))))
+        return self._restricted[key]
+
+    def _filter_for(self, collection: Collection) -> MetadataFilter | None:
+        """The job's filter, joined to the document groups' where the collection holds a restricted document: any
+        collection an agent searches (its own config's too, not only the job's) finds what the user may find."""
+        if not self._holds_restricted(collection):
+            return self.search_filter
+        with self._services.db.session() as s:
+            clause = access_filter(token(collection.team_id, g)
+                                   for g in team_groups_held(self._tokens(s), collection.team_id))
+        # Joined as built nodes, not re-read JSON: the job's filter may already hold the same clause (its own
+        # collection), and twice it only costs a second check, never the filter language's bounds.
+        return clause if self.search_filter is None else MetadataFilter(and_=[clause, self.search_filter])
 
     def _lexicon_scope(self, collection: Collection) -> str:
         """Whose lexicon of the collection this is: every reader's (``""``), or, where some document is restricted
         to document groups, the holders' of the user's groups there: a word of a document the user does not find
         is never corrected towards nor expanded (``pipeline.security.document_access``)."""
-        if collection.team_id is None:
+        if not self._holds_restricted(collection):
             return ""
         with self._services.db.session() as s:
-            if not s.scalar(select(exists().where(DocumentGroup.document_id == DocumentRow.id,
-                                                  DocumentRow.collection_id == collection.id))):
-                return ""
             return "groups:" + ",".join(team_groups_held(self._tokens(s), collection.team_id))
 
     def vocabulary(self, collection_id: str) -> dict[str, int]:

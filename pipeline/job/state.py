@@ -117,6 +117,10 @@ class JobState(BaseModel):
         None, description="The earlier messages the job's question follows ({role, content}, oldest first): the "
         "conversation's turns or the request's own history; agents read it as AgentContext.conversation_history."
     )
+    access_tokens: list[str] | None = Field(
+        None, description="The document groups the job's user held at submission, as tokens (team id:group; "
+        "pipeline.security.document_access): agents read collections as their holder; None for a user of no team."
+    )
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -57,6 +57,7 @@ def _context(state: JobState, stage: Stage) -> AgentContext:
         previous_agent_results=state.runs_in(stage),
         collection_epoch=state.collections.get(state.collection_id, 0),
         search_filter=state.search.get("filter"),
+        access_tokens=state.access_tokens,
         conversation_id=state.conversation_id,
         conversation_history=state.history,
     )

@@ -87,9 +87,9 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
         epochs = _epochs(s, named_at, user_id, settings, within)
         # Over a team collection with restricted documents every search of the job finds only what the caller's
         # document groups let it: the filter rides in the search overrides, so each search applies it and the
-        # cache key covers it.
+        # cache key covers it. The groups themselves ride in the state, for the agents' own reading.
         access = job_access(s, epochs, user_id)
-        if access is not None and access.filtered:
+        if access is not None and access.searched is not None:
             search["filter"] = access.applied(search.get("filter"))
         stage_timeouts = _stage_timeouts(s, request, settings)
         history = _history(s, request, user_id, within)
@@ -105,7 +105,10 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
              *([agentic.model_dump(mode="json")] if agentic else []),
              # The turns a follow-up is read after: the same words in another conversation are another question.
              # Without history the key is as it always was.
-             *([{"history": history}] if history else [])]
+             *([{"history": history}] if history else []),
+             # What its agents may read follows the caller's document groups: members share an answer only when
+             # they hold the same. Without groups the key is as it always was.
+             *([{"groups": access.held}] if access is not None and access.held else [])]
         )
         hit = None
         # Skipping what was seen makes each run's answer depend on the runs before it: never answered from cache.
@@ -131,13 +134,14 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
             # Not part of the cache key: a response an agent's stage budget cut short is never reused, and a
             # complete one is the same whatever the budget was (assemble_response).
             stage_timeouts=stage_timeouts,
+            access_tokens=access.held if access is not None else None,
         )
         try:
             job = jobs.create(s, job_id, user_id, request.collection_id, query,
                               request=request.model_dump(mode="json"), deadline_s=settings.job_deadline_s,
                               snapshot=snapshot, state=state, idempotency_key=idempotency_key,
                               cache_key=cache_key, answered_from=hit,
-                              access_groups=access.groups if access is not None else None)
+                              access_groups=access.held if access is not None else None)
         except IntegrityError:
             raise Refusal(409, "a job with this Idempotency-Key is being created") from None
         if hit is not None:

@@ -25,7 +25,7 @@ some member was put in, or some document of the team is restricted to).
 Usage::
 
     tokens = held_tokens(s, user_id)                        # frozenset({"5f0c...:hr"}), read on every call
-    access = job_access(s, collection_ids, user_id)         # None: personal collections only
+    access = job_access(s, collection_ids, user_id)         # None: a user of no team over its own collections
     search["filter"] = access.applied(search.get("filter"))   # restricted when a searched document is
     query = visible_documents(select(DocumentRow), collection, tokens)
     groups = groups_for(collection, DocumentAccess(groups=["hr"]), ("body", "access"))   # 422 when personal
@@ -46,15 +46,7 @@ from sqlalchemy import Select, delete, exists, select, union
 from sqlalchemy.orm import Session
 
 from pipeline.job.refusal import Refusal, invalid
-from pipeline.platform.db import (
-    Collection,
-    DocumentGroup,
-    DocumentRow,
-    Job,
-    TeamGroupMember,
-    TeamMember,
-    UserIdentity,
-)
+from pipeline.platform.db import Collection, DocumentGroup, DocumentRow, Job, TeamGroupMember, TeamMember, UserIdentity
 from pipeline.retrieval.filters import MAX_DEPTH, MAX_IN_VALUES, MAX_NODES, MetadataFilter, filter_problems
 from pipeline.security.key_limits import searched_collections
 
@@ -222,37 +214,40 @@ def visible_documents(query: Select, collection: Collection, tokens: Iterable[st
 
 @dataclass(frozen=True)
 class JobAccess:
-    """How a job over team collections searches: with the access filter of ``groups`` (``filtered``), or, when none
-    of the collections searched holds a restricted document, with none (nothing to hide; ``groups`` empty, so any
-    member may read the job, its sources still checked when read)."""
+    """A job's document groups. ``held``: every token its user holds, what its agents read team collections as
+    (their own config's too) and what the job records, so that only a holder of them all reads it; part of the
+    whole-job and agent cache keys. ``searched``: the tokens its searches filter with, or None when none of the
+    collections searched holds a restricted document (nothing to hide, no filter to pay for)."""
 
-    groups: list[str]
-    filtered: bool
+    held: list[str]
+    searched: list[str] | None
 
     def applied(self, job_filter: dict[str, Any] | None) -> dict[str, Any] | None:
         """The job's filter as its searches apply it."""
-        return restricted(job_filter, self.groups) if self.filtered else job_filter
+        return restricted(job_filter, self.searched) if self.searched is not None else job_filter
 
 
 def job_access(s: Session, collection_ids: Iterable[uuid.UUID | str], user_id: uuid.UUID | str) -> JobAccess | None:
-    """How a job of the user's over these collections searches; None when it searches personal collections only
-    (no document there has groups). The filter is applied only where a document is restricted: in Milvus Lite a
-    filter on the metadata field costs 20 times the search (BENCHMARKS.md), which a team that restricts nothing
-    should not pay. A document restricted after this check is caught when the job is read (``job_visible``)."""
+    """A job's document groups; None for a user of no team searching its personal collections, which reads no
+    document with groups anywhere. The search filter is applied only where a searched document is restricted: in
+    Milvus Lite a filter on the metadata field costs 20 times the search (BENCHMARKS.md), which a team that
+    restricts nothing should not pay. A document restricted after this check is caught when the job is read
+    (``job_visible``)."""
     ids = [uuid.UUID(str(c)) for c in collection_ids]
+    user_id = uuid.UUID(str(user_id))
     teams = {str(team_id) for team_id in s.scalars(
         select(Collection.team_id).where(Collection.id.in_(ids), Collection.team_id.is_not(None)))}
-    if not teams:
+    if not teams and not s.scalar(select(exists().where(TeamMember.user_id == user_id))):
         return None
-    any_restricted = s.scalar(select(exists().where(DocumentGroup.document_id == DocumentRow.id,
-                                                    DocumentRow.collection_id.in_(ids))))
-    if not any_restricted:
-        return JobAccess(groups=[], filtered=False)
-    return JobAccess(groups=sorted(t for t in held_tokens(s, user_id) if t.split(":", 1)[0] in teams), filtered=True)
+    held = sorted(held_tokens(s, user_id))
+    if not teams or not s.scalar(select(exists().where(DocumentGroup.document_id == DocumentRow.id,
+                                                       DocumentRow.collection_id.in_(ids)))):
+        return JobAccess(held=held, searched=None)
+    return JobAccess(held=held, searched=[t for t in held if t.split(":", 1)[0] in teams])
 
 
 def job_visible(s: Session, job: Job, tokens: Iterable[str]) -> bool:
-    """Whether a holder of ``tokens`` may read the job: it holds every token the job searched with, and none of the
+    """Whether a holder of ``tokens`` may read the job: it holds every token the job was run with, and none of the
     job's sources is now a document restricted to groups it does not hold."""
     if job.access_groups is None:
         return True

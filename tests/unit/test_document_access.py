@@ -142,14 +142,16 @@ def test_a_job_is_read_by_holders_of_its_groups_while_its_sources_stay_visible(m
     with migrated_db.session() as s:
         shared = s.get(Collection, team["shared"])
         travel = _document(s, shared, "travel", None)
-        # Nothing restricted yet: no filter to pay for, and nothing the job found is hidden from anyone.
-        assert job_access(s, [team["shared"]], team["hr"]) == JobAccess(groups=[], filtered=False)
-        assert job_access(s, [team["personal"]], team["hr"]) is None
+        hr = [token(team["team"], "hr")]
+        # Nothing restricted yet: no filter to pay for; the groups are still the job's (its agents read as them).
+        assert job_access(s, [team["shared"]], team["hr"]) == JobAccess(held=hr, searched=None)
+        assert job_access(s, [team["personal"]], team["hr"]) == JobAccess(held=hr, searched=None)
+        assert job_access(s, [team["personal"]], DEFAULT_USER_ID) is None  # a user of no team: as before teams
         _document(s, shared, "salaries", ["hr"])
         access = job_access(s, [team["shared"]], team["hr"])
-        assert access == JobAccess(groups=[token(team["team"], "hr")], filtered=True)
-        assert access.applied(None) == access_filter(access.groups).as_json()
-        searched = access.groups
+        assert access == JobAccess(held=hr, searched=hr)
+        assert access.applied(None) == access_filter(hr).as_json()
+        searched = access.held
         job = Job(user_id=team["hr"], collection_id=team["shared"], query="q", status="succeeded",
                   access_groups=searched, response={"sources": [{"document_id": "travel"}]})
         plain_job = Job(user_id=team["plain"], collection_id=team["shared"], query="q", status="succeeded",
