@@ -89,11 +89,12 @@ def _timed(state: JobState, stage: str, started: float) -> None:
 
 
 def run_step(services: Services, state: dict[str, Any], stage: str, key: str, work: Callable[[JobState], JobState],
-             timed_as: str | None = None) -> dict[str, Any]:
+             timed_as: str | None = None, keep_state: bool = False) -> dict[str, Any]:
     """One step that hands the job's state on, run at most once per job however often its message arrives.
 
     ``stage`` is what the job shows while the step runs, ``key`` names the step in the ledger, ``work`` is the
-    step itself and ``timed_as`` the entry of ``timings_ms`` its time is added to (``stage`` if not given).
+    step itself and ``timed_as`` the entry of ``timings_ms`` its time is added to (``stage`` if not given);
+    ``keep_state`` saves the state the step begins with in the job's row.
     Returns the state to hand on: the step's output (or the one stored by its first run), or ``state`` itself, the
     very object it was given, when the job was cancelled or has ended.
     """
@@ -106,7 +107,7 @@ def run_step(services: Services, state: dict[str, Any], stage: str, key: str, wo
         # One write per step: the stage it begins, the records of the steps before it (the state it was handed)
         # and the cancellation check. Its own record is written by the next step, which receives it: a second
         # write at the end made every agent step wait for the database twice.
-        going_on = JobStore(services.db).progress(current.job_id, stage, current)
+        going_on = JobStore(services.db).progress(current.job_id, stage, current, keep_state=keep_state)
     finally:
         done = answer()
     if not going_on:
@@ -208,7 +209,10 @@ def generate_answer(state: dict[str, Any]) -> dict[str, Any]:
         start_clock(answered, Stage.RESPONSE)  # the answer hands over: the response agents' clock starts
         return answered
 
-    done = run_step(services, state, "answer", "answer", answer)
+    # The documents the answer is written from are kept in the job's row as it starts: while it is written (its
+    # events stream it), a reader is checked against them, as against the sources once it is done
+    # (pipeline.security.document_access.job_visible).
+    done = run_step(services, state, "answer", "answer", answer, keep_state=True)
     if done is state:
         return state  # cancelled or ended: nothing to save
     # Saved for the chord's callback, which receives only the response agents' records.

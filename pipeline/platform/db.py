@@ -293,7 +293,9 @@ class Job(Base):
     cached_from: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     # The document groups its searches were restricted to (pipeline.security.document_access); None: it searched
     # personal collections only, where no document has groups.
-    access_groups: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
+    # Stored as SQL NULL (not JSON null) when None, so a listing can ask for it in SQL (groups_within).
+    access_groups: Mapped[list[str] | None] = mapped_column(
+        JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql"), nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     # The Celery node that last reported progress: the reaper retries the job when that node stops heartbeating.
     worker: Mapped[str | None] = mapped_column(String(255))

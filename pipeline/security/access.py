@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 
 from pipeline.job.refusal import missing
 from pipeline.platform.db import Collection, Job, Team, TeamMember
-from pipeline.security.document_access import held_tokens, job_visible
+from pipeline.security.document_access import groups_within, held_tokens, job_visible
 from pipeline.security.key_limits import searched_collections
 from pipeline.security.roles import Held, Role, beyond_role, covers
 
@@ -136,7 +136,8 @@ class Access:
 
     def listed_jobs(self):
         """A query of the jobs the caller may see, before ``sees_job`` (which the page is filtered by): its own, and
-        those over its teams' collections."""
+        those over its teams' collections; of either, those run with no document group the caller lacks."""
         shared = select(Collection.id).where(Collection.team_id.in_(self.team_ids()))
-        return select(Job).where(or_(Job.user_id == self.user_id, Job.collection_id.in_(shared)))
+        return select(Job).where(or_(Job.user_id == self.user_id, Job.collection_id.in_(shared)),
+                                 groups_within(Job.access_groups, self.tokens, self.s.bind.dialect.name))
 

@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
-from sqlalchemy import Select, delete, exists, select, union
+from sqlalchemy import ColumnElement, Select, cast, delete, exists, func, select, union
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
 from pipeline.job.refusal import Refusal, invalid
@@ -246,15 +247,29 @@ def job_access(s: Session, collection_ids: Iterable[uuid.UUID | str], user_id: u
     return JobAccess(held=held, searched=[t for t in held if t.split(":", 1)[0] in teams])
 
 
+def groups_within(column: Any, tokens: Iterable[str], dialect: str) -> ColumnElement[bool]:
+    """SQL for a JSON list of tokens (``jobs.access_groups``) that is null or holds none but ``tokens``: the jobs a
+    holder of ``tokens`` may read by their groups, so a listing's ``total`` counts no job it would leave off."""
+    tokens = sorted(tokens)
+    if dialect == "postgresql":
+        return column.is_(None) | column.op("<@")(cast(tokens, JSONB))
+    held = func.json_each(column).table_valued("value")
+    return column.is_(None) | ~exists(select(1).select_from(held).where(held.c.value.not_in(tokens)))
+
+
 def job_visible(s: Session, job: Job, tokens: Iterable[str]) -> bool:
     """Whether a holder of ``tokens`` may read the job: it holds every token the job was run with, and none of the
-    job's sources is now a document restricted to groups it does not hold."""
+    job's sources (while it runs, the documents its answer is written from) is now a document restricted to groups
+    it does not hold."""
     if job.access_groups is None:
         return True
     tokens = frozenset(tokens)
     if not set(job.access_groups) <= tokens:
         return False
-    sources = [src.get("document_id") for src in (job.response or {}).get("sources") or [] if isinstance(src, dict)]
+    if job.response is not None:
+        sources = [src.get("document_id") for src in job.response.get("sources") or [] if isinstance(src, dict)]
+    else:  # running: the documents its answer is being written from, once it has started (worker.steps)
+        sources = [doc.get("id") for doc in (job.state or {}).get("documents") or [] if isinstance(doc, dict)]
     if not sources:
         return True
     searched = searched_collections(job) or frozenset({job.collection_id})

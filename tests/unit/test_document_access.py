@@ -29,6 +29,7 @@ from pipeline.security.document_access import (
     JobAccess,
     access_filter,
     document_groups,
+    groups_within,
     groups_for,
     held_tokens,
     hidden_among,
@@ -193,3 +194,18 @@ def test_the_command_line_names_a_bad_group(tmp_path):
     path.write_text("some text")
     refused = CliRunner().invoke(main, ["ingest", str(path), "--collection", "c", "--groups", "hr,bad name"])
     assert refused.exit_code != 0 and "--groups" in refused.output and "invalid group name 'bad name'" in refused.output
+
+
+def test_a_job_listing_leaves_out_in_sql_the_jobs_of_groups_the_reader_lacks(migrated_db, team):
+    with migrated_db.session() as s:
+        for groups in (None, [], ["t:hr"], ["t:hr", "t:legal"]):
+            s.add(Job(user_id=team["hr"], collection_id=team["personal"], query=str(groups), access_groups=groups))
+        s.flush()
+
+        def listed(tokens: set[str]) -> list[str]:
+            query = select(Job.query).where(groups_within(Job.access_groups, tokens, s.bind.dialect.name))
+            return sorted(s.scalars(query))
+
+        assert listed(set()) == ["None", "[]"]
+        assert listed({"t:hr"}) == ["None", "['t:hr']", "[]"]
+        assert listed({"t:hr", "t:legal", "t:x"}) == ["None", "['t:hr', 't:legal']", "['t:hr']", "[]"]
