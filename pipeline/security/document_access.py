@@ -7,14 +7,17 @@ only the members of one of them find it. Groups belong to a team, so a group is 
 says nothing of another's.
 
 - **In Milvus.** A restricted document's chunks carry their tokens in the metadata key ``_access_groups`` (written
-  from the document's row at indexing, as any metadata). A job over a team collection searches with
-  ``access_filter(tokens)`` joined to its own filter: a chunk without the key, or one sharing a token with the
-  searcher. It is one filter in ``JobState.search``, so every search of the job applies it (each strategy,
-  ``also_search``, each iteration, each agent's own search) and every cache key covers it: two members share a
-  cached result only when they hold the same groups.
+  from the document's row at indexing, as any metadata). A job whose searched collections hold a restricted
+  document searches with ``access_filter(tokens)`` joined to its own filter: a chunk without the key, or one sharing
+  a token with the searcher. It is one filter in ``JobState.search``, so every search of the job applies it (each
+  strategy, ``also_search``, each iteration). Where nothing searched is restricted there is no filter to pay for.
+- **In the agents' reading.** The job carries its user's tokens (``JobState.access_tokens``): the toolbox applies
+  their filter to any team collection an agent searches that holds a restricted document, and builds lexicons of
+  the documents they find; they are part of the whole-job and agent cache keys, so two members share a cached
+  result only when they hold the same groups.
 - **In PostgreSQL.** ``document_groups`` holds each restricted document's groups, for listings and reads
-  (``visible_documents``), and a job records the tokens it searched with (``jobs.access_groups``).
-- **When read.** A job is read only by a member holding every token it searched with, and only while each of its
+  (``visible_documents``), and a job records the tokens it was run with (``jobs.access_groups``).
+- **When read.** A job is read only by a member holding every token it was run with, and only while each of its
   sources is still visible to the reader (``job_visible``): a membership or a document's groups changed after the
   search count from the next request, as the rest of the access rules do.
 
