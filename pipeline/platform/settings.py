@@ -39,8 +39,8 @@ class Settings(BaseSettings):
                                        "may be."
     )
     # The memory broker has nothing to block on: its worker threads poll the empty queues and sleep this long between
-    # polls. kombu's default, 1 s, made a job with no agents take 2.9 s for 63 ms of steps; 0.01 s: 103 ms, for 2.4%
-    # of a core while idle (0.02 s: 96 ms and 1.4%, 0.005 s: 94 ms and 4.3%; bench/results/embedded_job.md).
+    # polls. kombu's default, 1 s, made a job with no agents take 2.9 s for 63 ms of steps; 0.01 s: 106 ms, for 3% of
+    # a core while idle (0.02 s: 109 ms and 1.8%, demo agents 220 ms against 195; bench/results/embedded_job.md).
     embedded_poll_s: float = Field(
         0.01, gt=0, le=5, description="Sleep of the embedded mode's worker threads between two polls of an empty "
                                       "queue (memory broker only)."
