@@ -381,6 +381,32 @@ def test_a_document_moved_into_a_group_mid_job_makes_the_viewers_job_unreadable(
     assert streamed[0] == 404 or leaked == [], (streamed[0], leaked)
 
 
+def test_a_document_restricted_before_the_search_of_a_collection_without_groups_stays_out_of_reach(stack, team):
+    """Where no document of a collection is restricted, its jobs search without the access filter. One restricted
+    while a viewer's job over it waits in its pre-search agent (and indexed again with its groups before the search
+    runs) is found by that search all the same: the job is the hr members', 404 to the viewer."""
+    tag = uuid.uuid4().hex[:6]
+    with stack.http(team["keys"]["admin"]) as admin:
+        made = admin.post("/v1/collections", json={"name": f"open-{tag}", "team_id": team["id"]})
+        assert made.status_code == 201, made.text
+        c = made.json()["id"]
+        use_agents(admin, c, {"agent_id": "test_sleepy", "config": {"sleep_s": 3}})
+        assert admin.post(f"/v1/collections/{c}/documents", json={"documents": [*PUBLIC, BONUS]}).status_code == 202
+        indexed(admin, c)
+        with stack.http(team["keys"]["viewer"]) as viewer:
+            job_id = submitted(viewer, c, BONUS_QUERY, use_cache=False)
+            resent = admin.post(f"/v1/collections/{c}/documents",
+                                json={"documents": [{**BONUS, "access": {"groups": ["hr"]}}]})
+            assert resent.status_code == 202, resent.text
+            indexed(admin, c)
+            stage = viewer.get(f"/v1/jobs/{job_id}").json()["stage"] or "queued"  # "pre_search:test_sleepy"
+            assert stage.split(":")[0] in ("queued", "pre_search"), f"searched too soon: {stage}"
+            finished = wait_job(admin, job_id, timeout_s=60)
+            assert finished["status"] == "succeeded" and BONUS["id"] in ids(finished), finished["response"]["sources"]
+            for path in (f"/v1/jobs/{job_id}", f"/v1/jobs/{job_id}/events"):
+                _same_as_missing(viewer, path, job_id)
+
+
 def test_listings_reads_and_counts_hide_a_restricted_document(stack, team):
     c = team["policies"]
     for who in ("viewer", "editor"):
