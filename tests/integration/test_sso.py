@@ -251,6 +251,11 @@ def test_a_groups_claim_naming_hr_gives_the_teams_hr_group(sso, stack):
             assert {g["name"]: [m["user_id"] for m in g["members"]] for g in admin.get(groups).json()} == {
                 "hr": [me], "payroll": [me]}
         assert http.get(f"{sso.api}{groups}").json() == [{"name": "hr", "held": True}]
+    # The sign-in is in the audit trail, as the session's, with the groups the claim listed.
+    signed_in = stack.sql("SELECT key_prefix, details FROM audit_events WHERE action = 'session.sign_in' "
+                          "AND actor_id = %s", ada)
+    assert signed_in and all(prefix == "session" for prefix, _ in signed_in), signed_in
+    assert sorted(signed_in[-1][1]["groups"]) == ["hr", "staff"], signed_in
 
 
 def test_the_console_signs_in_with_sso_makes_a_change_and_signs_out(sso):
