@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from datetime import date
+from types import SimpleNamespace
 
 import pytest
 from milvus_lite.search.filter.parser import parse_expr
@@ -391,7 +392,8 @@ def test_the_toolbox_search_of_a_filtered_job_applies_the_filter():
                 return Result()
 
     tools = AgentTools(Services(), user_id="6b0f9a52-1d4e-4c8a-9a55-0e1c2f3d4b5a").with_filter(eq("region", "emea"))
-    tools.epoch = lambda collection_id: 0  # ownership is another test's concern
+    # Ownership is another test's concern: a personal collection of the user's, so no document groups either.
+    tools.owned_collection = lambda collection_id: SimpleNamespace(id=collection_id, team_id=None, index_epoch=0)
     tools.search("0b6f9a52-1d4e-4c8a-9a55-0e1c2f3d4b5a", "solar", top_k=3, strategy="keyword")
     assert seen == [build(eq("region", "emea"))]
 
