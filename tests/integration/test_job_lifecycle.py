@@ -135,7 +135,9 @@ def test_reaper_retries_a_job_whose_worker_died_once_and_fails_overdue_ones(stac
     stack.sql(rewind, 2, 10, orphan_again)
     # The periodic task itself, run by the stack's worker as beat would have it.
     celery = Celery(broker=stack.env["AGENTSEARCH_BROKER_URL"], backend=stack.env["AGENTSEARCH_RESULT_BACKEND"])
-    result = celery.send_task("agentsearch.reap_jobs").get(timeout=60)
+    # This process is no task; it may have run a worker in-process before (the unit tests' embedded apps),
+    # which marks it as one for Celery's check against waiting on a result inside a task.
+    result = celery.send_task("agentsearch.reap_jobs").get(timeout=60, disable_sync_subtasks=False)
     assert set(result["retried"]) == {orphan}
     assert set(result["failed"]) == {overdue, orphan_again}
     with stack.http() as http:
