@@ -211,6 +211,8 @@ class StoredFile:
 
 
 def _checked_id(document_id: str) -> str:
+    from pipeline.parsing import ParseRefused  # as upload_files imports it: the parsers load with their first use
+
     if not document_id.strip() or len(document_id) > 400 or text_problem(document_id):
         raise ParseRefused("the document id must be 1 to 400 characters of text")
     return document_id

@@ -209,3 +209,13 @@ def test_a_job_listing_leaves_out_in_sql_the_jobs_of_groups_the_reader_lacks(mig
         assert listed(set()) == ["None", "[]"]
         assert listed({"t:hr"}) == ["None", "['t:hr']", "[]"]
         assert listed({"t:hr", "t:legal", "t:x"}) == ["None", "['t:hr', 't:legal']", "['t:hr']", "[]"]
+
+
+def test_a_bad_document_id_for_an_uploaded_file_is_that_files_refusal(client):
+    personal = client.post("/v1/collections", json={"name": f"ids-{uuid.uuid4().hex[:6]}"}).json()["id"]
+    upload = client.post(f"/v1/collections/{personal}/files", data={"document_ids": ["  ", "fine"]},
+                         files=[("files", ("a.txt", b"some text")), ("files", ("b.txt", b"more text"))])
+    assert upload.status_code == 202, upload.text
+    assert upload.json()["rejected"] == [{"file": "a.txt", "error": "the document id must be 1 to 400 characters of "
+                                                                    "text"}]
+    assert [d["id"] for d in upload.json()["documents"]] == ["fine"]
