@@ -160,7 +160,7 @@ class WebhookUpdate(Strict):
 
 
 class JobResponseOut(BaseModel):
-    """A finished job's response (``pipeline.job.steps.assemble_response``): the answer, its sources and the
+    """A finished job's response (``pipeline.job.stages.assemble_response``): the answer, its sources and the
     check of its citations; the other fields (agents, artifacts, metadata, timings) pass through as stored."""
 
     model_config = ConfigDict(extra="allow")

@@ -32,7 +32,7 @@ from pipeline.documents import Document
 from pipeline.job.answer import llm_answer
 from pipeline.job.answer_stream import AnswerChannel
 from pipeline.job.state import JobState
-from pipeline.job.steps import answer_step
+from pipeline.job.stages import answer_step
 from pipeline.platform.llm import LLMClient
 from tests.support.fake_llm import FakeLLM
 

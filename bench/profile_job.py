@@ -103,7 +103,7 @@ def breakdown(raw: Path, top: int = 20) -> dict:
         frames = _frames(stack)
         names = [f for f, _ in frames]
         n = int(count)
-        task = next((f for f, path in frames if f in TASKS and path.endswith("worker/steps.py")), None)
+        task = next((f for f, path in frames if f in TASKS and path.endswith("worker/job_tasks.py")), None)
         helper = any(h in names for h in HELPER_THREADS)
         if task is None and not helper:
             continue

@@ -8,7 +8,7 @@ An agentic job runs in two canvases with the loops between them::
     chain(post_search agents -> agentic_compress -> generate_answer
           -> chord(group(response agents), assemble))                the tail, applied by agentic_finish
 
-The steps every job shares are the task objects of ``worker.steps``. The loop's own tasks (``worker.agentic_tasks``)
+The steps every job shares are the task objects of ``worker.job_tasks``. The loop's own tasks (``worker.agentic_tasks``)
 are named here instead, and register under these names: they apply these canvases themselves (begin starts the
 loops, each iteration its successor, finish the tail), so importing them here would make an import circle.
 
@@ -26,7 +26,7 @@ from celery.canvas import Signature
 from pipeline.agents.base import Stage
 from pipeline.job.state import AgentSpec
 from worker.canvas import STEP_LIMIT_S, fail_job_on_error, limits, pipeline_step, respond_and_assemble, stage_steps
-from worker.steps import agentic_compress, generate_answer, post_search_agent, pre_search_agent
+from worker.job_tasks import agentic_compress, generate_answer, post_search_agent, pre_search_agent
 
 # The tasks worker.agentic_tasks.agentic_begin and worker.agentic_tasks.agentic_iteration.
 AGENTIC_BEGIN = "agentsearch.agentic_begin"

@@ -8,7 +8,7 @@
 - ``run_due_profile_sets`` (Celery beat): a job for every scheduled profile set whose time has come.
 
 The steps the tail shares with every job (agents, ``agentic_compress``, the answer, the response agents) are in
-``worker.steps``. Usage: nothing to call; ``worker.agentic_canvas`` builds the canvases these tasks apply.
+``worker.job_tasks``. Usage: nothing to call; ``worker.agentic_canvas`` builds the canvases these tasks apply.
 """
 
 from __future__ import annotations

@@ -46,12 +46,12 @@ PUBLISH_RETRY = {"max_retries": 6, "interval_start": 0.2, "interval_step": 0.5, 
 WORKER_PUBLISH_RETRY = {"max_retries": 22, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 3}
 # The database going away (a restart, a failover) is waited out by retrying the step with backoff (1, 2, 4 ... 30 s,
 # about four minutes in all), not turned into a failed job. A step's output is in the ledger before its last write,
-# so a retry after the work is done does not do the work again (worker.steps).
+# so a retry after the work is done does not do the work again (worker.job_tasks).
 DB_UNAVAILABLE = (sql_errors.OperationalError, sql_errors.InterfaceError, sql_errors.TimeoutError)
 DB_RETRY = dict(autoretry_for=DB_UNAVAILABLE, retry_backoff=1, retry_backoff_max=LONGEST_RETRY_DELAY_S,
                 retry_jitter=False, max_retries=12)
 # What a worker (and beat) imports as it starts: every task, and the modules whose functions Celery's signals call.
-TASK_MODULES = ["worker.steps", "worker.ingestion", "worker.parsing", "worker.reaper", "worker.agentic_tasks",
+TASK_MODULES = ["worker.job_tasks", "worker.ingestion", "worker.parsing", "worker.reaper", "worker.agentic_tasks",
                 "worker.webhooks", "worker.retention"]
 HOOK_MODULES = ["worker.lifecycle", "worker.liveness", "worker.observability", "worker.recycling", "worker.warmup"]
 
@@ -109,7 +109,7 @@ def create_app() -> Celery:
         result_serializer="json",
         accept_content=["json"],
         # At-least-once: a task whose worker dies is handed to another; the steps are idempotent for it
-        # (worker.steps: each step's output is kept once per job, so a second run hands on the first one's).
+        # (worker.job_tasks: each step's output is kept once per job, so a second run hands on the first one's).
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         # One message per process at a time: a long agent step never holds a second one hostage.

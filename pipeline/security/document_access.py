@@ -271,7 +271,7 @@ def job_visible(s: Session, job: Job, tokens: Iterable[str]) -> bool:
         return False
     if job.response is not None:
         sources = [src.get("document_id") for src in job.response.get("sources") or [] if isinstance(src, dict)]
-    else:  # running: the documents its answer is being written from, once it has started (worker.steps)
+    else:  # running: the documents its answer is being written from, once it has started (worker.job_tasks)
         sources = [doc.get("id") for doc in (job.state or {}).get("documents") or [] if isinstance(doc, dict)]
     if not sources:
         return True

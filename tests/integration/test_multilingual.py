@@ -16,7 +16,7 @@ from pipeline.agents.base import AgentContext, PreSearchInput, Stage
 from pipeline.agents.translator import Translator
 from pipeline.ingest import index_documents
 from pipeline.job.state import JobState
-from pipeline.job.steps import search_queries
+from pipeline.job.stages import search_queries
 from pipeline.platform.db import milvus_collection_name
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.analyzer import KeywordAnalyzer

@@ -24,7 +24,7 @@ from pipeline.job.answer import generate_answer
 from pipeline.job.answer.llm import SentenceReader
 from pipeline.job.answer_stream import AnswerChannel, AnswerStreamReader, DeltaBatcher, stream_key
 from pipeline.job.state import JobState
-from pipeline.job.steps import answer_step
+from pipeline.job.stages import answer_step
 from pipeline.platform.llm import LLMError
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM

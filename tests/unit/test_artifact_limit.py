@@ -11,7 +11,7 @@ from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
 from pipeline.job.artifacts import ArtifactStore, ArtifactTooLarge
 from pipeline.job.state import AgentSpec, JobState
-from pipeline.job.steps import response_step
+from pipeline.job.stages import response_step
 from pipeline.platform.db import Database
 from pipeline.platform.settings import Settings
 

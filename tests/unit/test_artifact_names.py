@@ -18,12 +18,12 @@ from pipeline.job.artifact_names import name_ranks, numbered, rank_key
 from pipeline.job.artifacts import JobEnded
 from pipeline.job.ledger import StepLedger
 from pipeline.job.state import AgentRun, AgentSpec, JobState
-from pipeline.job.steps import response_step
+from pipeline.job.stages import response_step
 from pipeline.job.store import JobStore
 from pipeline.platform.db import ArtifactRow
 from pipeline.platform.settings import Settings
 from tests.support.jobs import answered, new_job
-from worker import steps as step_tasks
+from worker import job_tasks
 from worker.canvas import build_job_canvas, response_steps
 
 SHORT = AgentSpec(agent_id="executive_summary", stage=Stage.RESPONSE, config_id="cfg-b", priority=0,
@@ -69,7 +69,7 @@ def services(tmp_path, monkeypatch, install_services):
     services = services_module.Services(settings)
     install_services(services)
     ledger = StepLedger(fakeredis.FakeRedis(server=fakeredis.FakeServer()), ttl_s=600)
-    monkeypatch.setattr(step_tasks, "step_ledger", lambda: ledger)
+    monkeypatch.setattr(job_tasks, "step_ledger", lambda: ledger)
     yield services
     services.close()
 
@@ -85,7 +85,7 @@ def artifact_rows(services, job_id: str) -> dict[str, bytes]:
 
 
 def run_responders(state: JobState, specs: list[AgentSpec]) -> list[dict]:
-    return [step_tasks.response_agent(state.dump(), s.kwargs["spec"], **({"name_rank": s.kwargs["name_rank"]}
+    return [job_tasks.response_agent(state.dump(), s.kwargs["spec"], **({"name_rank": s.kwargs["name_rank"]}
                                                                      if "name_rank" in s.kwargs else {}))
             for s in response_steps(specs, 30.0)]
 
@@ -98,7 +98,7 @@ def test_two_configs_of_one_agent_keep_both_artifacts_and_a_redelivery_replaces_
     assert set(stored) == {"executive_summary.txt", "executive_summary-2.txt"}
     assert stored["executive_summary.txt"].count(b"\n- ") == 3  # LONG (cfg-a): all three points
     assert stored["executive_summary-2.txt"].count(b"\n- ") == 1  # SHORT (cfg-b): one
-    step_tasks.step_ledger().clear(state.job_id)  # the outputs died with their process: both steps run again
+    job_tasks.step_ledger().clear(state.job_id)  # the outputs died with their process: both steps run again
     run_responders(state, [SHORT, LONG])
     assert artifact_rows(services, state.job_id) == stored
 

@@ -143,9 +143,9 @@ def test_the_hop_profile_nests_frames_under_the_anchor_with_their_shares(tmp_pat
 
     raw = tmp_path / "stacks.txt"
     raw.write_text(
-        "main (w.py:1);run_step (worker/steps.py:9);JobStore.progress (pipeline/job/store.py:3) 6\n"
-        "main (w.py:1);run_step (worker/steps.py:9);StepLedger.put (pipeline/job/ledger.py:5) 3\n"
-        "main (w.py:1);run_step (worker/steps.py:12);JobStore.progress (pipeline/job/store.py:4) 1\n"
+        "main (w.py:1);run_step (worker/job_tasks.py:9);JobStore.progress (pipeline/job/store.py:3) 6\n"
+        "main (w.py:1);run_step (worker/job_tasks.py:9);StepLedger.put (pipeline/job/ledger.py:5) 3\n"
+        "main (w.py:1);run_step (worker/job_tasks.py:12);JobStore.progress (pipeline/job/store.py:4) 1\n"
         "main (w.py:1);idle (w.py:2) 90\n")
     assert profile_hop.tree(raw, "run_step", depth=1, min_share=5) == [
         " 70.0%  JobStore.progress (pipeline/job/store.py)", " 30.0%  StepLedger.put (pipeline/job/ledger.py)"]
@@ -156,10 +156,10 @@ def test_the_hop_profile_splits_an_agent_step_into_its_parts_and_celerys_own(tmp
     from bench import profile_hop
 
     task = "fast_trace_task (celery/app/trace.py:1);trace_task (celery/app/trace.py:2)"
-    step = f"{task};__protected_call__ (celery/app/trace.py:3);pre_search_agent (worker/steps.py:4);run_step (w:5)"
+    step = f"{task};__protected_call__ (celery/app/trace.py:3);pre_search_agent (worker/job_tasks.py:4);run_step (w:5)"
     raw = tmp_path / "stacks.txt"
     raw.write_text(f"{step};JobStore.progress (pipeline/job/store.py:6) 50\n"
-                   f"{step};x (pipeline/job/steps.py:7);AgentRunner.run (r:8);call_with_deadline (d:9) 25\n"
+                   f"{step};x (pipeline/job/stages.py:7);AgentRunner.run (r:8);call_with_deadline (d:9) 25\n"
                    f"{task};Backend.store_result (celery/backends/base.py:10) 40\n")
     parts = dict(profile_hop.costs(raw, jobs=1, agents=1, rate=100))  # 2 agent steps, 5 tasks
     assert parts["progress report (PostgreSQL)"] == 250.0 and parts["agent deadline thread (start, wait)"] == 125.0

@@ -15,7 +15,7 @@ from pipeline.agents.base import (
 )
 from pipeline.agents.fallback import CriticalAgentFailed, run_with_fallback
 from pipeline.job.state import AgentRun, AgentSpec, JobState
-from pipeline.job.steps import critical_response_failure, pre_search_step, response_step
+from pipeline.job.stages import critical_response_failure, pre_search_step, response_step
 from tests.support.slow_agent import SlowAgent
 
 SEEN: list[tuple[str, str]] = []  # (agent id, query) of every input a fallback received

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from pipeline.agents.base import AgentContext, Stage
 from pipeline.job.state import JobState
-from pipeline.job.steps import _context
+from pipeline.job.stages import _context
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import (

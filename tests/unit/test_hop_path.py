@@ -15,7 +15,7 @@ from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
 from pipeline.job.ledger import StepLedger
 from pipeline.job.state import AgentRun, AgentSpec, JobState
-from pipeline.job.steps import pre_search_step
+from pipeline.job.stages import pre_search_step
 from pipeline.platform import overlap
 from pipeline.platform.cache import ResultCache
 from pipeline.platform.overlap import send

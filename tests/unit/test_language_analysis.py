@@ -14,7 +14,7 @@ from pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Sta
 from pipeline.agents.translator import Translator
 from pipeline.ingest import chunk_keywords, index_documents
 from pipeline.job.state import JobState
-from pipeline.job.steps import search_queries
+from pipeline.job.stages import search_queries
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text, index_form
 from pipeline.retrieval.config import SearchConfig

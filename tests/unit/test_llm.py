@@ -12,7 +12,7 @@ from pipeline.agents.base import Document
 from pipeline.job.answer import ANSWER_LLM_TIMEOUT_S, NO_RESULTS, draft_answer, generate_answer
 from pipeline.job.answer.llm import ANSWER_MAX_TOKENS, ANSWER_SCHEMA, ANSWER_SCHEMA_COT, read_reply
 from pipeline.job.state import JobState
-from pipeline.job.steps import answer_step
+from pipeline.job.stages import answer_step
 from pipeline.platform.llm import LLMClient, LLMError, parse_json_reply
 from pipeline.platform.settings import Settings
 from tests.support import llm_fixtures
@@ -299,7 +299,7 @@ def services_with_llm(tmp_path, install_services, fake):
 
 
 def test_the_generate_answer_task_answers_with_the_configured_llm(services_with_llm, fake):
-    from worker.steps import generate_answer
+    from worker.job_tasks import generate_answer
 
     fake.script(reply(PATRIOTS), AGREES)
     out = JobState.load(generate_answer(state().dump()))  # no job row: progress is a no-op
@@ -310,7 +310,7 @@ def test_the_generate_answer_task_answers_with_the_configured_llm(services_with_
 
 
 def test_the_generate_answer_task_falls_back_with_embeddings_when_the_llm_refuses(services_with_llm, fake):
-    from worker.steps import generate_answer
+    from worker.job_tasks import generate_answer
 
     fake.script(FakeLLM.error(401, "invalid api key"))
     out = JobState.load(generate_answer(state().dump()))

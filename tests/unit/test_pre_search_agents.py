@@ -26,7 +26,7 @@ from pipeline.agents.runner import AgentRunner
 from pipeline.agents.spell_checker import SpellChecker
 from pipeline.agents.translator import Translator
 from pipeline.job.state import AgentSpec, JobState
-from pipeline.job.steps import pre_search_step
+from pipeline.job.stages import pre_search_step
 from pipeline.platform.llm import LLMClient, LLMReply, reply_json
 from pipeline.platform.settings import Settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer

@@ -202,7 +202,7 @@ NO_MODEL_SCRIPT = """
 import json, sys
 import worker.app
 import worker.lifecycle as lifecycle
-import worker.steps, worker.ingestion
+import worker.job_tasks, worker.ingestion
 from pipeline.services import get_services
 
 lifecycle._load_model_before_fork()

@@ -11,7 +11,7 @@ from pipeline.agents.fallback import CriticalAgentFailed
 from pipeline.agents.intent_classifier import IntentClassifier
 from pipeline.job.routing import ROUTED, RouteRefused, table_problem, target
 from pipeline.job.state import AgentSpec, JobState
-from pipeline.job.steps import post_search_step, pre_search_step
+from pipeline.job.stages import post_search_step, pre_search_step
 
 PEERS = [("router", "c-router"), ("a", "c-a"), ("b", "c-b"), ("c", "c-c")]
 

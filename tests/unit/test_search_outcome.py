@@ -20,7 +20,7 @@ from pipeline import services as services_module
 from pipeline.agents.base import Document
 from pipeline.job.ledger import StepLedger
 from pipeline.job.state import JobState
-from pipeline.job.steps import assemble_response, merge_search_step
+from pipeline.job.stages import assemble_response, merge_search_step
 from pipeline.platform.backoff import backoff_delay
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job, utcnow
 from pipeline.platform.settings import Settings
@@ -30,7 +30,7 @@ from pipeline.retrieval.outcome import SearchFailed, degraded_reasons, search_fa
 from pipeline.retrieval.retriever import Retriever
 from pipeline.retrieval.vector_store import Hit
 from tests.support.dict_cache import DictCache
-from worker import steps as step_tasks
+from worker import job_tasks
 
 RELEASED = "MilvusException: Collection 'c1' is in state 'released'; call load() before search/get/query"
 
@@ -197,7 +197,7 @@ def services(tmp_path, monkeypatch, install_services):
     services = services_module.Services(settings).use(retriever=DownRetriever())
     install_services(services)
     ledger = StepLedger(fakeredis.FakeRedis(server=fakeredis.FakeServer()), ttl_s=600)
-    monkeypatch.setattr(step_tasks, "step_ledger", lambda: ledger)
+    monkeypatch.setattr(job_tasks, "step_ledger", lambda: ledger)
     yield services
     services.close()
 
@@ -215,18 +215,18 @@ def new_job(services) -> JobState:
 
 
 def run_search(state: JobState, retries: int, collection_id: str | None = None):
-    step_tasks.core_search.push_request(retries=retries)
+    job_tasks.core_search.push_request(retries=retries)
     try:
-        return step_tasks.core_search.run(state.dump(), collection_id)
+        return job_tasks.core_search.run(state.dump(), collection_id)
     finally:
-        step_tasks.core_search.pop_request()
+        job_tasks.core_search.pop_request()
 
 
 def test_a_search_that_failed_outright_is_searched_again_then_fails_the_job(services):
     state = new_job(services)
     with pytest.raises(Retry):
         run_search(state, retries=0)  # Milvus may be restarting: not handed on as "no documents"
-    assert step_tasks.step_ledger().get(state.job_id, "core_search:") is None  # a redelivered copy searches again
+    assert job_tasks.step_ledger().get(state.job_id, "core_search:") is None  # a redelivered copy searches again
     with pytest.raises(SearchFailed, match="semantic search failed.*released.*after 5 attempts"):
         run_search(state, retries=4)  # 1 + 2 + 4 + 3 s waited: MILVUS_RETRY_S=10 spent
     assert services.retriever.calls == 2
@@ -237,4 +237,4 @@ def test_one_collection_of_several_hands_its_failure_on_to_the_merge(services):
     handed_on = JobState.load(run_search(state, retries=4, collection_id=state.collection_id))
     assert handed_on.documents == [] and handed_on.metadata["search"]["attempts"] == 5
     with pytest.raises(SearchFailed):
-        step_tasks.merge_search.run([handed_on.dump(), handed_on.dump()])
+        job_tasks.merge_search.run([handed_on.dump(), handed_on.dump()])

@@ -19,7 +19,7 @@ from pipeline.job.stage_budget import (
     start_clock,
 )
 from pipeline.job.state import AgentRun, AgentSpec, JobState
-from pipeline.job.steps import assemble_response, pre_search_step, response_step
+from pipeline.job.stages import assemble_response, pre_search_step, response_step
 from tests.support.slow_agent import SlowAgent
 
 

@@ -26,7 +26,7 @@ from pipeline.job.store import JobStore
 from pipeline.platform.db import ArtifactRow, Job, utcnow
 from pipeline.platform.settings import Settings
 from tests.support.jobs import answered, new_job
-from worker import steps as step_tasks
+from worker import job_tasks
 
 REWRITER = AgentSpec(agent_id="counted_rewriter", stage=Stage.PRE_SEARCH, priority=0)
 NOTE = AgentSpec(agent_id="counted_note", stage=Stage.RESPONSE, priority=0)
@@ -40,7 +40,7 @@ def services(tmp_path, monkeypatch, install_services):
     services = services_module.Services(settings)
     install_services(services)
     ledger = StepLedger(fakeredis.FakeRedis(server=fakeredis.FakeServer()), ttl_s=600)
-    monkeypatch.setattr(step_tasks, "step_ledger", lambda: ledger)
+    monkeypatch.setattr(job_tasks, "step_ledger", lambda: ledger)
     counted.CALLS.clear()
     yield services
     services.close()
@@ -54,24 +54,24 @@ def job_row(services, job_id: str) -> Job:
 def test_an_agent_step_run_twice_calls_its_agent_once_and_hands_on_the_same_state(services):
     state = new_job(services, [REWRITER])
     spec = REWRITER.model_dump(mode="json")
-    first = step_tasks.pre_search_agent(state.dump(), spec)
-    again = step_tasks.pre_search_agent(state.dump(), spec)  # the redelivered message
+    first = job_tasks.pre_search_agent(state.dump(), spec)
+    again = job_tasks.pre_search_agent(state.dump(), spec)  # the redelivered message
     assert counted.CALLS == ["counted_rewriter"]
     assert again == first and first["query"] == "Q4 revenue? rewritten1"
 
 
 def test_a_job_enqueued_again_resumes_after_the_steps_it_finished(services):
     state = new_job(services, [REWRITER])
-    step_tasks.pre_search_agent(state.dump(), REWRITER.model_dump(mode="json"))
+    job_tasks.pre_search_agent(state.dump(), REWRITER.model_dump(mode="json"))
     initial, snapshot = JobStore(services.db).initial_state(state.job_id)  # what the reaper enqueues again
-    resumed = step_tasks.pre_search_agent(initial.dump(), snapshot[0])
+    resumed = job_tasks.pre_search_agent(initial.dump(), snapshot[0])
     assert counted.CALLS == ["counted_rewriter"] and resumed["query"] == "Q4 revenue? rewritten1"
 
 
 def test_a_response_agent_run_twice_makes_one_artifact_and_returns_the_same_record(services):
     state = answered(services, new_job(services, [NOTE]))
-    first = step_tasks.response_agent(state.dump(), NOTE.model_dump(mode="json"))
-    again = step_tasks.response_agent(state.dump(), NOTE.model_dump(mode="json"))
+    first = job_tasks.response_agent(state.dump(), NOTE.model_dump(mode="json"))
+    again = job_tasks.response_agent(state.dump(), NOTE.model_dump(mode="json"))
     assert counted.CALLS == ["counted_note"]
     assert again == first and first["status"] == "ok"
     with services.db.session() as s:
@@ -80,10 +80,10 @@ def test_a_response_agent_run_twice_makes_one_artifact_and_returns_the_same_reco
 
 def test_assemble_run_twice_ends_the_job_once(services):
     state = answered(services, new_job(services, [NOTE]))
-    record = step_tasks.response_agent(state.dump(), NOTE.model_dump(mode="json"))
-    assert step_tasks.assemble([record], state.job_id) == {"job_id": state.job_id, "status": "succeeded"}
+    record = job_tasks.response_agent(state.dump(), NOTE.model_dump(mode="json"))
+    assert job_tasks.assemble([record], state.job_id) == {"job_id": state.job_id, "status": "succeeded"}
     first = job_row(services, state.job_id)
-    assert step_tasks.assemble([record], state.job_id) == {"job_id": state.job_id, "status": "succeeded"}
+    assert job_tasks.assemble([record], state.job_id) == {"job_id": state.job_id, "status": "succeeded"}
     again = job_row(services, state.job_id)
     assert again.status == "succeeded" and again.finished_at == first.finished_at
     assert again.response == first.response
@@ -93,11 +93,11 @@ def test_assemble_run_twice_ends_the_job_once(services):
 
 def test_assemble_counts_each_response_agent_once_when_the_chord_brought_a_duplicate(services):
     state = answered(services, new_job(services, [NOTE, SUMMARY]))
-    note = step_tasks.response_agent(state.dump(), NOTE.model_dump(mode="json"))
-    step_tasks.response_agent(state.dump(), SUMMARY.model_dump(mode="json"))
+    note = job_tasks.response_agent(state.dump(), NOTE.model_dump(mode="json"))
+    job_tasks.response_agent(state.dump(), SUMMARY.model_dump(mode="json"))
     # The shape a result backend that counted a redelivered header task twice hands the callback: one record
     # twice, the other agent's missing. The stored records decide.
-    step_tasks.assemble([note, note], state.job_id)
+    job_tasks.assemble([note, note], state.job_id)
     job = job_row(services, state.job_id)
     assert job.status == "succeeded"
     assert [a["agent_id"] for a in job.response["agents"]] == ["counted_note", "executive_summary"]
@@ -106,16 +106,16 @@ def test_assemble_counts_each_response_agent_once_when_the_chord_brought_a_dupli
 
 def test_assemble_waits_for_a_record_that_is_nowhere_yet(services):
     state = answered(services, new_job(services, [NOTE, SUMMARY]))
-    note = step_tasks.response_agent(state.dump(), NOTE.model_dump(mode="json"))
+    note = job_tasks.response_agent(state.dump(), NOTE.model_dump(mode="json"))
     with pytest.raises(Retry):
-        step_tasks.assemble([note, note], state.job_id)
+        job_tasks.assemble([note, note], state.job_id)
     assert job_row(services, state.job_id).status == "running"
 
 
 def test_a_late_response_agent_copy_does_nothing_once_the_job_ended(services):
     state = answered(services, new_job(services, [NOTE]))
     JobStore(services.db).fail(state.job_id, "deadline passed (reaped)")
-    record = step_tasks.response_agent(state.dump(), NOTE.model_dump(mode="json"))
+    record = job_tasks.response_agent(state.dump(), NOTE.model_dump(mode="json"))
     assert record["status"] == "skipped" and counted.CALLS == []
 
 
@@ -171,9 +171,9 @@ class _FlakyStore:
 
 def test_a_finished_artifact_waits_for_the_database_instead_of_being_lost():
     store = _FlakyStore(failures=2)
-    assert step_tasks._PatientArtifacts(store, wait_s=5).save("j", object()) == "ref" and store.calls == 3
+    assert job_tasks._PatientArtifacts(store, wait_s=5).save("j", object()) == "ref" and store.calls == 3
     gone = _FlakyStore(failures=100)
     with pytest.raises(OperationalError):
         # Room for the first retry, 0.5 s on (with 0.9 s to spare), never for the second, 1 s after that.
-        step_tasks._PatientArtifacts(gone, wait_s=1.4).save("j", object())
+        job_tasks._PatientArtifacts(gone, wait_s=1.4).save("j", object())
     assert gone.calls == 2

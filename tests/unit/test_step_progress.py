@@ -52,7 +52,7 @@ def spec(agent_id: str, stage: Stage) -> dict:
 
 
 def test_an_agent_step_writes_once_and_its_record_arrives_with_the_next_step(services, job, monkeypatch):
-    from worker.steps import generate_answer, post_search_agent, pre_search_agent
+    from worker.job_tasks import generate_answer, post_search_agent, pre_search_agent
 
     commits = []
     event.listen(services.db.engine, "commit", lambda conn: commits.append(1))
@@ -77,7 +77,7 @@ def test_an_agent_step_writes_once_and_its_record_arrives_with_the_next_step(ser
 
 
 def test_a_step_of_a_cancelled_job_does_no_work(services, job):
-    from worker.steps import pre_search_agent
+    from worker.job_tasks import pre_search_agent
 
     assert JobStore(services.db).cancel(job.job_id)
     out = pre_search_agent(job.dump(), spec("year_scoper", Stage.PRE_SEARCH))

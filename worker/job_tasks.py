@@ -1,4 +1,4 @@
-"""The job's step tasks: each loads the state it was handed, calls ``pipeline.job.steps`` and hands the state on.
+"""The job's step tasks: each loads the state it was handed, calls ``pipeline.job.stages`` and hands the state on.
 
     pre_search_agent*  ->  core_search (or per collection, then merge_search)  ->  post_search_agent*
       [-> agentic_compress]  ->  generate_answer  ->  response_agent* (a chord)  ->  assemble
@@ -31,7 +31,7 @@ from pipeline.agentic.runtime import build_compressor
 from pipeline.agentic.spec import AgenticSpec
 from pipeline.agents.base import Stage
 from pipeline.agents.runner import worker_name
-from pipeline.job import steps
+from pipeline.job import stages
 from pipeline.job.answer_stream import AnswerChannel
 from pipeline.job.ledger import StepLedger
 from pipeline.job.stage_budget import start_clock
@@ -137,13 +137,13 @@ def _agent_step(step, stage: Stage, state: dict[str, Any], spec: dict[str, Any],
 def pre_search_agent(state: dict[str, Any], spec: dict[str, Any],
                      peers: list[list[str | None]] | None = None) -> dict[str, Any]:
     """One pre-search agent; ``peers`` are its stage's agents in order, which its ``next_agent_id`` may name."""
-    return _agent_step(steps.pre_search_step, Stage.PRE_SEARCH, state, spec, peers)
+    return _agent_step(stages.pre_search_step, Stage.PRE_SEARCH, state, spec, peers)
 
 
 @app.task(name="agentsearch.post_search_agent", **DB_RETRY)
 def post_search_agent(state: dict[str, Any], spec: dict[str, Any],
                       peers: list[list[str | None]] | None = None) -> dict[str, Any]:
-    return _agent_step(steps.post_search_step, Stage.POST_SEARCH, state, spec, peers)
+    return _agent_step(stages.post_search_step, Stage.POST_SEARCH, state, spec, peers)
 
 
 @app.task(name="agentsearch.core_search", bind=True, **DB_RETRY)
@@ -158,7 +158,7 @@ def core_search(self, state: dict[str, Any], collection_id: str | None = None) -
     services = get_services()
 
     def search_collection(current: JobState) -> JobState:
-        current = steps.core_search_step(current, services, collection_id)
+        current = stages.core_search_step(current, services, collection_id)
         start_clock(current, Stage.POST_SEARCH)  # the search hands over: the post-search agents' clock starts
         search = current.metadata.get("search") or {}
         services.metrics.record_search(search)
@@ -182,7 +182,7 @@ def core_search(self, state: dict[str, Any], collection_id: str | None = None) -
 def merge_search(states: list[dict[str, Any]]) -> dict[str, Any]:
     """Callback of the per-collection search group: a failure of every collection fails the job (see core_search),
     a failure of some makes the merged search degraded."""
-    merged = steps.merge_search_step([JobState.load(s) for s in states])
+    merged = stages.merge_search_step([JobState.load(s) for s in states])
     merged.timings_ms["core_search"] = max(JobState.load(s).timings_ms.get("core_search", 0.0) for s in states)
     start_clock(merged, Stage.POST_SEARCH)
     if reason := search_failure(merged.metadata["search"], len(merged.documents)):
@@ -198,9 +198,9 @@ def generate_answer(state: dict[str, Any]) -> dict[str, Any]:
     settings = services.settings
 
     def answer(current: JobState) -> JobState:
-        answered = steps.answer_step(current, llm=LLMClient.from_settings(settings),
-                                     # Stored sentence vectors read, the rest embedded lazily (steps.known_embed).
-                                     embed=steps.known_embed(services, current),
+        answered = stages.answer_step(current, llm=LLMClient.from_settings(settings),
+                                     # Stored sentence vectors read, the rest embedded lazily (stages.known_embed).
+                                     embed=stages.known_embed(services, current),
                                      embedding_model=settings.embedding_model,
                                      language=settings.keyword_language,
                                      # The text as it is written, for the job's events (answer.delta).
@@ -264,7 +264,7 @@ def response_agent(self, state: dict[str, Any], spec: dict[str, Any], name_rank:
             return done  # this agent already made its artifact for this job: it is not called twice
         if status in TERMINAL:
             return skipped(f"job already {status}")  # a late copy: the job no longer waits for it
-        run = steps.response_step(JobState.load(state), agent_spec, services.runner,
+        run = stages.response_step(JobState.load(state), agent_spec, services.runner,
                                   _PatientArtifacts(services.artifacts, ARTIFACT_SAVE_WAIT_S), name_rank=name_rank,
                                   default_timeout_s=services.settings.default_agent_timeout_s)
     except DB_UNAVAILABLE as exc:
@@ -368,7 +368,7 @@ def assemble(self, records: list[dict[str, Any]], job_id: str) -> dict[str, Any]
         runs += [AgentRun(agent_id=a, stage=Stage.RESPONSE, success=False, status="error",
                           errors=["its record never reached the job"]) for a in missing]
     specs = [AgentSpec.model_validate(s) for s in snapshot]
-    if reason := steps.critical_response_failure(ordered(specs, Stage.RESPONSE), runs):
+    if reason := stages.critical_response_failure(ordered(specs, Stage.RESPONSE), runs):
         jobs.fail(job_id, reason)
         end_job_trace(jobs, job_id)
         step_ledger().clear(job_id)
@@ -376,7 +376,7 @@ def assemble(self, records: list[dict[str, Any]], job_id: str) -> dict[str, Any]
     runs = [flat for run in runs for flat in run.flat()]  # a fallback's run beside the run it stood in for
     if runs:
         state.timings_ms["response"] = max(r.duration_ms for r in runs)
-    response = steps.assemble_response(state, runs)
+    response = stages.assemble_response(state, runs)
     _timed(state, "assemble", started)
     response["timings_ms"] = state.timings_ms
     if jobs.succeed(job_id, response, [*state.agent_runs, *runs], state.timings_ms):
