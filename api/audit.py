@@ -5,7 +5,7 @@ A route calls ``audit`` in the session of its change, after the change, so both 
 
 Usage::
 
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         ...                                                               # the change
         audit(request, s, "webhook.delete", target=("webhook", webhook_id))
 """

@@ -23,6 +23,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from api.scopes import authorize
+from api.services import services_of
 from api.session_auth import SESSION_STATE, session_grant, session_still_valid, session_user
 from pipeline.platform.db import utcnow
 from pipeline.security.key_limits import KeyLimits
@@ -68,7 +69,7 @@ def current_user(
         raise _unauthorized("an API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
     # Looked up on every request (one indexed read of the key's digest), never remembered in the process: a key
     # an operator revokes stops working at once in every API process.
-    grant = UserStore(request.app.state.services.db).grant(key)
+    grant = UserStore(services_of(request).db).grant(key)
     if grant is None:
         raise _unauthorized("unknown or revoked API key")
     if grant.limits.expired(utcnow()):
@@ -98,7 +99,7 @@ def still_valid(request: Request, user_id: uuid.UUID) -> bool:
     key = getattr(request.state, "api_key", None)
     if key is None and getattr(request.state, SESSION_STATE, None):
         return session_still_valid(request, user_id)
-    return bool(key) and UserStore(request.app.state.services.db).authenticate(key) == user_id
+    return bool(key) and UserStore(services_of(request).db).authenticate(key) == user_id
 
 
 CurrentUser = Annotated[uuid.UUID, Depends(current_user)]

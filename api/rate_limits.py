@@ -27,6 +27,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import CurrentUser
+from api.services import services_of
 from pipeline.security.quotas import Limits, QuotaStore, RouteClass, route_class
 from pipeline.security.rate_windows import Window
 
@@ -56,7 +57,7 @@ def effective_limits(request: Request, user_id: uuid.UUID) -> Limits:
     """The caller's limits, read once per request: an operator's change applies to the next request everywhere."""
     cached = getattr(request.state, "limits", None)
     if cached is None:
-        services = request.app.state.services
+        services = services_of(request)
         cached = QuotaStore(services.db).effective(user_id, Limits.defaults(services.settings))
         request.state.limits = cached
     return cached
@@ -71,7 +72,7 @@ def rate_limited(request: Request, user_id: CurrentUser) -> None:
     windows = request.app.state.rate_windows
     admission = None
     if kind == "search" and not _resends_a_submitted_job(request, user_id):
-        db = request.app.state.services.db
+        db = services_of(request).db
         admission = windows.admit_job(user_id, limits.max_running_jobs,
                                       running=lambda: QuotaStore(db).running_jobs(user_id))
         if not admission.admitted:
@@ -102,7 +103,7 @@ def _resends_a_submitted_job(request: Request, user_id: uuid.UUID) -> bool:
     # A client sending a submission again (its answer lost on the way) gets the job it already has: no new job
     # starts, so the running-jobs limit does not apply. The per-minute window still counts it.
     key = request.headers.get("idempotency-key")
-    return bool(key) and QuotaStore(request.app.state.services.db).has_idempotent_job(user_id, key)
+    return bool(key) and QuotaStore(services_of(request).db).has_idempotent_job(user_id, key)
 
 
 async def release_job_admission(request: Request) -> None:

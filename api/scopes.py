@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from fastapi import HTTPException, Request
 
 from api.errors import not_found
+from api.services import services_of
 from pipeline.platform.db import Job
 from pipeline.security.key_limits import KeyLimits, Scope, uuid_or_none
 from pipeline.security.users import KeyGrant
@@ -185,7 +186,7 @@ def _within_collections(request: Request, limits: KeyLimits) -> None:
     if (collection_id := uuid_or_none(params.get("collection_id"))) is not None and not limits.sees(collection_id):
         raise not_found("collection", params["collection_id"])
     if (job_id := uuid_or_none(params.get("job_id"))) is not None:
-        with request.app.state.services.db.session() as s:
+        with services_of(request).db.session() as s:
             job = s.get(Job, job_id)
             # Another user's job is left to the route, which answers 404 in the same words.
             if job is not None and not limits.sees_job(job):

@@ -19,6 +19,7 @@ import uuid
 from fastapi import HTTPException, Request, Response
 
 from api.scopes import need_of, template
+from api.services import services_of
 from pipeline.security.key_limits import KeyLimits
 from pipeline.security.sessions import SessionStore, csrf_matches
 from pipeline.security.users import KeyGrant
@@ -31,24 +32,24 @@ SESSION_LABEL = "console session (single sign-on)"
 
 
 def session_token(request: Request) -> str | None:
-    return request.cookies.get(request.app.state.services.settings.session_cookie_name) or None
+    return request.cookies.get(services_of(request).settings.session_cookie_name) or None
 
 
 def secure_cookies(request: Request) -> bool:
     """Secure as configured, else when the request came over https (uvicorn reads a trusted proxy's
     X-Forwarded-Proto into the scheme)."""
-    configured = request.app.state.services.settings.session_cookie_secure
+    configured = services_of(request).settings.session_cookie_secure
     return configured if configured is not None else request.url.scheme == "https"
 
 
 def set_session_cookie(response: Response, request: Request, token: str) -> None:
-    settings = request.app.state.services.settings
+    settings = services_of(request).settings
     response.set_cookie(settings.session_cookie_name, token, max_age=settings.session_ttl_s, path="/",
                         httponly=True, secure=secure_cookies(request), samesite=settings.session_cookie_samesite)
 
 
 def clear_session_cookie(response: Response, request: Request) -> None:
-    settings = request.app.state.services.settings
+    settings = services_of(request).settings
     response.delete_cookie(settings.session_cookie_name, path="/", httponly=True, secure=secure_cookies(request),
                            samesite=settings.session_cookie_samesite)
 
@@ -59,7 +60,7 @@ def session_user(request: Request) -> uuid.UUID | None:
     token = session_token(request)
     if token is None:
         return None
-    user_id = SessionStore(request.app.state.services.db).user_of(token)
+    user_id = SessionStore(services_of(request).db).user_of(token)
     if user_id is None:
         raise HTTPException(status_code=401, detail="the console session ended or expired; sign in again")
     route = request.scope.get("route")
@@ -87,4 +88,4 @@ def csrf_token(request: Request) -> str | None:
 
 def session_still_valid(request: Request, user_id: uuid.UUID) -> bool:
     token = getattr(request.state, SESSION_STATE, None)
-    return bool(token) and SessionStore(request.app.state.services.db).user_of(token) == user_id
+    return bool(token) and SessionStore(services_of(request).db).user_of(token) == user_id

@@ -14,6 +14,7 @@ from api.errors import from_validation_error, not_found, unprocessable
 from api.request_guard import GuardedRoute
 from api.roles import collection_for
 from api.schemas import AgentConfigCreate, AgentConfigOut, CollectionAgentIn, CollectionAgentsIn
+from api.services import AppServices
 from pipeline.agents.base import Stage
 from pipeline.agents.references import UnresolvedReference, UserResources, resolve_config_references
 from pipeline.agents.registry import AgentRegistry
@@ -24,8 +25,8 @@ router = APIRouter(tags=["agents"], route_class=GuardedRoute)
 
 
 @router.get("/v1/agents", dependencies=[Depends(current_user)])
-def list_agents(request: Request) -> list[dict]:
-    return request.app.state.services.registry.describe()
+def list_agents(services: AppServices) -> list[dict]:
+    return services.registry.describe()
 
 
 def _out(row: AgentConfigRow) -> AgentConfigOut:
@@ -33,8 +34,9 @@ def _out(row: AgentConfigRow) -> AgentConfigOut:
 
 
 @router.post("/v1/agent-configs", status_code=201, response_model=AgentConfigOut)
-def create_agent_config(body: AgentConfigCreate, user_id: CurrentUser, request: Request) -> AgentConfigOut:
-    registry = request.app.state.services.registry
+def create_agent_config(body: AgentConfigCreate, user_id: CurrentUser, request: Request,
+                        services: AppServices) -> AgentConfigOut:
+    registry = services.registry
     if body.agent_id not in registry:
         known = ", ".join(a.agent_id for a in registry)
         raise unprocessable(("body", "agent_id"), f"unknown agent id {body.agent_id!r}; known: {known}")
@@ -49,10 +51,10 @@ def create_agent_config(body: AgentConfigCreate, user_id: CurrentUser, request: 
     # Fields naming a registered tool or a collection must name one that exists (and, for a collection, is this
     # user's); the agent checks them again when it runs.
     try:
-        resolve_config_references(cls, validated, UserResources(request.app.state.services.db, user_id))
+        resolve_config_references(cls, validated, UserResources(services.db, user_id))
     except UnresolvedReference as exc:
         raise unprocessable(("body", "config", exc.field), exc.message) from None
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         row = AgentConfigRow(
             user_id=user_id,
             agent_id=body.agent_id,
@@ -75,8 +77,8 @@ def create_agent_config(body: AgentConfigCreate, user_id: CurrentUser, request: 
 
 
 @router.get("/v1/agent-configs", response_model=list[AgentConfigOut])
-def list_agent_configs(user_id: CurrentUser, request: Request) -> list[AgentConfigOut]:
-    with request.app.state.services.db.session() as s:
+def list_agent_configs(user_id: CurrentUser, services: AppServices) -> list[AgentConfigOut]:
+    with services.db.session() as s:
         rows = s.scalars(
             select(AgentConfigRow).where(AgentConfigRow.user_id == user_id).order_by(AgentConfigRow.created_at)
         ).all()
@@ -84,8 +86,8 @@ def list_agent_configs(user_id: CurrentUser, request: Request) -> list[AgentConf
 
 
 @router.get("/v1/agent-configs/{config_id}", response_model=AgentConfigOut)
-def read_agent_config(config_id: uuid.UUID, user_id: CurrentUser, request: Request) -> AgentConfigOut:
-    with request.app.state.services.db.session() as s:
+def read_agent_config(config_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> AgentConfigOut:
+    with services.db.session() as s:
         row = s.get(AgentConfigRow, config_id)
         if row is None or row.user_id != user_id:
             raise not_found("agent config", config_id)
@@ -139,13 +141,14 @@ def routing_problems(items: list[CollectionAgentIn], configs: dict[uuid.UUID, Ag
 
 
 @router.put("/v1/collections/{collection_id}/agents")
-def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, user_id: CurrentUser, request: Request) -> dict:
+def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, user_id: CurrentUser, request: Request,
+                          services: AppServices) -> dict:
     """Replace the set of agent configs this collection runs (with per-collection priority and enabled).
 
     Concurrent replacements of one collection's set take turns on the collection's row lock: each deletes what
     the one before it committed and inserts its own, so the last one wins whole (never a unique-key clash).
     """
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         collection_for(request, s, collection_id, user_id, lock=True)
         wanted = [a.agent_config_id for a in body.agents]
         named = wanted + [a.fallback_agent_config_id for a in body.agents if a.fallback_agent_config_id is not None]
@@ -167,7 +170,7 @@ def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, us
             if (problem := fallback_problem(item, stages)) is not None:
                 raise unprocessable(("body", "agents", i, "fallback_agent_config_id"), problem)
         configs = {c.id: c for c in s.scalars(select(AgentConfigRow).where(AgentConfigRow.id.in_(wanted)))}
-        for i, problem in routing_problems(body.agents, configs, request.app.state.services.registry)[:1]:
+        for i, problem in routing_problems(body.agents, configs, services.registry)[:1]:
             raise unprocessable(("body", "agents", i, "agent_config_id"), problem)
         s.execute(delete(CollectionAgent).where(CollectionAgent.collection_id == collection_id))
         for item in body.agents:
@@ -187,10 +190,11 @@ def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, us
 
 
 @router.get("/v1/collections/{collection_id}/agents")
-def read_collection_agents(collection_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict:
+def read_collection_agents(collection_id: uuid.UUID, user_id: CurrentUser, request: Request,
+                           services: AppServices) -> dict:
     """The collection's agent set in the shape ``PUT`` takes (so a client can change one entry and send it back),
     in the order a job runs each stage: by priority (the collection's, else the config's), then agent id."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         collection_for(request, s, collection_id, user_id)
         rows = s.execute(
             select(CollectionAgent, AgentConfigRow)

@@ -25,6 +25,7 @@ from api.rate_limits import effective_limits
 from api.request_guard import GuardedRoute
 from api.roles import collection_for, team_for
 from api.schemas import CollectionCreate, CollectionOut, CollectionUpdate, DocumentsAccepted, DocumentsIn
+from api.services import AppServices
 from pipeline.ingestion.lease import queue_in_tasks
 from pipeline.ingestion.progress import collection_progress
 from pipeline.job.refusal import Refusal
@@ -65,20 +66,20 @@ def _out(s, c: Collection, access: Access) -> CollectionOut:
     )
 
 
-def checked_stage_timeouts(request: Request, timeouts: StageTimeouts | None) -> dict[str, float] | None:
+def checked_stage_timeouts(timeouts: StageTimeouts | None, deadline_s: float) -> dict[str, float] | None:
     """The stage budgets to store, or 422 naming the stage longer than the job deadline (which bounds them all)."""
     given = timeouts.given() if timeouts is not None else {}
-    problem = over_deadline(given, request.app.state.services.settings.job_deadline_s)
+    problem = over_deadline(given, deadline_s)
     if problem is not None:
         raise unprocessable(("body", "stage_timeouts", problem[0]), problem[1])
     return given or None
 
 
 @router.post("", status_code=201, response_model=CollectionOut)
-def create_collection(body: CollectionCreate, user_id: CurrentUser, request: Request) -> CollectionOut:
+def create_collection(body: CollectionCreate, user_id: CurrentUser, request: Request,
+                      services: AppServices) -> CollectionOut:
     """A personal collection, or with ``team_id`` one of the team's (its admins make them), for every member."""
-    services = request.app.state.services
-    stage_timeouts = checked_stage_timeouts(request, body.stage_timeouts)
+    stage_timeouts = checked_stage_timeouts(body.stage_timeouts, services.settings.job_deadline_s)
     try:
         with services.db.session() as s:
             if body.team_id is not None:
@@ -101,10 +102,11 @@ def create_collection(body: CollectionCreate, user_id: CurrentUser, request: Req
 
 
 @router.get("", response_model=list[CollectionOut])
-def list_collections(user_id: CurrentUser, request: Request, name: str | None = None) -> list[CollectionOut]:
+def list_collections(user_id: CurrentUser, request: Request, services: AppServices,
+                     name: str | None = None) -> list[CollectionOut]:
     """The caller's personal collections and its teams' (each with ``team`` and the caller's ``role``). ``name``:
     ``team/name`` a team's; a plain name the personal one, or when there is none, the teams' of that name."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         access = Access(s, user_id)
         query = access.listed_collections() if name is None else access.named_collections(name)
         query = query.order_by(Collection.created_at, Collection.id)
@@ -114,17 +116,18 @@ def list_collections(user_id: CurrentUser, request: Request, name: str | None = 
 
 
 @router.get("/{collection_id}", response_model=CollectionOut)
-def read_collection(collection_id: uuid.UUID, user_id: CurrentUser, request: Request) -> CollectionOut:
-    with request.app.state.services.db.session() as s:
+def read_collection(collection_id: uuid.UUID, user_id: CurrentUser, request: Request,
+                    services: AppServices) -> CollectionOut:
+    with services.db.session() as s:
         return _out(s, collection_for(request, s, collection_id, user_id), Access(s, user_id))
 
 
 @router.patch("/{collection_id}", response_model=CollectionOut)
 def update_collection(collection_id: uuid.UUID, body: CollectionUpdate, user_id: CurrentUser,
-                      request: Request) -> CollectionOut:
+                      request: Request, services: AppServices) -> CollectionOut:
     """Set the collection's stage budgets (``stage_timeouts``; null removes them): its next jobs run with them."""
-    stage_timeouts = checked_stage_timeouts(request, body.stage_timeouts)
-    with request.app.state.services.db.session() as s:
+    stage_timeouts = checked_stage_timeouts(body.stage_timeouts, services.settings.job_deadline_s)
+    with services.db.session() as s:
         collection = collection_for(request, s, collection_id, user_id, lock=True)
         collection.stage_timeouts = stage_timeouts
         s.flush()
@@ -134,9 +137,9 @@ def update_collection(collection_id: uuid.UUID, body: CollectionUpdate, user_id:
 
 
 @router.post("/{collection_id}/documents", status_code=202, response_model=DocumentsAccepted)
-def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentUser, request: Request) -> DocumentsAccepted:
+def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentUser, request: Request,
+                  services: AppServices) -> DocumentsAccepted:
     """Store the documents as ``pending`` and queue their indexing; re-sending an id replaces that document."""
-    services = request.app.state.services
     seen: dict[str, int] = {}
     for i, doc in enumerate(body.documents):
         if doc.id in seen:
@@ -201,9 +204,9 @@ def documents_within_quota(s, request: Request, user_id: uuid.UUID, collection_i
 
 
 @router.delete("/{collection_id}/documents/{document_id:path}", status_code=202)
-def delete_document(collection_id: uuid.UUID, document_id: str, user_id: CurrentUser, request: Request) -> dict:
+def delete_document(collection_id: uuid.UUID, document_id: str, user_id: CurrentUser, request: Request,
+                    services: AppServices) -> dict:
     """Remove a document: its row now, its vectors by a worker task; the collection's epoch moves on."""
-    services = request.app.state.services
     with services.db.session() as s:
         collection = collection_for(request, s, collection_id, user_id)
         # A document of groups the editor is not in is missing to it, for deleting as for reading.

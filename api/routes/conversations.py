@@ -18,13 +18,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import delete, func, select
 
 from api.auth import CurrentUser
 from api.errors import http_error
 from api.request_guard import GuardedRoute
+from api.services import AppServices
 from pipeline.job.conversation import owned_conversation, readable_turns, turns_of
 from pipeline.job.refusal import Refusal
 from pipeline.platform.db import ConversationRow, ConversationTurnRow
@@ -56,9 +57,9 @@ def _owned(s, conversation_id: uuid.UUID, user_id: uuid.UUID, lock: bool = False
 
 
 @router.post("", status_code=201)
-def create_conversation(body: ConversationCreate, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+def create_conversation(body: ConversationCreate, user_id: CurrentUser, services: AppServices) -> dict[str, Any]:
     """Start a conversation; pass its id as ``conversation_id`` to ``POST /v1/search``."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         row = ConversationRow(user_id=user_id, title=body.title.strip())
         s.add(row)
         s.flush()
@@ -66,8 +67,8 @@ def create_conversation(body: ConversationCreate, user_id: CurrentUser, request:
 
 
 @router.get("")
-def list_conversations(user_id: CurrentUser, request: Request) -> list[dict[str, Any]]:
-    with request.app.state.services.db.session() as s:
+def list_conversations(user_id: CurrentUser, services: AppServices) -> list[dict[str, Any]]:
+    with services.db.session() as s:
         counts = (select(ConversationTurnRow.conversation_id, func.count().label("n"))
                   .group_by(ConversationTurnRow.conversation_id).subquery())
         rows = s.execute(
@@ -80,19 +81,19 @@ def list_conversations(user_id: CurrentUser, request: Request) -> list[dict[str,
 
 
 @router.get("/{conversation_id}")
-def read_conversation(conversation_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+def read_conversation(conversation_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> dict[str, Any]:
     """The conversation with its turns, oldest first: each with its job's id, question, answer, status and time.
     A turn whose job the user may no longer read (a document group left since) is not shown."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         row = _owned(s, conversation_id, user_id)
         turns = readable_turns(s, user_id, turns_of(s, row.id))
         return {**_out(row, len(turns)), "turns": [_turn(t) for t in turns]}
 
 
 @router.delete("/{conversation_id}", status_code=204)
-def delete_conversation(conversation_id: uuid.UUID, user_id: CurrentUser, request: Request) -> Response:
+def delete_conversation(conversation_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> Response:
     """Forget the conversation and its turns; the jobs stay. A job of it still running leaves no turn."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         # Locked as a job's end locks it to record a turn: the two never cross.
         row = _owned(s, conversation_id, user_id, lock=True)
         s.execute(delete(ConversationTurnRow).where(ConversationTurnRow.conversation_id == row.id))

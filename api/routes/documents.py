@@ -35,11 +35,12 @@ from api.auth import CurrentUser
 from api.errors import http_error, not_found, unprocessable
 from api.request_guard import GuardedRoute
 from api.roles import collection_for
-from api.routes.collections import refused_if_hidden, add_documents, documents_within_quota
+from api.routes.collections import add_documents, documents_within_quota, refused_if_hidden
 from api.schemas import DocumentsIn, FilesAccepted
+from api.services import AppServices
 from pipeline.ingestion.lease import queue
-from pipeline.platform.db import Collection, DocumentFile, DocumentRow
 from pipeline.job.refusal import Refusal
+from pipeline.platform.db import Collection, DocumentFile, DocumentRow
 from pipeline.platform.settings import get_settings
 from pipeline.security.document_access import (
     DocumentAccess,
@@ -51,6 +52,7 @@ from pipeline.security.document_access import (
     visible_documents,
 )
 from pipeline.security.storable import text_problem
+from pipeline.services import Services
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
 
@@ -63,7 +65,7 @@ MAX_NAME_BYTES = 200
 def list_documents(
     collection_id: uuid.UUID,
     user_id: CurrentUser,
-    request: Request,
+    request: Request, services: AppServices,
     status: str | None = Query(None, pattern="^(pending|indexed|failed)$"),
     limit: int = Query(100, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=1_000_000_000),
@@ -71,7 +73,7 @@ def list_documents(
     """The collection's documents the caller finds, oldest first, without their text (read one document for that).
     A document restricted to document groups is listed only for their members
     (``pipeline.security.document_access``)."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         collection = collection_for(request, s, collection_id, user_id)
         query = visible_documents(select(DocumentRow).where(DocumentRow.collection_id == collection_id), collection,
                                   held_tokens(s, user_id))
@@ -93,10 +95,11 @@ def _access(groups: list[str] | None) -> dict[str, list[str]] | None:
 
 
 @router.get("/{collection_id}/documents/{document_id:path}")
-def read_document(collection_id: uuid.UUID, document_id: str, user_id: CurrentUser, request: Request) -> dict:
+def read_document(collection_id: uuid.UUID, document_id: str, user_id: CurrentUser, request: Request,
+                  services: AppServices) -> dict:
     """One document with its text: what a citation of it points into. One restricted to document groups the caller
     is in none of answers 404, as a missing one."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         collection = collection_for(request, s, collection_id, user_id)
         row = s.scalar(visible_documents(select(DocumentRow).where(DocumentRow.collection_id == collection_id,
                                                                    DocumentRow.external_id == document_id),
@@ -115,7 +118,7 @@ def read_document(collection_id: uuid.UUID, document_id: str, user_id: CurrentUs
 def upload_files(
     collection_id: uuid.UUID,
     user_id: CurrentUser,
-    request: Request,
+    request: Request, services: AppServices,
     files: list[UploadFile] = File(description="Any file the parsers read (PDF, scans and images, Word, PowerPoint, "
                                                 "Excel, CSV, HTML, Markdown, text, e-mail): one document each; JSON "
                                                 "Lines: one document per line."),
@@ -135,7 +138,7 @@ def upload_files(
     if document_ids is not None and len(document_ids) != len(files):
         raise unprocessable(("body", "document_ids"), f"{len(document_ids)} ids for {len(files)} files; give one "
                                                       "per file, or none")
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         # Another user's collection is refused before any file is read.
         collection = collection_for(request, s, collection_id, user_id)
         given = _form_access(access, collection)
@@ -179,8 +182,8 @@ def upload_files(
             body = DocumentsIn(documents=line_documents)
         except ValidationError as exc:
             raise unprocessable(("body", "files"), exc.errors()[0]["msg"]) from None
-        task_ids = add_documents(collection_id, body, user_id, request).task_ids
-    documents = _store_files(request, collection_id, user_id, taken, given)
+        task_ids = add_documents(collection_id, body, user_id, request, services).task_ids
+    documents = _store_files(request, services, collection_id, user_id, taken, given)
     return FilesAccepted(collection_id=collection_id, accepted=len(line_documents) + len(documents),
                          task_id=task_ids[0] if task_ids else None, task_ids=task_ids, documents=documents,
                          rejected=[{"file": r["file"], "error": r["error"]} for r in rejected])
@@ -218,14 +221,13 @@ def _checked_id(document_id: str) -> str:
     return document_id
 
 
-def _store_files(request: Request, collection_id: uuid.UUID, user_id: uuid.UUID,
+def _store_files(request: Request, services: Services, collection_id: uuid.UUID, user_id: uuid.UUID,
                  taken: list[StoredFile], access: DocumentAccess | None) -> list[dict[str, str]]:
     """Each file's document ``pending`` and its bytes beside it, then one parsing task per file. A document sent
     again keeps its indexed text and chunks until the new file is read: a search never finds it missing (its
     groups, though, count from now: a listing or a job citing it follows them at once)."""
     if not taken:
         return []
-    services = request.app.state.services
     with services.db.session() as s:
         collection = collection_for(request, s, collection_id, user_id)
         owner = collection.user_id  # whose quota, as for documents sent as JSON

@@ -13,6 +13,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from api.services import AppServices
+
 router = APIRouter(tags=["health"])
 log = logging.getLogger("agentsearch.api")
 # Below the probes' own timeout (compose and Kubernetes: 3 s): a dependency that does not answer makes the API not
@@ -28,8 +30,7 @@ def healthz() -> dict:
 
 
 @router.get("/readyz")
-def readyz(request: Request) -> JSONResponse:
-    services = request.app.state.services
+def readyz(request: Request, services: AppServices) -> JSONResponse:
 
     def database() -> None:
         with services.db.engine.connect() as conn:

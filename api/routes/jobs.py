@@ -28,6 +28,7 @@ from api.rate_limits import release_job_admission
 from api.request_guard import GuardedRoute
 from api.roles import job_for
 from api.schemas import JobOut
+from api.services import AppServices
 from api.security_headers import attachment
 from pipeline.job.answer_stream import AnswerStreamReader
 from pipeline.job.refusal import Refusal
@@ -59,6 +60,7 @@ async def submit_search(
     body: SearchRequest,
     user_id: CurrentUser,
     request: Request,
+    services: AppServices,
     wait: float = Query(0, ge=0, le=60, description="Seconds to wait for the result before answering 202."),
     idempotency_key: str | None = Header(None, max_length=255),
 ) -> JSONResponse:
@@ -69,10 +71,9 @@ async def submit_search(
     reads), so waiting clients never take the threads other requests run on; past the user's share of waits
     (``AGENTSEARCH_MAX_WAITS_PER_USER``) it answers 202 at once and the client polls.
     """
-    services = request.app.state.services
     within = key_limits(request).collections
     submitted = await run_in_threadpool(_submit, services, user_id, body, idempotency_key, within)
-    await run_in_threadpool(_audit_search, request, body, submitted)
+    await run_in_threadpool(_audit_search, request, services, body, submitted)
     # The job's row counts it among the user's running jobs from now on, also while this request waits for it.
     await release_job_admission(request)
     if submitted.state is None:
@@ -103,10 +104,10 @@ def _submit(services: Services, user_id: uuid.UUID, body: SearchRequest, idempot
     return submitted
 
 
-def _audit_search(request: Request, body: SearchRequest, submitted: Submission) -> None:
+def _audit_search(request: Request, services: Services, body: SearchRequest, submitted: Submission) -> None:
     """The search in the trail, in a transaction of its own right after the job's (``submit_job`` commits its
     own): a row that cannot be written answers 500 rather than a search nobody can find in the trail."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         audit(request, s, "search", collection_id=body.collection_id, target=("job", submitted.job_id),
               details={"query": body.query, "cache_hit": submitted.cache_hit, "replayed": submitted.replayed,
                        "also_search": [str(c) for c in body.also_search or []][:20]})
@@ -190,6 +191,7 @@ def job_view(services: Services, job: Job) -> dict:
             {
                 "agent_id": ref["agent_id"],
                 "type": ref["type"],
+    services: AppServices,
                 "data": base64.b64encode(row.data).decode("ascii"),
                 "filename": ref["filename"],
                 "content_type": ref["content_type"],
@@ -216,7 +218,7 @@ def list_jobs(
     by the collection each job was submitted to; a job that also searched another is left off its page, and so is
     another member's job that searched what the caller does not reach)."""
     limits = key_limits(request)
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         access = Access(s, user_id)
         query = access.listed_jobs()
         if limits.collections is not None:
@@ -236,16 +238,14 @@ def list_jobs(
 
 
 @router.get("/v1/jobs/{job_id}", response_model=JobOut)
-def read_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict:
-    services = request.app.state.services
+def read_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> dict:
     with services.db.session() as s:
         return job_view(services, job_for(request, s, job_id, user_id))
 
 
 @router.delete("/v1/jobs/{job_id}", status_code=202)
-def cancel_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict:
+def cancel_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> dict:
     """Cancel a job: its remaining steps do no work (running agents stop at their next boundary)."""
-    services = request.app.state.services
     with services.db.session() as s:
         job = job_for(request, s, job_id, user_id)
         if job.status in TERMINAL:
@@ -262,7 +262,8 @@ def cancel_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dic
 
 
 @router.get("/v1/jobs/{job_id}/events")
-async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request) -> StreamingResponse:
+async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request,
+                     services: AppServices) -> StreamingResponse:
     """Server-sent events: one per stage and per agent as they happen, the answer as it is written
     (``answer.delta``, then ``answer``: ``api.answer_events``), then the final status.
 
@@ -270,7 +271,6 @@ async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request) 
     a stream outlives its request's check by as long as the job runs, and a revoked key must stop reading. A key
     found revoked ends the stream with an ``error`` event (``{"status": 401, "detail": ...}``) and no ``done``; a
     member removed from the team of the job's collection, with ``{"status": 404, ...}``."""
-    services = request.app.state.services
 
     def check_owner() -> None:
         with services.db.session() as s:
@@ -357,10 +357,10 @@ def _sse(event: str, data: dict) -> str:
 
 
 @router.get("/v1/jobs/{job_id}/artifacts/{filename}")
-def download_artifact(job_id: uuid.UUID, filename: str, user_id: CurrentUser, request: Request) -> Response:
+def download_artifact(job_id: uuid.UUID, filename: str, user_id: CurrentUser, request: Request,
+                      services: AppServices) -> Response:
     """The artifact's bytes as a download: ``attachment``, its name safely quoted; ``nosniff``, on every answer
     (``api.security_headers``), keeps a browser from showing an artifact as a page of the API's origin."""
-    services = request.app.state.services
     with services.db.session() as s:
         job = job_for(request, s, job_id, user_id)
         owner = job.cached_from or job.id

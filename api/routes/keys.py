@@ -25,10 +25,12 @@ from api.audit import audit
 from api.auth import CurrentUser
 from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
+from api.services import AppServices
 from pipeline.platform.db import Collection
 from pipeline.security.access import Access
 from pipeline.security.key_limits import MAX_EXPIRY, KeyLimitError, KeyLimits, Scope
 from pipeline.security.users import SHOWN_CHARS, KeyInfo, UserStore
+from pipeline.services import Services
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"], route_class=GuardedRoute)
 
@@ -49,10 +51,10 @@ def shown(info: KeyInfo, current_prefix: str | None = None) -> dict[str, Any]:
             "revoked_at": info.revoked_at, "current": info.prefix == current_prefix}
 
 
-def _checked_limits(body: KeyCreate, request: Request, user_id: uuid.UUID) -> KeyLimits:
+def _checked_limits(body: KeyCreate, services: Services, user_id: uuid.UUID) -> KeyLimits:
     """The limits asked for; 422 naming the field for no scope or a collection the caller does not have."""
     if body.collections is not None:
-        with request.app.state.services.db.session() as s:
+        with services.db.session() as s:
             reached = Access(s, user_id).listed_collections().where(Collection.id.in_(body.collections))
             owned = {c.id for c in s.scalars(reached).all()}
         for i, collection_id in enumerate(body.collections):
@@ -66,34 +68,34 @@ def _checked_limits(body: KeyCreate, request: Request, user_id: uuid.UUID) -> Ke
 
 
 @router.post("", status_code=201)
-def create_key(body: KeyCreate, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+def create_key(body: KeyCreate, user_id: CurrentUser, request: Request, services: AppServices) -> dict[str, Any]:
     """A new key of the caller's, with the limits given; the answer holds the key, shown this once."""
-    limits = _checked_limits(body, request, user_id)
-    store = UserStore(request.app.state.services.db)
+    limits = _checked_limits(body, services, user_id)
+    store = UserStore(services.db)
     key = store.issue_key_for(user_id, body.label, limits)
     created = next(k for k in store.keys_of(user_id) if k.prefix == key[:SHOWN_CHARS])
-    _audited(request, "key.create", created.prefix, {"label": created.label, **created.limits.shown()})
+    _audited(request, services, "key.create", created.prefix, {"label": created.label, **created.limits.shown()})
     return {"key": key, **shown(created)}
 
 
 @router.get("")
-def list_keys(user_id: CurrentUser, request: Request) -> list[dict[str, Any]]:
+def list_keys(user_id: CurrentUser, request: Request, services: AppServices) -> list[dict[str, Any]]:
     """The caller's keys, revoked ones included, oldest first; ``current`` marks the one this request used."""
     current = (getattr(request.state, "api_key", None) or "")[:SHOWN_CHARS]
-    return [shown(k, current) for k in UserStore(request.app.state.services.db).keys_of(user_id)]
+    return [shown(k, current) for k in UserStore(services.db).keys_of(user_id)]
 
 
 @router.delete("/{prefix}", status_code=204)
-def revoke_key(prefix: str, user_id: CurrentUser, request: Request) -> Response:
+def revoke_key(prefix: str, user_id: CurrentUser, request: Request, services: AppServices) -> Response:
     """Revoke the caller's key of this prefix (as listed): it stops working at once in every API process."""
-    if len(prefix) != SHOWN_CHARS or not UserStore(request.app.state.services.db).revoke_own(user_id, prefix):
+    if len(prefix) != SHOWN_CHARS or not UserStore(services.db).revoke_own(user_id, prefix):
         raise not_found("key", prefix)
-    _audited(request, "key.revoke", prefix, {})
+    _audited(request, services, "key.revoke", prefix, {})
     return Response(status_code=204)
 
 
-def _audited(request: Request, action: str, prefix: str, details: dict[str, Any]) -> None:
+def _audited(request: Request, services: Services, action: str, prefix: str, details: dict[str, Any]) -> None:
     # Its own transaction, right after the key's (the user store commits its own): an audit row that cannot be
     # written answers 500, so the change is never reported done without its record.
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         audit(request, s, action, target=("key", prefix), details=details)

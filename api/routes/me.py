@@ -21,6 +21,7 @@ from sqlalchemy import select
 from api.auth import CurrentUser, key_grant
 from api.rate_limits import effective_limits
 from api.request_guard import GuardedRoute
+from api.services import AppServices
 from api.session_auth import csrf_token
 from pipeline.platform.db import User
 from pipeline.security.quotas import Limits, QuotaStore, RouteClass
@@ -79,10 +80,9 @@ def _window(windows: RateWindows, user_id: uuid.UUID, kind: RouteClass, limit: i
 
 
 @router.get("/v1/me", response_model=MeOut)
-def read_me(user_id: CurrentUser, request: Request) -> MeOut:
+def read_me(user_id: CurrentUser, request: Request, services: AppServices) -> MeOut:
     """The caller, its limits (the defaults overlaid by an operator's values for it) and its usage now; this
     request is among the reads counted."""
-    services = request.app.state.services
     limits = effective_limits(request, user_id)
     quotas = QuotaStore(services.db)
     with services.db.session() as s:

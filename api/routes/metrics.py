@@ -8,6 +8,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from api.services import services_of
 from pipeline.observability.exposition import AgentSearchCollector, broker_redis
 
 router = APIRouter(tags=["metrics"])
@@ -18,7 +19,7 @@ def metrics_registry(request: Request) -> CollectorRegistry:
     state = request.app.state
     registry: CollectorRegistry | None = getattr(state, "metrics_registry", None)
     if registry is None:
-        services = state.services
+        services = services_of(request)
         settings = services.settings
         # The embedded broker (memory://) has no queue to measure from outside; broker_redis gives None for it.
         broker = None if settings.embedded else broker_redis(settings.broker_url)

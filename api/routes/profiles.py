@@ -22,6 +22,7 @@ from api.request_guard import GuardedRoute
 from api.roles import collection_for
 from api.routes.jobs import enqueue
 from api.schemas import ProfileSetCreate
+from api.services import AppServices
 from pipeline.agentic.schedule import create_run
 from pipeline.agentic.spec import AgenticSpec, checked_spec
 from pipeline.job.refusal import Refusal
@@ -58,8 +59,8 @@ def _owned(s, set_id: uuid.UUID, user_id: uuid.UUID) -> ProfileSetRow:
 
 
 @router.post("", status_code=201)
-def create_profile_set(body: ProfileSetCreate, user_id: CurrentUser, request: Request) -> dict[str, Any]:
-    services = request.app.state.services
+def create_profile_set(body: ProfileSetCreate, user_id: CurrentUser, request: Request,
+                       services: AppServices) -> dict[str, Any]:
     spec = _validated(body, services.settings)
     with services.db.session() as s:
         collection_for(request, s, body.collection_id, user_id)
@@ -86,30 +87,29 @@ def create_profile_set(body: ProfileSetCreate, user_id: CurrentUser, request: Re
 
 
 @router.get("")
-def list_profile_sets(user_id: CurrentUser, request: Request) -> list[dict[str, Any]]:
-    with request.app.state.services.db.session() as s:
+def list_profile_sets(user_id: CurrentUser, services: AppServices) -> list[dict[str, Any]]:
+    with services.db.session() as s:
         rows = s.scalars(select(ProfileSetRow).where(ProfileSetRow.user_id == user_id)
                          .order_by(ProfileSetRow.created_at, ProfileSetRow.id)).all()
         return [_out(r) for r in rows]
 
 
 @router.get("/{set_id}")
-def read_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict[str, Any]:
-    with request.app.state.services.db.session() as s:
+def read_profile_set(set_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> dict[str, Any]:
+    with services.db.session() as s:
         return _out(_owned(s, set_id, user_id))
 
 
 @router.delete("/{set_id}", status_code=204)
-def delete_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request) -> Response:
-    with request.app.state.services.db.session() as s:
+def delete_profile_set(set_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> Response:
+    with services.db.session() as s:
         s.delete(_owned(s, set_id, user_id))
     return Response(status_code=204)
 
 
 @router.post("/{set_id}/runs", status_code=202)
-def run_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+def run_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> dict[str, Any]:
     """Run the set now; the run's job is listed under the set and readable at /v1/jobs/{job_id}."""
-    services = request.app.state.services
     created = create_run(services.db, services.settings, set_id, trigger="manual", user_id=user_id)
     if created is None:
         raise not_found("profile set", set_id)
@@ -122,10 +122,10 @@ def run_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request) -
 
 
 @router.get("/{set_id}/runs")
-def list_runs(set_id: uuid.UUID, user_id: CurrentUser, request: Request, limit: int = Query(20, ge=1, le=200),
+def list_runs(set_id: uuid.UUID, user_id: CurrentUser, services: AppServices, limit: int = Query(20, ge=1, le=200),
               offset: int = Query(0, ge=0)) -> dict[str, Any]:
     """Newest first, each with its results merged by category once the run has ended."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         _owned(s, set_id, user_id)
         query = (select(ProfileRun, Job).join(Job, Job.id == ProfileRun.job_id)
                  .where(ProfileRun.profile_set_id == set_id))

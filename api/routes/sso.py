@@ -27,11 +27,14 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from api.audit import actor_of
+from api.services import AppServices
 from api.session_auth import CSRF_HEADER, clear_session_cookie, secure_cookies, session_token, set_session_cookie
 from api.sso import LOGIN_TTL_S, OidcClient, PendingLogin, PendingLogins, SignInError
+from pipeline.platform.settings import Settings
 from pipeline.security.audit import record
 from pipeline.security.identities import IdentityStore, groups_in
 from pipeline.security.sessions import SessionStore, csrf_matches
+from pipeline.services import Services
 
 router = APIRouter(tags=["single sign-on"])
 log = logging.getLogger("agentsearch.sso")
@@ -45,19 +48,18 @@ class SsoConfigOut(BaseModel):
     login_url: str | None
 
 
-def _enabled(request: Request) -> bool:
-    settings = request.app.state.services.settings
+def _enabled(settings: Settings) -> bool:
     return bool(settings.oidc_issuer and settings.oidc_client_id)
 
 
-def _client(request: Request) -> OidcClient:
-    if not _enabled(request):
+def _client(settings: Settings) -> OidcClient:
+    if not _enabled(settings):
         raise HTTPException(status_code=404, detail="single sign-on is not configured on this server")
-    return OidcClient(request.app.state.services.settings)
+    return OidcClient(settings)
 
 
-def _redirect_uri(request: Request) -> str:
-    return request.app.state.services.settings.oidc_redirect_url or str(request.url_for("sso_callback"))
+def _redirect_uri(request: Request, settings: Settings) -> str:
+    return settings.oidc_redirect_url or str(request.url_for("sso_callback"))
 
 
 def _next_path(value: str | None) -> str:
@@ -66,22 +68,23 @@ def _next_path(value: str | None) -> str:
 
 
 @router.get("/v1/auth/config", response_model=SsoConfigOut)
-def sso_config(request: Request) -> SsoConfigOut:
+def sso_config(services: AppServices) -> SsoConfigOut:
     """Whether the console offers single sign-on, and where it starts."""
-    enabled = _enabled(request)
+    enabled = _enabled(services.settings)
     return SsoConfigOut(sso=enabled, login_url="/v1/auth/login" if enabled else None)
 
 
 @router.get("/v1/auth/login", status_code=303)
-async def sso_login(request: Request, next: str | None = None) -> Response:  # noqa: A002 - the query's name
+async def sso_login(request: Request, services: AppServices,
+                    next: str | None = None) -> Response:  # noqa: A002 - the query's name
     """To the provider's sign-in, with a new state, nonce and PKCE code challenge."""
-    client = _client(request)
-    login = PendingLogin.new(_redirect_uri(request), _next_path(next))
+    client = _client(services.settings)
+    login = PendingLogin.new(_redirect_uri(request, services.settings), _next_path(next))
     try:
         url = await run_in_threadpool(client.authorization_url, login)
     except SignInError as exc:
         raise HTTPException(status_code=exc.status, detail=exc.detail) from None
-    PendingLogins(request.app.state.services.settings).put(login)
+    PendingLogins(services.settings).put(login)
     response = RedirectResponse(url, status_code=303)
     # The state, bound to this browser: a callback carrying another browser's state signs nobody in here.
     response.set_cookie(LOGIN_COOKIE, login.state, max_age=LOGIN_TTL_S, path=CALLBACK_PATH, httponly=True,
@@ -95,11 +98,11 @@ def _refused(status: int, detail: str) -> HTTPException:
 
 
 @router.get(CALLBACK_PATH, name="sso_callback")
-async def sso_callback(request: Request, code: str | None = None, state: str | None = None,
+async def sso_callback(request: Request, services: AppServices, code: str | None = None, state: str | None = None,
                        error: str | None = None) -> Response:
     """The provider's answer: the session opened and its cookie set, or 400 / 401 saying why not."""
-    client = _client(request)
-    settings = request.app.state.services.settings
+    settings = services.settings
+    client = _client(settings)
     if error:
         raise _refused(401, f"the identity provider did not sign you in: {error[:100]}")
     if not code or not state:
@@ -115,11 +118,10 @@ async def sso_callback(request: Request, code: str | None = None, state: str | N
         claims = await run_in_threadpool(client.sign_in, code, login)
     except SignInError as exc:
         raise _refused(exc.status, exc.detail) from None
-    services = request.app.state.services
     user_id = await run_in_threadpool(IdentityStore(services.db).sign_in, client.issuer, claims,
                                       settings.oidc_groups_claim)
     token = await run_in_threadpool(SessionStore(services.db).open, user_id, settings.session_ttl_s)
-    await run_in_threadpool(_audit_sign_in, request, user_id, client.issuer, claims)
+    await run_in_threadpool(_audit_sign_in, request, services, user_id, client.issuer, claims)
     response = RedirectResponse(login.next, status_code=303)
     set_session_cookie(response, request, token)
     response.delete_cookie(LOGIN_COOKIE, path=CALLBACK_PATH, httponly=True, secure=secure_cookies(request),
@@ -127,22 +129,22 @@ async def sso_callback(request: Request, code: str | None = None, state: str | N
     return response
 
 
-def _audit_sign_in(request: Request, user_id: uuid.UUID, issuer: str, claims: dict) -> None:
+def _audit_sign_in(request: Request, services: Services, user_id: uuid.UUID, issuer: str, claims: dict) -> None:
     """The sign-in in the trail: who (the user the provider's subject is), from where, with which groups (they
     count as team groups of the same name from now on)."""
-    settings = request.app.state.services.settings
+    settings = services.settings
     actor = replace(actor_of(request), user_id=user_id, key_prefix="session")
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         record(s, actor, "session.sign_in", target=("user", user_id),
                details={"issuer": issuer, "groups": groups_in(claims, settings.oidc_groups_claim)})
 
 
 @router.post("/v1/auth/logout", status_code=204)
-def sso_logout(request: Request) -> Response:
+def sso_logout(request: Request, services: AppServices) -> Response:
     """The session ended server-side (its cookie opens nothing any more, wherever a copy of it is) and the cookie
     cleared. A live session's sign-out needs its CSRF token, as every change made by cookie."""
     token = session_token(request)
-    sessions = SessionStore(request.app.state.services.db)
+    sessions = SessionStore(services.db)
     if token is not None and sessions.user_of(token) is not None:
         if not csrf_matches(token, request.headers.get(CSRF_HEADER)):
             raise HTTPException(status_code=403, detail=f"signing out needs the {CSRF_HEADER} header of GET /v1/me")

@@ -45,6 +45,7 @@ from api.auth import CurrentUser
 from api.errors import http_error
 from api.request_guard import GuardedRoute
 from api.roles import role_needed, team_for
+from api.services import AppServices
 from pipeline.job.refusal import Refusal
 from pipeline.platform.db import Collection, Team, User
 from pipeline.security.access import Access
@@ -53,6 +54,7 @@ from pipeline.security.document_access import held_tokens, team_groups_held
 from pipeline.security.groups import GROUP_MANAGER, GroupMember, groups_of_team, remove_group_member, set_group_member
 from pipeline.security.roles import Role
 from pipeline.security.teams import Member, create_team, members_of, remove_member, set_role, teams_of, user_named
+from pipeline.services import Services
 
 router = APIRouter(prefix="/v1/teams", tags=["teams"], route_class=GuardedRoute)
 
@@ -98,86 +100,88 @@ def _group_member(g: GroupMember) -> dict[str, Any]:
     return {"group": g.group, "user_id": str(g.user_id), "name": g.name}
 
 
-def _answer(request: Request, work: Callable[[Session], Any]) -> Any:
+def _answer(services: Services, work: Callable[[Session], Any]) -> Any:
     """``work`` in one session (its check and its change one transaction), a refusal as its HTTP error."""
     try:
-        with request.app.state.services.db.session() as s:
+        with services.db.session() as s:
             return work(s)
     except Refusal as exc:
         raise http_error(exc) from None
 
 
 @router.post("", status_code=201)
-def create(body: TeamCreate, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+def create(body: TeamCreate, user_id: CurrentUser, request: Request, services: AppServices) -> dict[str, Any]:
     """A new team, its creator its admin."""
-    return _answer(request, lambda s: _team(s, create_team(s, body.name, user_id, by=actor_of(request)), "admin",
+    return _answer(services, lambda s: _team(s, create_team(s, body.name, user_id, by=actor_of(request)), "admin",
                                             user_id))
 
 
 @router.get("")
-def list_teams(user_id: CurrentUser, request: Request) -> list[dict[str, Any]]:
+def list_teams(user_id: CurrentUser, services: AppServices) -> list[dict[str, Any]]:
     """The caller's teams with its role in each."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         return [{"id": str(t.id), "name": t.name, "role": role, "created_at": t.created_at}
                 for t, role in teams_of(s, user_id)]
 
 
 @router.get("/{team_id}")
-def read_team(team_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+def read_team(team_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> dict[str, Any]:
     """The team with its members and their roles, and its collections: for every member."""
     def read(s: Session) -> dict[str, Any]:
         team, role = Access(s, user_id).team(team_id, "viewer")
         return _team(s, team, role, user_id)
 
-    return _answer(request, read)
+    return _answer(services, read)
 
 
 @router.put("/{team_id}/members/{member}")
 def put_member(team_id: uuid.UUID, member: str, body: MemberRole, user_id: CurrentUser,
-               request: Request) -> dict[str, Any]:
+               request: Request, services: AppServices) -> dict[str, Any]:
     """Add the user (by name or id) with the role, or change its role: the team's admins only, never one's own."""
-    return _answer(request, lambda s: _member(set_role(s, team_id, user_id, member, body.role, by=actor_of(request))))
+    return _answer(services, lambda s: _member(set_role(s, team_id, user_id, member, body.role, by=actor_of(request))))
 
 
 @router.delete("/{team_id}/members/{member}", status_code=204)
-def delete_member(team_id: uuid.UUID, member: str, user_id: CurrentUser, request: Request) -> Response:
+def delete_member(team_id: uuid.UUID, member: str, user_id: CurrentUser, request: Request,
+                  services: AppServices) -> Response:
     """Remove a member (an admin), or leave the team (oneself); from its next request it reaches none of the
     team's collections, nor its jobs over them."""
-    _answer(request, lambda s: remove_member(s, team_id, user_id, member, by=actor_of(request)))
+    _answer(services, lambda s: remove_member(s, team_id, user_id, member, by=actor_of(request)))
     return Response(status_code=204)
 
 
 @router.get("/{team_id}/groups")
-def list_groups(team_id: uuid.UUID, user_id: CurrentUser, request: Request) -> list[dict[str, Any]]:
+def list_groups(team_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> list[dict[str,
+                Any]]:
     """The team's document groups: an admin gets every group with its members; another member the groups it
     holds, by name. ``held``: the caller finds the documents restricted to the group."""
     def read(s: Session) -> list[dict[str, Any]]:
         team, role = Access(s, user_id).team(team_id, role_needed(request))
         return _groups(s, team, role, user_id)
 
-    return _answer(request, read)
+    return _answer(services, read)
 
 
 @router.put("/{team_id}/groups/{group}/members/{member}")
 def put_group_member(team_id: uuid.UUID, group: str, member: str, user_id: CurrentUser,
-                     request: Request) -> dict[str, Any]:
+                     request: Request, services: AppServices) -> dict[str, Any]:
     """Put a member of the team (by name or id) in a document group, made by its first member: the team's admins
     only (403 naming ``admin`` for other members, oneself included; 409 for a user not in the team)."""
-    return _answer(request, lambda s: _group_member(set_group_member(s, team_id, user_id, group, member,
+    return _answer(services, lambda s: _group_member(set_group_member(s, team_id, user_id, group, member,
                                                                      by=actor_of(request))))
 
 
 @router.delete("/{team_id}/groups/{group}/members/{member}", status_code=204)
 def delete_group_member(team_id: uuid.UUID, group: str, member: str, user_id: CurrentUser,
-                        request: Request) -> Response:
+                        request: Request, services: AppServices) -> Response:
     """Take a user out of a document group (the group ends with its last member): the team's admins only; 404
     when the user is not in it."""
-    _answer(request, lambda s: remove_group_member(s, team_id, user_id, group, member, by=actor_of(request)))
+    _answer(services, lambda s: remove_group_member(s, team_id, user_id, group, member, by=actor_of(request)))
     return Response(status_code=204)
 
 
 @router.get("/{team_id}/audit")
-def read_audit(team_id: uuid.UUID, user_id: CurrentUser, request: Request,
+def read_audit(team_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices,
                actor: str | None = Query(None, max_length=255, description="A user's name or id."),
                action: str | None = Query(None, max_length=64, description="An action, or a family: team.*"),
                since: datetime | None = Query(None, description="Events at or after this time (ISO 8601)."),
@@ -187,7 +191,7 @@ def read_audit(team_id: uuid.UUID, user_id: CurrentUser, request: Request,
     """The team's audit trail, newest first: its membership, and every change and search over its collections.
     For the team's admins (403 naming ``admin`` for other members, 404 for anyone else)."""
     try:
-        with request.app.state.services.db.session() as s:
+        with services.db.session() as s:
             team_for(request, s, team_id, user_id)
             actor_id = None
             if actor is not None:

@@ -23,6 +23,7 @@ from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
 from api.roles import collection_for
 from api.schemas import WebhookCreate, WebhookUpdate
+from api.services import AppServices
 from pipeline.platform.db import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
 from pipeline.platform.settings import Settings
 from pipeline.webhooks.quota import hold_user, webhook_count
@@ -56,9 +57,9 @@ def _owned(s, webhook_id: uuid.UUID, user_id: uuid.UUID) -> WebhookRow:
 
 
 @router.post("", status_code=201)
-def create_webhook(body: WebhookCreate, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+def create_webhook(body: WebhookCreate, user_id: CurrentUser, request: Request, services: AppServices) -> dict[str,
+                   Any]:
     """Register a webhook; the answer holds its signing secret, shown this once."""
-    services = request.app.state.services
     limit = services.settings.webhook_max_per_user
     with services.db.session() as s:
         if body.collection_id is not None:  # every member's jobs over it: the collection's editors only
@@ -78,25 +79,24 @@ def create_webhook(body: WebhookCreate, user_id: CurrentUser, request: Request) 
 
 
 @router.get("")
-def list_webhooks(user_id: CurrentUser, request: Request) -> list[dict[str, Any]]:
-    with request.app.state.services.db.session() as s:
+def list_webhooks(user_id: CurrentUser, services: AppServices) -> list[dict[str, Any]]:
+    with services.db.session() as s:
         rows = s.scalars(select(WebhookRow).where(WebhookRow.user_id == user_id)
                          .order_by(WebhookRow.created_at, WebhookRow.id)).all()
         return [_out(r) for r in rows]
 
 
 @router.get("/{webhook_id}")
-def read_webhook(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict[str, Any]:
-    with request.app.state.services.db.session() as s:
+def read_webhook(webhook_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> dict[str, Any]:
+    with services.db.session() as s:
         return _out(_owned(s, webhook_id, user_id))
 
 
 @router.patch("/{webhook_id}")
 def update_webhook(webhook_id: uuid.UUID, body: WebhookUpdate, user_id: CurrentUser,
-                   request: Request) -> dict[str, Any]:
+                   request: Request, services: AppServices) -> dict[str, Any]:
     """Change the URL, events or description; ``enabled: false`` disables it, ``enabled: true`` makes it active
     again, a failing one included."""
-    services = request.app.state.services
     url = _checked_url(body.url, services.settings) if body.url is not None else None
     with services.db.session() as s:
         row = _owned(s, webhook_id, user_id)
@@ -117,10 +117,11 @@ def update_webhook(webhook_id: uuid.UUID, body: WebhookUpdate, user_id: CurrentU
 
 
 @router.post("/{webhook_id}/rotate-secret")
-def rotate_secret(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request) -> dict[str, Any]:
+def rotate_secret(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> dict[str,
+                  Any]:
     """A new signing secret, shown this once; every attempt from now on (retries of earlier deliveries included)
     is signed with it."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         row = _owned(s, webhook_id, user_id)
         row.secret = new_secret()
         s.flush()
@@ -129,9 +130,9 @@ def rotate_secret(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request)
 
 
 @router.delete("/{webhook_id}", status_code=204)
-def delete_webhook(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request) -> Response:
+def delete_webhook(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> Response:
     """The webhook and its delivery log; pending deliveries are not sent."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         row = _owned(s, webhook_id, user_id)
         audit(request, s, "webhook.delete", collection_id=row.collection_id, target=("webhook", row.id))
         s.delete(row)
@@ -151,10 +152,10 @@ def _delivery_out(row: WebhookDeliveryRow, attempts: list[WebhookAttemptRow]) ->
 
 
 @router.get("/{webhook_id}/deliveries")
-def list_deliveries(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request,
+def list_deliveries(webhook_id: uuid.UUID, user_id: CurrentUser, services: AppServices,
                     limit: int = Query(50, ge=1, le=500)) -> list[dict[str, Any]]:
     """The webhook's deliveries, newest first, each with every attempt (status code, time, duration, error)."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         _owned(s, webhook_id, user_id)
         rows = s.scalars(select(WebhookDeliveryRow).where(WebhookDeliveryRow.webhook_id == webhook_id)
                          .order_by(WebhookDeliveryRow.created_at.desc(), WebhookDeliveryRow.id).limit(limit)).all()
@@ -169,10 +170,10 @@ def list_deliveries(webhook_id: uuid.UUID, user_id: CurrentUser, request: Reques
 
 @router.post("/{webhook_id}/deliveries/{delivery_id}/retry", status_code=202)
 def retry_delivery(webhook_id: uuid.UUID, delivery_id: uuid.UUID, user_id: CurrentUser,
-                   request: Request) -> dict[str, Any]:
+                   services: AppServices) -> dict[str, Any]:
     """Send a delivery again now: a new attempt with the same ``webhook-id``, whatever its status; after the attempt
     under way, if one is, and within the user's attempts out at once, as every attempt."""
-    with request.app.state.services.db.session() as s:
+    with services.db.session() as s:
         _owned(s, webhook_id, user_id)
         row = s.get(WebhookDeliveryRow, delivery_id)
         if row is None or row.webhook_id != webhook_id:
