@@ -28,8 +28,8 @@ from api.rate_limits import release_job_admission
 from api.request_guard import GuardedRoute
 from api.roles import job_for
 from api.schemas import JobOut
-from api.services import AppServices
 from api.security_headers import attachment
+from api.services import AppServices
 from pipeline.job.answer_stream import AnswerStreamReader
 from pipeline.job.refusal import Refusal
 from pipeline.job.request import SearchRequest
@@ -209,6 +209,7 @@ def job_view(services: Services, job: Job) -> dict:
 def list_jobs(
     user_id: CurrentUser,
     request: Request,
+    services: AppServices,
     status: str | None = Query(None, pattern="^(queued|running|succeeded|failed|cancelled)$"),
     limit: int = Query(20, ge=1, le=200),
     offset: int = Query(0, ge=0, le=1_000_000_000),
