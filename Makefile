@@ -4,7 +4,7 @@ PYTHON  := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 SYSTEM_PYTHON ?= python3
 
-.PHONY: install services embedding-server llm-server demo test unit integration deploy-check chaos bench clean
+.PHONY: install services embedding-server llm-server demo lint test unit integration deploy-check chaos bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv $(VENV)
@@ -43,9 +43,15 @@ demo: install
 	scripts/ensure-services.sh --no-services espeak-ng:espeak-ng
 	$(VENV)/bin/agentsearch demo
 
+# ruff over the tree and mypy over pipeline/, with the rules and settings of pyproject.toml ([tool.ruff.lint],
+# [tool.mypy]); the first thing `make test` runs, so a finding fails the suite before its stacks start.
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
 # Two test processes, a module's tests in one of them (its fixtures made once), each process with its own stack: the
 # suite mostly waits on its stacks (load average about 1 on two cores), so two take 15 min where one took 23.5.
-test: install services embedding-server llm-server
+test: lint services embedding-server llm-server
 	$(PYTHON) -m pytest -q -n 2 --dist loadfile
 
 unit: install
