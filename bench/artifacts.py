@@ -30,13 +30,13 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline.agents.audio_summary import AudioSummary
+from pipeline.agents.builtin.audio_summary import AudioSummary
 from pipeline.agents.base import AgentContext, Document, ResponseAgentInput, Stage
-from pipeline.agents.chart_generator import ChartGenerator
-from pipeline.agents.email_draft import EmailDraft
-from pipeline.agents.executive_summary import ExecutiveSummary
-from pipeline.agents.pdf_report import PdfReport
-from pipeline.agents.pptx_generator import PptxGenerator
+from pipeline.agents.builtin.chart_generator import ChartGenerator
+from pipeline.agents.builtin.email_draft import EmailDraft
+from pipeline.agents.builtin.executive_summary import ExecutiveSummary
+from pipeline.agents.builtin.pdf_report import PdfReport
+from pipeline.agents.builtin.pptx_generator import PptxGenerator
 from pipeline.job.answer import extractive_answer
 
 REPO = Path(__file__).resolve().parents[1]

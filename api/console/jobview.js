@@ -500,7 +500,7 @@ const VERDICTS = { supported: 'supported by the source', partial: 'only partly s
 
 /** One line on how an LLM's answer was made, from the job's `metadata.answer`; null when no model wrote one (none
  * configured, or no documents to answer from). The PDF report and the email draft print the same line
- * (model_note in pipeline/agents/citation_marks.py). */
+ * (model_note in pipeline/agents/builtin/citation_marks.py). */
 export function modelNote(info) {
   if (!info || typeof info !== 'object') return null;
   const sentences = Array.isArray(info.sentences) ? info.sentences.filter((s) => s && typeof s === 'object') : null;

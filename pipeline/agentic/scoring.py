@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 
 from pipeline.agentic.config import Thresholds
 from pipeline.agentic.signals import cosine, coverage
-from pipeline.agents.relevance_filter import DEFAULT_BLOCKED_DOMAINS, blocked_domain, published_date, url_host
+from pipeline.agents.builtin.relevance_filter import DEFAULT_BLOCKED_DOMAINS, blocked_domain, published_date, url_host
 from pipeline.documents import Document
 from pipeline.platform.llm import LLMClient, LLMError, parse_json_reply
 from pipeline.platform.prompt_budget import fit_texts

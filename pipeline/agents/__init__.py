@@ -1,1 +1,2 @@
-"""The agent contract (``base``), the registry, and the built-in agents, one per module."""
+"""The agent machinery: the contract (``base``), the registry, the runner, the toolbox; the built-in agents are in
+``pipeline.agents.builtin``, one per module."""

@@ -115,7 +115,7 @@ def run_followup_eval(services: Services, collection: str, pairs: list[FollowUp]
                       agent_config: dict[str, Any] | None = None, llm=None, progress=None) -> dict[str, Any]:
     """Each follow-up searched as asked, contextualised and as expected; scores of each, and the rewrites."""
     from pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Stage
-    from pipeline.agents.query_contextualizer import QueryContextualizer
+    from pipeline.agents.builtin.query_contextualizer import QueryContextualizer
 
     class _Tools:
         def __init__(self, client) -> None:

@@ -30,12 +30,12 @@ from pipeline.agentic.refine import MAX_QUERY_CHARS, LLMRefiner
 from pipeline.agentic.scoring import Evaluation
 from pipeline.agentic.sufficiency import LLMGrader, OfflineGrader
 from pipeline.agents.base import AgentContext, Document, PostSearchInput, PreSearchInput, Stage
-from pipeline.agents.fact_checker import FactChecker
-from pipeline.agents.intent_classifier import IntentClassifier
-from pipeline.agents.llm_prompt import LlmPrompt
-from pipeline.agents.query_contextualizer import QueryContextualizer, contextualize
-from pipeline.agents.query_expander import QueryExpander
-from pipeline.agents.translator import Translator
+from pipeline.agents.builtin.fact_checker import FactChecker
+from pipeline.agents.builtin.intent_classifier import IntentClassifier
+from pipeline.agents.builtin.llm_prompt import LlmPrompt
+from pipeline.agents.builtin.query_contextualizer import QueryContextualizer, contextualize
+from pipeline.agents.builtin.query_expander import QueryExpander
+from pipeline.agents.builtin.translator import Translator
 from pipeline.platform.llm import LLMClient, LLMError, LLMReply
 from pipeline.platform.prompt_budget import MARGIN_TOKENS, fit_texts
 from pipeline.retrieval.analyzer import KeywordAnalyzer

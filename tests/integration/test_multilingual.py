@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from pipeline.agents.base import AgentContext, PreSearchInput, Stage
-from pipeline.agents.translator import Translator
+from pipeline.agents.builtin.translator import Translator
 from pipeline.ingest import index_documents
 from pipeline.job.state import JobState
 from pipeline.job.stages import search_queries

@@ -21,7 +21,7 @@ from pipeline.agents.base import (
     ResponseAgent,
     ResponseAgentInput,
 )
-from pipeline.agents.language_detector import LanguageDetector  # noqa: F401 - imported, defined elsewhere
+from pipeline.agents.builtin.language_detector import LanguageDetector  # noqa: F401 - imported, defined elsewhere
 
 
 class YearScoper(PreSearchAgent):

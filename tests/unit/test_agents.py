@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.acronym_resolver import AcronymResolver
+from pipeline.agents.builtin.acronym_resolver import AcronymResolver
 from pipeline.agents.base import (
     AgentContext,
     AgentSkipped,
@@ -18,10 +18,10 @@ from pipeline.agents.base import (
     Source,
     Stage,
 )
-from pipeline.agents.deduplicator import Deduplicator
-from pipeline.agents.email_draft import EmailDraft
-from pipeline.agents.executive_summary import ExecutiveSummary
-from pipeline.agents.language_detector import LanguageDetector
+from pipeline.agents.builtin.deduplicator import Deduplicator
+from pipeline.agents.builtin.email_draft import EmailDraft
+from pipeline.agents.builtin.executive_summary import ExecutiveSummary
+from pipeline.agents.builtin.language_detector import LanguageDetector
 
 PRE = AgentContext(pipeline_stage=Stage.PRE_SEARCH)
 POST = AgentContext(pipeline_stage=Stage.POST_SEARCH)

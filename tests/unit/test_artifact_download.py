@@ -15,7 +15,7 @@ from pipeline.security.users import UserStore
 from tests.support.api_checks import new_collection
 
 # Names an artifact can have: response agents take a file name from their config, and a registered tool's name
-# for its result is taken as it is (pipeline/agents/mcp_tool.py).
+# for its result is taken as it is (pipeline/agents/builtin/mcp_tool.py).
 NAMES = {
     "summary.txt": 'attachment; filename="summary.txt"',
     'final"; x=".html': "attachment; filename=\"final__ x__.html\"; filename*=UTF-8''final%22%3B%20x%3D%22.html",

@@ -11,9 +11,9 @@ import pytest
 
 from pipeline.agents.base import AgentContext, Document, ResponseAgentInput, Source, Stage
 from pipeline.documents import Citation
-from pipeline.agents.citation_marks import marked_pieces, model_note, shown, summary
-from pipeline.agents.email_draft import EmailDraft
-from pipeline.agents.pdf_report import PdfReport
+from pipeline.agents.builtin.citation_marks import marked_pieces, model_note, shown, summary
+from pipeline.agents.builtin.email_draft import EmailDraft
+from pipeline.agents.builtin.pdf_report import PdfReport
 from pipeline.job.answer.citations import verify_citations
 from pipeline.job.answer.grounding import PARTIAL_MARK
 from tests.support.readers import HtmlReader

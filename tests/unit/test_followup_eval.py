@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.agents.query_contextualizer import contextualize
+from pipeline.agents.builtin.query_contextualizer import contextualize
 from pipeline.eval.followups import load_followups, scifact_followups
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

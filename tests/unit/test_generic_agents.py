@@ -17,8 +17,8 @@ import uvicorn
 from pydantic import ValidationError
 
 from pipeline.agents.base import AgentContext, AgentSkipped, Document, PreSearchInput, ResponseAgentInput, Source, Stage
-from pipeline.agents.llm_prompt import LlmPrompt
-from pipeline.agents.mcp_tool import McpTool, McpToolError
+from pipeline.agents.builtin.llm_prompt import LlmPrompt
+from pipeline.agents.builtin.mcp_tool import McpTool, McpToolError
 from pipeline.agents.references import ToolReference, UnresolvedReference
 from pipeline.agents.registry import AgentRegistry
 from pipeline.platform.llm import LLMClient, LLMError

@@ -11,7 +11,7 @@ import unicodedata
 import pytest
 
 from pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Stage
-from pipeline.agents.translator import Translator
+from pipeline.agents.builtin.translator import Translator
 from pipeline.ingest import chunk_keywords, index_documents
 from pipeline.job.state import JobState
 from pipeline.job.stages import search_queries

@@ -15,12 +15,12 @@ from pipeline.agentic.refine import LLMRefiner
 from pipeline.agentic.scoring import Evaluation, LLMScorer
 from pipeline.agentic.sufficiency import LLMGrader, OfflineGrader
 from pipeline.agents.base import AgentContext, Document, PostSearchInput, PreSearchInput, Stage
-from pipeline.agents.intent_classifier import IntentClassifier
-from pipeline.agents.llm_prompt import LlmPrompt
-from pipeline.agents.query_contextualizer import QueryContextualizer
-from pipeline.agents.query_expander import QueryExpander
-from pipeline.agents.reranker import Reranker
-from pipeline.agents.translator import Translator
+from pipeline.agents.builtin.intent_classifier import IntentClassifier
+from pipeline.agents.builtin.llm_prompt import LlmPrompt
+from pipeline.agents.builtin.query_contextualizer import QueryContextualizer
+from pipeline.agents.builtin.query_expander import QueryExpander
+from pipeline.agents.builtin.reranker import Reranker
+from pipeline.agents.builtin.translator import Translator
 from pipeline.platform.llm import LLMClient, LLMError, LLMReply, estimate_tokens, reply_json
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from tests.support import llm_fixtures

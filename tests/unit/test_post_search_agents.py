@@ -23,12 +23,12 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.agents.base import AgentContext, AgentSkipped, Document, PostSearchInput, Stage
-from pipeline.agents.external_enricher import ExternalEnricher, parse_path, resolve_path
-from pipeline.agents.fact_checker import FactChecker, quantities
-from pipeline.agents.pii_redactor import PiiRedactor, iban_valid, luhn_valid
+from pipeline.agents.builtin.external_enricher import ExternalEnricher, parse_path, resolve_path
+from pipeline.agents.builtin.fact_checker import FactChecker, quantities
+from pipeline.agents.builtin.pii_redactor import PiiRedactor, iban_valid, luhn_valid
 from pipeline.agents.references import CollectionReference, UnresolvedReference, collection_missing
-from pipeline.agents.relevance_filter import RelevanceFilter
-from pipeline.agents.reranker import Reranker, proximity_score, smallest_window
+from pipeline.agents.builtin.relevance_filter import RelevanceFilter
+from pipeline.agents.builtin.reranker import Reranker, proximity_score, smallest_window
 from pipeline.platform.breakers import AgentBreaker
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.analyzer import KeywordAnalyzer

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.acronym_resolver import AcronymResolver
+from pipeline.agents.builtin.acronym_resolver import AcronymResolver
 from pipeline.agents.base import AgentContext, AgentSkipped, Document, PreSearchInput, Stage
-from pipeline.agents.intent_classifier import IntentClassifier
-from pipeline.agents.query_expander import QueryExpander
+from pipeline.agents.builtin.intent_classifier import IntentClassifier
+from pipeline.agents.builtin.query_expander import QueryExpander
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
-from pipeline.agents.spell_checker import SpellChecker
-from pipeline.agents.translator import Translator
+from pipeline.agents.builtin.spell_checker import SpellChecker
+from pipeline.agents.builtin.translator import Translator
 from pipeline.job.state import AgentSpec, JobState
 from pipeline.job.stages import pre_search_step
 from pipeline.platform.llm import LLMClient, LLMReply, reply_json
@@ -152,7 +152,7 @@ def test_the_four_new_agents_are_registered_with_their_stage():
     registry = AgentRegistry.discover()
     for agent_id in ("translator", "query_expander", "intent_classifier", "spell_checker"):
         cls = registry.get(agent_id)
-        assert cls.stage == Stage.PRE_SEARCH and cls.__module__ == f"pipeline.agents.{agent_id}"
+        assert cls.stage == Stage.PRE_SEARCH and cls.__module__ == f"pipeline.agents.builtin.{agent_id}"
         assert isinstance(registry.build(agent_id).config, cls.Config)  # each works with its default config
 
 
@@ -183,7 +183,7 @@ def test_spell_checker_corrects_towards_the_collections_spelling(tools):
 
 
 def test_spell_checker_builds_the_collections_dictionary_only_for_a_word_to_correct(tools, monkeypatch):
-    from pipeline.agents import spell_checker
+    from pipeline.agents.builtin import spell_checker
 
     built, real = [], spell_checker.domain_dictionary
 

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Stage
-from pipeline.agents.query_contextualizer import QueryContextualizer, contextualize, is_standalone, parse
+from pipeline.agents.builtin.query_contextualizer import QueryContextualizer, contextualize, is_standalone, parse
 from pipeline.platform.llm import LLMClient, LLMError
 from tests.support.fake_llm import FakeLLM
 

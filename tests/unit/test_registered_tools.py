@@ -14,9 +14,9 @@ from pydantic import ValidationError
 
 from cli import main
 from migrations import upgrade
-from pipeline.agents.external_enricher import ExternalEnricher
-from pipeline.agents.fact_checker import FactChecker
-from pipeline.agents.mcp_tool import McpTool
+from pipeline.agents.builtin.external_enricher import ExternalEnricher
+from pipeline.agents.builtin.fact_checker import FactChecker
+from pipeline.agents.builtin.mcp_tool import McpTool
 from pipeline.agents.references import (
     MissingResource,
     UnresolvedReference,

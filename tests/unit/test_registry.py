@@ -45,7 +45,7 @@ def test_built_in_agents_resolve_to_their_own_module_and_class(registry, agent_i
     cls = registry.get(agent_id)
     assert issubclass(cls, Agent)
     assert cls.agent_id == agent_id
-    assert cls.__module__ == f"pipeline.agents.{agent_id}"
+    assert cls.__module__ == f"pipeline.agents.builtin.{agent_id}"
     assert agent_id in registry
     # Every built-in works with its default config.
     assert isinstance(registry.build(agent_id).config, cls.Config)
@@ -68,7 +68,7 @@ def test_extra_module_registers_its_agent_classes_besides_the_built_ins(registry
     }
     assert extended.get("year_scoper").__module__ == SAMPLE
     # The imported built-in is still the entry-point class, and bases / helpers were not registered.
-    assert extended.get("language_detector").__module__ == "pipeline.agents.language_detector"
+    assert extended.get("language_detector").__module__ == "pipeline.agents.builtin.language_detector"
     assert "CitationFormatter" not in {cls.__name__ for cls in extended}
 
 

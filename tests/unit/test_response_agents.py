@@ -22,11 +22,11 @@ from PIL import Image
 from pptx import Presentation
 from pydantic import ValidationError
 
-from pipeline.agents.audio_summary import AudioSummary, EspeakMissing, speech_text
+from pipeline.agents.builtin.audio_summary import AudioSummary, EspeakMissing, speech_text
 from pipeline.agents.base import AgentContext, AgentSkipped, CotStep, Document, ResponseAgentInput, Source, Stage
-from pipeline.agents.chart_generator import ChartGenerator, extract_data_points
-from pipeline.agents.pdf_report import PdfReport
-from pipeline.agents.pptx_generator import PptxGenerator
+from pipeline.agents.builtin.chart_generator import ChartGenerator, extract_data_points
+from pipeline.agents.builtin.pdf_report import PdfReport
+from pipeline.agents.builtin.pptx_generator import PptxGenerator
 from pipeline.agents.registry import AgentRegistry
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "sample_corpus.jsonl"

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from pipeline.agents.base import AgentConfig, PreSearchAgent, PreSearchOutput, Stage
 from pipeline.agents.fallback import CriticalAgentFailed
-from pipeline.agents.intent_classifier import IntentClassifier
+from pipeline.agents.builtin.intent_classifier import IntentClassifier
 from pipeline.job.routing import ROUTED, RouteRefused, table_problem, target
 from pipeline.job.state import AgentSpec, JobState
 from pipeline.job.stages import post_search_step, pre_search_step

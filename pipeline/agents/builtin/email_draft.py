@@ -29,7 +29,7 @@ from pipeline.agents.base import (
     ResponseAgent,
     ResponseAgentInput,
 )
-from pipeline.agents.citation_marks import marked_pieces, model_note, shown, summary
+from pipeline.agents.builtin.citation_marks import marked_pieces, model_note, shown, summary
 from pipeline.documents import location_of
 from pipeline.text.locations import describe_location
 

@@ -49,7 +49,7 @@ from pipeline.agents.base import (
     ResponseAgentInput,
     Source,
 )
-from pipeline.agents.citation_marks import marked_pieces, model_note, shown, summary
+from pipeline.agents.builtin.citation_marks import marked_pieces, model_note, shown, summary
 from pipeline.documents import Citation, location_of
 from pipeline.text.locations import describe_location
 
