@@ -1,8 +1,10 @@
 """Shared fixtures for the unit suite: no servers, no environment leaking in.
 
-``tests/`` is not a package, so this directory is put on ``sys.path``: ``agentsearch_test_agents`` (the agent
-classes the tests register) is then importable by its plain module name, which is what
-``AgentRegistry.discover(extra_modules=...)`` needs.
+The tests stand in folders that mirror the code (``agents/``, ``retrieval/``, ``job/``...), packages of ``tests``,
+so two modules of one name in two folders do not clash. This directory is put on ``sys.path`` as well, at its end:
+``agentsearch_test_agents`` (the agent classes the tests register) is then importable by its plain module name, which
+is what ``AgentRegistry.discover(extra_modules=...)`` needs, and a folder such as ``api/`` here never hides the
+project's package of that name.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+    sys.path.append(str(HERE))
 
 SAMPLE_MODULE = "agentsearch_test_agents"
 

@@ -34,7 +34,7 @@ from pipeline.text import words
 from pipeline.text.acronyms import mine_acronyms
 from tests.support.fake_llm import FakeLLM
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SAMPLE = [json.loads(line) for line in (REPO / "examples" / "sample_corpus.jsonl").read_text().splitlines() if line]
 HYDROGEN = {
     "id": "nw-hydrogen-pilot",

@@ -39,7 +39,7 @@ from pipeline.security.registered_tools import RegisteredTool
 from tests.support.fake_llm import FakeLLM
 from tests.support.toolbox import RegisteredToolbox
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SAMPLE_LINES = (REPO / "examples" / "sample_corpus.jsonl").read_text().splitlines()
 CORPUS = {d["id"]: Document(**d) for d in map(json.loads, SAMPLE_LINES)}
 POST = AgentContext(pipeline_stage=Stage.POST_SEARCH)

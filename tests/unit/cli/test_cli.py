@@ -13,7 +13,7 @@ import cli
 from cli import main
 from cli.client import _batches
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_entry_point_is_the_cli_package_main():

@@ -29,7 +29,7 @@ from tests.support.fake_llm import FakeLLM
 from tests.support.mcp_server import build_server
 from tests.support.toolbox import RegisteredToolbox
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 STDIO_SERVER = [sys.executable, "-m", "tests.support.mcp_server"]
 
 

@@ -27,7 +27,7 @@ from pipeline.retrieval.vector_store import Hit
 from pipeline.services import Services
 from tests.support.fake_embeddings import FakeEmbeddingsServer, raw_vector
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def unit(vector: list[float]) -> list[float]:

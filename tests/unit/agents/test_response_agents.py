@@ -29,7 +29,7 @@ from pipeline.agents.builtin.pdf_report import PdfReport
 from pipeline.agents.builtin.pptx_generator import PptxGenerator
 from pipeline.agents.registry import AgentRegistry
 
-CORPUS = Path(__file__).resolve().parents[2] / "examples" / "sample_corpus.jsonl"
+CORPUS = Path(__file__).resolve().parents[3] / "examples" / "sample_corpus.jsonl"
 QUERY = "What was Northwind Energy's revenue in Q4 2025?"
 # What the extractive answer gives for QUERY over the sample corpus (sentences from three quarterly reports).
 ANSWER = (

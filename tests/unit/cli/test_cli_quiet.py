@@ -14,7 +14,7 @@ from click.testing import CliRunner
 import cli
 from cli import main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 LIBRARIES_SPEAK = """
 import logging, warnings

@@ -14,7 +14,7 @@ from api.roles import ROUTE_ROLES
 from api.scopes import ROUTE_NEEDS
 from pipeline.security.roles import ROLES, RoleError, change_problem, checked_role, covers
 from pipeline.security.users import UserStore
-from tests.unit.test_key_scopes import _module_routes
+from tests.unit.api.test_key_scopes import _module_routes
 
 ADMIN, BOB = uuid.uuid4(), uuid.uuid4()
 

@@ -1,0 +1,1 @@
+"""Unit tests of pipeline/agentic/: the iterative search loop, its parts and its jobs."""

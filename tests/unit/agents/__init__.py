@@ -1,0 +1,1 @@
+"""Unit tests of pipeline/agents/: the runner, the registry, the fallbacks and the built-in agents."""

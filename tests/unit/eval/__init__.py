@@ -1,0 +1,1 @@
+"""Unit tests of pipeline/eval/: the evaluations."""

@@ -1,0 +1,1 @@
+"""Unit tests of pipeline/ingestion/: ingestion progress and recovery."""

@@ -1,0 +1,1 @@
+"""Unit tests of pipeline/observability/: logs, metrics and tracing."""

@@ -1,0 +1,1 @@
+"""Unit tests of pipeline/operations/: backup and retention."""

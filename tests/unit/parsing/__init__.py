@@ -1,0 +1,1 @@
+"""Unit tests of pipeline/parsing/: the readers of uploaded files."""

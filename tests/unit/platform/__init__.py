@@ -1,0 +1,1 @@
+"""Unit tests of pipeline/platform/: breakers, the LLM client, prompt budgets and the ticker."""

@@ -1,0 +1,1 @@
+"""Unit tests of pipeline/webhooks/: targets, signatures and delivery."""

@@ -1,0 +1,1 @@
+"""Unit tests of worker/: the Celery app, its canvases and its tasks."""
