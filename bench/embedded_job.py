@@ -44,7 +44,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import SAMPLE_CORPUS, load_average, write_result  # noqa: E402
+from bench.common import SAMPLE_CORPUS, load_average, write_result
 
 OLD_POLL_S = 1.0
 RESULTS = "embedded_job.md"

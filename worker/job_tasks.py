@@ -272,7 +272,7 @@ def response_agent(self, state: dict[str, Any], spec: dict[str, Any], name_rank:
             # A retry is not a failure: the chord counts this header task when the retry returns.
             raise self.retry(exc=exc, countdown=min(2 ** self.request.retries, LONGEST_RETRY_DELAY_S)) from exc
         run = _failed_run(agent_spec, "error", exc)
-    except BaseException as exc:  # noqa: BLE001 - never raise into the chord (SoftTimeLimitExceeded included)
+    except BaseException as exc:  # never raise into the chord (SoftTimeLimitExceeded included)
         log.exception("response agent %s failed outside the runner", agent_spec.agent_id)
         run = _failed_run(agent_spec, "timeout" if isinstance(exc, SoftTimeLimitExceeded) else "error", exc)
     done = ledger.put(job_id, key, run.model_dump(mode="json"))
@@ -285,7 +285,7 @@ def _announce(job_id: str, record: dict[str, Any]) -> None:
     this agent ends rather than when the last one does. Best effort: assembly records it in any case."""
     try:
         JobStore(get_services().db).record_runs(job_id, AgentRun.model_validate(record).flat())
-    except Exception:  # noqa: BLE001 - the chord must get the record whatever the database does
+    except Exception:  # the chord must get the record whatever the database does
         log.warning("job %s: the record of %s did not reach the job's events early", job_id,
                     record.get("agent_id"), exc_info=True)
 

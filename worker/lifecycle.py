@@ -89,7 +89,7 @@ def _load_model_before_fork(**_kwargs) -> None:
         return
     try:
         _parent_embedder = make_embedder(settings)
-    except Exception:  # noqa: BLE001 - each process then loads it itself, as without preloading
+    except Exception:  # each process then loads it itself, as without preloading
         log.exception("embedding model not preloaded in the main process")
 
 

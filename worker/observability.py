@@ -89,5 +89,5 @@ def end_job_trace(jobs: JobStore, job_id: str) -> None:
         if timeline is not None:
             tracing.emit_job_span(job_id, timeline.status, timeline.created_at, timeline.finished_at,
                                   timeline.traceparent, timeline.error)
-    except Exception:  # noqa: BLE001 - a lost span must not fail the job's last step
+    except Exception:  # a lost span must not fail the job's last step
         log.debug("job span of %s not emitted", job_id, exc_info=True)

@@ -73,7 +73,7 @@ def _lost_task_nodes() -> Callable[[list[str]], set[str]]:
             if held is None:
                 held = _held_task_ids()
             return _started_nodes([t for t in task_ids if t in held])
-        except Exception:  # noqa: BLE001 - without the answer the reaper goes by the job's last node only
+        except Exception:  # without the answer the reaper goes by the job's last node only
             log.warning("could not tell where the tasks of a job run", exc_info=True)
             return set()
 

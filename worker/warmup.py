@@ -36,7 +36,7 @@ def warm_agents(registry: AgentRegistry, stages: set[Stage] | None = None) -> di
         started = time.perf_counter()
         try:
             cls().warm_up()
-        except Exception:  # noqa: BLE001 - its first run tries again, within its deadline
+        except Exception:  # its first run tries again, within its deadline
             log.warning("agent %s not warmed up at start", cls.agent_id, exc_info=True)
             continue
         took[cls.agent_id] = round(time.perf_counter() - started, 3)

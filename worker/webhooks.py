@@ -60,7 +60,7 @@ def deliver_webhook(delivery_id: str, due: str | None = None, manual: bool = Fal
         try:
             deliver_webhook.apply_async((delivery_id, report.due), {"manual": True} if manual else None,
                                         countdown=report.retry_in_s)
-        except Exception:  # noqa: BLE001 - an automatic one is in the database: the sweep sends it once it is due
+        except Exception:  # an automatic one is in the database: the sweep sends it once it is due
             log.warning("could not enqueue webhook delivery %s again%s", delivery_id,
                         "; the manual attempt is lost" if manual else "; the sweep will", exc_info=True)
     elif report.outcome == "gave_up":

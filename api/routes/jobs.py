@@ -118,7 +118,7 @@ def enqueue(services: Services, job_id: str, specs: list[AgentSpec], state: JobS
     back and the client told to come back (503), so no row waits for a worker that will never hear of it."""
     try:
         task_ids = enqueue_job(job_id, specs, state, services.settings.default_agent_timeout_s)
-    except Exception as exc:  # noqa: BLE001 - the broker is down: take the job back, tell the client
+    except Exception as exc:  # the broker is down: take the job back, tell the client
         log.exception("could not enqueue job %s", job_id)
         JobStore(services.db).discard(job_id)
         # Retry-After: a broker restart takes seconds; the client sends again with its Idempotency-Key.
@@ -257,7 +257,7 @@ def cancel_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request, servic
             # Queued steps are dropped by the workers; a step already running finds the job cancelled at its
             # next boundary (the check every step makes), so nothing runs after either way.
             request.app.state.celery.control.revoke(jobs.task_ids(str(job_id)))
-        except Exception:  # noqa: BLE001 - the broker is unreachable: the boundary checks still stop the job
+        except Exception:  # the broker is unreachable: the boundary checks still stop the job
             log.warning("could not revoke the tasks of cancelled job %s", job_id, exc_info=True)
     return {"job_id": str(job_id), "status": "cancelled"}
 

@@ -180,7 +180,7 @@ def retry_delivery(webhook_id: uuid.UUID, delivery_id: uuid.UUID, user_id: Curre
             raise not_found("delivery", delivery_id)
     try:
         deliver_webhook.apply_async((str(delivery_id),), {"manual": True})
-    except Exception:  # noqa: BLE001 - the broker is unreachable: nothing was sent, the client may try again
+    except Exception:  # the broker is unreachable: nothing was sent, the client may try again
         log.warning("could not enqueue a retry of webhook delivery %s", delivery_id, exc_info=True)
         raise HTTPException(status_code=503, detail="the queue is unavailable; try again shortly",
                             headers={"Retry-After": "5"}) from None

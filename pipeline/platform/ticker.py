@@ -52,5 +52,5 @@ class Ticker:
     def _run_once(self) -> None:
         try:
             self.tick()
-        except Exception:  # noqa: BLE001 - tried again at the next tick
+        except Exception:  # tried again at the next tick
             log.exception("%s failed; trying again in %g s", self.name, self.interval_s)

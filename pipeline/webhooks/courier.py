@@ -131,7 +131,7 @@ class Courier:
         started = time.perf_counter()
         try:
             return self.sender.send(taken.url, taken.secret, taken.message_id, taken.body)
-        except Exception as exc:  # noqa: BLE001 - recorded as the attempt's error, and scheduled again
+        except Exception as exc:  # recorded as the attempt's error, and scheduled again
             log.warning("a webhook attempt to %r could not be made", taken.url, exc_info=True)
             return SendResult("error", round((time.perf_counter() - started) * 1000, 3),
                               error=f"not sent: {type(exc).__name__}: {exc}"[:1000])

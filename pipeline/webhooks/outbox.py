@@ -108,7 +108,7 @@ def _announce(s: Session) -> None:
     for listener in list(_listeners):
         try:
             listener(ids)
-        except Exception:  # noqa: BLE001 - the job has ended and its rows are committed: the sweep sends them
+        except Exception:  # the job has ended and its rows are committed: the sweep sends them
             log.warning("could not enqueue %d webhook deliveries; the sweep will", len(ids), exc_info=True)
 
 

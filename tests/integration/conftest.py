@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devstack import BIN, REPO, DevStack, free_port, start_process, stop_process, wait_for  # noqa: F401 - shared
+from devstack import BIN, REPO, DevStack, free_port, start_process, stop_process, wait_for  # shared
 from devstack.llm_server import LLMServer
 
 SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
