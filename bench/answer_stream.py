@@ -31,8 +31,8 @@ from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, machine
 from pipeline.documents import Document
 from pipeline.job.answer import llm_answer
 from pipeline.job.answer_stream import AnswerChannel
-from pipeline.job.state import JobState
 from pipeline.job.stages import answer_step
+from pipeline.job.state import JobState
 from pipeline.platform.llm import LLMClient
 from tests.support.fake_llm import FakeLLM
 

@@ -30,8 +30,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline.agents.builtin.audio_summary import AudioSummary
 from pipeline.agents.base import AgentContext, Document, ResponseAgentInput, Stage
+from pipeline.agents.builtin.audio_summary import AudioSummary
 from pipeline.agents.builtin.chart_generator import ChartGenerator
 from pipeline.agents.builtin.email_draft import EmailDraft
 from pipeline.agents.builtin.executive_summary import ExecutiveSummary

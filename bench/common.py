@@ -53,7 +53,7 @@ class Target:
     result_backend: str
 
     @classmethod
-    def of(cls, stack: DevStack) -> "Target":
+    def of(cls, stack: DevStack) -> Target:
         return cls(stack.api_url, stack.api_key, stack.env["AGENTSEARCH_BROKER_URL"],
                    stack.env["AGENTSEARCH_RESULT_BACKEND"])
 

@@ -182,7 +182,7 @@ class SlotUse:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
-    def __enter__(self) -> "SlotUse":
+    def __enter__(self) -> SlotUse:
         self._thread.start()
         return self
 

@@ -45,8 +45,22 @@ from __future__ import annotations
 
 import click
 
-from cli import (agents, audit, backup, demo, documents, folder_sync, mcp, reindex, retention, search, serve, teams,
-                 tools, users)
+from cli import (
+    agents,
+    audit,
+    backup,
+    demo,
+    documents,
+    folder_sync,
+    mcp,
+    reindex,
+    retention,
+    search,
+    serve,
+    teams,
+    tools,
+    users,
+)
 from cli.benchmarks import bench_group
 from cli.errors import fail
 from cli.eval import eval_group

@@ -40,7 +40,7 @@ class ApiError(RuntimeError):
         self.status_code = status_code
 
     @classmethod
-    def from_response(cls, response: httpx.Response) -> "ApiError":
+    def from_response(cls, response: httpx.Response) -> ApiError:
         try:
             detail = response.json().get("detail")
         except ValueError:

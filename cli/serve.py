@@ -80,8 +80,7 @@ def worker(pool: str | None, queues: str | None, concurrency: int | None, loglev
         os.environ["AGENTSEARCH_DATABASE_POOL_SIZE"] = str(max(settings.database_pool_size, min(concurrency, 32)))
         get_settings.cache_clear()
     from worker import recycling
-    from worker.app import ALL_QUEUES
-    from worker.app import app as celery_app
+    from worker.app import ALL_QUEUES, app as celery_app
 
     argv = ["worker", f"--pool={pool}", f"--concurrency={concurrency}",
             f"--queues={queues or ('celery' if threads else ','.join(ALL_QUEUES))}", f"--loglevel={loglevel}",

@@ -6,8 +6,9 @@ Create Date: 2026-11-21
 
 """
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Sequence, Union
+from typing import Union
 
 import sqlalchemy as sa
 from alembic import op

@@ -5,7 +5,8 @@ Revises: 0003_agentic
 Create Date: 2026-11-29
 
 """
-from typing import Sequence, Union
+from collections.abc import Sequence
+from typing import Union
 
 import sqlalchemy as sa
 from alembic import op

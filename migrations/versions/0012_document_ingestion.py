@@ -6,7 +6,8 @@ Revises: 0011_document_files
 Create Date: 2026-11-27
 
 """
-from typing import Sequence, Union
+from collections.abc import Sequence
+from typing import Union
 
 import sqlalchemy as sa
 from alembic import op

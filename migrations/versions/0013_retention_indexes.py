@@ -5,7 +5,8 @@ Revises: 0012_document_ingestion
 Create Date: 2026-11-27
 
 """
-from typing import Sequence, Union
+from collections.abc import Sequence
+from typing import Union
 
 import sqlalchemy as sa
 from alembic import op

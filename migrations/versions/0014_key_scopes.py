@@ -5,7 +5,8 @@ Revises: 0013_retention_indexes
 Create Date: 2026-11-27
 
 """
-from typing import Sequence, Union
+from collections.abc import Sequence
+from typing import Union
 
 import sqlalchemy as sa
 from alembic import op

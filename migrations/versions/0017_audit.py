@@ -9,7 +9,8 @@ PostgreSQL every UPDATE and every DELETE of a row raises, but a DELETE in a tran
 ``agentsearch.audit_prune`` (``SET LOCAL``, only ``pipeline.operations.retention`` does). On SQLite (embedded, a
 file of the local user's) an UPDATE raises; a DELETE is left to the pruner, as SQLite has no session setting.
 """
-from typing import Sequence, Union
+from collections.abc import Sequence
+from typing import Union
 
 import sqlalchemy as sa
 from alembic import op

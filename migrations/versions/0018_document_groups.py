@@ -8,7 +8,8 @@ A document with no row in ``document_groups`` is found by every member of its co
 only by members of one of those groups (``team_groups``). A job records the groups it searched with, so a member
 reads another's job only when it holds them all (``pipeline.security.document_access``).
 """
-from typing import Sequence, Union
+from collections.abc import Sequence
+from typing import Union
 
 import sqlalchemy as sa
 from alembic import op

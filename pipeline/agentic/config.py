@@ -91,7 +91,7 @@ class IterativeConfig(BaseModel):
         return check_search_overrides(value)
 
     @model_validator(mode="after")
-    def _compression_shrinks(self) -> "IterativeConfig":
+    def _compression_shrinks(self) -> IterativeConfig:
         if self.compress and self.compress_max_chars >= self.compress_min_chars:
             raise ValueError("compress_max_chars must be below compress_min_chars")
         return self

@@ -103,14 +103,14 @@ class LoopState(BaseModel):
     llm_off_iteration: int | None = Field(None, description="The iteration whose check turned the LLM off.")
 
     @classmethod
-    def start(cls, query: str, config: IterativeConfig) -> "LoopState":
+    def start(cls, query: str, config: IterativeConfig) -> LoopState:
         return cls(query=query, config=config, budget=config.max_iterations or choose_budget(query), queries=[query])
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
     @classmethod
-    def load(cls, payload: dict[str, Any]) -> "LoopState":
+    def load(cls, payload: dict[str, Any]) -> LoopState:
         return cls.model_validate(payload)
 
 
@@ -126,7 +126,7 @@ class LoopTools:
     fallback_refiner: Refiner | None = None
     fallback_grader: Grader | None = None
 
-    def current(self, state: "LoopState") -> tuple[Scorer, Refiner, Grader | None]:
+    def current(self, state: LoopState) -> tuple[Scorer, Refiner, Grader | None]:
         """The scorer, refiner and grader this iteration uses: the offline ones once the guard turned the LLM off."""
         if state.llm_off is None or self.fallback_scorer is None:
             return self.scorer, self.refiner, self.grader

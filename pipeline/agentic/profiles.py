@@ -91,7 +91,7 @@ class ProfileSet(BaseModel):
     profiles: list[Profile] = Field(min_length=1, max_length=10)
 
     @model_validator(mode="after")
-    def _unique_names(self) -> "ProfileSet":
+    def _unique_names(self) -> ProfileSet:
         names = [p.name for p in self.profiles]
         if len(set(names)) != len(names):
             raise ValueError("profile names must be unique: each is a category of the merged result")

@@ -195,7 +195,7 @@ def _same_query(a: str, b: str) -> bool:
 
 # The prompt's own lines of instruction and its section names: a small model may hand them back as its "query".
 _INSTRUCTIONS = [" ".join(re.sub(r"^\d+\.\s*", "", line).lower().split()) for line in _PROMPT.splitlines()
-                 if len(line.split()) >= 4 or line.rstrip(":").isupper() and line.strip()]
+                 if len(line.split()) >= 4 or (line.rstrip(":").isupper() and line.strip())]
 
 
 def _echoes_prompt(query: str) -> bool:

@@ -134,7 +134,7 @@ _SYSTEM = (
 )
 _SCORE = {"enum": [1, 2, 3, 4, 5]}
 EVALUATION_SCHEMA = {"type": "object", "required": ["id", *CRITERIA, "reasoning"],
-                     "properties": {"id": {"type": "integer"}, **{c: _SCORE for c in CRITERIA},
+                     "properties": {"id": {"type": "integer"}, **dict.fromkeys(CRITERIA, _SCORE),
                                     "reasoning": {"type": "string", "maxLength": 200}}}
 REPLY_BASE_TOKENS = 16
 TOKENS_PER_EVALUATION = 96

@@ -50,7 +50,7 @@ class AgenticSpec(BaseModel):
     @classmethod
     def for_request(cls, iterative: dict[str, Any] | None, profiles: list[dict[str, Any]] | None,
                     seen: dict[str, Any] | None, test_mode: bool, window_days: float = 5.0,
-                    near_duplicate: float = 0.9, source: str = "job") -> "AgenticSpec":
+                    near_duplicate: float = 0.9, source: str = "job") -> AgenticSpec:
         """Validated from a request's parts. Seen-content dedup is on by default for profiles (briefings should
         not repeat themselves) and off for a plain iterative search (asking twice should answer twice)."""
         config = IterativeConfig.model_validate(iterative or {})
@@ -63,7 +63,7 @@ class AgenticSpec(BaseModel):
                                             "near_duplicate": near_duplicate, **(seen or {})})
         return cls(iterative=config, profiles=parsed, seen=policy, source=source)
 
-    def plans(self, query: str, collections: dict[str, int], test_mode: bool = False) -> list["LoopPlan"]:
+    def plans(self, query: str, collections: dict[str, int], test_mode: bool = False) -> list[LoopPlan]:
         """One loop per profile (its own query, config and collections), or one loop for the query itself."""
         default_targets = [SearchTarget(f"c_{uuid.UUID(c).hex}", c, epoch) for c, epoch in collections.items()]
         if not self.profiles:

@@ -92,7 +92,7 @@ def sample_corpus_as_beir(sample_path: Path, data_dir: Path) -> Path:
 
 def _scores(runs: dict[str, list[str]], pairs: list[FollowUp]) -> dict[str, float]:
     n = len(pairs) or 1
-    relevant = {p.id: {d: 1 for d in p.relevant} for p in pairs}
+    relevant = {p.id: dict.fromkeys(p.relevant, 1) for p in pairs}
     out = {"ndcg@10": sum(ndcg_at(runs[p.id], relevant[p.id], 10) for p in pairs) / n}
     for k in (1, 5, 10):
         # Recall@k of "the" relevant document: found when any of its judged documents is in the top k.

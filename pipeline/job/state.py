@@ -126,7 +126,7 @@ class JobState(BaseModel):
         return self.model_dump(mode="json")
 
     @classmethod
-    def load(cls, payload: dict[str, Any]) -> "JobState":
+    def load(cls, payload: dict[str, Any]) -> JobState:
         return cls.model_validate(payload)
 
     def runs_in(self, stage: Stage) -> list[AgentRun]:

@@ -63,7 +63,7 @@ class Submission:
     state: JobState | None = None
 
     @classmethod
-    def of(cls, job: Job, **kw) -> "Submission":
+    def of(cls, job: Job, **kw) -> Submission:
         return cls(job_id=job.id, status=job.status, cached=job.cached_from is not None, **kw)
 
 

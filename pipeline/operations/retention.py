@@ -72,14 +72,14 @@ class RetentionPolicy:
     batch_rows: int = 500
 
     @classmethod
-    def of(cls, settings: Settings) -> "RetentionPolicy":
+    def of(cls, settings: Settings) -> RetentionPolicy:
         return cls(jobs_days=settings.retention_jobs_days,
                    webhook_deliveries_days=settings.retention_webhook_deliveries_days,
                    conversation_turns_days=settings.retention_conversation_turns_days,
                    audit_days=settings.retention_audit_days,
                    batch_rows=settings.retention_batch_rows)
 
-    def cutoff(self, kind: "Kind", now: datetime) -> datetime | None:
+    def cutoff(self, kind: Kind, now: datetime) -> datetime | None:
         """Rows of ``kind`` older than this may go; None when the kind is kept for ever."""
         days = getattr(self, kind.days_field)
         return now - days * DAY if days > 0 else None

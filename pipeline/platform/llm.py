@@ -184,7 +184,7 @@ class LLMClient:
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", max_retries=0)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "LLMClient | None":
+    def from_settings(cls, settings: Settings) -> LLMClient | None:
         if not (settings.openai_base_url and settings.openai_model):
             return None
         return cls(settings.openai_base_url, settings.openai_model, settings.openai_api_key,

@@ -349,7 +349,7 @@ class Settings(BaseSettings):
     )
 
     @model_validator(mode="after")
-    def _resolve_defaults(self) -> "Settings":
+    def _resolve_defaults(self) -> Settings:
         self.data_dir = self.data_dir.expanduser()
         self.model_cache_dir = self.model_cache_dir.expanduser()
         if self.database_url is None:

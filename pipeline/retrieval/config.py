@@ -57,7 +57,7 @@ class SearchConfig(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _weights(self) -> "SearchConfig":
+    def _weights(self) -> SearchConfig:
         if self.strategy in ("hybrid", "adaptive") and self.semantic_weight + self.keyword_weight == 0:
             raise ValueError("semantic_weight and keyword_weight cannot both be 0 for hybrid search")
         if self.recency_weight + self.authority_weight > 1:

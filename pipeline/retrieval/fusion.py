@@ -32,7 +32,7 @@ def normalise(scores: dict[str, float]) -> dict[str, float]:
         return {}
     low, high = min(scores.values()), max(scores.values())
     if high == low:
-        return {i: 1.0 for i in scores}
+        return dict.fromkeys(scores, 1.0)
     return {i: (s - low) / (high - low) for i, s in scores.items()}
 
 

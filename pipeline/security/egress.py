@@ -159,7 +159,7 @@ class EgressPolicy:
     hosts: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
-    def parse(cls, entries: Iterable[str]) -> "EgressPolicy":
+    def parse(cls, entries: Iterable[str]) -> EgressPolicy:
         """From ``["10.0.0.0/8", "127.0.0.1", "tools.internal"]``; ValueError names an entry that is neither."""
         networks: list[IPNetwork] = []
         hosts: set[str] = set()
@@ -176,7 +176,7 @@ class EgressPolicy:
             hosts.add(name)
         return cls(tuple(networks), frozenset(hosts))
 
-    def allowing_host(self, host: str) -> "EgressPolicy":
+    def allowing_host(self, host: str) -> EgressPolicy:
         """This policy, plus one host (a registered tool's, with ``--allow-internal``) whatever it resolves to.
 
         The host as spelled (a name, or an address literal): another spelling or another host reached from it (a

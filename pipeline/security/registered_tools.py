@@ -111,7 +111,7 @@ class RegisteredTool(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _kind_fields(self) -> "RegisteredTool":
+    def _kind_fields(self) -> RegisteredTool:
         if self.kind == "mcp":
             if (self.command is None) == (self.url is None):
                 raise ValueError("an mcp tool has exactly one of a command (stdio) or a url (streamable HTTP)")

@@ -24,8 +24,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import event as orm_event
-from sqlalchemy import select, update
+from sqlalchemy import event as orm_event, select, update
 from sqlalchemy.orm import Session
 
 from pipeline.platform.db import Collection, Database, Job, WebhookDeliveryRow, WebhookRow, utcnow

@@ -30,13 +30,13 @@ class RetrySchedule(BaseModel):
     window_s: float = Field(86400.0, gt=0, description="How long after the event attempts are made at all.")
 
     @model_validator(mode="after")
-    def _ordered(self) -> "RetrySchedule":
+    def _ordered(self) -> RetrySchedule:
         if self.max_s < self.base_s:
             raise ValueError("the longest wait (max_s) must be at least the first one (base_s)")
         return self
 
     @classmethod
-    def from_settings(cls, settings) -> "RetrySchedule":
+    def from_settings(cls, settings) -> RetrySchedule:
         return cls(base_s=settings.webhook_backoff_base_s, max_s=settings.webhook_backoff_max_s,
                    window_s=settings.webhook_retry_window_s)
 

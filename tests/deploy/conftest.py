@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from unittest import mock
 
@@ -83,7 +83,7 @@ def routed_queues() -> set[str]:
     return queues
 
 
-@lru_cache(maxsize=None)
+@cache
 def broker_lists(broker_url: str) -> dict[str, frozenset[bytes]]:
     """Each queue's Redis lists, as the app fills them: every task it registers, sent once from outside any task (a
     job's first step from the API, beat) and once from inside one (a job's next step), through the Celery app (its

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
-import re
 import time
 import uuid
 from datetime import datetime

@@ -21,8 +21,17 @@ import pytest
 
 from devstack import PG_ADMIN, start_milvus_lite
 from pipeline.operations.backup import PG_DUMP_FILE, libpq_url
-from tests.integration.conftest import (BIN, REPO, SAMPLE_CORPUS, extra_api_and_worker, free_port, own_collection,
-                                        search, stop_process, use_agents)
+from tests.integration.conftest import (
+    BIN,
+    REPO,
+    SAMPLE_CORPUS,
+    extra_api_and_worker,
+    free_port,
+    own_collection,
+    search,
+    stop_process,
+    use_agents,
+)
 from tests.support.rankings import KEYWORD, agrees, ranked, same_keyword_ranking
 
 pytestmark = pytest.mark.integration

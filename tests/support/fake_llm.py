@@ -134,7 +134,7 @@ class FakeLLM:
 
         return reply
 
-    def script(self, *replies: Reply) -> "FakeLLM":
+    def script(self, *replies: Reply) -> FakeLLM:
         with self._lock:
             self._queue.extend(replies)
         return self
@@ -151,7 +151,7 @@ class FakeLLM:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def start(self) -> "FakeLLM":
+    def start(self) -> FakeLLM:
         if self._thread is None:
             self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                             daemon=True, name="fake-llm")
@@ -166,7 +166,7 @@ class FakeLLM:
             self._thread = None
         self._server.server_close()
 
-    def __enter__(self) -> "FakeLLM":
+    def __enter__(self) -> FakeLLM:
         return self.start()
 
     def __exit__(self, *exc) -> None:

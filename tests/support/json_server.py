@@ -55,7 +55,7 @@ class JsonServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def __enter__(self) -> "JsonServer":
+    def __enter__(self) -> JsonServer:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -156,7 +156,7 @@ class WebhookReceiver:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def __enter__(self) -> "WebhookReceiver":
+    def __enter__(self) -> WebhookReceiver:
         return self
 
     def __exit__(self, *exc) -> None:

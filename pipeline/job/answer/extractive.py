@@ -179,7 +179,7 @@ def extractive_answer(query: str, documents: list[Document], max_sentences: int 
     parts = [cite(c.text, c.doc_index + 1) for c in chosen] or [NO_TEXT]
     if with_cot:
         query_words = set(words(query))
-        shown = sorted({w for w in query_words if w not in STOPWORDS and len(w) > 2 or any(ch.isdigit() for ch in w)})
+        shown = sorted({w for w in query_words if (w not in STOPWORDS and len(w) > 2) or any(ch.isdigit() for ch in w)})
         steps = [
             CotStep(
                 step=1,

@@ -39,12 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.documents import Citation, Document
-from pipeline.job.answer.citations import (
-    Claim,
-    cited_sentences,
-    numbers_in,
-    verify_offline,
-)
+from pipeline.job.answer.citations import Claim, cited_sentences, numbers_in, verify_offline
 from pipeline.job.answer.result import Answer, Embed
 from pipeline.text import without_citation_marks
 from pipeline.text.spans import find_loose
@@ -96,9 +91,7 @@ def names_in(sentence: str) -> list[str]:
     for k, m in enumerate(_WORD.finditer(sentence)):
         token = m.group(0)
         has_digit = any(ch.isdigit() for ch in token)
-        if has_digit and any(ch.isalpha() for ch in token):
-            found.append(token)
-        elif k > 0 and not has_digit and token[0].isupper():
+        if (has_digit and any(ch.isalpha() for ch in token)) or (k > 0 and not has_digit and token[0].isupper()):
             found.append(token)
     return found
 

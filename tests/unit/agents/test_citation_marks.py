@@ -10,10 +10,10 @@ import subprocess
 import pytest
 
 from pipeline.agents.base import AgentContext, Document, ResponseAgentInput, Source, Stage
-from pipeline.documents import Citation
 from pipeline.agents.builtin.citation_marks import marked_pieces, model_note, shown, summary
 from pipeline.agents.builtin.email_draft import EmailDraft
 from pipeline.agents.builtin.pdf_report import PdfReport
+from pipeline.documents import Citation
 from pipeline.job.answer.citations import verify_citations
 from pipeline.job.answer.grounding import PARTIAL_MARK
 from tests.support.readers import HtmlReader

@@ -26,9 +26,9 @@ from pipeline.agents.base import AgentContext, AgentSkipped, Document, PostSearc
 from pipeline.agents.builtin.external_enricher import ExternalEnricher, parse_path, resolve_path
 from pipeline.agents.builtin.fact_checker import FactChecker, quantities
 from pipeline.agents.builtin.pii_redactor import PiiRedactor, iban_valid, luhn_valid
-from pipeline.agents.references import CollectionReference, UnresolvedReference, collection_missing
 from pipeline.agents.builtin.relevance_filter import RelevanceFilter
 from pipeline.agents.builtin.reranker import Reranker, proximity_score, smallest_window
+from pipeline.agents.references import CollectionReference, UnresolvedReference, collection_missing
 from pipeline.platform.breakers import AgentBreaker
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.analyzer import KeywordAnalyzer

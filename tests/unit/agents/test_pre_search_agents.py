@@ -17,16 +17,16 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.builtin.acronym_resolver import AcronymResolver
 from pipeline.agents.base import AgentContext, AgentSkipped, Document, PreSearchInput, Stage
+from pipeline.agents.builtin.acronym_resolver import AcronymResolver
 from pipeline.agents.builtin.intent_classifier import IntentClassifier
 from pipeline.agents.builtin.query_expander import QueryExpander
-from pipeline.agents.registry import AgentRegistry
-from pipeline.agents.runner import AgentRunner
 from pipeline.agents.builtin.spell_checker import SpellChecker
 from pipeline.agents.builtin.translator import Translator
-from pipeline.job.state import AgentSpec, JobState
+from pipeline.agents.registry import AgentRegistry
+from pipeline.agents.runner import AgentRunner
 from pipeline.job.stages import pre_search_step
+from pipeline.job.state import AgentSpec, JobState
 from pipeline.platform.llm import LLMClient, LLMReply, reply_json
 from pipeline.platform.settings import Settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer
@@ -64,7 +64,7 @@ class FakeTools:
         self.llm = llm
         self.calls: list[tuple] = []
 
-    def for_user(self, user_id: str | None) -> "FakeTools":
+    def for_user(self, user_id: str | None) -> FakeTools:
         # The runner binds the toolbox to the job's user; these documents are everyone's.
         return self
 

@@ -22,8 +22,8 @@ from PIL import Image
 from pptx import Presentation
 from pydantic import ValidationError
 
-from pipeline.agents.builtin.audio_summary import AudioSummary, EspeakMissing, speech_text
 from pipeline.agents.base import AgentContext, AgentSkipped, CotStep, Document, ResponseAgentInput, Source, Stage
+from pipeline.agents.builtin.audio_summary import AudioSummary, EspeakMissing, speech_text
 from pipeline.agents.builtin.chart_generator import ChartGenerator, extract_data_points
 from pipeline.agents.builtin.pdf_report import PdfReport
 from pipeline.agents.builtin.pptx_generator import PptxGenerator

@@ -87,9 +87,9 @@ def fake_result(hop_ratio: float, hit_p50: float, throughput_ratio: float) -> di
     return {
         "started": "2026-01-01T10:00:00+00:00", "finished": "2026-01-01T10:15:00+00:00",
         "machine": {"nproc": "2", "memory": "4.0 GiB", "CPU model": "cpu", "Python": "3.11.7", "OS": "Linux"},
-        "load_at_start": load, "loads": {k: load for k in ("ingest", "hop", "cache_hit", "scifact", "throughput")},
+        "load_at_start": load, "loads": dict.fromkeys(("ingest", "hop", "cache_hit", "scifact", "throughput"), load),
         "hop": {"pipeline_hop_ms": 5 * hop_ratio, "raw_celery_hop_ms": 5.0, "ratio": hop_ratio, "agents": 20,
-                "jobs": 30, "wall_ms": {k: spread for k in hop.KINDS}},
+                "jobs": 30, "wall_ms": dict.fromkeys(hop.KINDS, spread)},
         "cache_hit": {"requests": 300, "cache_hit_ms": {"p50": hit_p50, "p95": 9.0},
                       "collection_read_ms": {"p50": 3.0, "p95": 5.0}, "ratio_p50": hit_p50 / 3},
         "scifact": {"docs": 1000, "queries": 20, "job_ms": {"with_artifacts": spread, "without_artifacts": spread},

@@ -14,8 +14,8 @@ import pytest
 
 from pipeline.documents import Citation, Document
 from pipeline.job.answer.citations import cited_sentences, fully_supported, numbers_in, verify_citations
-from pipeline.job.state import JobState
 from pipeline.job.stages import answer_step, assemble_response
+from pipeline.job.state import JobState
 from pipeline.text import whole_sentences
 from pipeline.text.spans import find_loose, sentence_spans
 from tests.support import llm_fixtures

@@ -6,14 +6,7 @@ from __future__ import annotations
 from pipeline.documents import Document
 from pipeline.eval.answers import holds_gold_span
 from pipeline.job.answer import PARTIAL_MARK, extractive_answer
-from pipeline.job.answer.grounding import (
-    LLMSentence,
-    deliver,
-    judge_sentences,
-    lower_by_judge,
-    names_in,
-    unstated,
-)
+from pipeline.job.answer.grounding import LLMSentence, deliver, judge_sentences, lower_by_judge, names_in, unstated
 
 DOCS = [
     Document(id="q4", title="Northwind Q4 2025", score=0.9,

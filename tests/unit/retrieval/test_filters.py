@@ -19,8 +19,8 @@ from milvus_lite.search.filter.tokens import TokenKind, tokenize
 from pydantic import ValidationError
 
 from pipeline.agents.base import AgentContext, Stage
-from pipeline.job.state import JobState
 from pipeline.job.stages import _context
+from pipeline.job.state import JobState
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import (
@@ -437,8 +437,7 @@ def test_agentsearch_search_sends_the_filter_and_refuses_what_is_not_json(monkey
 
     from click.testing import CliRunner
 
-    from cli import main
-    from cli import search as search_module
+    from cli import main, search as search_module
 
     sent = {}
 

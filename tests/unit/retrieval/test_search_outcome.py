@@ -19,8 +19,8 @@ from migrations import upgrade
 from pipeline import services as services_module
 from pipeline.agents.base import Document
 from pipeline.job.ledger import StepLedger
-from pipeline.job.state import JobState
 from pipeline.job.stages import assemble_response, merge_search_step
+from pipeline.job.state import JobState
 from pipeline.platform.backoff import backoff_delay
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job, utcnow
 from pipeline.platform.settings import Settings

@@ -182,8 +182,8 @@ def test_the_answers_embed_reads_the_jobs_own_collections_and_the_cached_query_o
     import uuid
     from types import SimpleNamespace
 
-    from pipeline.job.state import JobState
     from pipeline.job.stages import known_embed
+    from pipeline.job.state import JobState
     from pipeline.platform.db import milvus_collection_name
 
     mine, theirs = str(uuid.uuid4()), str(uuid.uuid4())

@@ -26,7 +26,7 @@ ROW = {"id": "d1#0", "distance": 0.9,
 class FakeMilvus:
     """One collection ``c1``; ``restart()`` releases it, as a server restart does (its data stays)."""
 
-    instances: list["FakeMilvus"] = []
+    instances: list[FakeMilvus] = []
 
     def __init__(self, uri: str, token: str = "", **kwargs) -> None:
         self.uri, self.kwargs = uri, kwargs
