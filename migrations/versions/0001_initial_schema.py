@@ -8,7 +8,6 @@ Create Date: 2026-11-21
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Union
 
 import sqlalchemy as sa
 from alembic import op
@@ -16,9 +15,9 @@ from sqlalchemy.dialects import postgresql
 
 # revision identifiers, used by Alembic.
 revision: str = '0001'
-down_revision: Union[str, Sequence[str], None] = None
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = None
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

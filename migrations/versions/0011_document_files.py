@@ -6,16 +6,15 @@ Create Date: 2026-11-27
 
 """
 from collections.abc import Sequence
-from typing import Union
 
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0011_document_files"
-down_revision: Union[str, Sequence[str], None] = "0010_webhook_claims"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0010_webhook_claims"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 JSON = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 

@@ -7,15 +7,14 @@ Create Date: 2026-11-27
 
 """
 from collections.abc import Sequence
-from typing import Union
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0012_document_ingestion"
-down_revision: Union[str, Sequence[str], None] = "0011_document_files"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0011_document_files"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 PENDING = sa.text("status = 'pending'")
 

@@ -6,15 +6,14 @@ Create Date: 2026-11-27
 
 """
 from collections.abc import Sequence
-from typing import Union
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0013_retention_indexes"
-down_revision: Union[str, Sequence[str], None] = "0012_document_ingestion"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0012_document_ingestion"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 COPIES = sa.text("cached_from IS NOT NULL")
 # (index, table, columns): what pipeline/operations/retention.py selects by, oldest first, in small batches.

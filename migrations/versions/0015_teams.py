@@ -6,15 +6,14 @@ Create Date: 2026-11-27
 
 """
 from collections.abc import Sequence
-from typing import Union
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0015_teams"
-down_revision: Union[str, Sequence[str], None] = "0014_key_scopes"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0014_key_scopes"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 PERSONAL = sa.text("team_id IS NULL")
 SHARED = sa.text("team_id IS NOT NULL")

@@ -10,16 +10,15 @@ PostgreSQL every UPDATE and every DELETE of a row raises, but a DELETE in a tran
 file of the local user's) an UPDATE raises; a DELETE is left to the pruner, as SQLite has no session setting.
 """
 from collections.abc import Sequence
-from typing import Union
 
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0017_audit"
-down_revision: Union[str, Sequence[str], None] = "0016_sso_sessions"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0016_sso_sessions"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 PG_FUNCTION = """
 CREATE FUNCTION audit_events_append_only() RETURNS trigger AS $$

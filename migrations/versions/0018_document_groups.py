@@ -9,16 +9,15 @@ only by members of one of those groups (``team_groups``). A job records the grou
 reads another's job only when it holds them all (``pipeline.security.document_access``).
 """
 from collections.abc import Sequence
-from typing import Union
 
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0018_document_groups"
-down_revision: Union[str, Sequence[str], None] = "0017_audit"
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = "0017_audit"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:

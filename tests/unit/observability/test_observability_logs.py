@@ -137,9 +137,8 @@ def test_job_id_of_finds_the_job_in_every_task_signature(args, kwargs, expected)
 
 
 def test_an_unknown_context_field_is_refused():
-    with pytest.raises(ValueError, match="user_id"):
-        with log_context(user_id="u1"):
-            pass
+    with pytest.raises(ValueError, match="user_id"), log_context(user_id="u1"):
+        pass
 
 
 def test_celery_task_lines_keep_their_task_facts_but_not_the_state_they_carried(captured):
