@@ -24,20 +24,18 @@ Usage::
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 import textwrap
 import threading
 from dataclasses import asdict
+from types import ModuleType
 from typing import Literal
 
-import matplotlib
+from pydantic import Field, model_validator
 
-matplotlib.use("Agg")  # before anything could import pyplot; this module itself never does
-
-from pydantic import Field, model_validator  # noqa: E402
-
-from pipeline.agents.base import (  # noqa: E402
+from pipeline.agents.base import (
     AgentArtifact,
     AgentConfig,
     AgentContext,
@@ -45,7 +43,7 @@ from pipeline.agents.base import (  # noqa: E402
     ResponseAgent,
     ResponseAgentInput,
 )
-from pipeline.text.data_points import CITATION, DataPoint, choose_series, extract_data_points, kind_of  # noqa: E402
+from pipeline.text.data_points import CITATION, DataPoint, choose_series, extract_data_points, kind_of
 
 # ------------------------------------------------------------------------------------------------------- render
 
@@ -73,6 +71,16 @@ def _scale(series: list[DataPoint]) -> tuple[float, str, str]:
             if top >= divisor:
                 return divisor, word, suffix
     return 1.0, "", ""
+
+
+@functools.cache
+def _matplotlib() -> ModuleType:
+    """matplotlib on the Agg backend, imported on the first chart: 16 MiB that a worker which draws none (the
+    thread pool of the job's other steps) does not hold (BENCHMARKS.md, the thread-pool worker's memory)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # before anything could import pyplot; this module itself never does
+    return matplotlib
 
 
 def _plain(text: str) -> str:
@@ -153,6 +161,7 @@ class ChartGenerator(ResponseAgent):
         )
 
     def _render(self, query: str, series: list[DataPoint]) -> tuple[bytes, int, int]:
+        matplotlib = _matplotlib()
         from matplotlib.figure import Figure  # imported on first use: ~1 s, paid by the worker, not the API
 
         cfg = self.config
