@@ -49,7 +49,7 @@ def rebuild(settings: Settings, database: Database, collection_ref: str | None =
         with click.progressbar(length=documents, label=f"reindexing {collection.name} ({documents} documents)") as bar:
             done = [0]
 
-            def progress(count: int, _chunks: int) -> None:
+            def progress(count: int, _chunks: int, bar=bar, done=done) -> None:
                 bar.update(count - done[0])
                 done[0] = count
 

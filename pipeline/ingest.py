@@ -284,7 +284,7 @@ def index_documents(
     docs: list[tuple[str, str, str, dict[str, Any]]],
     embed: Callable[[list[str]], list[list[float]]],
     analyzer: KeywordAnalyzer,
-    chunking: ChunkingConfig = ChunkingConfig(),
+    chunking: ChunkingConfig | None = None,
     parts: Mapping[str, list[dict[str, Any]]] | None = None,
     embed_spans: SpanEmbed | None = None,
 ) -> list[IndexedChunk]:
@@ -295,6 +295,7 @@ def index_documents(
     chunk's own pass, and only those it cannot read so, and the titles, are embedded alone. A chunk's id carries a
     digest of its document's content (``document_id#digest-n``): a changed document's chunks are new rows beside
     the old ones until those are deleted, never a mix of both."""
+    chunking = chunking or ChunkingConfig()
     parts = parts or {}
     pending: list[tuple[str, str, str, dict[str, Any], str, dict[str, Any]]] = []
     for document_id, title, text, metadata in docs:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from functools import cached_property
+from typing import ClassVar
 
 import redis
 
@@ -35,7 +36,9 @@ from pipeline.retrieval.vector_store import VectorStore
 
 class Services:
     # Parts made under the lock and kept under a private name; the others are cached properties, kept under their own.
-    _LOCKED_PARTS = {"embedder": "_embedder", "retriever": "_retriever", "vector_store": "_vector_store"}
+    _LOCKED_PARTS: ClassVar[dict[str, str]] = {
+        "embedder": "_embedder", "retriever": "_retriever", "vector_store": "_vector_store",
+    }
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

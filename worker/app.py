@@ -175,4 +175,4 @@ def wait_until_ready(timeout_s: float = 30.0) -> None:
     while time.monotonic() < deadline:
         if app.control.ping(timeout=1.0):
             return
-    raise TimeoutError("no Celery worker answered within %.0f s" % timeout_s)
+    raise TimeoutError(f"no Celery worker answered within {timeout_s:.0f} s")

@@ -49,7 +49,7 @@ def _task_id(raw: bytes) -> str | None:
 
 def held_tasks(client: redis.Redis) -> dict[str, float]:
     """The task ids a consumer took and has not acknowledged, each with when it took it (epoch seconds)."""
-    taken = {tag: score for tag, score in client.zrange("unacked_index", 0, -1, withscores=True)}
+    taken = dict(client.zrange("unacked_index", 0, -1, withscores=True))
     held = {}
     for tag, raw in client.hgetall("unacked").items():
         task_id = _task_id(raw)

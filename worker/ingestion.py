@@ -99,8 +99,8 @@ def delete_documents(self, collection_id: str, external_ids: list[str]) -> dict[
     services = get_services()
     try:
         services.vector_store.delete_documents(milvus_collection_name(collection_id), external_ids)
-    except Exception as exc:
-        raise self.retry(exc=exc, countdown=2 ** self.request.retries)
+    except Exception as exc:  # whatever the vector store raised, the deletion is tried again
+        raise self.retry(exc=exc, countdown=2 ** self.request.retries) from exc
     # Again now that the vectors are gone: results cached in between may still hold the document.
     _mark_documents(services, [], "indexed", None, bump_epoch=uuid.UUID(collection_id))
     return {"deleted": len(external_ids)}

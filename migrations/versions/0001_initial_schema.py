@@ -1,7 +1,7 @@
 """initial schema
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-21
 
 """
@@ -18,6 +18,9 @@ revision: str = '0001'
 down_revision: str | Sequence[str] | None = None
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+# JSON on SQLite, JSONB on PostgreSQL.
+JSON = sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql')
 
 
 def upgrade() -> None:
@@ -36,7 +39,7 @@ def upgrade() -> None:
     sa.Column('agent_id', sa.String(length=100), nullable=False),
     sa.Column('name', sa.String(length=255), nullable=False),
     sa.Column('description', sa.Text(), nullable=True),
-    sa.Column('config', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
+    sa.Column('config', JSON, nullable=False),
     sa.Column('enabled', sa.Boolean(), nullable=False),
     sa.Column('trigger_stage', sa.String(length=50), nullable=False),
     sa.Column('priority', sa.Integer(), nullable=False),
@@ -84,7 +87,7 @@ def upgrade() -> None:
     sa.Column('external_id', sa.String(length=512), nullable=False),
     sa.Column('title', sa.Text(), nullable=False),
     sa.Column('text', sa.Text(), nullable=False),
-    sa.Column('metadata', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
+    sa.Column('metadata', JSON, nullable=False),
     sa.Column('status', sa.String(length=20), nullable=False),
     sa.Column('error', sa.Text(), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
@@ -103,13 +106,13 @@ def upgrade() -> None:
     sa.Column('query', sa.Text(), nullable=False),
     sa.Column('status', sa.String(length=20), nullable=False),
     sa.Column('stage', sa.String(length=50), nullable=True),
-    sa.Column('stage_log', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
-    sa.Column('request', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
-    sa.Column('config_snapshot', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
-    sa.Column('state', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=True),
-    sa.Column('agent_runs', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
-    sa.Column('timings_ms', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
-    sa.Column('response', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=True),
+    sa.Column('stage_log', JSON, nullable=False),
+    sa.Column('request', JSON, nullable=False),
+    sa.Column('config_snapshot', JSON, nullable=False),
+    sa.Column('state', JSON, nullable=True),
+    sa.Column('agent_runs', JSON, nullable=False),
+    sa.Column('timings_ms', JSON, nullable=False),
+    sa.Column('response', JSON, nullable=True),
     sa.Column('error', sa.Text(), nullable=True),
     sa.Column('deadline_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('idempotency_key', sa.String(length=255), nullable=True),
@@ -140,7 +143,7 @@ def upgrade() -> None:
     sa.Column('content_type', sa.String(length=100), nullable=False),
     sa.Column('size', sa.Integer(), nullable=False),
     sa.Column('data', sa.LargeBinary(), nullable=False),
-    sa.Column('metadata', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
+    sa.Column('metadata', JSON, nullable=False),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['job_id'], ['jobs.id'], ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id'),
@@ -151,8 +154,10 @@ def upgrade() -> None:
 
     # ### end Alembic commands ###
     # Every request acts as this user until API keys arrive (pipeline.platform.db.DEFAULT_USER_ID).
-    users = sa.table("users", sa.column("id", sa.Uuid()), sa.column("name", sa.String()), sa.column("created_at", sa.DateTime(timezone=True)))
-    op.bulk_insert(users, [{"id": uuid.UUID("00000000-0000-0000-0000-000000000001"), "name": "default", "created_at": datetime.now(UTC)}])
+    users = sa.table("users", sa.column("id", sa.Uuid()), sa.column("name", sa.String()),
+                     sa.column("created_at", sa.DateTime(timezone=True)))
+    op.bulk_insert(users, [{"id": uuid.UUID("00000000-0000-0000-0000-000000000001"), "name": "default",
+                            "created_at": datetime.now(UTC)}])
 
 
 def downgrade() -> None:

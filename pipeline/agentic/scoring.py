@@ -277,10 +277,7 @@ class OfflineScorer:
             return None, {}
         try:
             query_vector = self.embed([query])[0]
-            if self.doc_vectors is not None:
-                found = self.doc_vectors(documents)
-            else:
-                found = {}
+            found = self.doc_vectors(documents) if self.doc_vectors is not None else {}
             missing = [d for d in documents if d.id not in found]
             if missing:
                 vectors = self.embed([f"{d.title}. {d.text}" for d in missing])

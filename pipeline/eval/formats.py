@@ -253,7 +253,7 @@ def scan_page(text: str, seed: int, dpi: int = SCAN_DPI, font_pt: float = 11, an
     size = font_pt
     while True:
         font = ImageFont.truetype(font_path(), round(size * dpi / 72))
-        lines = wrap(text, lambda line: font.getlength(line), width - 2 * margin)
+        lines = wrap(text, font.getlength, width - 2 * margin)
         leading = round(size * 1.35 * dpi / 72)
         if len(lines) * leading <= height - 2 * margin or size <= 7:
             break

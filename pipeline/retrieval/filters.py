@@ -54,7 +54,7 @@ MAX_VALUE_CHARS = 1000
 MAX_KEY_CHARS = 64
 # Integers beyond 2**53 do not survive JSON's doubles: a bound there would not mean what was sent.
 MAX_SAFE_INT = 2**53
-KEY_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,%d}" % (MAX_KEY_CHARS - 1))
+KEY_PATTERN = re.compile(rf"[A-Za-z_][A-Za-z0-9_-]{{0,{MAX_KEY_CHARS - 1}}}")
 DATE_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # ASCII digits only: \d takes any script's digits
 OPERATORS = ("eq", "ne", "in", "range", "exists", "and", "or", "not")
 # Where a document's publication date is kept, in the order recency scoring reads them.

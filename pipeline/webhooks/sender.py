@@ -64,10 +64,12 @@ class WebhookSender:
             return round((time.perf_counter() - started) * 1000, 3)
 
         try:
-            with guarded_client(self.policy, self.resolver, network_backend=deadline, timeout=self.timeout_s,
-                                follow_redirects=False) as client:
-                with client.stream("POST", url, content=body.encode("utf-8"), headers=headers) as response:
-                    code = response.status_code
+            with (
+                guarded_client(self.policy, self.resolver, network_backend=deadline, timeout=self.timeout_s,
+                               follow_redirects=False) as client,
+                client.stream("POST", url, content=body.encode("utf-8"), headers=headers) as response,
+            ):
+                code = response.status_code
         except httpx.TimeoutException as exc:
             return SendResult("timeout", took(), error=f"no answer within {self.timeout_s:g} s ({type(exc).__name__})")
         except httpx.HTTPError as exc:

@@ -35,6 +35,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from pipeline.documents import Citation, Document, location_of
@@ -234,7 +235,7 @@ def _prepare(doc: Document, analyzer) -> _Source:
     pairs = [
         _Window(a.start, b.end, a.terms | b.terms, a.numbers | b.numbers, a.negated or b.negated,
                 [*a.sentences, *b.sentences], a.mentions + b.mentions)
-        for a, b in zip(singles, singles[1:])
+        for a, b in pairwise(singles)
     ]
     return _Source(doc, sentences, singles + pairs)
 
