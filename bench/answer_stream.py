@@ -6,7 +6,8 @@ OpenAI-compatible server in this process that streams its reply at a model's pac
 jobs one after another, each read from ``GET /v1/jobs/{id}/events`` from its submission: the time to the first
 ``answer.delta``, to the ``answer`` event and to ``done``. Then the cost of the channel on the path that does not
 stream: the offline answer step over the corpus with and without writing to the stack's Redis (``--repeat`` times
-each, interleaved), and an LLM answer whose reply comes without pause, asked whole and streamed. Prints medians and writes them to ``bench/results/answer_stream.md``.
+each, interleaved), and an LLM answer whose reply comes without pause, asked whole and streamed. Prints medians and
+writes them to ``bench/results/answer_stream.md``.
 
 Usage::
 

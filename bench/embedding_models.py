@@ -73,7 +73,8 @@ def cost(model: str, n_chunks: int = 200) -> dict:
         embedder.embed_queries([claim])
         query_ms.append((time.perf_counter() - started) * 1000)
     return {"model": model, "load_s": round(load_s, 1), "rss_mb_before": round(before),
-            "rss_mb_after": round(_rss_mb()), "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "rss_mb_after": round(_rss_mb()),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             "chunks": len(texts), "ms_per_1000_chunks": round(per_chunk_ms * 1000),
             "query_ms_p50": round(statistics.median(query_ms), 1),
             "query_ms_p95": round(sorted(query_ms)[int(0.95 * (len(query_ms) - 1))], 1)}

@@ -183,7 +183,8 @@ def render(result: dict, command: str) -> str:
         f"{_ms(c['collection_read_ms']['p95'])} |",
         f"| hit / floor, p50 | {c['ratio_p50']:.2f} | |",
         "",
-        f"Goal p50 ≤ {GOALS['cache_hit_p50_ms']:g} ms: {_goal(c['cache_hit_ms']['p50'], GOALS['cache_hit_p50_ms'], True)}.",
+        f"Goal p50 ≤ {GOALS['cache_hit_p50_ms']:g} ms: "
+        f"{_goal(c['cache_hit_ms']['p50'], GOALS['cache_hit_p50_ms'], True)}.",
         "",
     ]
 
@@ -246,6 +247,7 @@ def render(result: dict, command: str) -> str:
     mem = s["worker_memory"]
     children = [r for r in mem if r.get("role", "prefork child") == "prefork child"]
     peak = max(children, key=lambda r: r["vm_hwm_mib"])
+    remote_goal = GOALS["remote_worker_mib"]
     lines += [
         "## 6. Peak RSS of a worker process",
         "",
@@ -281,7 +283,7 @@ def render(result: dict, command: str) -> str:
            f"{_goal(result['concurrency']['thread_pool']['jobs_per_s'], GOALS['thread_pool_jobs_per_s'], False)} |"]
           if "concurrency" in result else []),
         *([f"| 7. thread-pool worker with an embeddings server, VmHWM | ≤ {GOALS['remote_worker_mib']:g} MiB | "
-           f"{_goal(_main_hwm(result['concurrency']['thread_pool_remote_embeddings']), GOALS['remote_worker_mib'], True)} |"]
+           f"{_goal(_main_hwm(result['concurrency']['thread_pool_remote_embeddings']), remote_goal, True)} |"]
           if "thread_pool_remote_embeddings" in result.get("concurrency", {}) else []),
         "",
         END,
@@ -391,7 +393,8 @@ def main() -> None:
     parser.add_argument("--quiet-wait-s", type=float, default=1200.0, help="for at most this long")
     parser.add_argument("--render-from", type=Path, default=None, metavar="SUITE_JSON",
                         help="only write the report, from the figures of an earlier run")
-    parser.add_argument("--out", type=Path, default=None, help="default BENCHMARKS.md (--quick: bench/results/quick.md)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default BENCHMARKS.md (--quick: bench/results/quick.md)")
     args = parser.parse_args()
     if args.quick:
         args.hop_agents, args.hop_jobs, args.cache_requests = 5, 4, 20
@@ -411,7 +414,8 @@ def main() -> None:
     result = {"command": command, **run(args)}
     results = REPO / "bench" / "results"
     results.mkdir(parents=True, exist_ok=True)
-    (results / ("quick.json" if args.quick else "suite.json")).write_text(json.dumps(result, indent=2, default=str) + "\n")
+    figures = json.dumps(result, indent=2, default=str) + "\n"
+    (results / ("quick.json" if args.quick else "suite.json")).write_text(figures)
     write_report(render(result, command), args.out)
     print(f"wrote {args.out}")
 

@@ -29,7 +29,8 @@ DEMO_AGENTS = [
     {
         "agent_id": "acronym_resolver",
         "priority": 10,
-        "config": {"acronyms": {"PPA": "power purchase agreement", "LCOE": "levelized cost of energy", "Q4": "fourth quarter"}},
+        "config": {"acronyms": {"PPA": "power purchase agreement", "LCOE": "levelized cost of energy",
+                                "Q4": "fourth quarter"}},
     },
     {"agent_id": "deduplicator", "priority": 0, "config": {"threshold": 0.5}},
     {"agent_id": "executive_summary", "priority": 0, "config": {"max_words": 120}},

@@ -139,7 +139,8 @@ def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | Non
               "sentence_weight": config.sentence_weight, "agents": agent_ids,
               **({"filter": config.filter.as_json()} if config.filter else {})}
     click.echo(
-        f"strategy {config.strategy} ({config.fusion}){' + ' + ','.join(agent_ids) if agent_ids else ''}: nDCG@10 {report['ndcg@10']:.4f}  Recall@100 "
+        f"strategy {config.strategy} ({config.fusion}){' + ' + ','.join(agent_ids) if agent_ids else ''}: "
+        f"nDCG@10 {report['ndcg@10']:.4f}  Recall@100 "
         f"{report['recall@100']:.4f}  MRR@10 {report['mrr@10']:.4f}  latency p50 {report['latency_ms']['p50']:.1f} ms "
         f"p95 {report['latency_ms']['p95']:.1f} ms  ({report['queries']} queries)"
     )
@@ -300,7 +301,8 @@ def _grounding_line(g: dict, with_gold: bool) -> str:
               help="A follow-up set (JSONL: id, first, follow_up, standalone, relevant); with the sample corpus by "
                    "default: examples/followups.jsonl.")
 @click.option("--corpus", type=DATA_FILE, default=None,
-              help="The corpus of --set (id/title/text lines, or BEIR _id lines); default examples/sample_corpus.jsonl.")
+              help="The corpus of --set (id/title/text lines, or BEIR _id lines); "
+                   "default examples/sample_corpus.jsonl.")
 @click.option("--scifact", "scifact_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Derive follow-ups from SciFact training claims in this directory (corpus.jsonl, "
                    "queries_train.jsonl, qrels/train.tsv) instead.")

@@ -61,7 +61,8 @@ def print_job(job: dict, written: list[Path], streamed: str | None = None) -> No
     for run in response["agents"]:
         note = f" - {run['errors'][0]}" if run.get("errors") else ""
         hit = " (cache hit)" if run.get("cache_hit") else ""
-        click.echo(f"  {run['stage']:<12} {run['agent_id']:<20} {run['status']:<12} {run['duration_ms']:>8.1f} ms{hit}{note}")
+        click.echo(f"  {run['stage']:<12} {run['agent_id']:<20} {run['status']:<12} "
+                   f"{run['duration_ms']:>8.1f} ms{hit}{note}")
     if written:
         click.echo("\nartifacts:")
         for path in written:

@@ -65,7 +65,8 @@ def local_server(host: str = "127.0.0.1", port: int | None = None) -> Iterator[t
 def api_session(settings: Settings) -> Iterator[ApiClient]:
     if settings.api_url:
         if not settings.api_key:
-            raise ApiError("AGENTSEARCH_API_URL is set but AGENTSEARCH_API_KEY is not: create a key with `agentsearch users create NAME`")
+            raise ApiError("AGENTSEARCH_API_URL is set but AGENTSEARCH_API_KEY is not: "
+                           "create a key with `agentsearch users create NAME`")
         client = ApiClient(settings.api_url, settings.api_key)
         try:
             yield client

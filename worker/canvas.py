@@ -6,7 +6,8 @@
 With several collections, core_search becomes chord(group(core_search per collection), merge_search).
 
 Each agent invocation is its own task; the pre- and post-search agents are told their stage's agents (``peers``),
-which a ``next_agent_id`` may name (``pipeline.job.routing``: passed-over agents are no-op hops). Signatures are made from the task objects of ``worker.job_tasks``, so each name
+which a ``next_agent_id`` may name (``pipeline.job.routing``: passed-over agents are no-op hops). Signatures are
+made from the task objects of ``worker.job_tasks``, so each name
 here leads to its task. The parts the agentic canvas shares (``agent_step``, ``pipeline_step``,
 ``respond_and_assemble``, ``fail_job_on_error``) are public here.
 

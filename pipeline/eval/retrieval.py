@@ -79,7 +79,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def score_run(run: dict[str, list[str]], qrels: dict[str, dict[str, int]], latencies_ms: list[float] | None = None) -> dict:
+def score_run(run: dict[str, list[str]], qrels: dict[str, dict[str, int]],
+              latencies_ms: list[float] | None = None) -> dict:
     judged = [q for q in run if q in qrels]
     if not judged:
         raise ValueError("no query of the run has relevance judgements")

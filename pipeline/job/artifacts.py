@@ -57,7 +57,8 @@ class ArtifactStore:
             try:
                 with self.db.session() as s:
                     row = s.scalar(
-                        select(ArtifactRow).where(ArtifactRow.job_id == job_uuid, ArtifactRow.filename == artifact.filename)
+                        select(ArtifactRow).where(ArtifactRow.job_id == job_uuid,
+                                                  ArtifactRow.filename == artifact.filename)
                     )
                     if row is None:
                         row = ArtifactRow(job_id=job_uuid, **values)

@@ -30,7 +30,9 @@ from pythonjsonlogger.json import JsonFormatter
 
 CONTEXT_FIELDS = ("job_id", "task_id", "agent_id")
 
-_ids: dict[str, ContextVar[str | None]] = {name: ContextVar(f"agentsearch_{name}", default=None) for name in CONTEXT_FIELDS}
+_ids: dict[str, ContextVar[str | None]] = {
+    name: ContextVar(f"agentsearch_{name}", default=None) for name in CONTEXT_FIELDS
+}
 
 
 def current_ids() -> dict[str, str | None]:

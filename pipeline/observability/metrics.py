@@ -52,7 +52,9 @@ RETENTION_PRUNED_KEY = f"{KEY_PREFIX}:retention_pruned"
 WORKER_REPORT_TTL_S = 3600.0
 
 # Agents range from a regex (milliseconds) to an LLM call or a rendered PDF (tens of seconds).
-DURATION_BUCKETS_S: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+DURATION_BUCKETS_S: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+)
 # Up to the default artifact limit (20 MiB) and beyond it, since refused artifacts are measured too.
 ARTIFACT_BUCKETS_BYTES: tuple[float, ...] = tuple(
     float(b) for b in (1 << 10, 10 << 10, 100 << 10, 1 << 20, 5 << 20, 10 << 20, 20 << 20, 50 << 20)

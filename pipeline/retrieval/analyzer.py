@@ -226,7 +226,9 @@ class KeywordAnalyzer:
         code = normalise_code(language)
         if not known_language(code):
             known = ", ".join(sorted({*SNOWBALL, *_SCRIPT}))
-            raise ValueError(f"no stemmer or segmenter for {language!r}; use 'auto', a Snowball name or one of: {known}")
+            raise ValueError(
+                f"no stemmer or segmenter for {language!r}; use 'auto', a Snowball name or one of: {known}"
+            )
         self.code = code
 
     @property

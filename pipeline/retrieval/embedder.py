@@ -111,7 +111,8 @@ class Embedder:
             from sentence_transformers import SentenceTransformer
 
             self._model = SentenceTransformer(str(resolve_model_path(model_name)), device="cpu")
-            dimension = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+            dimension = (getattr(self._model, "get_embedding_dimension", None)
+                         or self._model.get_sentence_embedding_dimension)
             self.dimension = int(dimension())
             encode_passages = encode_queries = self._encode
         # One forward pass at a time per process (torch already uses every core), over the texts of every call

@@ -18,7 +18,8 @@ def _ranked(scores: dict[str, float]) -> list[str]:
     return sorted(scores, key=lambda i: scores[i], reverse=True)
 
 
-def rrf_fuse(lists: Sequence[dict[str, float]], weights: Sequence[float] | None = None, k: int = 60) -> dict[str, float]:
+def rrf_fuse(lists: Sequence[dict[str, float]], weights: Sequence[float] | None = None,
+             k: int = 60) -> dict[str, float]:
     weights = weights or [1.0] * len(lists)
     fused: dict[str, float] = {}
     for scores, weight in zip(lists, weights, strict=True):

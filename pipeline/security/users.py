@@ -94,7 +94,8 @@ class UserStore:
         """A new user and its first key. Raises ``UserError`` for a malformed or taken name."""
         if not USER_NAME.match(name):
             raise UserError(
-                f"invalid user name {name!r}: 1-100 characters, letters, digits and . _ @ -, starting with a letter or digit"
+                f"invalid user name {name!r}: 1-100 characters, letters, digits and . _ @ -, "
+                "starting with a letter or digit"
             )
         user_id = uuid.uuid4()
         key = new_key()

@@ -5,7 +5,8 @@ LF: ``urlsplit`` quietly drops them, so the URL looks fine here, but the HTTP cl
 and it is a header-injection shape besides), and one the HTTP client itself parses as every delivery will. The
 host goes through the egress guard (``pipeline.security.egress``) as a delivery's connection will: a literal
 loopback, private, link-local or metadata address, or a name that resolves to one, is refused unless the operator
-allowed it (``AGENTSEARCH_EGRESS_ALLOW``); so is a name that does not resolve at all. This check is for the user's benefit (a clear 422 at once instead of a
+allowed it (``AGENTSEARCH_EGRESS_ALLOW``); so is a name that does not resolve at all. This check is for the user's
+benefit (a clear 422 at once instead of a
 delivery log of refusals): what protects the service is the guard again at every delivery's connect, since a name
 can resolve elsewhere later.
 
