@@ -28,6 +28,7 @@ from pipeline.job.stage_budget import start_clock
 from pipeline.job.state import AgentSpec, JobState
 from pipeline.job.store import JobStore
 from pipeline.platform.llm import LLMClient
+from pipeline.retrieval.outcome import SearchOutcome
 from pipeline.services import Services, get_services
 from worker.agentic_canvas import AGENTIC_BEGIN, AGENTIC_ITERATION, build_agentic_tail, build_loops, iteration_step
 from worker.app import app
@@ -119,8 +120,8 @@ def agentic_finish(job_id: str) -> dict[str, Any]:
     documents, summary = job_documents(spec, states, services.settings.max_top_k)
     state.documents = documents
     state.metadata["agentic"] = summary
-    state.metadata["search"] = {"mode": spec.mode, "returned": len(documents),
-                                "iterations": {p or "query": s.iteration for p, s in states.items()}}
+    SearchOutcome(mode=spec.mode, returned=len(documents),
+                  iterations={p or "query": s.iteration for p, s in states.items()}).write(state.metadata)
     if state.user_id:
         _record_seen(services, state, spec, states, documents)
     state.timings_ms["agentic"] = round(sum(r.duration_ms for s in states.values() for r in s.history), 3)

@@ -41,7 +41,7 @@ from pipeline.platform import overlap
 from pipeline.platform.backoff import backoff_delay
 from pipeline.platform.kv import connect_redis
 from pipeline.platform.llm import LLMClient
-from pipeline.retrieval.outcome import SearchFailed, search_failure
+from pipeline.retrieval.outcome import SearchFailed, SearchOutcome
 from pipeline.services import Services, get_services
 from worker.app import DB_RETRY, DB_UNAVAILABLE, LONGEST_RETRY_DELAY_S, app
 from worker.observability import end_job_trace
@@ -160,11 +160,12 @@ def core_search(self, state: dict[str, Any], collection_id: str | None = None) -
     def search_collection(current: JobState) -> JobState:
         current = stages.core_search_step(current, services, collection_id)
         start_clock(current, Stage.POST_SEARCH)  # the search hands over: the post-search agents' clock starts
-        search = current.metadata.get("search") or {}
+        search = SearchOutcome.read(current.metadata)
         services.metrics.record_search(search)
         if self.request.retries:
-            search["attempts"] = self.request.retries + 1
-        if reason := search_failure(search, len(current.documents)):
+            search.attempts = self.request.retries + 1
+            search.write(current.metadata)
+        if reason := search.failure(len(current.documents)):
             # Raised before the ledger write: a redelivered copy must search again, not hand on the failure.
             delay = backoff_delay(self.request.retries, services.settings.milvus_retry_s)
             if delay is not None:
@@ -185,7 +186,7 @@ def merge_search(states: list[dict[str, Any]]) -> dict[str, Any]:
     merged = stages.merge_search_step([JobState.load(s) for s in states])
     merged.timings_ms["core_search"] = max(JobState.load(s).timings_ms.get("core_search", 0.0) for s in states)
     start_clock(merged, Stage.POST_SEARCH)
-    if reason := search_failure(merged.metadata["search"], len(merged.documents)):
+    if reason := SearchOutcome.read(merged.metadata).failure(len(merged.documents)):
         raise SearchFailed(reason)
     done = step_ledger().put(merged.job_id, "merge_search", merged.dump())
     JobStore(get_services().db).progress(merged.job_id, "core_search", JobState.load(done))

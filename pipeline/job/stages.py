@@ -39,8 +39,9 @@ from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.observability.tracing import traced_stage
 from pipeline.platform.db import milvus_collection_name
 from pipeline.retrieval.config import SearchConfig
-from pipeline.retrieval.outcome import degraded_reasons
+from pipeline.retrieval.outcome import SearchOutcome
 from pipeline.retrieval.sentence_vectors import KnownVectors, stored_for
+from pipeline.retrieval.translations import Translations
 
 if TYPE_CHECKING:  # types only: steps get their parts passed in, and the tests hand in fakes
     from pipeline.services import Services
@@ -121,46 +122,31 @@ def search_config(state: JobState, defaults: dict) -> SearchConfig:
     return SearchConfig(**{**defaults, **state.search, "top_k": state.top_k})
 
 
-def search_queries(state: JobState) -> tuple[str, dict[str, str]]:
-    """The query to search and its translations to fuse with it. After the translator the search runs the user's
-    own words and each translation (the current query, as later agents left it, stands for the first), so a
-    question meets documents in its own language and in the collection's; otherwise the current query alone."""
-    meta = state.metadata
-    original = meta.get("original_query")
-    if not (meta.get("translation_method") and meta.get("translated_from") and isinstance(original, str) and original):
-        return state.query, {}
-    translations = {str(k): str(v) for k, v in (meta.get("translations") or {}).items()}
-    translations[str(meta.get("translated_to"))] = state.query
-    return original, translations
-
-
 @traced_stage("core_search")
 def core_search_step(state: JobState, services: Services, collection_id: str | None = None) -> JobState:
     """Search one collection (the job's own by default) and keep the top-k documents."""
     state = state.model_copy(deep=True)
     if state.skip_search:
         state.documents = []
-        state.metadata["search"] = {"skipped": True, "reason": "a pre-search agent asked to skip search"}
+        SearchOutcome.skipped_by_agent().write(state.metadata)
         return state
     collection_id = collection_id or state.collection_id
-    query, translations = search_queries(state)
+    # After the translator the search runs the question as asked and each translation, so it meets documents in
+    # its own language and in the collection's; otherwise the current query alone.
+    translations = Translations.of_translator(state.metadata, state.query)
     result = services.retriever.search(
         milvus_collection_name(collection_id),
-        query,
+        translations.original if translations is not None else state.query,
         search_config(state, services.settings.search_defaults()),
         epoch=state.collections.get(collection_id, 0),
         model=services.settings.embedding_model,
-        **({"translations": translations} if translations else {}),
+        **({"translations": translations} if translations is not None else {}),
     )
     state.documents = [
         d.model_copy(update={"metadata": {**d.metadata, "collection_id": collection_id}}) for d in result.documents
     ]
-    state.metadata["search"] = {
-        **result.metrics,
-        "collection_id": collection_id,
-        **({"warnings": result.warnings} if result.warnings else {}),
-        **({"suggestions": result.suggestions} if result.suggestions else {}),
-    }
+    SearchOutcome.of_collection(result.metrics, collection_id, result.warnings, result.suggestions).write(
+        state.metadata)
     return state
 
 
@@ -173,24 +159,18 @@ def merge_search_step(states: list[JobState]) -> JobState:
             if doc.id not in best or doc.score > best[doc.id].score:
                 best[doc.id] = doc
     merged.documents = sorted(best.values(), key=lambda d: d.score, reverse=True)[: merged.top_k]
+    searches = [SearchOutcome.read(s.metadata) for s in states]
     per_collection = {
-        (s.metadata.get("search", {}).get("collection_id")
-         or (s.documents[0].metadata["collection_id"] if s.documents else f"#{i}")): s.metadata.get("search", {})
-        for i, s in enumerate(states)
+        (search.collection_id or (s.documents[0].metadata["collection_id"] if s.documents else f"#{i}")): search
+        for i, (s, search) in enumerate(zip(states, searches, strict=True))
     }
-    found = sum(m.get("sources_found", 0) for m in per_collection.values())
-    # One collection's failure is the merged search's: degraded if the others found documents, failed if not.
-    errors = [f"collection {cid}: {reason}" for cid, m in per_collection.items() for reason in degraded_reasons(m)]
-    merged.metadata["search"] = {
-        "collections": per_collection,
-        "sources_found": found,
-        "returned": len(merged.documents),
-        "duplicates_across_collections": sum(len(s.documents) for s in states) - len(best),
-        "cache_hit": all(m.get("cache_hit") for m in per_collection.values()),
-        "average_relevance": round(sum(d.score for d in merged.documents) / len(merged.documents), 6)
+    SearchOutcome.merged(
+        per_collection,
+        returned=len(merged.documents),
+        duplicates=sum(len(s.documents) for s in states) - len(best),
+        average_relevance=round(sum(d.score for d in merged.documents) / len(merged.documents), 6)
         if merged.documents else 0.0,
-        **({"errors": errors} if errors else {}),
-    }
+    ).write(merged.metadata)
     return merged
 
 
@@ -337,7 +317,7 @@ def assemble_response(state: JobState, response_runs: list[AgentRun]) -> dict:
     runs = [*state.agent_runs, *response_runs]
     # A search that failed outright never gets here (the job fails); one that failed in part is said to be so,
     # and so is an answer the configured LLM failed to give (the offline answer stood in).
-    degraded = degraded_reasons(state.metadata.get("search") or {})
+    degraded = SearchOutcome.read(state.metadata).degraded_reasons()
     answer = state.metadata.get("answer") or {}
     if answer.get("degraded"):
         degraded = [*degraded, f"answer: the LLM failed, the offline answer was given ({answer.get('fallback_reason')})"]

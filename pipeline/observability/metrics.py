@@ -12,7 +12,7 @@ Usage::
 
     recorder = MetricsRecorder(redis)
     recorder.record_agent_run(run, cache_lookup=True, artifact_bytes=None)
-    recorder.record_search(state.metadata["search"])      # the search result and query-embedding caches
+    recorder.record_search(SearchOutcome.read(state.metadata))   # the search result and query-embedding caches
     recorder.record_cache("job", hit=False)               # the whole-job cache, by whoever consults it
     snapshot = read_metrics(redis)
     snapshot.agent_runs[("translator", "ok")]             # 12.0
@@ -35,6 +35,7 @@ import redis
 from redis.client import Pipeline
 
 from pipeline.job.state import AgentRun
+from pipeline.retrieval.outcome import SearchOutcome
 
 log = logging.getLogger("agentsearch.metrics")
 
@@ -124,16 +125,18 @@ class MetricsRecorder:
         """One lookup in a cache other than the agents' (``search``, ``embedding``, the whole-job ``job`` cache)."""
         self._write(lambda pipe: pipe.hincrby(CACHE_KEY, _field(cache, "hit" if hit else "miss"), 1))
 
-    def record_search(self, search: Mapping[str, Any]) -> None:
-        """A search's metrics (``state.metadata["search"]``): its result cache, and on a miss its embedding cache."""
-        if "cache_hit" not in search:
+    def record_search(self, search: SearchOutcome | Mapping[str, Any]) -> None:
+        """A search's outcome (``SearchOutcome``): its result cache, and on a miss its embedding cache."""
+        outcome = SearchOutcome.of(search)
+        if outcome.cache_hit is None:
             return  # skipped by a pre-search agent: no cache was asked
+        hit, embedding_hit = outcome.cache_hit, outcome.embedding_cache_hit
 
         def fill(pipe: Pipeline) -> None:
-            pipe.hincrby(CACHE_KEY, _field("search", "hit" if search["cache_hit"] else "miss"), 1)
+            pipe.hincrby(CACHE_KEY, _field("search", "hit" if hit else "miss"), 1)
             # A cached result repeats the embedding flag of the search that stored it: not a lookup of this one.
-            if not search["cache_hit"] and "embedding_cache_hit" in search:
-                pipe.hincrby(CACHE_KEY, _field("embedding", "hit" if search["embedding_cache_hit"] else "miss"), 1)
+            if not hit and embedding_hit is not None:
+                pipe.hincrby(CACHE_KEY, _field("embedding", "hit" if embedding_hit else "miss"), 1)
 
         self._write(fill)
 

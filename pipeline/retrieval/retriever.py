@@ -39,6 +39,7 @@ from pipeline.retrieval.language import EMBEDDING_SCRIPTS, detect_language, embe
 from pipeline.retrieval.language_route import CollectionLanguages, fuse_translations, language_route
 from pipeline.retrieval.outcome import degraded_reasons
 from pipeline.retrieval.sentence_signal import with_best_sentences
+from pipeline.retrieval.translations import Translations
 from pipeline.retrieval.vector_store import Hit, VectorStore
 from pipeline.text import content_terms
 
@@ -131,15 +132,15 @@ class Retriever:
         return self._collection_languages.of(collection, epoch, filter_expr)
 
     def search(self, collection: str, query: str, config: SearchConfig, epoch: int = 0, model: str = "",
-               translations: dict[str, str] | None = None) -> RetrievalResult:
-        """``translations`` (``{language: the query in it}``, from the translator agent) are searched beside the
+               translations: Translations | None = None) -> RetrievalResult:
+        """``translations`` (the translator agent's, ``pipeline.retrieval.translations``) are searched beside the
         query and the lists fused: a question meets documents in its own language and in the collection's."""
         started = time.perf_counter()
-        translations = {k: v for k, v in (translations or {}).items() if v and v.strip() and v != query}
+        beside = translations.searched_beside(query) if translations is not None else {}
         key = None
         if self.cache:
             key = self.cache.key("search", collection, str(epoch), model,
-                                 canonical_hash([query, config.cache_view(), *([translations] if translations else [])]))
+                                 canonical_hash([query, config.cache_view(), *([beside] if beside else [])]))
             if (cached := self.cache.get(key)) is not None:
                 payload = json.loads(cached)
                 result = RetrievalResult(
@@ -154,11 +155,11 @@ class Retriever:
         languages = (self.collection_languages(collection, epoch, config.filter.expression() if config.filter else "")
                      if self.analyzer.automatic else {})
         result = self._search_uncached(collection, query, config, model, languages)
-        if translations:
-            result = self._fuse_translations(collection, query, result, translations, config, model, languages)
+        if beside:
+            result = self._fuse_translations(collection, query, result, beside, config, model, languages)
         if self.analyzer.automatic:
             read = result.metrics.get("languages") or {"query": self.analyzer.language_of(query)}
-            result.metrics["language_route"] = language_route(read, languages, translations)
+            result.metrics["language_route"] = language_route(read, languages, beside)
         result.metrics["processing_ms"] = round((time.perf_counter() - started) * 1000, 3)
         result.metrics["cache_hit"] = False
         # Partial or failed searches are not cached: the next job should try again. A retriever left behind at the

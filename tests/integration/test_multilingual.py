@@ -16,13 +16,13 @@ from pipeline.agents.base import AgentContext, PreSearchInput, Stage
 from pipeline.agents.builtin.translator import Translator
 from pipeline.ingest import index_documents
 from pipeline.job.state import JobState
-from pipeline.job.stages import search_queries
 from pipeline.platform.db import milvus_collection_name
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.embedder import Embedder
 from pipeline.retrieval.retriever import Retriever
+from pipeline.retrieval.translations import Translations
 from pipeline.retrieval.vector_store import VectorStore
 from tests.integration.conftest import search
 from tests.support.fake_llm import FakeLLM
@@ -178,9 +178,10 @@ def test_with_an_llm_the_translations_are_searched_and_fused_with_the_original(t
     assert out.metadata["translations"] == TRANSLATIONS[question]
     state = JobState(job_id="j", collection_id="c1", query=out.query, original_query=question,
                      metadata={"language": "de", **out.metadata})
-    query, translations = search_queries(state)
+    translations = Translations.of_translator(state.metadata, state.query)
+    assert translations is not None
     # The model is named, as a job's search names it: what it reads decides which signals each query gets.
-    fused = retriever.search("c_multi", query, SearchConfig(top_k=3), model="all-MiniLM-L6-v2",
+    fused = retriever.search("c_multi", translations.original, SearchConfig(top_k=3), model="all-MiniLM-L6-v2",
                              translations=translations)
     assert fused.documents[0].id == "en-turbines"
     assert fused.metrics["language_route"]["route"] == "translated"

@@ -14,13 +14,13 @@ from pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Sta
 from pipeline.agents.builtin.translator import Translator
 from pipeline.ingest import chunk_keywords, index_documents
 from pipeline.job.state import JobState
-from pipeline.job.stages import search_queries
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text, index_form
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.language import detect_language
 from pipeline.retrieval.language_route import language_route
 from pipeline.retrieval.retriever import Retriever
+from pipeline.retrieval.translations import Translations
 from pipeline.retrieval.vector_store import Hit
 from tests.support.fake_llm import FakeLLM
 
@@ -203,13 +203,13 @@ def test_the_search_fuses_the_original_with_each_translation():
                      metadata={"original_query": "Wer gewann den Super Bowl 50?", "translated_from": "de",
                                "translated_to": "en", "translation_method": "llm",
                                "translations": {"en": "Who won Super Bowl 50?", "zh": "谁赢得了第50届超级碗？"}})
-    query, translations = search_queries(state)
+    translations = Translations.of_translator(state.metadata, state.query)
     # The current query (a later agent may have expanded it) stands for its language's translation.
-    assert query == "Wer gewann den Super Bowl 50?"
-    assert translations == {"en": "Who won Super Bowl 50? champion", "zh": "谁赢得了第50届超级碗？"}
+    assert translations is not None and translations.original == "Wer gewann den Super Bowl 50?"
+    assert translations.by_language == {"en": "Who won Super Bowl 50? champion", "zh": "谁赢得了第50届超级碗？"}
     plain = JobState(job_id="j", collection_id="c", query="solar", original_query="solar",
                      metadata={"original_query": "sollar"})  # the spell checker's, not a translation
-    assert search_queries(plain) == ("solar", {})
+    assert Translations.of_translator(plain.metadata, plain.query) is None
 
 
 def test_without_a_translation_the_route_says_it_stayed_monolingual():
