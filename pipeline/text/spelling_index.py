@@ -4,8 +4,8 @@ SymSpell finds a misspelt word's corrections through every string a dictionary w
 ``max_dictionary_edit_distance`` letters deleted from its first ``prefix_length``; symspellpy keeps them as a dict
 from each such string to the list of words it came from. For its bundled English list that is 676,094 strings and
 as many lists: 135 MiB of a worker's memory, the largest single item of a thread-pool worker (BENCHMARKS.md, "the
-thread-pool worker's memory"). ``CompactSymSpell`` keeps the same map as a sorted array of the strings' hashes and
-an array of the word each came from (about 25 MiB), built while the words are added, so the dict never exists.
+thread-pool worker's memory"). ``CompactSymSpell`` keeps the same map as one sorted array of the strings' hashes, each
+with the number of a word it came from (16 MiB), built while the words are added, so the dict never exists.
 
 A delete's words are those of its hash that do become it (a hash shared by two strings costs a check, never a wrong
 word), in the order they were added: ``lookup`` answers exactly as ``SymSpell``'s, which it is.
@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 from symspellpy import SymSpell
 
+INT64_MAX = (1 << 63) - 1
+
 
 def has_delete(word: str, delete: str, prefix_length: int, max_distance: int) -> bool:
     """Whether SymSpell's deletes of ``word`` hold ``delete``: a subsequence of the word's first ``prefix_length``
@@ -38,24 +40,29 @@ def has_delete(word: str, delete: str, prefix_length: int, max_distance: int) ->
 
 
 class DeletesIndex:
-    """The words each delete came from, read as symspellpy reads its dict: ``delete in index``, ``index[delete]``."""
+    """The words each delete came from, read as symspellpy reads its dict: ``delete in index``, ``index[delete]``.
 
-    def __init__(self, words: list[str], hashes: np.ndarray, word_ids: np.ndarray, prefix_length: int,
+    One sorted array of 64-bit keys: a delete's hash in the high bits, the number of a word it came from in the low
+    ``id_bits``. A delete's words are the keys of its hash's high bits, in the order of their numbers (the order
+    the words were added)."""
+
+    def __init__(self, words: list[str], keys: np.ndarray, id_bits: int, prefix_length: int,
                  max_distance: int) -> None:
-        self._words, self._hashes, self._word_ids = words, hashes, word_ids
+        self._words, self._keys, self._id_bits = words, keys, id_bits
         self._prefix_length, self._max_distance = prefix_length, max_distance
 
     def __getitem__(self, delete: str) -> tuple[str, ...]:
-        h = hash(delete)
-        start = int(self._hashes.searchsorted(h, "left"))
-        end = int(self._hashes.searchsorted(h, "right"))
+        low = (hash(delete) >> self._id_bits) << self._id_bits
+        start = int(self._keys.searchsorted(low, "left"))
+        high = low + (1 << self._id_bits)
+        end = int(self._keys.searchsorted(high, "left")) if high <= INT64_MAX else len(self._keys)
         found: list[str] = []
         last = -1
-        for word_id in self._word_ids[start:end].tolist():
-            word = self._words[word_id]
-            # Two deletes of one word may share a hash (then it is listed twice), or another string may.
-            if word_id != last and has_delete(word, delete, self._prefix_length, self._max_distance):
-                found.append(word)
+        for key in self._keys[start:end].tolist():
+            word_id = key & ((1 << self._id_bits) - 1)
+            # Two deletes of one word may share the hash's bits (then it is listed twice), or another string may.
+            if word_id != last and has_delete(self._words[word_id], delete, self._prefix_length, self._max_distance):
+                found.append(self._words[word_id])
             last = word_id
         return tuple(found)
 
@@ -63,11 +70,11 @@ class DeletesIndex:
         return isinstance(delete, str) and bool(self[delete])
 
     def __len__(self) -> int:
-        return len(self._hashes)
+        return len(self._keys)
 
     @property
     def nbytes(self) -> int:
-        return self._hashes.nbytes + self._word_ids.nbytes
+        return self._keys.nbytes
 
 
 class _Builder:
@@ -100,11 +107,14 @@ class _Builder:
             self.builder.word_ids.append(len(words) - 1)
 
     def index(self, prefix_length: int, max_distance: int) -> DeletesIndex:
-        hashes = np.frombuffer(self.hashes, dtype=np.int64)
-        order = np.argsort(hashes, kind="stable")  # a hash's words stay in the order they were added
-        sorted_hashes = hashes[order]
-        word_ids = np.frombuffer(self.word_ids, dtype=np.int32)[order]
-        return DeletesIndex(self.words, sorted_hashes, word_ids, prefix_length, max_distance)
+        # Sorted in place, one array beside the two being read: the index's peak is about twice its size.
+        id_bits = max(1, (len(self.words) - 1).bit_length())
+        keys = np.frombuffer(self.hashes, dtype=np.int64).copy()
+        keys >>= id_bits
+        keys <<= id_bits
+        keys |= np.frombuffer(self.word_ids, dtype=np.int32)
+        keys.sort()
+        return DeletesIndex(self.words, keys, id_bits, prefix_length, max_distance)
 
 
 class CompactSymSpell(SymSpell):
