@@ -151,7 +151,7 @@ def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))], 3)
+    return round(ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))], 3)
 
 
 def latencies(rows: dict[str, dict]) -> list[float]:

@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import sys
-from functools import cache, lru_cache
+from functools import cache
 from pathlib import Path
 from unittest import mock
 
@@ -117,7 +117,7 @@ def broker_lists(broker_url: str) -> dict[str, frozenset[bytes]]:
                 task.apply_async(connection=connection, parent_id="a-step", root_id="a-job")
         channel = connection.default_channel
         redis = fakeredis.FakeRedis(server=server)
-        for key in redis.keys():
+        for key in redis.keys("*"):
             if redis.type(key) != b"list":
                 continue
             for raw in redis.lrange(key, 0, -1):

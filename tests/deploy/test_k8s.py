@@ -269,7 +269,7 @@ def test_keda_adds_up_the_lists_of_a_queue_and_follows_the_larger_queue(builds, 
         queue_of = {trigger["name"]: next((q for q, lists in lists_of.items() if list_name(trigger) in lists), None)
                     for trigger in triggers}
 
-        def expected(values: dict[str, float]) -> float:
+        def expected(values: dict[str, float], queue_of=queue_of) -> float:
             per_queue: dict[str, float] = {}
             for trigger_name, queue in queue_of.items():
                 per_queue[queue] = per_queue.get(queue, 0.0) + values[trigger_name]

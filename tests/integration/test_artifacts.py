@@ -113,7 +113,7 @@ def test_six_artifacts_are_stored_inlined_and_downloadable(stack, collection, tm
     check_artifacts(downloaded, answer, tmp_path, {a: artifacts[a]["metadata"] for a in AGENTS})
     # Stored once, in the database, by reference: one row per agent, the bytes the API served.
     rows = stack.sql("SELECT agent_id, size FROM artifacts WHERE job_id = %s", job["job_id"])
-    assert {agent_id: size for agent_id, size in rows} == {a: artifacts[a]["size"] for a in AGENTS}
+    assert dict(rows) == {a: artifacts[a]["size"] for a in AGENTS}
 
 
 def test_cli_search_writes_all_six_artifacts(stack, collection, tmp_path):

@@ -25,7 +25,7 @@ def test_a_jobs_citations_point_into_the_text_of_the_sources_they_cite(stack, co
         response = job["response"]
         sources, citations = response["sources"], response["citations"]
 
-        cited = [s for s in re.findall(r"\[(\d+)\]", response["answer"])]
+        cited = re.findall(r"\[(\d+)\]", response["answer"])
         assert cited and len(citations) == len(cited), (response["answer"], citations)
         for c in citations:
             source = sources[c["source"] - 1]

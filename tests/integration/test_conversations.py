@@ -74,7 +74,7 @@ def test_a_follow_up_in_a_conversation_finds_the_document_of_the_earlier_turn(st
             for method, path, body in (("GET", "/v1/conversations/{}", None), ("DELETE", "/v1/conversations/{}", None),
                                        ("POST", "/v1/search", {"collection_id": own, "query": FOLLOW_UP,
                                                                "conversation_id": "{}"})):
-                def call(ident: str):
+                def call(ident: str, method=method, path=path, body=body):
                     payload = {k: v.format(ident) if isinstance(v, str) else v for k, v in (body or {}).items()}
                     return b.request(method, path.format(ident), json=payload if body else None)
 

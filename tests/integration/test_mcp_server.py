@@ -29,7 +29,7 @@ FRESH = {"agents": [], "use_cache": False, "wait_s": 60}
 
 
 def _stdio(stack, **env: str) -> tuple[Any, Any]:
-    errlog = tempfile.TemporaryFile("w+")
+    errlog = tempfile.TemporaryFile("w+")  # noqa: SIM115 - it outlives this function: the caller reads it
     params = StdioServerParameters(command=str(BIN / "agentsearch"), args=["mcp"], env={**stack.env, **env},
                                    cwd=str(REPO))
     return stdio_client(params, errlog=errlog), errlog
@@ -64,7 +64,7 @@ def _answered(outcome: dict[str, Any]) -> None:
 
 
 def test_stdio_lists_the_tools_and_answers_a_search_from_the_sample_corpus(stack, collection):
-    transport, errlog = _stdio(stack)
+    transport, _errlog = _stdio(stack)
 
     async def steps(client: Client):
         tools = {t.name: t for t in (await client.list_tools()).tools}

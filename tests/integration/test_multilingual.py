@@ -137,7 +137,7 @@ def test_bad_input_is_indexed_and_searchable_or_said_plainly(stack, mixed):
 
 
 def test_without_an_llm_a_question_in_another_language_says_it_stayed_monolingual(stack, mixed):
-    found, metrics = top(stack, mixed, "Сколько скорость поезда Фусин?")
+    _found, metrics = top(stack, mixed, "Сколько скорость поезда Фусин?")
     route = metrics["language_route"]
     assert route["route"] == "monolingual" and route["query_language"] == "ru"
     assert "no translation ran" in route["reason"]

@@ -29,7 +29,7 @@ def test_two_stores_making_one_new_collection_at_once_both_go_on(tmp_path):
             stores = [VectorStore(f"http://127.0.0.1:{port}") for _ in range(2)]
             start, errors = threading.Barrier(len(stores)), []
 
-            def make(store: VectorStore) -> None:
+            def make(store: VectorStore, start=start, name=name, errors=errors) -> None:
                 start.wait()
                 try:
                     store.ensure_collection(name, 8)

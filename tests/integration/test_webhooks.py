@@ -9,6 +9,7 @@ answers the registrations that must be refused.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
@@ -144,7 +145,7 @@ def test_a_receiver_that_fails_then_recovers_gets_each_delivery_once(allowed_api
         assert all(a["duration_ms"] >= 0 and a["started_at"] for a in delivery["attempts"])
         assert delivery["attempts"][0]["error"] == "the receiver answered HTTP 500"
         # Backoff: each wait at least half its doubling nominal one (0.1-0.2 s, then 0.2-0.4 s, then 0.4-0.8 s).
-        gaps = [b.at - a.at for a, b in zip(requests, requests[1:])]
+        gaps = [b.at - a.at for a, b in itertools.pairwise(requests)]
         assert gaps[0] >= 0.1 and gaps[1] >= 0.2 and gaps[2] >= 0.4, gaps
 
         # A manual retry: a new attempt under the same webhook-id, which the receiver drops as a repeat.

@@ -48,7 +48,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class StreamedReply:
     break_after: int | None = None
 
 
-Reply = Union[str, int, ErrorReply, DelayedReply, StreamedReply, Callable[[dict], Any]]
+Reply = str | int | ErrorReply | DelayedReply | StreamedReply | Callable[[dict], Any]
 
 
 class FakeLLM:

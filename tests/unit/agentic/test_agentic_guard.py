@@ -147,7 +147,7 @@ def test_an_agreeing_model_keeps_the_loop():
 
 @pytest.mark.parametrize("setting", [{"llm_guard": False}, None])
 def test_no_guard_without_it_configured_or_without_an_offline_scorer(setting):
-    loop_tools, llm, offline, _, _ = tools([2.0, 2.0, 4.5, 5.0])
+    loop_tools, _llm, offline, _, _ = tools([2.0, 2.0, 4.5, 5.0])
     config = CONFIG.model_copy(update=setting) if setting else CONFIG
     if setting is None:
         loop_tools.fallback_scorer = None

@@ -189,7 +189,7 @@ def test_offline_grade_covers_each_aspect_and_follows_up_on_the_missing_one():
     grade = grader.grade(query, kept)
     assert not grade.sufficient and grade.missing == ["subsea cable faults"]
     assert grade.follow_up_queries == ["subsea cable faults"]
-    grade = grader.grade(query, kept + [doc("c", "Subsea cable faults cut output.")])
+    grade = grader.grade(query, [*kept, doc("c", "Subsea cable faults cut output.")])
     assert grade.sufficient and grade.coverage == 1.0 and grade.follow_up_queries == []
     assert not grader.grade(query, []).sufficient
     # A part too short to search alone gets the lead aspect's words.

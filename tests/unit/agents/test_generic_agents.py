@@ -248,7 +248,7 @@ def test_mcp_a_binary_resource_becomes_the_artifact_bytes(mcp_http_url):
 
 def test_mcp_a_tool_error_is_the_agents_error(mcp_http_url):
     agent = McpTool({"context_forge_tool_id": "fail-http", "argument_mapping": {"message": "query"}})
-    with pytest.raises(McpToolError, match="reported an error.*Northwind Q4 results"):
+    with pytest.raises(McpToolError, match=r"reported an error.*Northwind Q4 results"):
         agent.run(RESPONSE_INPUT, response_ctx(http_tool(mcp_http_url, "fail-http", "fail")))
 
 
@@ -264,7 +264,7 @@ def test_mcp_an_internal_server_is_refused_at_connect_without_the_operators_allo
     agent = McpTool({"context_forge_tool_id": "outline-http", "argument_mapping": {"title": "query"},
                      "settings": {}, "call_timeout_s": 10})
     before = mcp_http_server.app.requests
-    with pytest.raises(McpToolError, match="egress refused: 127.0.0.1 is a loopback address"):
+    with pytest.raises(McpToolError, match=r"egress refused: 127\.0\.0\.1 is a loopback address"):
         agent.run(RESPONSE_INPUT, response_ctx(http_tool(mcp_http_server.url, allow_internal=False)))
     assert mcp_http_server.app.requests == before  # nothing reached the server
     # The operator's allowlist opens it as --allow-internal does.

@@ -288,7 +288,7 @@ def test_scoring_keeps_what_the_context_could_not_show_and_a_cut_reply_keeps_all
 
 def test_a_cut_compression_is_replaced_by_the_extractive_one():
     llm = Scripted(("- Northwind revenue: $412 million\n- Growth", "length"))
-    compressed, record = Compressor(KeywordAnalyzer(), max_chars=300, min_chars=500, llm=llm).compress(
+    _compressed, record = Compressor(KeywordAnalyzer(), max_chars=300, min_chars=500, llm=llm).compress(
         "Northwind revenue", DOCS[0])
     assert record.method == "extractive" and "cut at max_tokens (150)" in record.error
     assert llm.asked[0]["max_tokens"] == 150

@@ -412,7 +412,7 @@ def test_query_expander_synonyms_come_on_top_of_feedback_terms(tools):
     agent = QueryExpander({"mode": "offline", "max_terms": 2, "synonyms": {"battery": ["energy storage system"]}})
     out = agent.run(inp("Kestrel Point battery"), ctx_with(tools))
     sources = out.metadata["expansion_sources"]
-    assert list(sources.items())[0] == ("energy storage system", "synonym")
+    assert next(iter(sources.items())) == ("energy storage system", "synonym")
     assert list(sources.values()).count("feedback") == 2
 
 

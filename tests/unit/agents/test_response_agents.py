@@ -38,7 +38,7 @@ ANSWER = (
     "history [2]. "
     "Northwind Energy posted third-quarter 2025 revenue of $369 million, up 16% from $318 million in Q3 2024 [3]."
 )
-SENTENCES = [s for s in re.split(r"(?<=\.) ", ANSWER)]
+SENTENCES = re.split(r"(?<=\.) ", ANSWER)
 needs_poppler = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils missing (make services)")
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng missing (make services)")
 
@@ -336,7 +336,7 @@ def test_chart_is_skipped_without_numbers_never_empty():
 
 
 def test_chart_config_is_validated():
-    with pytest.raises(ValidationError, match="does not end in .svg"):
+    with pytest.raises(ValidationError, match=r"does not end in \.svg"):
         ChartGenerator({"format": "svg", "filename": "chart.png"})
     with pytest.raises(ValidationError):
         ChartGenerator({"format": "gif"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from typing import ClassVar
 
 import fakeredis
 import pytest
@@ -521,7 +522,7 @@ class Warmed(PreSearchAgent):
 
     agent_id = "warmed"
     cacheable = False
-    warm_ups: Counter[str] = Counter()
+    warm_ups: ClassVar[Counter[str]] = Counter()
     fail_next_warm_up = False
 
     class Config(AgentConfig):

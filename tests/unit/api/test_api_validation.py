@@ -186,7 +186,7 @@ def test_a_body_of_arrays_nested_a_thousand_deep_is_422_naming_the_body(client, 
 def test_document_metadata_nested_past_the_limit_is_422(client, collection_id, depth, loc):
     """Nested past the limit the field is named; past what the parser takes (a few hundred levels further) the
     body is, as nothing of it was read."""
-    body = '{"documents": [{"id": "deep", "text": "A report.", "metadata": %s}]}' % nested_objects(depth)
+    body = f'{{"documents": [{{"id": "deep", "text": "A report.", "metadata": {nested_objects(depth)}}}]}}'
     assert_refused_as_too_deep(post_json_text(client, f"/v1/collections/{collection_id}/documents", body), loc)
     counts = client.get(f"/v1/collections/{collection_id}").json()["documents"]
     assert counts == {"pending": 0, "indexed": 0, "failed": 0}
@@ -195,7 +195,7 @@ def test_document_metadata_nested_past_the_limit_is_422(client, collection_id, d
 @pytest.mark.parametrize(("depth", "loc"), [(100, ["body", "filter", "not", "not"]), (3000, ["body"])])
 def test_a_filter_nested_past_the_limit_is_422(client, app, collection_id, depth, loc):
     deep_filter = '{"not": ' * depth + '{"exists": {"key": "region"}}' + "}" * depth
-    body = '{"collection_id": "%s", "query": "Q4 revenue", "filter": %s}' % (collection_id, deep_filter)
+    body = f'{{"collection_id": "{collection_id}", "query": "Q4 revenue", "filter": {deep_filter}}}'
     assert_refused_as_too_deep(post_json_text(client, "/v1/search", body), loc)
     assert_nothing_written(client, app)
 

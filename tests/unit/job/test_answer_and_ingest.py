@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import pairwise
 
 import pytest
 
@@ -214,7 +215,7 @@ def test_chunks_hold_whole_sentences_within_max_chars(max_chars):
     runs = sentence_runs(chunks, sentences)
     # In order, no sentence skipped (chunks may repeat a little of the previous one), every chunk moves on.
     assert runs[0][0] == 0 and runs[-1][1] == len(sentences) - 1
-    for (start, end), (next_start, next_end) in zip(runs, runs[1:]):
+    for (start, end), (next_start, next_end) in pairwise(runs):
         assert start <= next_start <= end + 1
         assert next_end > end
 

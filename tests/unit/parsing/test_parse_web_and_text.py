@@ -220,15 +220,15 @@ def test_plain_text_is_read_in_its_encoding_as_one_part(tmp_path, encoding):
 def test_plain_text_loses_its_control_characters_and_is_refused_when_nothing_else_is_left(tmp_path):
     parsed = _read(tmp_path, "debris.txt", b"ab\x00c\x07d\x1b[0m\x7f e\x00\n", "text")
     assert parsed.text == "abcd[0m e"
-    with pytest.raises(ParseRefused, match="^the file has no text$"):
+    with pytest.raises(ParseRefused, match=r"^the file has no text$"):
         _read(tmp_path, "nul.txt", b"\x00" * 4096 + b"\x01\x02\n", "text")
 
 
 def test_a_text_longer_than_the_limit_is_refused(tmp_path):
     limits = ParseLimits(max_chars=1000)
-    with pytest.raises(ParseRefused, match="^the text is longer than 1,000 characters; split it into smaller files$"):
+    with pytest.raises(ParseRefused, match=r"^the text is longer than 1,000 characters; split it into smaller files$"):
         _read(tmp_path, "long.txt", b"word " * 500, "text", limits)
-    with pytest.raises(ParseRefused, match="^the text is longer than 1,000 characters"):
+    with pytest.raises(ParseRefused, match=r"^the text is longer than 1,000 characters"):
         _read(tmp_path, "long.md", b"# Title\n\n" + b"word " * 500, "markdown", limits)
 
 
@@ -301,5 +301,5 @@ def test_emails_attached_deeper_than_the_limit_are_refused(tmp_path):
         message = outer
     parsed = _read(tmp_path, "forward.eml", message.as_bytes(), "eml")
     assert [a.name for a in parsed.attachments] == ["Level 3.eml"]
-    with pytest.raises(ParseRefused, match="^the e-mail's parts are nested more than 3 deep$"):
+    with pytest.raises(ParseRefused, match=r"^the e-mail's parts are nested more than 3 deep$"):
         _read(tmp_path, "forward.eml", message.as_bytes(), "eml", ParseLimits(max_depth=3))

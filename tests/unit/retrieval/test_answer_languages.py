@@ -64,7 +64,7 @@ def test_an_inflected_form_holds_a_query_term_a_stemmer_left_whole():
     # would meet pieces of unrelated words, so it is held only as itself.
     document = Document(id="ca", title="", score=1.0, metadata={"language": "ar"},
                         text="في المنطقة مدن كثيرة. تحوي المنطقة منطقتين حضريتين متوسعتين.")
-    scored, info = score_sentences("كم منطقة حضرية متوسعة؟", [document], language="auto")
+    scored, _info = score_sentences("كم منطقة حضرية متوسعة؟", [document], language="auto")
     first, second = scored
     assert first.text == "تحوي المنطقة منطقتين حضريتين متوسعتين." and first.lexical > second.lexical > 0
     analyzer = KeywordAnalyzer("auto")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from datetime import date
 from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
 from milvus_lite.search.filter.parser import parse_expr
@@ -388,7 +389,7 @@ def test_the_toolbox_search_of_a_filtered_job_applies_the_filter():
                 seen.append(config.filter)
 
                 class Result:
-                    documents = []
+                    documents: ClassVar[list] = []
                 return Result()
 
     tools = AgentTools(Services(), user_id="6b0f9a52-1d4e-4c8a-9a55-0e1c2f3d4b5a").with_filter(eq("region", "emea"))

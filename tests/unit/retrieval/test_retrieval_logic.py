@@ -86,11 +86,11 @@ def test_markdown_text_and_pdf_files_become_documents(tmp_path):
     assert "412 million" in doc.text and "Wind output" in doc.text and doc.metadata["pages"] == 2
 
     (tmp_path / "empty.txt").write_text("   ")
-    with pytest.raises(IngestError, match="^empty.txt: "):
+    with pytest.raises(IngestError, match=r"^empty\.txt: "):
         read_documents(tmp_path / "empty.txt")
     (tmp_path / "tool.exe").write_bytes(b"MZ\x90\x00\x03\x00\x00\x00")
-    with pytest.raises(IngestError, match="^tool.exe: not a format agentsearch reads"):
+    with pytest.raises(IngestError, match=r"^tool\.exe: not a format agentsearch reads"):
         read_documents(tmp_path / "tool.exe")
     (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
-    with pytest.raises(IngestError, match="broken.pdf"):
+    with pytest.raises(IngestError, match=r"broken\.pdf"):
         read_documents(tmp_path / "broken.pdf")

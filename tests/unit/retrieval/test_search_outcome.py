@@ -227,7 +227,7 @@ def test_a_search_that_failed_outright_is_searched_again_then_fails_the_job(serv
     with pytest.raises(Retry):
         run_search(state, retries=0)  # Milvus may be restarting: not handed on as "no documents"
     assert job_tasks.step_ledger().get(state.job_id, "core_search:") is None  # a redelivered copy searches again
-    with pytest.raises(SearchFailed, match="semantic search failed.*released.*after 5 attempts"):
+    with pytest.raises(SearchFailed, match=r"semantic search failed.*released.*after 5 attempts"):
         run_search(state, retries=4)  # 1 + 2 + 4 + 3 s waited: MILVUS_RETRY_S=10 spent
     assert services.retriever.calls == 2
 

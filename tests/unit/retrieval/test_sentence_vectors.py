@@ -244,4 +244,4 @@ def test_sentence_spans_point_at_each_sentence_in_the_embedded_text():
     text = f"Title. {piece}"
     found = sentence_spans(text, piece)
     assert all(text[start:end] == sentence for sentence, (start, end) in found)
-    assert [s for s, _ in found][0] == "First one here." and found[-1][0] == "Third."
+    assert found[0][0] == "First one here." and found[-1][0] == "Third."

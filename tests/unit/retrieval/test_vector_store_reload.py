@@ -6,6 +6,8 @@ The fake answers a search on a released collection as milvus-lite server does af
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 from pymilvus import MilvusException
 
@@ -26,7 +28,7 @@ ROW = {"id": "d1#0", "distance": 0.9,
 class FakeMilvus:
     """One collection ``c1``; ``restart()`` releases it, as a server restart does (its data stays)."""
 
-    instances: list[FakeMilvus] = []
+    instances: ClassVar[list[FakeMilvus]] = []
 
     def __init__(self, uri: str, token: str = "", **kwargs) -> None:
         self.uri, self.kwargs = uri, kwargs

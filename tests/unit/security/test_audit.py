@@ -59,7 +59,7 @@ def test_a_change_and_its_row_roll_back_together(migrated_db, team_collection):
 
 
 def test_filters_and_the_cursor_page_newest_first(migrated_db, team_collection):
-    team_id, collection_id = team_collection
+    team_id, _collection_id = team_collection
     other = uuid.uuid4()
     with migrated_db.session() as s:
         for i in range(7):

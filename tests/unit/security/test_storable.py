@@ -49,7 +49,7 @@ def test_a_bad_key_is_named_by_its_position_not_echoed():
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"])
 def test_json_literals_python_accepts_but_json_does_not_are_refused(literal):
     with pytest.raises(NotStorable) as caught:
-        loads_checked('{"x": [%s]}' % literal, ("body",))
+        loads_checked(f'{{"x": [{literal}]}}', ("body",))
     assert caught.value.problems == [(("body", "x", 0), "must be a finite number")]
 
 

@@ -89,7 +89,7 @@ def test_a_jobs_end_is_delivered_by_the_embedded_worker(embedded):
 
 
 def test_a_delivery_nobody_enqueued_is_found_by_the_sweep(embedded):
-    app, http, user_id = embedded
+    app, http, _user_id = embedded
     with WebhookReceiver() as receiver:
         hook = http.post("/v1/webhooks", json={"url": f"{receiver.url}/swept", "events": ["job.failed"]}).json()
         now = utcnow()
