@@ -6,6 +6,9 @@ Usage::
     for set_id in claim_due(db, now):                    # next_run_at moved on in the same transaction
         job_id, state = create_run(db, settings, set_id, trigger="schedule")
         enqueue_job(job_id, [], state, settings.default_agent_timeout_s)
+    with db.session() as s:
+        profile_sets_of(s, user_id)                      # oldest first
+        total, runs = run_page(s, set_id, limit=20, offset=0)   # [(ProfileRun, Job)], newest first
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from pipeline.agentic.spec import AgenticSpec
 from pipeline.job.state import JobState
 from pipeline.job.store import JobStore
-from pipeline.platform.db import Collection, Database, ProfileRun, ProfileSetRow, utcnow
+from pipeline.platform.db import Collection, Database, Job, ProfileRun, ProfileSetRow, utcnow
 from pipeline.platform.settings import Settings
 from pipeline.security.access import Access
 from pipeline.security.document_access import job_access
@@ -75,3 +79,17 @@ def create_run(db: Database, settings: Settings, set_id: uuid.UUID, trigger: str
         s.add(ProfileRun(profile_set_id=row.id, job_id=job_id, trigger=trigger))
         row.last_run_at = utcnow()
         return str(job_id), state
+
+
+def profile_sets_of(s: Session, user_id: uuid.UUID) -> list[ProfileSetRow]:
+    """The user's profile sets, oldest first."""
+    return list(s.scalars(select(ProfileSetRow).where(ProfileSetRow.user_id == user_id)
+                          .order_by(ProfileSetRow.created_at, ProfileSetRow.id)))
+
+
+def run_page(s: Session, set_id: uuid.UUID, limit: int, offset: int) -> tuple[int, list[tuple[ProfileRun, Job]]]:
+    """How many runs the set has, and a page of them with their jobs, newest first."""
+    query = select(ProfileRun, Job).join(Job, Job.id == ProfileRun.job_id).where(ProfileRun.profile_set_id == set_id)
+    total = s.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = s.execute(query.order_by(ProfileRun.created_at.desc(), ProfileRun.id).limit(limit).offset(offset))
+    return total, list(rows.tuples().all())

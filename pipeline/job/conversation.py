@@ -26,11 +26,11 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
+from pipeline.job.refusal import missing
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from pipeline.job.refusal import missing
 from pipeline.platform.db import ConversationRow, ConversationTurnRow, Job, utcnow
 from pipeline.security.access import Access
 
@@ -62,6 +62,24 @@ def owned_conversation(s: Session, user_id: uuid.UUID, conversation_id: uuid.UUI
     if row is None or row.user_id != user_id:
         raise missing("conversation", conversation_id)
     return row
+
+
+def conversations_of(s: Session, user_id: uuid.UUID) -> list[tuple[ConversationRow, int]]:
+    """The user's conversations, the latest changed first, each with its number of turns."""
+    counts = (select(ConversationTurnRow.conversation_id, func.count().label("n"))
+              .group_by(ConversationTurnRow.conversation_id).subquery())
+    rows = s.execute(select(ConversationRow, func.coalesce(counts.c.n, 0))
+                     .outerjoin(counts, counts.c.conversation_id == ConversationRow.id)
+                     .where(ConversationRow.user_id == user_id)
+                     .order_by(ConversationRow.updated_at.desc(), ConversationRow.id))
+    return list(rows.tuples().all())
+
+
+def forget_conversation(s: Session, row: ConversationRow) -> None:
+    """The conversation and its turns gone; their jobs stay. The caller holds its row locked, as a job's end does to
+    record a turn, so the two never cross."""
+    s.execute(delete(ConversationTurnRow).where(ConversationTurnRow.conversation_id == row.id))
+    s.delete(row)
 
 
 def turns_of(s: Session, conversation_id: uuid.UUID, limit: int | None = None) -> list[ConversationTurnRow]:

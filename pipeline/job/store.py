@@ -71,6 +71,25 @@ class JobTimeline:
     traceparent: str | None
 
 
+@dataclass(frozen=True)
+class JobProgress:
+    """What a job's event stream passes on: its status, the stages and agents so far, its error."""
+
+    status: str
+    stage_log: list[dict[str, Any]]
+    agent_runs: list[dict[str, Any]]
+    error: str | None
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    """A job's answer as its response keeps it (``text`` None before the job has one)."""
+
+    text: str | None
+    method: str | None
+    fallback_reason: str | None
+
+
 class JobStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -241,6 +260,27 @@ class JobStore:
     def status(self, job_id: str) -> str | None:
         with self.db.session() as s:
             return s.scalar(select(Job.status).where(Job.id == uuid.UUID(job_id)))
+
+    def get(self, job_id: str) -> Job | None:
+        """The job's row, read in a transaction of its own (its columns stay readable after it)."""
+        with self.db.session() as s:
+            return self._job(s, job_id)
+
+    def progress_of(self, job_id: str) -> JobProgress | None:
+        """The job's status, stage log, agent runs and error, in one read."""
+        with self.db.session() as s:
+            job = self._job(s, job_id)
+            if job is None:
+                return None
+            return JobProgress(job.status, list(job.stage_log or []), list(job.agent_runs or []), job.error)
+
+    def stored_answer(self, job_id: str) -> StoredAnswer:
+        """The answer the job's response holds, with how it was written."""
+        with self.db.session() as s:
+            job = self._job(s, job_id)
+            response = (job.response if job is not None else None) or {}
+        meta = (response.get("metadata") or {}).get("answer") or {}
+        return StoredAnswer(response.get("answer"), meta.get("method"), meta.get("fallback_reason"))
 
     def for_assembly(self, job_id: str) -> tuple[str | None, JobState | None, list[dict[str, Any]]]:
         """What the last step needs, in one round trip: the job's status, its saved state and its agents."""

@@ -21,20 +21,31 @@ Usage::
     access.listed_collections()                                           # personal and the teams'
     access.named_collections("support/handbook")                         # a team's, by the team's name
     access.sees_job(job)
+    access.owned(WebhookRow, webhook_id, "webhook")                        # a personal thing: its owner's alone
+    total, jobs = access.job_page(status="running", within=None, limit=20, offset=0)
 """
 
 from __future__ import annotations
 
 import uuid
-
-from sqlalchemy import or_, select
-from sqlalchemy.orm import Session
+from typing import Protocol, TypeVar
 
 from pipeline.job.refusal import missing
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
 from pipeline.platform.db import Collection, Job, Team, TeamMember
 from pipeline.security.document_access import groups_within, held_tokens, job_visible
 from pipeline.security.key_limits import searched_collections
 from pipeline.security.roles import Held, Role, beyond_role, covers
+
+
+class _PersonalRow(Protocol):
+    user_id: uuid.UUID
+
+
+# A user's personal thing: a webhook, a profile set, a conversation, an agent config (a row with its user's id).
+Owned = TypeVar("Owned", bound=_PersonalRow)
 
 
 class Access:
@@ -56,8 +67,7 @@ class Access:
             if collection.team_id is None:
                 role: Held | None = "owner" if collection.user_id == self.user_id else None
             else:
-                role = self.s.scalar(select(TeamMember.role).where(TeamMember.team_id == collection.team_id,
-                                                                   TeamMember.user_id == self.user_id))
+                role = self.role_in(collection.team_id)
             self._held[collection.id] = role
         return self._held[collection.id]
 
@@ -104,11 +114,24 @@ class Access:
             self.collection(job.collection_id, needed, what=what or f"this on another member's job {job_id}")
         return job
 
-    def team(self, team_id: uuid.UUID, needed: Role, what: str = "this") -> tuple[Team, Role]:
-        """The team and the caller's role in it, when that covers ``needed``: 404 for a non-member, 403 naming it."""
-        team = self.s.get(Team, team_id)
-        role = self.s.scalar(select(TeamMember.role).where(TeamMember.team_id == team_id,
+    def owned(self, row_type: type[Owned], ident: uuid.UUID, what: str, lock: bool = False) -> Owned:
+        """The caller's own personal thing; another user's is refused (404) in the words of a missing one."""
+        row = self.s.get(row_type, ident, with_for_update=lock)
+        if row is None or row.user_id != self.user_id:
+            raise missing(what, ident)
+        return row
+
+    def role_in(self, team_id: uuid.UUID) -> Role | None:
+        """The caller's role in the team, read now (a change of membership counts from the next read); None: not a
+        member."""
+        return self.s.scalar(select(TeamMember.role).where(TeamMember.team_id == team_id,
                                                            TeamMember.user_id == self.user_id))
+
+    def team(self, team_id: uuid.UUID, needed: Role, what: str = "this", lock: bool = False) -> tuple[Team, Role]:
+        """The team and the caller's role in it, when that covers ``needed``: 404 for a non-member, 403 naming it.
+        ``lock`` holds the team's row until the transaction ends (a change of its members or groups)."""
+        team = self.s.get(Team, team_id, with_for_update=lock)
+        role = self.role_in(team_id)
         if team is None or role is None:
             raise missing("team", team_id)
         if not covers(role, needed):
@@ -141,3 +164,27 @@ class Access:
         return select(Job).where(or_(Job.user_id == self.user_id, Job.collection_id.in_(shared)),
                                  groups_within(Job.access_groups, self.tokens, self.s.bind.dialect.name))
 
+    def collection_page(self, name: str | None, within: frozenset[uuid.UUID] | None) -> list[Collection]:
+        """The collections the caller reaches (``name``: those it names), oldest first; ``within``: of these only."""
+        query = self.listed_collections() if name is None else self.named_collections(name)
+        if within is not None:
+            query = query.where(Collection.id.in_(within))
+        return list(self.s.scalars(query.order_by(Collection.created_at, Collection.id)))
+
+    def reached_ids(self, collection_ids: list[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of these collections the caller reaches."""
+        return set(self.s.scalars(self.listed_collections().with_only_columns(Collection.id)
+                                  .where(Collection.id.in_(collection_ids))))
+
+    def job_page(self, status: str | None, within: frozenset[uuid.UUID] | None, limit: int,
+                 offset: int) -> tuple[int, list[Job]]:
+        """A page of the jobs the caller may see, newest first, and how many match before ``sees_job`` (which the
+        page is filtered by). ``within``: only those submitted to these collections."""
+        query = self.listed_jobs()
+        if within is not None:
+            query = query.where(Job.collection_id.in_(within))
+        if status:
+            query = query.where(Job.status == status)
+        total = self.s.scalar(select(func.count()).select_from(query.subquery())) or 0
+        jobs = self.s.scalars(query.order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset)).all()
+        return total, [job for job in jobs if self.sees_job(job)]

@@ -29,14 +29,15 @@ import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from pipeline.job.refusal import Refusal, invalid, missing
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from pipeline.job.refusal import Refusal, invalid, missing
 from pipeline.platform.db import Team, TeamGroupMember, TeamMember, User
+from pipeline.security.access import Access
 from pipeline.security.audit import Actor, record
 from pipeline.security.document_access import GROUP_NAME
-from pipeline.security.roles import Role, beyond_role, covers
+from pipeline.security.roles import Role
 from pipeline.security.teams import Member, recorded_as, user_named
 
 # The role that changes who is in a team's groups (``api.roles`` declares it for the routes).
@@ -58,15 +59,12 @@ class Group(NamedTuple):
 def _managed(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, group: str,
              member: str | uuid.UUID) -> tuple[Team, User]:
     """The team (its row locked) and the user named, once the actor may change the team's groups."""
-    team = s.get(Team, team_id, with_for_update=True)
-    if team is None:
+    if actor is not None:  # a non-member learns nothing of the team, nor of its groups (404); a member not admin, 403
+        team, _ = Access(s, actor).team(team_id, GROUP_MANAGER, "managing the team's document groups", lock=True)
+    elif (operated := s.get(Team, team_id, with_for_update=True)) is not None:  # the operator: any team
+        team = operated
+    else:
         raise missing("team", team_id)
-    if actor is not None:  # None: the operator, any team
-        role = s.scalar(select(TeamMember.role).where(TeamMember.team_id == team_id, TeamMember.user_id == actor))
-        if role is None:  # a non-member learns nothing of the team, nor of its groups
-            raise missing("team", team_id)
-        if not covers(role, GROUP_MANAGER):
-            raise beyond_role(GROUP_MANAGER, role, "managing the team's document groups", team.name)
     if not GROUP_NAME.match(group):
         raise invalid(("path", "group"), "a group name is 1-100 letters, digits, '_', '.' or '-', starting with a "
                                          "letter or digit")

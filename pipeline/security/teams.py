@@ -15,6 +15,7 @@ Usage::
         team = create_team(s, "support", creator_id)
         set_role(s, team.id, actor=creator_id, member="bob", role="viewer")     # Refusal 403 / 404 / 409, or None
         members_of(s, team.id)                                                  # [Member(user_id, name, role)]
+        team_collections(s, team.id)                                            # [(id, name)], by name
         remove_member(s, team.id, actor=creator_id, member="bob")
 """
 
@@ -22,16 +23,18 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pipeline.job.refusal import Refusal, invalid, missing
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from pipeline.job.refusal import Refusal, invalid, missing
-from pipeline.platform.db import Team, TeamGroupMember, TeamMember, User
-from pipeline.security.key_limits import uuid_or_none
+from pipeline.platform.db import Collection, Team, TeamGroupMember, TeamMember, User
+from pipeline.security.access import Access
 from pipeline.security.audit import OPERATOR, Actor, record
+from pipeline.security.key_limits import uuid_or_none
 from pipeline.security.roles import Role, change_problem
 
 TEAM_NAME = re.compile(r"^[\w][\w .-]{0,99}$")
@@ -81,6 +84,22 @@ def user_named(s: Session, ident: str | uuid.UUID) -> User | None:
                                        else User.name == str(ident)))
 
 
+def user_names(s: Session, user_ids: Iterable[uuid.UUID | None]) -> dict[uuid.UUID, str]:
+    """The names of these users, by id (an id of no user is left out)."""
+    return dict(s.execute(select(User.id, User.name).where(User.id.in_(set(user_ids)))).tuples().all())
+
+
+def team_name(s: Session, team_id: uuid.UUID) -> str | None:
+    team = s.get(Team, team_id)
+    return team.name if team is not None else None
+
+
+def team_collections(s: Session, team_id: uuid.UUID) -> list[tuple[uuid.UUID, str]]:
+    """The team's collections, ``(id, name)`` by name."""
+    return list(s.execute(select(Collection.id, Collection.name).where(Collection.team_id == team_id)
+                          .order_by(Collection.name)).tuples().all())
+
+
 def members_of(s: Session, team_id: uuid.UUID) -> list[Member]:
     rows = s.execute(select(TeamMember.user_id, User.name, TeamMember.role)
                      .join(User, User.id == TeamMember.user_id)
@@ -104,8 +123,7 @@ def _change(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: str
         actor_role: Role | None = "admin"
         actor = uuid.UUID(int=0)
     else:
-        actor_role = s.scalar(select(TeamMember.role).where(TeamMember.team_id == team_id,
-                                                            TeamMember.user_id == actor))
+        actor_role = Access(s, actor).role_in(team_id)
     if actor_role is None:  # a non-member learns nothing of the team, nor of who is in it
         raise missing("team", team_id)
     user = user_named(s, member)

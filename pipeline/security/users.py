@@ -90,6 +90,10 @@ class UserStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
+    def name_of(self, user_id: uuid.UUID) -> str | None:
+        with self.db.session() as s:
+            return s.scalar(select(User.name).where(User.id == user_id))
+
     def create(self, name: str, label: str = "initial") -> tuple[uuid.UUID, str]:
         """A new user and its first key. Raises ``UserError`` for a malformed or taken name."""
         if not USER_NAME.match(name):
