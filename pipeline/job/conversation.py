@@ -26,11 +26,11 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pipeline.job.refusal import missing
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from pipeline.job.refusal import missing
 from pipeline.platform.db import ConversationRow, ConversationTurnRow, Job, utcnow
 from pipeline.security.access import Access
 

@@ -30,10 +30,10 @@ from __future__ import annotations
 import uuid
 from typing import Protocol, TypeVar
 
-from pipeline.job.refusal import missing
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from pipeline.job.refusal import missing
 from pipeline.platform.db import Collection, Job, Team, TeamMember
 from pipeline.security.document_access import groups_within, held_tokens, job_visible
 from pipeline.security.key_limits import searched_collections

@@ -29,10 +29,10 @@ import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from pipeline.job.refusal import Refusal, invalid, missing
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from pipeline.job.refusal import Refusal, invalid, missing
 from pipeline.platform.db import Team, TeamGroupMember, TeamMember, User
 from pipeline.security.access import Access
 from pipeline.security.audit import Actor, record

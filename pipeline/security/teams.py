@@ -26,11 +26,11 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pipeline.job.refusal import Refusal, invalid, missing
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from pipeline.job.refusal import Refusal, invalid, missing
 from pipeline.platform.db import Collection, Team, TeamGroupMember, TeamMember, User
 from pipeline.security.access import Access
 from pipeline.security.audit import OPERATOR, Actor, record
