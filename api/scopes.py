@@ -29,7 +29,7 @@ from fastapi import HTTPException, Request
 
 from api.errors import not_found
 from api.services import services_of
-from pipeline.platform.db import Job
+from pipeline.job.store import JobStore
 from pipeline.security.key_limits import KeyLimits, Scope, uuid_or_none
 from pipeline.security.users import KeyGrant
 
@@ -186,9 +186,8 @@ def _within_collections(request: Request, limits: KeyLimits) -> None:
     if (collection_id := uuid_or_none(params.get("collection_id"))) is not None and not limits.sees(collection_id):
         raise not_found("collection", params["collection_id"])
     if (job_id := uuid_or_none(params.get("job_id"))) is not None:
-        with services_of(request).db.session() as s:
-            job = s.get(Job, job_id)
-            # Another user's job is left to the route, which answers 404 in the same words.
-            if job is not None and not limits.sees_job(job):
-                raise not_found("job", params["job_id"])
+        job = JobStore(services_of(request).db).get(str(job_id))
+        # Another user's job is left to the route, which answers 404 in the same words.
+        if job is not None and not limits.sees_job(job):
+            raise not_found("job", params["job_id"])
 

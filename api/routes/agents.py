@@ -6,16 +6,22 @@ import uuid
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
-from sqlalchemy import delete, or_, select
 
 from api.audit import audit
 from api.auth import CurrentUser, current_user
-from api.errors import from_validation_error, not_found, unprocessable
+from api.errors import from_validation_error, unprocessable
 from api.request_guard import GuardedRoute
-from api.roles import collection_for
+from api.roles import Reach
 from api.schemas import AgentConfigCreate, AgentConfigOut, CollectionAgentIn, CollectionAgentsIn
 from api.services import AppServices
 from pipeline.agents.base import Stage
+from pipeline.agents.configs import (
+    collection_agents,
+    configs_by_id,
+    configs_of,
+    linkable_stages,
+    replace_collection_agents,
+)
 from pipeline.agents.references import UnresolvedReference, UserResources, resolve_config_references
 from pipeline.agents.registry import AgentRegistry
 from pipeline.job.routing import table_problem
@@ -42,7 +48,8 @@ def create_agent_config(body: AgentConfigCreate, user_id: CurrentUser, request: 
         raise unprocessable(("body", "agent_id"), f"unknown agent id {body.agent_id!r}; known: {known}")
     cls = registry.get(body.agent_id)
     if body.trigger_stage is not None and body.trigger_stage != cls.stage:
-        raise unprocessable(("body", "trigger_stage"), f"{body.agent_id} runs at {cls.stage.value}, not {body.trigger_stage.value}")
+        raise unprocessable(("body", "trigger_stage"),
+                            f"{body.agent_id} runs at {cls.stage.value}, not {body.trigger_stage.value}")
     try:
         validated = cls.Config.model_validate(body.config)
     except ValidationError as exc:
@@ -79,19 +86,14 @@ def create_agent_config(body: AgentConfigCreate, user_id: CurrentUser, request: 
 @router.get("/v1/agent-configs", response_model=list[AgentConfigOut])
 def list_agent_configs(user_id: CurrentUser, services: AppServices) -> list[AgentConfigOut]:
     with services.db.session() as s:
-        rows = s.scalars(
-            select(AgentConfigRow).where(AgentConfigRow.user_id == user_id).order_by(AgentConfigRow.created_at)
-        ).all()
-        return [_out(r) for r in rows]
+        return [_out(r) for r in configs_of(s, user_id)]
 
 
 @router.get("/v1/agent-configs/{config_id}", response_model=AgentConfigOut)
-def read_agent_config(config_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> AgentConfigOut:
+def read_agent_config(config_id: uuid.UUID, user_id: CurrentUser, request: Request,
+                      services: AppServices) -> AgentConfigOut:
     with services.db.session() as s:
-        row = s.get(AgentConfigRow, config_id)
-        if row is None or row.user_id != user_id:
-            raise not_found("agent config", config_id)
-        return _out(row)
+        return _out(Reach(request, s, user_id).owned(AgentConfigRow, config_id, "agent config"))
 
 
 def fallback_problem(item: CollectionAgentIn, stages: dict[uuid.UUID, str]) -> str | None:
@@ -149,41 +151,27 @@ def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, us
     the one before it committed and inserts its own, so the last one wins whole (never a unique-key clash).
     """
     with services.db.session() as s:
-        collection_for(request, s, collection_id, user_id, lock=True)
+        Reach(request, s, user_id).collection(collection_id, lock=True)
         wanted = [a.agent_config_id for a in body.agents]
         named = wanted + [a.fallback_agent_config_id for a in body.agents if a.fallback_agent_config_id is not None]
-        # Each config the caller owns, or the set already runs (another editor's, in a team's collection), with its
-        # stage: any other config is as unknown as a missing one.
-        linked = select(CollectionAgent.agent_config_id).where(CollectionAgent.collection_id == collection_id)
-        stages = dict(
-            s.execute(
-                select(AgentConfigRow.id, AgentConfigRow.trigger_stage)
-                .where(AgentConfigRow.id.in_(named),
-                       or_(AgentConfigRow.user_id == user_id, AgentConfigRow.id.in_(linked)))
-            ).all()
-        )
+        stages = linkable_stages(s, collection_id, user_id, named)
         for i, item in enumerate(body.agents):
             if item.agent_config_id not in stages:
-                raise unprocessable(("body", "agents", i, "agent_config_id"), f"agent config {item.agent_config_id} not found")
+                raise unprocessable(("body", "agents", i, "agent_config_id"),
+                                    f"agent config {item.agent_config_id} not found")
             if wanted.index(item.agent_config_id) != i:
                 raise unprocessable(("body", "agents", i, "agent_config_id"), "listed twice")
             if (problem := fallback_problem(item, stages)) is not None:
                 raise unprocessable(("body", "agents", i, "fallback_agent_config_id"), problem)
-        configs = {c.id: c for c in s.scalars(select(AgentConfigRow).where(AgentConfigRow.id.in_(wanted)))}
+        configs = configs_by_id(s, wanted)
         for i, problem in routing_problems(body.agents, configs, services.registry)[:1]:
             raise unprocessable(("body", "agents", i, "agent_config_id"), problem)
-        s.execute(delete(CollectionAgent).where(CollectionAgent.collection_id == collection_id))
-        for item in body.agents:
-            s.add(
-                CollectionAgent(
-                    collection_id=collection_id,
-                    agent_config_id=item.agent_config_id,
-                    priority=item.priority,
-                    enabled=item.enabled,
-                    fallback_agent_config_id=item.fallback_agent_config_id,
-                    critical=item.critical,
-                )
-            )
+        replace_collection_agents(s, collection_id, [
+            CollectionAgent(collection_id=collection_id, agent_config_id=item.agent_config_id, priority=item.priority,
+                            enabled=item.enabled, fallback_agent_config_id=item.fallback_agent_config_id,
+                            critical=item.critical)
+            for item in body.agents
+        ])
         audit(request, s, "collection.agents.set", collection_id=collection_id, target=("collection", collection_id),
               details={"agent_config_ids": [str(a.agent_config_id) for a in body.agents[:20]]})
     return {"collection_id": str(collection_id), "agents": [a.model_dump(mode="json") for a in body.agents]}
@@ -195,12 +183,8 @@ def read_collection_agents(collection_id: uuid.UUID, user_id: CurrentUser, reque
     """The collection's agent set in the shape ``PUT`` takes (so a client can change one entry and send it back),
     in the order a job runs each stage: by priority (the collection's, else the config's), then agent id."""
     with services.db.session() as s:
-        collection_for(request, s, collection_id, user_id)
-        rows = s.execute(
-            select(CollectionAgent, AgentConfigRow)
-            .join(AgentConfigRow, AgentConfigRow.id == CollectionAgent.agent_config_id)
-            .where(CollectionAgent.collection_id == collection_id)
-        ).all()
+        Reach(request, s, user_id).collection(collection_id)
+        rows = collection_agents(s, collection_id)
         fields = list(CollectionAgentIn.model_fields)
         ordered = sorted(rows, key=lambda r: (r[0].priority if r[0].priority is not None else r[1].priority,
                                               r[1].agent_id))

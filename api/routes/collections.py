@@ -13,24 +13,26 @@ Usage::
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 
 from fastapi import APIRouter, Request
-from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from api.audit import audit
 from api.auth import CurrentUser, key_limits
 from api.errors import http_error, not_found, unprocessable
 from api.rate_limits import effective_limits
 from api.request_guard import GuardedRoute
-from api.roles import collection_for, team_for
+from api.roles import Reach
 from api.schemas import CollectionCreate, CollectionOut, CollectionUpdate, DocumentsAccepted, DocumentsIn
 from api.services import AppServices
+from pipeline.ingestion.documents import documents_by_id, remove_document, status_counts, visible_document
 from pipeline.ingestion.lease import queue_in_tasks
 from pipeline.ingestion.progress import collection_progress
 from pipeline.job.refusal import Refusal
 from pipeline.job.stage_budget import StageTimeouts, over_deadline
-from pipeline.platform.db import Collection, DocumentRow, Team
+from pipeline.platform.db import Collection, DocumentRow
 from pipeline.security.access import Access
 from pipeline.security.document_access import (
     DocumentAccess,
@@ -38,18 +40,16 @@ from pipeline.security.document_access import (
     held_tokens,
     refuse_hidden,
     set_document_groups,
-    visible_documents,
 )
 from pipeline.security.quotas import check_document_quota
+from pipeline.security.teams import team_name
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
 
 
-def _out(s, c: Collection, access: Access) -> CollectionOut:
+def _out(s: Session, c: Collection, access: Access) -> CollectionOut:
     # Counted as the reader lists them: documents of groups it is not in are no trace of theirs.
-    counts = dict(s.execute(visible_documents(select(DocumentRow.status, func.count())
-                                              .where(DocumentRow.collection_id == c.id), c, access.tokens)
-                            .group_by(DocumentRow.status)).all())
+    counts = status_counts(s, c, access.tokens)
     return CollectionOut(
         id=c.id,
         name=c.name,
@@ -61,7 +61,7 @@ def _out(s, c: Collection, access: Access) -> CollectionOut:
         stage_timeouts=c.stage_timeouts,
         ingestion=collection_progress(s, c.id),
         team_id=c.team_id,
-        team=s.get(Team, c.team_id).name if c.team_id is not None else None,
+        team=team_name(s, c.team_id) if c.team_id is not None else None,
         role=access.held(c),
     )
 
@@ -82,8 +82,9 @@ def create_collection(body: CollectionCreate, user_id: CurrentUser, request: Req
     stage_timeouts = checked_stage_timeouts(body.stage_timeouts, services.settings.job_deadline_s)
     try:
         with services.db.session() as s:
+            reach = Reach(request, s, user_id)
             if body.team_id is not None:
-                team_for(request, s, body.team_id, user_id)
+                reach.team(body.team_id)
             collection = Collection(
                 user_id=user_id,
                 team_id=body.team_id,
@@ -96,7 +97,7 @@ def create_collection(body: CollectionCreate, user_id: CurrentUser, request: Req
             s.flush()
             audit(request, s, "collection.create", team_id=body.team_id, collection_id=collection.id,
                   target=("collection", collection.id), details={"name": collection.name})
-            return _out(s, collection, Access(s, user_id))
+            return _out(s, collection, reach.access)
     except IntegrityError:
         raise unprocessable(("body", "name"), f"a collection named {body.name!r} already exists") from None
 
@@ -107,19 +108,16 @@ def list_collections(user_id: CurrentUser, request: Request, services: AppServic
     """The caller's personal collections and its teams' (each with ``team`` and the caller's ``role``). ``name``:
     ``team/name`` a team's; a plain name the personal one, or when there is none, the teams' of that name."""
     with services.db.session() as s:
-        access = Access(s, user_id)
-        query = access.listed_collections() if name is None else access.named_collections(name)
-        query = query.order_by(Collection.created_at, Collection.id)
-        if (limited_to := key_limits(request).collections) is not None:
-            query = query.where(Collection.id.in_(limited_to))
-        return [_out(s, c, access) for c in s.scalars(query).all()]
+        access = Reach(request, s, user_id).access
+        return [_out(s, c, access) for c in access.collection_page(name, key_limits(request).collections)]
 
 
 @router.get("/{collection_id}", response_model=CollectionOut)
 def read_collection(collection_id: uuid.UUID, user_id: CurrentUser, request: Request,
                     services: AppServices) -> CollectionOut:
     with services.db.session() as s:
-        return _out(s, collection_for(request, s, collection_id, user_id), Access(s, user_id))
+        reach = Reach(request, s, user_id)
+        return _out(s, reach.collection(collection_id), reach.access)
 
 
 @router.patch("/{collection_id}", response_model=CollectionOut)
@@ -128,12 +126,13 @@ def update_collection(collection_id: uuid.UUID, body: CollectionUpdate, user_id:
     """Set the collection's stage budgets (``stage_timeouts``; null removes them): its next jobs run with them."""
     stage_timeouts = checked_stage_timeouts(body.stage_timeouts, services.settings.job_deadline_s)
     with services.db.session() as s:
-        collection = collection_for(request, s, collection_id, user_id, lock=True)
+        reach = Reach(request, s, user_id)
+        collection = reach.collection(collection_id, lock=True)
         collection.stage_timeouts = stage_timeouts
         s.flush()
         audit(request, s, "collection.update", collection_id=collection_id, target=("collection", collection_id),
               details={"stage_timeouts": stage_timeouts})
-        return _out(s, collection, Access(s, user_id))
+        return _out(s, collection, reach.access)
 
 
 @router.post("/{collection_id}/documents", status_code=202, response_model=DocumentsAccepted)
@@ -143,10 +142,11 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
     seen: dict[str, int] = {}
     for i, doc in enumerate(body.documents):
         if doc.id in seen:
-            raise unprocessable(("body", "documents", i, "id"), f"duplicate document id {doc.id!r} (also at {seen[doc.id]})")
+            raise unprocessable(("body", "documents", i, "id"),
+                                f"duplicate document id {doc.id!r} (also at {seen[doc.id]})")
         seen[doc.id] = i
     with services.db.session() as s:
-        collection = collection_for(request, s, collection_id, user_id)
+        collection = Reach(request, s, user_id).collection(collection_id)
         groups = [_groups(collection, doc.access, ("body", "documents", i, "access"))
                   for i, doc in enumerate(body.documents)]
         # A team collection's documents count against the quota of the member who made it, not the sender's.
@@ -181,20 +181,19 @@ def _groups(collection: Collection, access: DocumentAccess | None, loc: tuple) -
         raise http_error(exc) from None
 
 
-def refused_if_hidden(s, rows, collection: Collection, user_id: uuid.UUID) -> None:
+def refused_if_hidden(s: Session, rows: Iterable[DocumentRow], collection: Collection, user_id: uuid.UUID) -> None:
     try:
         refuse_hidden(s, rows, collection, held_tokens(s, user_id))
     except Refusal as exc:
         raise http_error(exc) from None
 
 
-def documents_within_quota(s, request: Request, user_id: uuid.UUID, collection_id: uuid.UUID,
+def documents_within_quota(s: Session, request: Request, user_id: uuid.UUID, collection_id: uuid.UUID,
                            document_ids: list[str]) -> dict[str, DocumentRow]:
     """The collection's documents of these ids that exist, by id; refused (the HTTP error of the quota) when the
     others would take the user past the document quota. Called before anything is written, so a request past the
     quota stores none of its documents."""
-    existing = {row.external_id: row for row in s.scalars(select(DocumentRow).where(
-        DocumentRow.collection_id == collection_id, DocumentRow.external_id.in_(document_ids))).all()}
+    existing = documents_by_id(s, collection_id, document_ids)
     try:
         check_document_quota(s, user_id, adding=len(set(document_ids)) - len(existing),
                              limit=effective_limits(request, user_id).max_documents)
@@ -208,15 +207,14 @@ def delete_document(collection_id: uuid.UUID, document_id: str, user_id: Current
                     services: AppServices) -> dict:
     """Remove a document: its row now, its vectors by a worker task; the collection's epoch moves on."""
     with services.db.session() as s:
-        collection = collection_for(request, s, collection_id, user_id)
+        reach = Reach(request, s, user_id)
+        collection = reach.collection(collection_id)
         # A document of groups the editor is not in is missing to it, for deleting as for reading.
-        row = s.scalar(visible_documents(select(DocumentRow).where(DocumentRow.collection_id == collection_id,
-                                                                   DocumentRow.external_id == document_id),
-                                         collection, held_tokens(s, user_id)))
+        row = visible_document(s, collection, reach.access.tokens, document_id)
         if row is None:
             raise not_found("document", document_id)
-        s.delete(row)
+        remove_document(s, row)
         audit(request, s, "document.delete", collection_id=collection_id, target=("document", document_id))
-        s.execute(update(Collection).where(Collection.id == collection_id).values(index_epoch=Collection.index_epoch + 1))
-    result = request.app.state.celery.send_task("agentsearch.delete_documents", args=(str(collection_id), [document_id]))
+    result = request.app.state.celery.send_task("agentsearch.delete_documents",
+                                                args=(str(collection_id), [document_id]))
     return {"collection_id": str(collection_id), "document_id": document_id, "task_id": result.id}

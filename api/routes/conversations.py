@@ -18,16 +18,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import delete, func, select
 
 from api.auth import CurrentUser
-from api.errors import http_error
 from api.request_guard import GuardedRoute
+from api.roles import Reach
 from api.services import AppServices
-from pipeline.job.conversation import owned_conversation, readable_turns, turns_of
-from pipeline.job.refusal import Refusal
+from pipeline.job.conversation import conversations_of, forget_conversation, readable_turns, turns_of
 from pipeline.platform.db import ConversationRow, ConversationTurnRow
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"], route_class=GuardedRoute)
@@ -49,13 +47,6 @@ def _turn(turn: ConversationTurnRow) -> dict[str, Any]:
             "standalone_query": turn.standalone_query, "answer": turn.answer, "created_at": turn.created_at}
 
 
-def _owned(s, conversation_id: uuid.UUID, user_id: uuid.UUID, lock: bool = False) -> ConversationRow:
-    try:
-        return owned_conversation(s, user_id, conversation_id, lock=lock)
-    except Refusal as exc:
-        raise http_error(exc) from None
-
-
 @router.post("", status_code=201)
 def create_conversation(body: ConversationCreate, user_id: CurrentUser, services: AppServices) -> dict[str, Any]:
     """Start a conversation; pass its id as ``conversation_id`` to ``POST /v1/search``."""
@@ -69,33 +60,26 @@ def create_conversation(body: ConversationCreate, user_id: CurrentUser, services
 @router.get("")
 def list_conversations(user_id: CurrentUser, services: AppServices) -> list[dict[str, Any]]:
     with services.db.session() as s:
-        counts = (select(ConversationTurnRow.conversation_id, func.count().label("n"))
-                  .group_by(ConversationTurnRow.conversation_id).subquery())
-        rows = s.execute(
-            select(ConversationRow, func.coalesce(counts.c.n, 0))
-            .outerjoin(counts, counts.c.conversation_id == ConversationRow.id)
-            .where(ConversationRow.user_id == user_id)
-            .order_by(ConversationRow.updated_at.desc(), ConversationRow.id)
-        ).all()
-        return [_out(row, n) for row, n in rows]
+        return [_out(row, n) for row, n in conversations_of(s, user_id)]
 
 
 @router.get("/{conversation_id}")
-def read_conversation(conversation_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> dict[str, Any]:
+def read_conversation(conversation_id: uuid.UUID, user_id: CurrentUser, request: Request,
+                      services: AppServices) -> dict[str, Any]:
     """The conversation with its turns, oldest first: each with its job's id, question, answer, status and time.
     A turn whose job the user may no longer read (a document group left since) is not shown."""
     with services.db.session() as s:
-        row = _owned(s, conversation_id, user_id)
+        row = Reach(request, s, user_id).owned(ConversationRow, conversation_id, "conversation")
         turns = readable_turns(s, user_id, turns_of(s, row.id))
         return {**_out(row, len(turns)), "turns": [_turn(t) for t in turns]}
 
 
 @router.delete("/{conversation_id}", status_code=204)
-def delete_conversation(conversation_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> Response:
+def delete_conversation(conversation_id: uuid.UUID, user_id: CurrentUser, request: Request,
+                        services: AppServices) -> Response:
     """Forget the conversation and its turns; the jobs stay. A job of it still running leaves no turn."""
     with services.db.session() as s:
         # Locked as a job's end locks it to record a turn: the two never cross.
-        row = _owned(s, conversation_id, user_id, lock=True)
-        s.execute(delete(ConversationTurnRow).where(ConversationTurnRow.conversation_id == row.id))
-        s.delete(row)
+        forget_conversation(s, Reach(request, s, user_id).owned(ConversationRow, conversation_id, "conversation",
+                                                                lock=True))
     return Response(status_code=204)

@@ -10,7 +10,8 @@ in the answer's ``rejected``; nothing of it is stored and the other files of the
 
 Usage::
 
-    GET  /v1/collections/{id}/documents?status=failed&limit=50     -> {"items": [{"id", "title", "status", ...}], "total"}
+    GET  /v1/collections/{id}/documents?status=failed&limit=50
+         -> {"items": [{"id", "title", "status", ...}], "total"}
     GET  /v1/collections/{id}/documents/{document_id}              -> the document with its text and parts
     POST /v1/collections/{id}/files   (multipart/form-data, field "files", one or more; optional "document_ids";
                                        optional "access": '{"groups": ["hr"]}' for each file's document)
@@ -28,28 +29,26 @@ from typing import Any
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
-from sqlalchemy import func, select
 
 from api.audit import audit
 from api.auth import CurrentUser
 from api.errors import http_error, not_found, unprocessable
 from api.request_guard import GuardedRoute
-from api.roles import collection_for
+from api.roles import Reach
 from api.routes.collections import add_documents, documents_within_quota, refused_if_hidden
 from api.schemas import DocumentsIn, FilesAccepted
 from api.services import AppServices
+from pipeline.ingestion.documents import document_page, keep_file, visible_document
 from pipeline.ingestion.lease import queue
 from pipeline.job.refusal import Refusal
-from pipeline.platform.db import Collection, DocumentFile, DocumentRow
+from pipeline.platform.db import Collection, DocumentRow
 from pipeline.platform.settings import get_settings
 from pipeline.security.document_access import (
     DocumentAccess,
     document_groups,
     groups_for,
-    held_tokens,
     set_document_groups,
     shown_metadata,
-    visible_documents,
 )
 from pipeline.security.storable import text_problem
 from pipeline.services import Services
@@ -74,14 +73,9 @@ def list_documents(
     A document restricted to document groups is listed only for their members
     (``pipeline.security.document_access``)."""
     with services.db.session() as s:
-        collection = collection_for(request, s, collection_id, user_id)
-        query = visible_documents(select(DocumentRow).where(DocumentRow.collection_id == collection_id), collection,
-                                  held_tokens(s, user_id))
-        if status:
-            query = query.where(DocumentRow.status == status)
-        total = s.scalar(select(func.count()).select_from(query.subquery()))
-        rows = list(s.scalars(query.order_by(DocumentRow.created_at, DocumentRow.external_id)
-                              .limit(limit).offset(offset)))
+        reach = Reach(request, s, user_id)
+        collection = reach.collection(collection_id)
+        total, rows = document_page(s, collection, reach.access.tokens, status, limit, offset)
         groups = document_groups(s, [r.id for r in rows])
         items = [{"id": r.external_id, "title": r.title, "status": r.status, "error": r.error,
                   "chars": len(r.text), "metadata": shown_metadata(r.metadata_), "access": _access(groups.get(r.id)),
@@ -100,10 +94,8 @@ def read_document(collection_id: uuid.UUID, document_id: str, user_id: CurrentUs
     """One document with its text: what a citation of it points into. One restricted to document groups the caller
     is in none of answers 404, as a missing one."""
     with services.db.session() as s:
-        collection = collection_for(request, s, collection_id, user_id)
-        row = s.scalar(visible_documents(select(DocumentRow).where(DocumentRow.collection_id == collection_id,
-                                                                   DocumentRow.external_id == document_id),
-                                         collection, held_tokens(s, user_id)))
+        reach = Reach(request, s, user_id)
+        row = visible_document(s, reach.collection(collection_id), reach.access.tokens, document_id)
         if row is None:
             raise not_found("document", document_id)
         return {"id": row.external_id, "title": row.title, "text": row.text,
@@ -140,7 +132,7 @@ def upload_files(
                                                       "per file, or none")
     with services.db.session() as s:
         # Another user's collection is refused before any file is read.
-        collection = collection_for(request, s, collection_id, user_id)
+        collection = Reach(request, s, user_id).collection(collection_id)
         given = _form_access(access, collection)
     taken: list[StoredFile] = []
     line_documents: list = []  # the documents of the JSON Lines files, stored as the JSON route stores them
@@ -229,7 +221,7 @@ def _store_files(request: Request, services: Services, collection_id: uuid.UUID,
     if not taken:
         return []
     with services.db.session() as s:
-        collection = collection_for(request, s, collection_id, user_id)
+        collection = Reach(request, s, user_id).collection(collection_id)
         owner = collection.user_id  # whose quota, as for documents sent as JSON
         existing = documents_within_quota(s, request, owner, collection_id, [f.document_id for f in taken])
         refused_if_hidden(s, existing.values(), collection, user_id)
@@ -247,11 +239,7 @@ def _store_files(request: Request, services: Services, collection_id: uuid.UUID,
             row.metadata_ = {"source": stored.name, "format": stored.format}
             s.flush()
             set_document_groups(s, row, collection, groups_for(collection, access, ("body", "access")))
-            earlier = s.get(DocumentFile, row.id)
-            if earlier is not None:  # a file sent again before the first was read: the newer one is read
-                s.delete(earlier)
-                s.flush()
-            s.add(DocumentFile(document_id=row.id, name=stored.name[-255:], format=stored.format, data=stored.data))
+            keep_file(s, row, stored.name, stored.format, stored.data)
             rows.append((row.id, task_id, stored))
         audit(request, s, "document.upload", collection_id=collection_id, target=("documents", len(rows)),
               details={"ids": [stored.document_id for _, _, stored in rows[:20]]})

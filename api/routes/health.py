@@ -53,4 +53,5 @@ def readyz(request: Request, services: AppServices) -> JSONResponse:
                         else f"{type(problem).__name__}: {problem}")
         checks[name] = "ok" if problem is None else "unavailable"
     ready = all(v == "ok" for v in checks.values())
-    return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, status_code=200 if ready else 503)
+    return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks},
+                        status_code=200 if ready else 503)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
 import time
 import uuid
@@ -16,43 +15,35 @@ import uuid
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, StreamingResponse
-from sqlalchemy import func, select
+from pipeline.agents.records import AgentSpec
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from api.answer_events import AnswerEvents
 from api.audit import audit
 from api.auth import CurrentUser, key_limits, still_valid
 from api.errors import http_error, not_found
+from api.job_events import WAIT_POLL_S, JobEvents
 from api.rate_limits import release_job_admission
 from api.request_guard import GuardedRoute
-from api.roles import job_for
+from api.roles import Reach
 from api.schemas import JobOut
 from api.security_headers import attachment
 from api.services import AppServices
-from pipeline.job.answer_stream import AnswerStreamReader
 from pipeline.job.refusal import Refusal
 from pipeline.job.request import SearchRequest
-from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.state import JobState
 from pipeline.job.store import TERMINAL, JobStore
 from pipeline.job.submit import Submission, submit_job
 from pipeline.platform.db import Job
-from pipeline.platform.kv import connect_async_redis
-from pipeline.security.access import Access
 from pipeline.services import Services
 from worker.submit import enqueue_job
 
 router = APIRouter(tags=["jobs"], route_class=GuardedRoute)
 log = logging.getLogger("agentsearch.api")
-# How often a waiting request or an event stream reads its job: a few reads a second per waiter keeps the
-# database load of many waiters small and adds at most this much to what a waiter sees.
-WAIT_POLL_S = 0.2
-# In the embedded mode the database is a local file of one process's, and a job with no agents ends in about 0.1 s
+# A waiting request reads its job as often as an event stream does (``api.job_events.WAIT_POLL_S``). In the
+# embedded mode the database is a local file of one process's, and a job with no agents ends in about 0.1 s
 # (BENCHMARKS.md, the embedded mode's hops): a waiter reads it ten times as often, rather than wait twice the job.
 EMBEDDED_WAIT_POLL_S = 0.02
-# How often an open event stream asks again whether its key is still valid: a stream opened before its key was
-# revoked ends within this, at one indexed read per stream this often.
-KEY_CHECK_S = 2.0
 
 
 @router.post("/v1/search", status_code=202, responses={200: {"description": "an existing or cached job"}})
@@ -84,7 +75,7 @@ async def submit_search(
     slots = request.app.state.waits
     if wait and slots.acquire(user_id):
         try:
-            finished = await _wait_for(services, submitted.job_id, wait, user_id)
+            finished = await _wait_for(request, services, submitted.job_id, wait, user_id)
         finally:
             slots.release(user_id)
         if finished is not None:
@@ -127,31 +118,32 @@ def enqueue(services: Services, job_id: str, specs: list[AgentSpec], state: JobS
     JobStore(services.db).record_tasks(job_id, task_ids)
 
 
-async def _wait_for(services: Services, job_id: uuid.UUID, wait_s: float, user_id: uuid.UUID) -> dict | None:
+async def _wait_for(request: Request, services: Services, job_id: uuid.UUID, wait_s: float,
+                    user_id: uuid.UUID) -> dict | None:
     """The job's view once it has ended, or None after ``wait_s`` (or when the user may no longer read it)."""
     deadline = time.monotonic() + wait_s
     poll_s = EMBEDDED_WAIT_POLL_S if services.settings.embedded else WAIT_POLL_S
     while True:
         status = await run_in_threadpool(JobStore(services.db).status, str(job_id))
         if status in TERMINAL:
-            return await run_in_threadpool(_view_by_id, services, job_id, user_id)
+            return await run_in_threadpool(_view_by_id, request, services, job_id, user_id)
         if time.monotonic() >= deadline:
             return None
         await asyncio.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
 
 
-def _view_by_id(services: Services, job_id: uuid.UUID, user_id: uuid.UUID) -> dict | None:
+def _view_by_id(request: Request, services: Services, job_id: uuid.UUID, user_id: uuid.UUID) -> dict | None:
     """The ended job's view for its submitter; None when it may not read it now (a document group it left, or one
     a source of the job moved into while it ran): it gets the 202 of an id, and reading that answers 404."""
     with services.db.session() as s:
-        job = s.get(Job, job_id)
-        return job_view(services, job) if Access(s, user_id).sees_job(job) else None
+        job = Reach(request, s, user_id).seen_job(job_id)
+        return job_view(services, job) if job is not None else None
 
 
 def _accepted_by_id(services: Services, job_id: uuid.UUID) -> JSONResponse:
-    with services.db.session() as s:
-        job = s.get(Job, job_id)
-        return _accepted(job.id, job.status, job.cached_from is not None, 202)
+    job = JobStore(services.db).get(str(job_id))
+    assert job is not None  # submitted a moment ago: a job's row outlives any wait for it
+    return _accepted(job.id, job.status, job.cached_from is not None, 202)
 
 
 def _accepted(job_id: uuid.UUID, status: str, cached: bool, status_code: int,
@@ -220,20 +212,12 @@ def list_jobs(
     another member's job that searched what the caller does not reach)."""
     limits = key_limits(request)
     with services.db.session() as s:
-        access = Access(s, user_id)
-        query = access.listed_jobs()
-        if limits.collections is not None:
-            query = query.where(Job.collection_id.in_(limits.collections))
-        if status:
-            query = query.where(Job.status == status)
-        total = s.scalar(select(func.count()).select_from(query.subquery()))
-        jobs = s.scalars(query.order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset)).all()
-        jobs = [j for j in jobs if limits.sees_job(j) and access.sees_job(j)]
+        total, jobs = Reach(request, s, user_id).access.job_page(status, limits.collections, limit, offset)
         items = [
             {"job_id": str(j.id), "collection_id": str(j.collection_id), "query": j.query, "status": j.status,
              "stage": j.stage, "cached": j.cached_from is not None, "created_at": j.created_at,
              "finished_at": j.finished_at}
-            for j in jobs
+            for j in jobs if limits.sees_job(j)
         ]
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
@@ -241,14 +225,14 @@ def list_jobs(
 @router.get("/v1/jobs/{job_id}", response_model=JobOut)
 def read_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> dict:
     with services.db.session() as s:
-        return job_view(services, job_for(request, s, job_id, user_id))
+        return job_view(services, Reach(request, s, user_id).job(job_id))
 
 
 @router.delete("/v1/jobs/{job_id}", status_code=202)
 def cancel_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> dict:
     """Cancel a job: its remaining steps do no work (running agents stop at their next boundary)."""
     with services.db.session() as s:
-        job = job_for(request, s, job_id, user_id)
+        job = Reach(request, s, user_id).job(job_id)
         if job.status in TERMINAL:
             raise HTTPException(status_code=409, detail=f"job {job_id} already {job.status}")
     jobs = JobStore(services.db)
@@ -268,14 +252,10 @@ async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request,
     """Server-sent events: one per stage and per agent as they happen, the answer as it is written
     (``answer.delta``, then ``answer``: ``api.answer_events``), then the final status.
 
-    The key is checked on the way in like any request's, and again every ``KEY_CHECK_S`` while the stream is open:
+    The key is checked on the way in like any request's, and again while the stream is open (``api.job_events``):
     a stream outlives its request's check by as long as the job runs, and a revoked key must stop reading. A key
     found revoked ends the stream with an ``error`` event (``{"status": 401, "detail": ...}``) and no ``done``; a
     member removed from the team of the job's collection, with ``{"status": 404, ...}``."""
-
-    def check_owner() -> None:
-        with services.db.session() as s:
-            job_for(request, s, job_id, user_id)
 
     def refusal() -> dict | None:
         """Why the stream must end now: its key revoked, or the job no longer seen (a member removed from the
@@ -283,78 +263,23 @@ async def job_events(job_id: uuid.UUID, user_id: CurrentUser, request: Request,
         if not still_valid(request, user_id):
             return {"status": 401, "detail": "the API key is no longer valid; the stream ends"}
         with services.db.session() as s:
-            job = s.get(Job, job_id)
-            if job is None or not Access(s, user_id).sees_job(job):
+            if Reach(request, s, user_id).seen_job(job_id) is None:
                 return {"status": 404, "detail": f"job {job_id} not found; the stream ends"}
         return None
 
-    await run_in_threadpool(check_owner)  # the database is not read on the event loop
+    await run_in_threadpool(_reached_job, request, services, job_id, user_id)  # not on the event loop
     slots = request.app.state.waits
     if not slots.acquire(user_id):
         raise HTTPException(status_code=429, headers={"Retry-After": "5"},
                             detail=f"at most {slots.per_user} event streams and waiting requests at once per user")
-
-    def snapshot() -> tuple[str, list[dict], list[dict], str | None]:
-        with services.db.session() as s:
-            job = s.get(Job, job_id)
-            return job.status, list(job.stage_log or []), list(job.agent_runs or []), job.error
-
-    def stored_answer() -> dict | None:
-        with services.db.session() as s:
-            response = s.get(Job, job_id).response or {}
-        meta = (response.get("metadata") or {}).get("answer") or {}
-        return {"text": response.get("answer"), "method": meta.get("method"),
-                "fallback_reason": meta.get("fallback_reason")}
-
-    # Read from its first entry: a client that connects late gets the text written so far first.
-    answer = AnswerEvents(AnswerStreamReader(connect_async_redis(services.settings.redis_url), str(job_id)))
-
-    async def stream():
-        try:
-            async for event in events():
-                yield event
-        finally:
-            slots.release(user_id)
-            await answer.aclose()
-
-    async def events():
-        seen_stages, seen_runs, seen_status = 0, 0, None
-        deadline = time.monotonic() + services.settings.job_deadline_s + 60
-        key_checked = time.monotonic()
-        while time.monotonic() < deadline:
-            if time.monotonic() - key_checked >= KEY_CHECK_S:
-                if (refused := await run_in_threadpool(refusal)) is not None:
-                    yield _sse("error", refused)
-                    return
-                key_checked = time.monotonic()
-            status, stages, runs, error = await run_in_threadpool(snapshot)
-            if status != seen_status:
-                seen_status = status
-                yield _sse("status", {"status": status})
-            # Replayed from the job's stage log, so a stage shorter than the polling interval is not missed.
-            for entry in stages[seen_stages:]:
-                yield _sse("stage", entry)
-            seen_stages = max(seen_stages, len(stages))
-            for run in runs[seen_runs:]:
-                yield _sse("agent", {k: run.get(k) for k in ("agent_id", "stage", "status", "duration_ms",
-                                                              "cache_hit", "errors")})
-            seen_runs = max(seen_runs, len(runs))
-            if status in TERMINAL:
-                async for event in answer.close(status, lambda: run_in_threadpool(stored_answer)):
-                    yield event
-                yield _sse("done", {"status": status, "error": error})
-                return
-            if await request.is_disconnected():
-                return
-            # The poll's pause, spent passing on the answer's pieces as they are written.
-            async for event in answer.wait(WAIT_POLL_S):
-                yield event
-
-    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    events = JobEvents(services, job_id, refusal=refusal, disconnected=request.is_disconnected)
+    return StreamingResponse(events.stream(on_close=lambda: slots.release(user_id)), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache"})
 
 
-def _sse(event: str, data: dict) -> str:
-    return f"event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
+def _reached_job(request: Request, services: Services, job_id: uuid.UUID, user_id: uuid.UUID) -> None:
+    with services.db.session() as s:
+        Reach(request, s, user_id).job(job_id)
 
 
 @router.get("/v1/jobs/{job_id}/artifacts/{filename}")
@@ -363,7 +288,7 @@ def download_artifact(job_id: uuid.UUID, filename: str, user_id: CurrentUser, re
     """The artifact's bytes as a download: ``attachment``, its name safely quoted; ``nosniff``, on every answer
     (``api.security_headers``), keeps a browser from showing an artifact as a page of the API's origin."""
     with services.db.session() as s:
-        job = job_for(request, s, job_id, user_id)
+        job = Reach(request, s, user_id).job(job_id)
         owner = job.cached_from or job.id
     row = services.artifacts.get(str(owner), filename)
     if row is None:

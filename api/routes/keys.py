@@ -26,7 +26,6 @@ from api.auth import CurrentUser
 from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
 from api.services import AppServices
-from pipeline.platform.db import Collection
 from pipeline.security.access import Access
 from pipeline.security.key_limits import MAX_EXPIRY, KeyLimitError, KeyLimits, Scope
 from pipeline.security.users import SHOWN_CHARS, KeyInfo, UserStore
@@ -55,8 +54,7 @@ def _checked_limits(body: KeyCreate, services: Services, user_id: uuid.UUID) -> 
     """The limits asked for; 422 naming the field for no scope or a collection the caller does not have."""
     if body.collections is not None:
         with services.db.session() as s:
-            reached = Access(s, user_id).listed_collections().where(Collection.id.in_(body.collections))
-            owned = {c.id for c in s.scalars(reached).all()}
+            owned = Access(s, user_id).reached_ids(body.collections)
         for i, collection_id in enumerate(body.collections):
             if collection_id not in owned:
                 raise unprocessable(("body", "collections", i), f"collection {collection_id} not found")

@@ -16,16 +16,15 @@ from datetime import datetime
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
-from sqlalchemy import select
 
 from api.auth import CurrentUser, key_grant
 from api.rate_limits import effective_limits
 from api.request_guard import GuardedRoute
 from api.services import AppServices
 from api.session_auth import csrf_token
-from pipeline.platform.db import User
 from pipeline.security.quotas import Limits, QuotaStore, RouteClass
 from pipeline.security.rate_windows import RateWindows
+from pipeline.security.users import UserStore
 
 router = APIRouter(tags=["me"], route_class=GuardedRoute)
 
@@ -85,8 +84,7 @@ def read_me(user_id: CurrentUser, request: Request, services: AppServices) -> Me
     request is among the reads counted."""
     limits = effective_limits(request, user_id)
     quotas = QuotaStore(services.db)
-    with services.db.session() as s:
-        name = s.scalar(select(User.name).where(User.id == user_id))
+    name = UserStore(services.db).name_of(user_id)
     windows: RateWindows = request.app.state.rate_windows
     grant = key_grant(request)
     return MeOut(

@@ -12,23 +12,22 @@ from datetime import timedelta
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
-from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from api.audit import audit
 from api.auth import CurrentUser
 from api.errors import http_error, not_found, unprocessable
 from api.request_guard import GuardedRoute
-from api.roles import collection_for
+from api.roles import Reach
 from api.routes.jobs import enqueue
 from api.schemas import ProfileSetCreate
 from api.services import AppServices
-from pipeline.agentic.schedule import create_run
+from pipeline.agentic.schedule import create_run, profile_sets_of, run_page
 from pipeline.agentic.spec import AgenticSpec, checked_spec
 from pipeline.job.refusal import Refusal
-from pipeline.platform.db import Job, ProfileRun, ProfileSetRow, utcnow
+from pipeline.job.store import JobStore
+from pipeline.platform.db import ProfileSetRow, utcnow
 from pipeline.platform.settings import Settings
-from pipeline.security.access import Access
 
 router = APIRouter(prefix="/v1/profile-sets", tags=["profiles"], route_class=GuardedRoute)
 log = logging.getLogger("agentsearch.api")
@@ -51,23 +50,17 @@ def _out(row: ProfileSetRow) -> dict[str, Any]:
     }
 
 
-def _owned(s, set_id: uuid.UUID, user_id: uuid.UUID) -> ProfileSetRow:
-    row = s.get(ProfileSetRow, set_id)
-    if row is None or row.user_id != user_id:
-        raise not_found("profile set", set_id)
-    return row
-
-
 @router.post("", status_code=201)
 def create_profile_set(body: ProfileSetCreate, user_id: CurrentUser, request: Request,
                        services: AppServices) -> dict[str, Any]:
     spec = _validated(body, services.settings)
     with services.db.session() as s:
-        collection_for(request, s, body.collection_id, user_id)
+        reach = Reach(request, s, user_id)
+        reach.collection(body.collection_id)
         for i, profile in enumerate(spec.profiles):
             for j, collection_id in enumerate(profile.collections):
                 try:
-                    collection_for(request, s, collection_id, user_id)
+                    reach.collection(collection_id)
                 except HTTPException:
                     raise unprocessable(("body", "profiles", i, "collections", j),
                                         f"collection {collection_id} not found") from None
@@ -89,21 +82,20 @@ def create_profile_set(body: ProfileSetCreate, user_id: CurrentUser, request: Re
 @router.get("")
 def list_profile_sets(user_id: CurrentUser, services: AppServices) -> list[dict[str, Any]]:
     with services.db.session() as s:
-        rows = s.scalars(select(ProfileSetRow).where(ProfileSetRow.user_id == user_id)
-                         .order_by(ProfileSetRow.created_at, ProfileSetRow.id)).all()
-        return [_out(r) for r in rows]
+        return [_out(r) for r in profile_sets_of(s, user_id)]
 
 
 @router.get("/{set_id}")
-def read_profile_set(set_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> dict[str, Any]:
+def read_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request,
+                     services: AppServices) -> dict[str, Any]:
     with services.db.session() as s:
-        return _out(_owned(s, set_id, user_id))
+        return _out(Reach(request, s, user_id).owned(ProfileSetRow, set_id, "profile set"))
 
 
 @router.delete("/{set_id}", status_code=204)
-def delete_profile_set(set_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> Response:
+def delete_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> Response:
     with services.db.session() as s:
-        s.delete(_owned(s, set_id, user_id))
+        s.delete(Reach(request, s, user_id).owned(ProfileSetRow, set_id, "profile set"))
     return Response(status_code=204)
 
 
@@ -115,23 +107,24 @@ def run_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request, s
         raise not_found("profile set", set_id)
     job_id, state = created
     enqueue(services, job_id, [], state)  # with the broker down, the run is taken back and the client told (503)
+    job = JobStore(services.db).get(str(job_id))
+    assert job is not None  # made a moment ago: a run's job outlives this request
     with services.db.session() as s:  # a run is a search, in the trail as the one of POST /v1/search
-        audit(request, s, "search", collection_id=s.get(Job, uuid.UUID(str(job_id))).collection_id,
-              target=("job", job_id), details={"profile_set": str(set_id)})
+        audit(request, s, "search", collection_id=job.collection_id, target=("job", job_id),
+              details={"profile_set": str(set_id)})
     return {"job_id": job_id, "status": "queued", "url": f"/v1/jobs/{job_id}"}
 
 
 @router.get("/{set_id}/runs")
-def list_runs(set_id: uuid.UUID, user_id: CurrentUser, services: AppServices, limit: int = Query(20, ge=1, le=200),
+def list_runs(set_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices,
+              limit: int = Query(20, ge=1, le=200),
               offset: int = Query(0, ge=0)) -> dict[str, Any]:
     """Newest first, each with its results merged by category once the run has ended."""
     with services.db.session() as s:
-        _owned(s, set_id, user_id)
-        query = (select(ProfileRun, Job).join(Job, Job.id == ProfileRun.job_id)
-                 .where(ProfileRun.profile_set_id == set_id))
-        total = s.scalar(select(func.count()).select_from(query.subquery()))
-        rows = s.execute(query.order_by(ProfileRun.created_at.desc(), ProfileRun.id).limit(limit).offset(offset)).all()
-        items, access = [], Access(s, user_id)
+        reach = Reach(request, s, user_id)
+        reach.owned(ProfileSetRow, set_id, "profile set")
+        total, rows = run_page(s, set_id, limit, offset)
+        items, access = [], reach.access
         for run, job in rows:
             # A run's results are its job's: shown while the user may read that job (its document groups).
             shown = access.sees_job(job)

@@ -37,23 +37,31 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from api.audit import actor_of
 from api.auth import CurrentUser
 from api.errors import http_error
 from api.request_guard import GuardedRoute
-from api.roles import role_needed, team_for
+from api.roles import Reach
 from api.services import AppServices
 from pipeline.job.refusal import Refusal
-from pipeline.platform.db import Collection, Team, User
-from pipeline.security.access import Access
+from pipeline.platform.db import Team
 from pipeline.security.audit import MAX_LIMIT, events, shown
 from pipeline.security.document_access import held_tokens, team_groups_held
 from pipeline.security.groups import GROUP_MANAGER, GroupMember, groups_of_team, remove_group_member, set_group_member
 from pipeline.security.roles import Role
-from pipeline.security.teams import Member, create_team, members_of, remove_member, set_role, teams_of, user_named
+from pipeline.security.teams import (
+    Member,
+    create_team,
+    members_of,
+    remove_member,
+    set_role,
+    team_collections,
+    teams_of,
+    user_named,
+    user_names,
+)
 from pipeline.services import Services
 
 router = APIRouter(prefix="/v1/teams", tags=["teams"], route_class=GuardedRoute)
@@ -87,13 +95,11 @@ def _groups(s, team: Team, role: Role, user_id: uuid.UUID) -> list[dict[str, Any
             for group in groups_of_team(s, team.id)]
 
 
-def _team(s, team: Team, role: Role, user_id: uuid.UUID) -> dict[str, Any]:
-    collections = s.execute(select(Collection.id, Collection.name).where(Collection.team_id == team.id)
-                            .order_by(Collection.name)).all()
+def _team(s: Session, team: Team, role: Role, user_id: uuid.UUID) -> dict[str, Any]:
     return {"id": str(team.id), "name": team.name, "role": role, "created_at": team.created_at,
             "members": [_member(m) for m in members_of(s, team.id)],
             "groups": _groups(s, team, role, user_id),
-            "collections": [{"id": str(c_id), "name": name} for c_id, name in collections]}
+            "collections": [{"id": str(c_id), "name": name} for c_id, name in team_collections(s, team.id)]}
 
 
 def _group_member(g: GroupMember) -> dict[str, Any]:
@@ -125,10 +131,10 @@ def list_teams(user_id: CurrentUser, services: AppServices) -> list[dict[str, An
 
 
 @router.get("/{team_id}")
-def read_team(team_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> dict[str, Any]:
+def read_team(team_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> dict[str, Any]:
     """The team with its members and their roles, and its collections: for every member."""
     def read(s: Session) -> dict[str, Any]:
-        team, role = Access(s, user_id).team(team_id, "viewer")
+        team, role = Reach(request, s, user_id).team(team_id)
         return _team(s, team, role, user_id)
 
     return _answer(services, read)
@@ -151,12 +157,12 @@ def delete_member(team_id: uuid.UUID, member: str, user_id: CurrentUser, request
 
 
 @router.get("/{team_id}/groups")
-def list_groups(team_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> list[dict[str,
-                Any]]:
+def list_groups(team_id: uuid.UUID, user_id: CurrentUser, request: Request,
+                services: AppServices) -> list[dict[str, Any]]:
     """The team's document groups: an admin gets every group with its members; another member the groups it
     holds, by name. ``held``: the caller finds the documents restricted to the group."""
     def read(s: Session) -> list[dict[str, Any]]:
-        team, role = Access(s, user_id).team(team_id, role_needed(request))
+        team, role = Reach(request, s, user_id).team(team_id)
         return _groups(s, team, role, user_id)
 
     return _answer(services, read)
@@ -192,7 +198,7 @@ def read_audit(team_id: uuid.UUID, user_id: CurrentUser, request: Request, servi
     For the team's admins (403 naming ``admin`` for other members, 404 for anyone else)."""
     try:
         with services.db.session() as s:
-            team_for(request, s, team_id, user_id)
+            Reach(request, s, user_id).team(team_id)
             actor_id = None
             if actor is not None:
                 named = user_named(s, actor)
@@ -201,7 +207,7 @@ def read_audit(team_id: uuid.UUID, user_id: CurrentUser, request: Request, servi
                 actor_id = named.id
             page = events(s, team_id=team_id, actor_id=actor_id, action=action, since=since, until=until,
                           before=cursor, limit=limit)
-            names = dict(s.execute(select(User.id, User.name).where(User.id.in_({e.actor_id for e in page}))).all())
+            names = user_names(s, (e.actor_id for e in page))
             return {"items": [shown(e, names) for e in page],
                     "next_cursor": page[-1].id if len(page) == limit else None}
     except Refusal as exc:

@@ -15,17 +15,17 @@ import uuid
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
-from sqlalchemy import select
 
 from api.audit import audit
 from api.auth import CurrentUser
 from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
-from api.roles import collection_for
+from api.roles import Reach
 from api.schemas import WebhookCreate, WebhookUpdate
 from api.services import AppServices
 from pipeline.platform.db import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
 from pipeline.platform.settings import Settings
+from pipeline.webhooks.listing import deliveries_of, delivery_of, webhooks_of
 from pipeline.webhooks.quota import hold_user, webhook_count
 from pipeline.webhooks.secret import new_secret
 from pipeline.webhooks.target import TargetRefused, checked_url
@@ -49,21 +49,14 @@ def _out(row: WebhookRow) -> dict[str, Any]:
             "updated_at": row.updated_at}
 
 
-def _owned(s, webhook_id: uuid.UUID, user_id: uuid.UUID) -> WebhookRow:
-    row = s.get(WebhookRow, webhook_id)
-    if row is None or row.user_id != user_id:
-        raise not_found("webhook", webhook_id)
-    return row
-
-
 @router.post("", status_code=201)
-def create_webhook(body: WebhookCreate, user_id: CurrentUser, request: Request, services: AppServices) -> dict[str,
-                   Any]:
+def create_webhook(body: WebhookCreate, user_id: CurrentUser, request: Request,
+                   services: AppServices) -> dict[str, Any]:
     """Register a webhook; the answer holds its signing secret, shown this once."""
     limit = services.settings.webhook_max_per_user
     with services.db.session() as s:
         if body.collection_id is not None:  # every member's jobs over it: the collection's editors only
-            collection_for(request, s, body.collection_id, user_id)
+            Reach(request, s, user_id).collection(body.collection_id)
         url = _checked_url(body.url, services.settings)
         hold_user(s, user_id)  # two requests at once cannot both take the last place
         if webhook_count(s, user_id) >= limit:
@@ -81,15 +74,14 @@ def create_webhook(body: WebhookCreate, user_id: CurrentUser, request: Request, 
 @router.get("")
 def list_webhooks(user_id: CurrentUser, services: AppServices) -> list[dict[str, Any]]:
     with services.db.session() as s:
-        rows = s.scalars(select(WebhookRow).where(WebhookRow.user_id == user_id)
-                         .order_by(WebhookRow.created_at, WebhookRow.id)).all()
-        return [_out(r) for r in rows]
+        return [_out(r) for r in webhooks_of(s, user_id)]
 
 
 @router.get("/{webhook_id}")
-def read_webhook(webhook_id: uuid.UUID, user_id: CurrentUser, services: AppServices) -> dict[str, Any]:
+def read_webhook(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request,
+                 services: AppServices) -> dict[str, Any]:
     with services.db.session() as s:
-        return _out(_owned(s, webhook_id, user_id))
+        return _out(Reach(request, s, user_id).owned(WebhookRow, webhook_id, "webhook"))
 
 
 @router.patch("/{webhook_id}")
@@ -99,7 +91,7 @@ def update_webhook(webhook_id: uuid.UUID, body: WebhookUpdate, user_id: CurrentU
     again, a failing one included."""
     url = _checked_url(body.url, services.settings) if body.url is not None else None
     with services.db.session() as s:
-        row = _owned(s, webhook_id, user_id)
+        row = Reach(request, s, user_id).owned(WebhookRow, webhook_id, "webhook")
         if url is not None:
             row.url = url
         if body.events is not None:
@@ -117,12 +109,12 @@ def update_webhook(webhook_id: uuid.UUID, body: WebhookUpdate, user_id: CurrentU
 
 
 @router.post("/{webhook_id}/rotate-secret")
-def rotate_secret(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> dict[str,
-                  Any]:
+def rotate_secret(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request,
+                  services: AppServices) -> dict[str, Any]:
     """A new signing secret, shown this once; every attempt from now on (retries of earlier deliveries included)
     is signed with it."""
     with services.db.session() as s:
-        row = _owned(s, webhook_id, user_id)
+        row = Reach(request, s, user_id).owned(WebhookRow, webhook_id, "webhook")
         row.secret = new_secret()
         s.flush()
         audit(request, s, "webhook.rotate_secret", collection_id=row.collection_id, target=("webhook", row.id))
@@ -133,7 +125,7 @@ def rotate_secret(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request,
 def delete_webhook(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> Response:
     """The webhook and its delivery log; pending deliveries are not sent."""
     with services.db.session() as s:
-        row = _owned(s, webhook_id, user_id)
+        row = Reach(request, s, user_id).owned(WebhookRow, webhook_id, "webhook")
         audit(request, s, "webhook.delete", collection_id=row.collection_id, target=("webhook", row.id))
         s.delete(row)
     return Response(status_code=204)
@@ -152,31 +144,22 @@ def _delivery_out(row: WebhookDeliveryRow, attempts: list[WebhookAttemptRow]) ->
 
 
 @router.get("/{webhook_id}/deliveries")
-def list_deliveries(webhook_id: uuid.UUID, user_id: CurrentUser, services: AppServices,
+def list_deliveries(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices,
                     limit: int = Query(50, ge=1, le=500)) -> list[dict[str, Any]]:
     """The webhook's deliveries, newest first, each with every attempt (status code, time, duration, error)."""
     with services.db.session() as s:
-        _owned(s, webhook_id, user_id)
-        rows = s.scalars(select(WebhookDeliveryRow).where(WebhookDeliveryRow.webhook_id == webhook_id)
-                         .order_by(WebhookDeliveryRow.created_at.desc(), WebhookDeliveryRow.id).limit(limit)).all()
-        attempts: dict[uuid.UUID, list[WebhookAttemptRow]] = {r.id: [] for r in rows}
-        if rows:
-            for attempt in s.scalars(select(WebhookAttemptRow)
-                                     .where(WebhookAttemptRow.delivery_id.in_(list(attempts)))
-                                     .order_by(WebhookAttemptRow.number)).all():
-                attempts[attempt.delivery_id].append(attempt)
-        return [_delivery_out(r, attempts[r.id]) for r in rows]
+        Reach(request, s, user_id).owned(WebhookRow, webhook_id, "webhook")
+        return [_delivery_out(row, attempts) for row, attempts in deliveries_of(s, webhook_id, limit)]
 
 
 @router.post("/{webhook_id}/deliveries/{delivery_id}/retry", status_code=202)
 def retry_delivery(webhook_id: uuid.UUID, delivery_id: uuid.UUID, user_id: CurrentUser,
-                   services: AppServices) -> dict[str, Any]:
+                   request: Request, services: AppServices) -> dict[str, Any]:
     """Send a delivery again now: a new attempt with the same ``webhook-id``, whatever its status; after the attempt
     under way, if one is, and within the user's attempts out at once, as every attempt."""
     with services.db.session() as s:
-        _owned(s, webhook_id, user_id)
-        row = s.get(WebhookDeliveryRow, delivery_id)
-        if row is None or row.webhook_id != webhook_id:
+        Reach(request, s, user_id).owned(WebhookRow, webhook_id, "webhook")
+        if delivery_of(s, webhook_id, delivery_id) is None:
             raise not_found("delivery", delivery_id)
     try:
         deliver_webhook.apply_async((str(delivery_id),), {"manual": True})
