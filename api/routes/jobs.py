@@ -15,7 +15,6 @@ import uuid
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse, StreamingResponse
-from pipeline.agents.records import AgentSpec
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
@@ -31,7 +30,7 @@ from api.security_headers import attachment
 from api.services import AppServices
 from pipeline.job.refusal import Refusal
 from pipeline.job.request import SearchRequest
-from pipeline.job.state import JobState
+from pipeline.job.state import AgentSpec, JobState
 from pipeline.job.store import TERMINAL, JobStore
 from pipeline.job.submit import Submission, submit_job
 from pipeline.platform.db import Job
