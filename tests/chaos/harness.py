@@ -108,7 +108,8 @@ def search_body(stack: ChaosStack, query: str, **extra) -> dict:
     return {"collection_id": stack.collection_id, "query": query, "use_cache": False, **extra}
 
 
-def submit(http: httpx.Client, body: dict, key: str | None = None, retry_until: float = 0.0) -> tuple[str | None, list[int]]:
+def submit(http: httpx.Client, body: dict, key: str | None = None,
+           retry_until: float = 0.0) -> tuple[str | None, list[int]]:
     """POST /v1/search; a 503 (or a refused connection) is retried with the same Idempotency-Key, as a client
     should, until ``retry_until`` (monotonic). Returns the job id (None if never accepted) and every status seen."""
     codes: list[int] = []

@@ -53,7 +53,8 @@ def test_500_jobs_at_once_get_no_5xx_and_all_finish(stack):
     figures = {
         "jobs": JOBS, "agents": AGENTS, "status_codes": dict(codes),
         "server_errors": sum(n for code, n in codes.items() if code >= 500 or code == 0),
-        "submit_s": round(submitted_s, 2), "post_p50_s": percentile(post_s, 0.5), "post_p95_s": percentile(post_s, 0.95),
+        "submit_s": round(submitted_s, 2),
+        "post_p50_s": percentile(post_s, 0.5), "post_p95_s": percentile(post_s, 0.95),
         "statuses": dict(statuses),
         "failure_reasons": dict(Counter((r["error"] or "")[:80] for r in rows.values() if r["status"] == "failed")),
         "latency": latency_figures(rows), "all_done_after_s": round(drained_s, 1),

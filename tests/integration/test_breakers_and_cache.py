@@ -55,7 +55,8 @@ def test_identical_job_hits_the_agent_cache_and_a_changed_config_misses(stack, c
     tag = uuid.uuid4().hex[:8]
     query = f"battery storage capacity {tag}"
     with stack.http() as http:
-        use_agents(http, collection, {"agent_id": "test_counting", "config": {"log_dir": str(stack.call_logs), "tag": tag}})
+        use_agents(http, collection,
+                   {"agent_id": "test_counting", "config": {"log_dir": str(stack.call_logs), "tag": tag}})
         # use_cache off: the whole-job cache would answer the repeat without running any agent.
         first = runs_by_agent(search(http, collection, query, use_cache=False))["test_counting"]
         second = runs_by_agent(search(http, collection, query, use_cache=False))["test_counting"]

@@ -41,7 +41,9 @@ WATCH_STATUSES = """() => {
 }"""
 
 PLAY_AUDIO = """async (audio) => {
-  if (audio.readyState < 1) await new Promise((resolve) => audio.addEventListener('loadedmetadata', resolve, {once: true}));
+  if (audio.readyState < 1) {
+    await new Promise((resolve) => audio.addEventListener('loadedmetadata', resolve, {once: true}));
+  }
   audio.muted = true;
   await audio.play();
   const start = performance.now();

@@ -429,8 +429,8 @@ def test_listings_reads_and_counts_hide_a_restricted_document(stack, team):
 
 def test_no_member_outside_the_group_reaches_its_document_by_id_metadata_or_filter(stack, team):
     """Escalation short of joining the group: an editor outside ``hr`` replacing (as JSON or as a file), deleting or
-    labelling its way to the restricted document; a viewer's filter naming the service's own metadata key. Joining it (a viewer or an
-    editor putting itself in ``hr``: 403 naming ``admin``; an outsider: 404) is
+    labelling its way to the restricted document; a viewer's filter naming the service's own metadata key. Joining it (a
+    viewer or an editor putting itself in ``hr``: 403 naming ``admin``; an outsider: 404) is
     ``test_teams.py::test_only_an_admin_changes_who_is_in_a_group_and_nobody_puts_itself_in_one``; changing one's
     own role, ``test_teams.py::test_nobody_raises_its_own_role``."""
     t, c = team["id"], team["policies"]

@@ -64,7 +64,8 @@ def test_job_with_agents_in_every_stage(stack, collection):
 
     # The jobs row is the truth: status, the configs the job ran with, per-agent timings.
     (status, stage, snapshot, agent_runs, timings, started, finished), = stack.sql(
-        "SELECT status, stage, config_snapshot, agent_runs, timings_ms, started_at, finished_at FROM jobs WHERE id = %s",
+        "SELECT status, stage, config_snapshot, agent_runs, timings_ms, started_at, finished_at "
+        "FROM jobs WHERE id = %s",
         job["job_id"],
     )
     assert status == "succeeded" and stage == "done" and started <= finished
@@ -87,7 +88,8 @@ def test_agent_that_raises_is_recorded_and_the_job_succeeds(stack, collection):
     assert "boom: the exploding agent exploded" in runs["test_exploding"]["errors"][0]
     assert runs["language_detector"]["status"] == "ok"
     assert job["response"]["answer"] and job["response"]["agent_artifacts"]
-    assert {"agent_id": "test_exploding", "stage": "pre_search", "status": "error"}.items() <= job["response"]["skipped"][0].items()
+    skipped = job["response"]["skipped"][0]
+    assert {"agent_id": "test_exploding", "stage": "pre_search", "status": "error"}.items() <= skipped.items()
 
 
 def test_agent_past_its_deadline_is_cut_off(stack, collection):

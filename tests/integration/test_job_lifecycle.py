@@ -36,7 +36,8 @@ def test_a_job_with_a_failed_agent_is_not_reused(stack, collection):
     query = f"{QUERY} {uuid.uuid4().hex[:6]}"
     with stack.http() as http:
         search(http, collection, query, agents=["test_exploding"])
-        again = http.post("/v1/search", json={"collection_id": collection, "query": query, "agents": ["test_exploding"]})
+        again = http.post("/v1/search",
+                          json={"collection_id": collection, "query": query, "agents": ["test_exploding"]})
     assert again.status_code == 202 and again.json()["cached"] is False
 
 

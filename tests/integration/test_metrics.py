@@ -40,7 +40,8 @@ def test_metrics_count_the_agents_of_a_job_without_credentials(stack, collection
     assert total(after, "agentsearch_metrics_store_up") == 1
     for agent in AGENTS:
         # The job's one run of each agent, whichever worker process ran it, whatever its status.
-        ran = total(after, "agentsearch_agent_runs_total", agent=agent) - total(before, "agentsearch_agent_runs_total", agent=agent)
+        ran = (total(after, "agentsearch_agent_runs_total", agent=agent)
+               - total(before, "agentsearch_agent_runs_total", agent=agent))
         assert ran == 1, agent
         status = "cached" if runs[agent]["cache_hit"] else runs[agent]["status"]
         assert total(after, "agentsearch_agent_runs_total", agent=agent, status=status) >= 1, agent

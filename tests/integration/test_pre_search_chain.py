@@ -30,7 +30,8 @@ def test_detector_translator_expander_run_as_a_chain_without_an_llm(stack, colle
     ]
     reason = runs_by_agent(job)["translator"]["errors"][0]
     assert reason.startswith("no LLM endpoint configured")
-    assert {"agent_id": "translator", "stage": "pre_search", "status": "skipped", "reason": reason} in response["skipped"]
+    skipped = {"agent_id": "translator", "stage": "pre_search", "status": "skipped", "reason": reason}
+    assert skipped in response["skipped"]
 
     metadata = response["metadata"]
     assert metadata["language"] == "es" and "original_query" not in metadata
@@ -50,7 +51,8 @@ def test_detector_translator_expander_run_as_a_chain_without_an_llm(stack, colle
 
 def test_acronym_resolver_expands_acronyms_mined_from_the_sample_corpus(stack, collection):
     with stack.http() as http:
-        use_agents(http, collection, {"agent_id": "acronym_resolver", "config": {"acronyms": {"PPA": "power offtake deal"}}})
+        use_agents(http, collection,
+                   {"agent_id": "acronym_resolver", "config": {"acronyms": {"PPA": "power offtake deal"}}})
         job = search(http, collection, "How does the LCOE of a wind farm depend on its PPA?")
     assert job["status"] == "succeeded", job.get("error")
     response = job["response"]

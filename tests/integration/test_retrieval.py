@@ -75,8 +75,10 @@ def test_several_collections_are_searched_in_parallel_and_merged(stack, collecti
 def test_reingest_replaces_and_delete_removes(stack):
     with stack.http() as http:
         cid = http.post("/v1/collections", json={"name": f"replace-{uuid.uuid4().hex[:6]}"}).json()["id"]
-        first = ingest(http, cid, [{"id": "policy", "title": "Travel policy", "text": "Trains are booked in second class."}])
-        second = ingest(http, cid, [{"id": "policy", "title": "Travel policy", "text": "Flights are booked in economy."}])
+        first = ingest(http, cid,
+                       [{"id": "policy", "title": "Travel policy", "text": "Trains are booked in second class."}])
+        second = ingest(http, cid,
+                        [{"id": "policy", "title": "Travel policy", "text": "Flights are booked in economy."}])
         assert second["index_epoch"] > first["index_epoch"]
         job = search(http, cid, "How are flights booked?", agents=[])
         assert job["response"]["answer"].startswith("Flights are booked in economy")
@@ -166,7 +168,8 @@ def test_embedding_failure_falls_back_to_keyword_search(stack, collection):
 def test_milvus_errors_are_retried_then_reported(stack, collection, embedder):
     name = milvus_collection_name(collection)
     recovering = FlakyStore(stack.env["AGENTSEARCH_MILVUS_URI"], fail_first=2)
-    result = Retriever(embedder.embed, recovering, KeywordAnalyzer()).search(name, QUERY, SearchConfig(strategy="semantic"))
+    retriever = Retriever(embedder.embed, recovering, KeywordAnalyzer())
+    result = retriever.search(name, QUERY, SearchConfig(strategy="semantic"))
     assert recovering.calls == 3 and result.documents and "errors" not in result.metrics
 
     down = FlakyStore(stack.env["AGENTSEARCH_MILVUS_URI"], always_fail=True)

@@ -33,7 +33,8 @@ def build_server() -> MCPServer:
     server = MCPServer("agentsearch-test-tools")
 
     @server.tool(description="Plans a slide outline; echoes the arguments it received.", structured_output=True)
-    def make_outline(title: str, max_slides: int, language: str = "", sources: list[Any] | None = None) -> dict[str, Any]:
+    def make_outline(title: str, max_slides: int, language: str = "",
+                     sources: list[Any] | None = None) -> dict[str, Any]:
         return {
             "received": {"title": title, "max_slides": max_slides, "language": language, "sources": sources},
             "outline": f"{title}: {max_slides} slides" + (f" ({language})" if language else ""),

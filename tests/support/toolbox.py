@@ -1,7 +1,7 @@
 """A toolbox for agent unit tests that need registered tools or collection ownership, without a database.
 
-It answers like ``pipeline.agents.toolbox.AgentTools`` bound to a user: ``registered_tool(kind, name)`` from the tools it
-was given, ``owned_collection(id)`` for the ids it was told the user owns, and the operator's ``egress_policy``;
+It answers like ``pipeline.agents.toolbox.AgentTools`` bound to a user: ``registered_tool(kind, name)`` from the tools
+it was given, ``owned_collection(id)`` for the ids it was told the user owns, and the operator's ``egress_policy``;
 anything else (search, embed, llm, breaker) can be added as attributes.
 
 Usage::

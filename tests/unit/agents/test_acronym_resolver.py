@@ -11,7 +11,8 @@ from pipeline.agents.builtin.acronym_resolver import AcronymResolver
 PRE = AgentContext(pipeline_stage=Stage.PRE_SEARCH)
 
 
-ACRONYMS = {"PPA": "power purchase agreement", "Q4": "fourth quarter", "EBITDA": "earnings before interest, taxes, depreciation and amortization"}
+ACRONYMS = {"PPA": "power purchase agreement", "Q4": "fourth quarter",
+            "EBITDA": "earnings before interest, taxes, depreciation and amortization"}
 
 
 def test_acronym_resolver_keeps_the_acronym_and_adds_its_expansion():

@@ -81,7 +81,8 @@ def test_llm_prompt_both_outputs(fake):
     out = LlmPrompt({"template": "{query}", "output": "both", "metadata_key": "rewrite"}).run(
         PreSearchInput(query="how much solar did Texas add"), pre_ctx(fake))
     assert out.query == "solar capacity Texas 2025"
-    assert out.metadata == {"rewrite": "solar capacity Texas 2025", "rewrite_previous_query": "how much solar did Texas add"}
+    assert out.metadata == {"rewrite": "solar capacity Texas 2025",
+                            "rewrite_previous_query": "how much solar did Texas add"}
 
 
 def test_llm_prompt_never_empties_the_query(fake):

@@ -1,8 +1,8 @@
 """The pre-search agents of the catalogue on real text: spell_checker, acronym_resolver (mined definitions),
 intent_classifier, query_expander, translator, and the detector -> translator -> expander chain.
 
-Agents get a small in-memory toolbox (``FakeTools``) with the same methods as ``pipeline.agents.toolbox.AgentTools``: BM25
-keyword search over the sample corpus plus two documents of its own, the collection vocabulary, acronyms mined with
+Agents get a small in-memory toolbox (``FakeTools``) with the same methods as ``pipeline.agents.toolbox.AgentTools``:
+BM25 keyword search over the sample corpus plus two documents of its own, the collection vocabulary, acronyms mined with
 the project's miner, embeddings from the real MiniLM model (loaded once for the module), and an optional LLM. The
 LLM variants talk HTTP to a local OpenAI-compatible server (``tests.support.fake_llm``).
 """
@@ -224,7 +224,8 @@ def test_spell_checker_loads_the_english_dictionary_once_per_process():
     assert SpellChecker.english.get().words["revenue"] > 1_000_000
 
 
-@pytest.mark.parametrize("config", [{"max_edit_distance": 3}, {"min_word_length": 1}, {"languages": []}, {"lang": "en"}])
+@pytest.mark.parametrize("config",
+                         [{"max_edit_distance": 3}, {"min_word_length": 1}, {"languages": []}, {"lang": "en"}])
 def test_spell_checker_refuses_bad_config(config):
     with pytest.raises(ValidationError):
         SpellChecker(config)
@@ -262,7 +263,8 @@ def test_acronym_resolver_skips_only_when_both_sources_are_empty(tools):
     with pytest.raises(AgentSkipped, match="no acronyms configured or mined"):
         AcronymResolver({"use_mined": False}).run(inp("Q4 revenue"), ctx_with(tools))
     with pytest.raises(AgentSkipped):
-        AcronymResolver().run(inp("Q4 revenue"), ctx_with(FakeTools([{"id": "x", "title": "t", "text": "No definitions."}])))
+        tools = FakeTools([{"id": "x", "title": "t", "text": "No definitions."}])
+        AcronymResolver().run(inp("Q4 revenue"), ctx_with(tools))
 
 
 def test_acronym_resolver_keeps_working_when_mining_fails():
@@ -392,7 +394,8 @@ def test_query_expander_prefers_terms_rare_in_the_collection(tools):
     assert all({"northwind", "energy"} <= set(words(f"{d['title']} {d['text']}")) for d in feedback)
     assert not {"northwind", "energy"} & set(terms)
     # A stricter lift keeps only the terms that stand out most.
-    strict = QueryExpander({"mode": "offline", "max_terms": 5, "min_lift": 5}).run(inp("safety injuries"), ctx_with(tools))
+    strict = QueryExpander({"mode": "offline", "max_terms": 5, "min_lift": 5}).run(inp("safety injuries"),
+                                                                                 ctx_with(tools))
     assert "recordable" in strict.metadata["expansion_terms"] and "company" not in strict.metadata["expansion_terms"]
     assert "company" in terms
 
@@ -403,7 +406,8 @@ def test_query_expander_adds_configured_synonyms():
     out = agent.run(inp("Revenue and parental leave at Northwind"), PLAIN)
     assert out.query == "Revenue and parental leave at Northwind sales turnover maternity leave"
     assert out.metadata["expansion_terms"] == ["sales", "turnover", "maternity leave"]
-    assert out.metadata["expansion_sources"] == {"sales": "synonym", "turnover": "synonym", "maternity leave": "synonym"}
+    assert out.metadata["expansion_sources"] == {"sales": "synonym", "turnover": "synonym",
+                                                 "maternity leave": "synonym"}
     # Whole words only: "leave" alone does not trigger "parental leave", "revenues" does not trigger "revenue".
     assert agent.run(inp("annual leave and revenues"), PLAIN).metadata["expansion_terms"] == []
 

@@ -221,7 +221,8 @@ def test_agent_that_returns_a_plain_dict_is_an_error_even_if_it_looks_right(runn
 
 def test_response_agent_with_an_empty_artifact_is_an_error(runner):
     inp = ResponseAgentInput(answer="Revenue grew 18% [1].", sources=[], query="revenue")
-    run, out = runner.run(spec("empty_artifact", stage=Stage.RESPONSE), inp, AgentContext(pipeline_stage=Stage.RESPONSE))
+    run, out = runner.run(spec("empty_artifact", stage=Stage.RESPONSE), inp,
+                          AgentContext(pipeline_stage=Stage.RESPONSE))
     assert (run.status, out) == ("error", None)
     assert "empty artifact" in run.errors[0]
 

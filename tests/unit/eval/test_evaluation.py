@@ -48,9 +48,11 @@ class ListStore:
 
 def test_agents_run_around_the_search_and_a_skipping_agent_changes_nothing(tmp_path):
     docs = [
-        {"id": "a", "title": "Press release", "text": "Northwind opened the Harrow Ridge wind farm in 2025 with 40 turbines."},
+        {"id": "a", "title": "Press release",
+         "text": "Northwind opened the Harrow Ridge wind farm in 2025 with 40 turbines."},
         # Not byte-identical (the search's exact dedup would drop it), but the same words.
-        {"id": "b", "title": "Press release", "text": "Northwind opened the Harrow Ridge wind farm, in 2025, with 40 turbines!"},
+        {"id": "b", "title": "Press release",
+         "text": "Northwind opened the Harrow Ridge wind farm, in 2025, with 40 turbines!"},
         {"id": "c", "title": "Safety", "text": "No lost-time incidents were recorded at the solar sites."},
     ]
     embed = lambda texts: [[1.0, 0.0]] * len(texts)  # noqa: E731

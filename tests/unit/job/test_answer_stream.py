@@ -1,5 +1,6 @@
-"""The answer as it is written: the delta channel, its batching, the LLM client's stream, the reply's sentences as they arrive,
-the answer step writing to the channel and the events route's answer part (in-process Redis, a local LLM server)."""
+"""The answer as it is written: the delta channel, its batching, the LLM client's stream, the reply's sentences as they
+arrive, the answer step writing to the channel and the events route's answer part (in-process Redis, a local LLM
+server)."""
 
 from __future__ import annotations
 
@@ -68,7 +69,9 @@ def test_deltas_are_read_in_order_then_the_end_marker(server, client):
     channel.finish("The Patriots won [2].", method="llm")
     entries = read_all(server, "j1")
     assert [(e.kind, e.seq, e.text) for e in entries] == [
-        ("delta", 0, "The "), ("delta", 1, "Patriots "), ("delta", 2, "won [2]."), ("answer", 3, "The Patriots won [2].")]
+        ("delta", 0, "The "), ("delta", 1, "Patriots "), ("delta", 2, "won [2]."),
+        ("answer", 3, "The Patriots won [2]."),
+    ]
     assert entries[-1].data == {"method": "llm"}
     assert 0 < client.ttl(stream_key("j1")) <= 3600
 

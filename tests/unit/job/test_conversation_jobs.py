@@ -89,7 +89,8 @@ def test_the_history_is_bounded_to_the_newest_turns(services, collection_id):
                                 conversation_id=cid, use_cache=False), f"answer {i}")
     with services.db.session() as s:
         history = conversation_history(s, DEFAULT_USER_ID, cid)
-    assert len(history) == 2 * HISTORY_TURNS and history[-2]["content"] == f"Northwind revenue {2010 + HISTORY_TURNS + 1}"
+    assert len(history) == 2 * HISTORY_TURNS
+    assert history[-2]["content"] == f"Northwind revenue {2010 + HISTORY_TURNS + 1}"
 
 
 def test_the_same_follow_up_in_two_conversations_never_shares_a_cached_answer(services, collection_id):

@@ -118,7 +118,8 @@ def test_a_failing_agent_is_logged_with_its_ids(captured, make_runner):
                             AgentContext(pipeline_stage=Stage.PRE_SEARCH))
     assert run.status == "error"
     line = next(line for line in json_lines(stream) if line["logger"] == "agentsearch.runner")
-    assert (line["job_id"], line["task_id"], line["agent_id"], line["level"]) == ("job-9", "task-9", "failing", "WARNING")
+    assert (line["job_id"], line["task_id"], line["agent_id"], line["level"]) == (
+        "job-9", "task-9", "failing", "WARNING")
     assert "thesaurus down" in line["message"]
 
 

@@ -71,7 +71,8 @@ def test_stemming_makes_word_forms_meet():
 
 def test_markdown_text_and_pdf_files_become_documents(tmp_path):
     md = tmp_path / "handbook.md"
-    md.write_text("# Travel policy\n\nBook **economy** flights via [the portal](https://x.example).\n- Trains: second class\n")
+    md.write_text("# Travel policy\n\nBook **economy** flights via [the portal](https://x.example).\n"
+                  "- Trains: second class\n")
     (doc,) = read_documents(md)
     assert doc.title == "Travel policy" and doc.id == "handbook"
     assert "Book economy flights via the portal." in doc.text and "**" not in doc.text and "](" not in doc.text

@@ -17,7 +17,8 @@ JOB = "6f1c2a8e-3d4b-4c1e-9a7f-2b8d5e0c9a11"
 SPECS = [
     # Deliberately out of order, with a priority tie (broken by agent id) and a negative priority.
     AgentSpec(agent_id="query_translator", stage=Stage.PRE_SEARCH, priority=20, timeout_s=12),
-    AgentSpec(agent_id="acronym_resolver", stage=Stage.PRE_SEARCH, priority=10, config={"acronyms": {"PPA": "power purchase agreement"}}),
+    AgentSpec(agent_id="acronym_resolver", stage=Stage.PRE_SEARCH, priority=10,
+              config={"acronyms": {"PPA": "power purchase agreement"}}),
     AgentSpec(agent_id="language_detector", stage=Stage.PRE_SEARCH, priority=-5),
     AgentSpec(agent_id="abbreviation_fixer", stage=Stage.PRE_SEARCH, priority=10),
     AgentSpec(agent_id="reranker", stage=Stage.POST_SEARCH, priority=50),
