@@ -182,7 +182,6 @@ def job_view(services: Services, job: Job) -> dict:
             {
                 "agent_id": ref["agent_id"],
                 "type": ref["type"],
-    services: AppServices,
                 "data": base64.b64encode(row.data).decode("ascii"),
                 "filename": ref["filename"],
                 "content_type": ref["content_type"],
