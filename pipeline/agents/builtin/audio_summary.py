@@ -25,7 +25,6 @@ import wave
 from pathlib import Path
 from typing import ClassVar, Literal
 
-import lameenc
 from pydantic import Field
 
 from pipeline.agents.base import (
@@ -169,6 +168,8 @@ class AudioSummary(ResponseAgent):
                 pcm = wav.readframes(frames)
         if width != 2 or frames == 0:
             raise RuntimeError(f"espeak-ng produced {frames} frames of {8 * width}-bit audio; expected 16-bit speech")
+
+        import lameenc  # with the first recording: a worker that makes none does not load the encoder
 
         encoder = lameenc.Encoder()
         encoder.set_bit_rate(cfg.bitrate_kbps)

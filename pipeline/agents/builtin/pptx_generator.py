@@ -19,13 +19,8 @@ import io
 import math
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pptx import Presentation
-from pptx.dml.color import RGBColor
-from pptx.enum.shapes import MSO_SHAPE
-from pptx.enum.text import MSO_ANCHOR, PP_ALIGN
-from pptx.util import Emu, Inches, Pt
 from pydantic import Field
 
 from pipeline.agents.base import (
@@ -40,6 +35,13 @@ from pipeline.agents.base import (
 )
 from pipeline.text import split_sentences
 
+if TYPE_CHECKING:
+    from pptx.dml.color import RGBColor
+    from pptx.util import Emu
+
+# python-pptx is imported by the methods that draw, with the first deck: 10 MiB that a worker which makes none (the
+# thread pool of the job's other steps, which registers every agent) does not hold (BENCHMARKS.md).
+
 PPTX_CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 # Characters XML 1.0 cannot hold; a document may contain them, a .pptx part may not.
 _XML_ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -49,7 +51,7 @@ _MAX_FINDING_CHARS = 420
 
 # Layouts of python-pptx's default template.
 _LAYOUT_TITLE, _LAYOUT_CONTENT = 0, 1
-_SLIDE_W, _SLIDE_H = Inches(13.333), Inches(7.5)
+_SLIDE_INCHES = (13.333, 7.5)
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ def _shorten(sentence: str, limit: int = _MAX_FINDING_CHARS) -> str:
 
 
 def _rgb(hex_value: str) -> RGBColor:
+    from pptx.dml.color import RGBColor
+
     return RGBColor.from_string(hex_value)
 
 
@@ -113,8 +117,11 @@ class PptxGenerator(ResponseAgent):
         shown = findings[: finding_slides * cfg.findings_per_slide]
         omitted = len(findings) - len(shown)
 
+        from pptx import Presentation
+        from pptx.util import Inches
+
         prs = Presentation()
-        prs.slide_width, prs.slide_height = _SLIDE_W, _SLIDE_H
+        prs.slide_width, prs.slide_height = Inches(_SLIDE_INCHES[0]), Inches(_SLIDE_INCHES[1])
         props = prs.core_properties
         props.title = _clean(inp.query)[:255]
         props.author = "agentsearch"
@@ -160,12 +167,16 @@ class PptxGenerator(ResponseAgent):
         return slide
 
     def _bar(self, slide, theme: Theme, left: Emu, top: Emu, width: Emu, height: Emu) -> None:
+        from pptx.enum.shapes import MSO_SHAPE
+
         bar = slide.shapes.add_shape(MSO_SHAPE.RECTANGLE, left, top, width, height)
         bar.fill.solid()
         bar.fill.fore_color.rgb = _rgb(theme.accent)
         bar.line.fill.background()
 
     def _set_text(self, frame, text: str, size: int, color: str, bold: bool = False) -> None:
+        from pptx.util import Pt
+
         frame.word_wrap = True
         paragraph = frame.paragraphs[0]
         paragraph.text = ""
@@ -174,6 +185,9 @@ class PptxGenerator(ResponseAgent):
         run.font.size, run.font.bold, run.font.color.rgb = Pt(size), bold, _rgb(color)
 
     def _title_slide(self, prs, theme: Theme, inp: ResponseAgentInput) -> None:
+        from pptx.enum.text import MSO_ANCHOR, PP_ALIGN
+        from pptx.util import Inches
+
         slide = self._new_slide(prs, theme, _LAYOUT_TITLE)
         title, subtitle = slide.placeholders[0], slide.placeholders[1]
         title.left, title.top, title.width, title.height = Inches(0.9), Inches(1.6), Inches(11.5), Inches(2.6)
@@ -191,6 +205,9 @@ class PptxGenerator(ResponseAgent):
         subtitle.text_frame.paragraphs[0].alignment = PP_ALIGN.LEFT
 
     def _content_slide(self, prs, theme: Theme, title_text: str):
+        from pptx.enum.text import PP_ALIGN
+        from pptx.util import Inches
+
         slide = self._new_slide(prs, theme, _LAYOUT_CONTENT)
         title, body = slide.placeholders[0], slide.placeholders[1]
         title.left, title.top, title.width, title.height = Inches(0.7), Inches(0.4), Inches(11.9), Inches(1.0)
@@ -202,6 +219,8 @@ class PptxGenerator(ResponseAgent):
         return slide, body.text_frame
 
     def _bullets_slide(self, prs, theme: Theme, title: str, items: list[str], note: str | None) -> None:
+        from pptx.util import Pt
+
         _, frame = self._content_slide(prs, theme, title)
         chars = sum(len(i) for i in items)
         size = 24 if chars <= 250 else 20 if chars <= 450 else 18 if chars <= 700 else 16
@@ -223,6 +242,8 @@ class PptxGenerator(ResponseAgent):
             run.font.size, run.font.italic, run.font.color.rgb = Pt(14), True, _rgb(theme.muted)
 
     def _sources_slides(self, prs, theme: Theme, sources: list[Source], documents: list[Document], slides: int) -> int:
+        from pptx.util import Pt
+
         by_id = {d.id: d for d in documents}
         capacity = slides * _SOURCES_PER_SLIDE
         listed = list(enumerate(sources, start=1))[:capacity]
@@ -258,6 +279,9 @@ class PptxGenerator(ResponseAgent):
         return len(listed)
 
     def _footer(self, slide, theme: Theme, text: str) -> None:
+        from pptx.enum.text import PP_ALIGN
+        from pptx.util import Inches
+
         box = slide.shapes.add_textbox(Inches(10.8), Inches(6.95), Inches(2.2), Inches(0.4))
         self._set_text(box.text_frame, text, 11, theme.muted)
         box.text_frame.paragraphs[0].alignment = PP_ALIGN.RIGHT
