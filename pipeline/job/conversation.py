@@ -30,7 +30,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from pipeline.job.refusal import missing
 from pipeline.platform.db import ConversationRow, ConversationTurnRow, Job, utcnow
 from pipeline.security.access import Access
 
@@ -55,13 +54,7 @@ class HistoryMessage(BaseModel):
 def owned_conversation(s: Session, user_id: uuid.UUID, conversation_id: uuid.UUID,
                        lock: bool = False) -> ConversationRow:
     """The user's conversation; another user's answers exactly as a missing one (404)."""
-    query = select(ConversationRow).where(ConversationRow.id == conversation_id)
-    if lock:
-        query = query.with_for_update()
-    row = s.scalar(query)
-    if row is None or row.user_id != user_id:
-        raise missing("conversation", conversation_id)
-    return row
+    return Access(s, user_id).owned(ConversationRow, conversation_id, "conversation", lock=lock)
 
 
 def conversations_of(s: Session, user_id: uuid.UUID) -> list[tuple[ConversationRow, int]]:
