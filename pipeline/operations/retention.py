@@ -52,6 +52,7 @@ from pipeline.platform.db import (
     ProfileRun,
     WebhookAttemptRow,
     WebhookDeliveryRow,
+    changed_rows,
     utcnow,
 )
 from pipeline.platform.settings import Settings
@@ -177,7 +178,7 @@ def count(s: Session, kind: Kind, cutoff: datetime) -> dict[str, int]:
 def take_batch(s: Session, kind: Kind, cutoff: datetime, rows: int) -> list[Any]:
     """The ids of the next ``rows`` rows to go, locked on PostgreSQL (rows another pruner holds are skipped)."""
     query = kind.candidates(cutoff).limit(rows)
-    if s.bind.dialect.name == "postgresql":
+    if s.get_bind().dialect.name == "postgresql":
         query = query.with_for_update(of=kind.table, skip_locked=True)
     return list(s.scalars(query))
 
@@ -190,15 +191,15 @@ def delete_batch(s: Session, kind: Kind, cutoff: datetime, ids: list[Any]) -> di
     """
     if not ids:
         return dict.fromkeys(kind.kinds, 0)
-    if kind.unlock and s.bind.dialect.name == "postgresql":
+    if kind.unlock and s.get_bind().dialect.name == "postgresql":
         s.execute(text(kind.unlock))
     going = select(kind.table.id).where(kind.table.id.in_(ids), *kind.conditions(cutoff))
     deleted = {}
     for name, column in kind.dependants.items():
-        deleted[name] = s.execute(delete(column.class_).where(column.in_(going))
-                                  .execution_options(synchronize_session=False)).rowcount
-    deleted[kind.name] = s.execute(delete(kind.table).where(kind.table.id.in_(ids), *kind.conditions(cutoff))
-                                   .execution_options(synchronize_session=False)).rowcount
+        deleted[name] = changed_rows(s, delete(column.class_).where(column.in_(going))
+                                     .execution_options(synchronize_session=False))
+    deleted[kind.name] = changed_rows(s, delete(kind.table).where(kind.table.id.in_(ids), *kind.conditions(cutoff))
+                                      .execution_options(synchronize_session=False))
     return deleted
 
 

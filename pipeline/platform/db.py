@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
@@ -38,6 +38,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 # The local user: owns what the CLI does through its in-process server in embedded mode. Created by the first
@@ -49,6 +50,12 @@ JSONType = JSON().with_variant(JSONB(), "postgresql")
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def changed_rows(s: Session, statement: Any) -> int:
+    """How many rows an UPDATE or DELETE changed: its result is a ``CursorResult``, which ``Session.execute`` is typed
+    as the plain ``Result`` without ``rowcount``."""
+    return cast(CursorResult[Any], s.execute(statement)).rowcount
 
 
 class Base(DeclarativeBase):

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
-from pipeline.platform.db import Database, RegisteredToolRow
+from pipeline.platform.db import Database, RegisteredToolRow, changed_rows
 from pipeline.security.audit import Actor, record
 from pipeline.security.egress import EgressPolicy
 
@@ -172,8 +172,8 @@ class ToolStore:
                                exclude_none=True)
         try:
             with self.db.session() as s:
-                replaced = bool(replace and s.execute(
-                    delete(RegisteredToolRow).where(RegisteredToolRow.name == tool.name)).rowcount)
+                replaced = bool(replace and changed_rows(
+                    s, delete(RegisteredToolRow).where(RegisteredToolRow.name == tool.name)))
                 s.add(RegisteredToolRow(name=tool.name, kind=tool.kind, spec=spec, allow_internal=tool.allow_internal,
                                         description=tool.description))
                 s.flush()
@@ -197,7 +197,7 @@ class ToolStore:
 
     def remove(self, name: str) -> bool:
         with self.db.session() as s:
-            removed = bool(s.execute(delete(RegisteredToolRow).where(RegisteredToolRow.name == name)).rowcount)
+            removed = bool(changed_rows(s, delete(RegisteredToolRow).where(RegisteredToolRow.name == name)))
             if removed:
                 record(s, Actor(None), "tool.remove", target=("tool", name))
             return removed

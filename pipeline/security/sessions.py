@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import DateTime, ForeignKey, String, delete, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from pipeline.platform.db import Base, Database, utcnow
+from pipeline.platform.db import Base, Database, changed_rows, utcnow
 from pipeline.security.users import digest
 
 
@@ -40,7 +40,9 @@ class ConsoleSession(Base):
 
 def csrf_matches(token: str, sent: str | None) -> bool:
     """Whether ``sent`` (the ``X-CSRF-Token`` header) is the session's CSRF token, compared in constant time."""
-    return bool(sent) and hmac.compare_digest(SessionStore.csrf_token(token), sent)
+    if not sent:
+        return False
+    return hmac.compare_digest(SessionStore.csrf_token(token), sent)
 
 
 class SessionStore:
@@ -64,7 +66,7 @@ class SessionStore:
 
     def end(self, token: str) -> bool:
         with self.db.session() as s:
-            return bool(s.execute(delete(ConsoleSession).where(ConsoleSession.digest == digest(token))).rowcount)
+            return bool(changed_rows(s, delete(ConsoleSession).where(ConsoleSession.digest == digest(token))))
 
     @staticmethod
     def csrf_token(token: str) -> str:

@@ -25,7 +25,7 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from pipeline.platform.db import ApiKey, Collection, Database, User, utcnow
+from pipeline.platform.db import ApiKey, Collection, Database, User, changed_rows, utcnow
 from pipeline.security.access import Access
 from pipeline.security.key_limits import KeyLimits
 
@@ -166,21 +166,20 @@ class UserStore:
     def revoke_own(self, user_id: uuid.UUID, prefix: str) -> int:
         """Revoke the user's live keys of this prefix; another user's prefix revokes nothing (0)."""
         with self.db.session() as s:
-            result = s.execute(update(ApiKey).where(ApiKey.user_id == user_id, ApiKey.prefix == prefix,
-                                                    ApiKey.revoked_at.is_(None)).values(revoked_at=utcnow()))
-            return result.rowcount or 0
+            return changed_rows(s, update(ApiKey).where(ApiKey.user_id == user_id, ApiKey.prefix == prefix,
+                                                        ApiKey.revoked_at.is_(None)).values(revoked_at=utcnow()))
 
     def revoke(self, prefix: str) -> int:
         """Revoke every live key starting with ``prefix`` (at least the shown part); returns how many."""
         if len(prefix) < SHOWN_CHARS:
             raise UserError(f"give at least the first {SHOWN_CHARS} characters of the key, as listings show them")
         with self.db.session() as s:
-            result = s.execute(
+            return changed_rows(
+                s,
                 update(ApiKey)
                 .where(ApiKey.prefix == prefix[:SHOWN_CHARS], ApiKey.revoked_at.is_(None))
-                .values(revoked_at=utcnow())
+                .values(revoked_at=utcnow()),
             )
-            return result.rowcount or 0
 
     def delete_key(self, key: str) -> None:
         """Forget a key entirely (the in-process server's session key, which nobody else ever saw)."""

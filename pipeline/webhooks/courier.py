@@ -44,7 +44,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import Database, WebhookAttemptRow, WebhookDeliveryRow, WebhookRow, utcnow
+from pipeline.platform.db import Database, WebhookAttemptRow, WebhookDeliveryRow, WebhookRow, changed_rows, utcnow
 from pipeline.webhooks.events import encode
 from pipeline.webhooks.outbox import aware, due_token
 from pipeline.webhooks.quota import attempts_in_flight, deliveries_waiting, hold_user
@@ -230,12 +230,13 @@ def _swap(s: Session, row: WebhookDeliveryRow, changes: dict) -> bool:
     def unchanged(column, seen):
         return column.is_(None) if seen is None else column == seen
 
-    return s.execute(
+    return changed_rows(
+        s,
         update(WebhookDeliveryRow)
         .where(WebhookDeliveryRow.id == row.id, WebhookDeliveryRow.attempts == row.attempts,
                WebhookDeliveryRow.status == row.status,
                unchanged(WebhookDeliveryRow.next_attempt_at, row.next_attempt_at),
                unchanged(WebhookDeliveryRow.sending_until, row.sending_until))
         .values(**changes)
-        .execution_options(synchronize_session=False)
-    ).rowcount == 1
+        .execution_options(synchronize_session=False),
+    ) == 1

@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import event as orm_event, select, update
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import Collection, Database, Job, WebhookDeliveryRow, WebhookRow, utcnow
+from pipeline.platform.db import Collection, Database, Job, WebhookDeliveryRow, WebhookRow, changed_rows, utcnow
 from pipeline.security.access import Access
 from pipeline.security.document_access import held_tokens, job_visible
 from pipeline.security.roles import covers
@@ -127,13 +127,14 @@ def due_deliveries(db: Database, now: datetime, lease_s: float, limit: int = 500
         for delivery_id, seen in due:
             # Leased only if no worker took it since it was read (a conditional UPDATE: no row locks needed, so
             # SQLite behaves as PostgreSQL does).
-            leased = s.execute(
+            leased = changed_rows(
+                s,
                 update(WebhookDeliveryRow)
                 .where(WebhookDeliveryRow.id == delivery_id, WebhookDeliveryRow.status == "pending",
                        WebhookDeliveryRow.next_attempt_at == seen)
                 .values(next_attempt_at=until)
-                .execution_options(synchronize_session=False)
-            ).rowcount
+                .execution_options(synchronize_session=False),
+            )
             if leased == 1:
                 found.append((str(delivery_id), due_token(until)))
     return found
