@@ -14,14 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import fakeredis
 import redis
 import redis.asyncio
 
 from pipeline.platform.settings import get_settings
 
+if TYPE_CHECKING:
+    import fakeredis
+
+# fakeredis is imported by the in-process store's first client: 15 MiB a process with a real Redis never holds.
 _local_server: fakeredis.FakeServer | None = None
 _local_lock = threading.Lock()
 
@@ -31,6 +34,8 @@ def connect_redis(url: str | None, timeout_s: float = 5.0) -> redis.Redis:
     if url:
         return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
                                     health_check_interval=30)
+    import fakeredis
+
     global _local_server
     with _local_lock:
         if _local_server is None:
@@ -48,6 +53,8 @@ def connect_async_redis(url: str | None, timeout_s: float | None = None) -> redi
         timeout_s = timeout_s if timeout_s is not None else get_settings().redis_timeout_s
         return redis.asyncio.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
                                             health_check_interval=30)
+    import fakeredis
+
     global _local_server
     with _local_lock:
         if _local_server is None:
