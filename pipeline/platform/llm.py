@@ -48,12 +48,17 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import openai
 
 from pipeline.platform.settings import Settings
+
+if TYPE_CHECKING:
+    import openai
+
+# openai is imported by the functions that call or read it, with the first client: 18 MiB a process that asks no
+# LLM (the default: no AGENTSEARCH_OPENAI_BASE_URL) never holds.
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +121,8 @@ def estimate_tokens(text: str) -> int:
 
 
 def _is_transient(exc: openai.OpenAIError) -> tuple[bool, int | None]:
+    import openai
+
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         return status in TRANSIENT_STATUS or status >= 500, status
@@ -180,6 +187,8 @@ class LLMClient:
         # Off by configuration, or by an earlier refusal of this endpoint (remembered for the process).
         self.structured_output = structured_output and self._endpoint.structured_output
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        import openai
+
         # Retries are ours (bounded by the call's budget), not the openai client's.
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", max_retries=0)
 
@@ -216,6 +225,8 @@ class LLMClient:
 
     def _refused_format(self, exc: Exception, kwargs: dict[str, Any]) -> bool:
         """True (and remembered) when ``exc`` is the endpoint refusing the ``response_format`` just sent."""
+        import openai
+
         if "response_format" not in kwargs or not isinstance(exc, openai.BadRequestError):
             return False
         if not _REFUSED_FORMAT.search(str(exc)):
@@ -230,6 +241,8 @@ class LLMClient:
               max_tokens: int | None = None, json_schema: dict | None = None) -> LLMReply:
         """The assistant's reply with how it ended. Raises ``LLMError`` within ``timeout_s`` (plus a few ms) when
         there is none. ``json_schema`` constrains the reply where the endpoint can (see the module's docstring)."""
+        import openai
+
         deadline = time.monotonic() + timeout_s
         attempt = 0
         while True:
@@ -269,6 +282,8 @@ class LLMClient:
         ``complete``: transient errors are retried until the first piece arrives, never after (the caller has
         already shown the text). Raises ``LLMError`` when the budget runs out, the stream breaks or holds no text.
         """
+        import openai
+
         deadline = time.monotonic() + timeout_s
         attempt = 0
         while True:
