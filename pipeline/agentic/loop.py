@@ -33,7 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
@@ -44,7 +44,7 @@ from pipeline.agentic.scoring import Evaluation, Scorer, judge
 from pipeline.agentic.sufficiency import Grade, Grader, choose_budget
 from pipeline.documents import Document
 
-LOOP_STATE_VERSION = 1
+LOOP_STATE_VERSION: Final = 1
 MAX_SEARCH_TOP_K = 1000
 # New candidates gathered beyond per_iteration, so results skipped as seen by earlier runs leave no gap.
 CANDIDATE_FACTOR = 3

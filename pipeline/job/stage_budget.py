@@ -136,4 +136,4 @@ class BudgetedRunner:
 
 def stage_timed_out(run: AgentRun) -> bool:
     """Whether the stage's budget, not the agent, decided this run: such a job's response is not reused."""
-    return bool(run.errors) and run.errors[0] == STAGE_TIMEOUT
+    return bool(run.errors and run.errors[0] == STAGE_TIMEOUT)

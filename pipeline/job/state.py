@@ -12,14 +12,14 @@ Usage::
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
 from pipeline.agents.base import AgentResult, Stage
 from pipeline.documents import Citation, CotStep, Document, Source
 
-STATE_VERSION = 1
+STATE_VERSION: Final = 1
 
 
 class AgentSpec(BaseModel):

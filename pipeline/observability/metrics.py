@@ -162,7 +162,7 @@ class MetricsRecorder:
 
         self._write(fill)
 
-    def _write(self, fill: Callable[[Pipeline], None]) -> None:
+    def _write(self, fill: Callable[[Pipeline], object]) -> None:
         if time.monotonic() < self._paused_until:
             return
         try:

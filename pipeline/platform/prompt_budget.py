@@ -87,7 +87,8 @@ class Fitted:
 def context_of(llm: TokenCounter) -> int:
     """The context a prompt for ``llm`` must fit: what the client knows, else its default."""
     known = llm.context_tokens() if hasattr(llm, "context_tokens") else None
-    return known or getattr(llm, "default_context_tokens", DEFAULT_CONTEXT_TOKENS)
+    default: int = getattr(llm, "default_context_tokens", DEFAULT_CONTEXT_TOKENS)
+    return known or default
 
 
 def _counter(llm: TokenCounter):

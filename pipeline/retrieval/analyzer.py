@@ -82,7 +82,8 @@ _POINTED = frozenset({"arabic", "hebrew"})
 def _word_pattern() -> re.Pattern:
     # Letters and digits, with the combining marks (Mn, Mc, Me) and zero-width joiners that belong inside words.
     ranges: list[str] = []
-    start = prev = None
+    start: int | None = None
+    prev = 0
     for code in range(0x20000):  # past the SMP only variation selectors are marks
         if unicodedata.category(chr(code)).startswith("M"):
             if start is None:

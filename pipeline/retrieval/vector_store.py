@@ -239,6 +239,7 @@ class VectorStore:
 
     def count(self, name: str) -> int:
         """The chunks ``name`` holds (0 when there is no such collection)."""
+        rows: list[dict[str, Any]]
         rows = self._on_loaded(name, lambda: self._client.query(name, filter="", output_fields=["count(*)"],
                                                                 timeout=READ_TIMEOUT_S), [])
         return int(rows[0]["count(*)"]) if rows else 0
@@ -297,6 +298,7 @@ class VectorStore:
                 return
             keep = {c.id for c in chunks}
             expression = f"document_id in [{_quoted(document_ids)}]"
+            rows: list[dict[str, Any]]
             rows = self._on_loaded(name, lambda: self._client.query(name, filter=expression, output_fields=["id"],
                                                                      timeout=READ_TIMEOUT_S), [])
             stale = [str(r["id"]) for r in rows if str(r["id"]) not in keep]
@@ -377,6 +379,7 @@ class VectorStore:
         chunks (of those ``filter_expr`` keeps): the collection's languages, most chunks first. Empty for a
         collection that does not exist or whose chunks predate the field; a ``MilvusException`` after
         ``timeout_s`` when the server does not answer."""
+        rows: list[dict[str, Any]]
         rows = self._on_loaded(name, lambda: self._client.query(name, filter=filter_expr, output_fields=["metadata"],
                                                                 limit=sample, timeout=timeout_s), [], timeout_s)
         counts: dict[str, int] = {}
@@ -389,6 +392,7 @@ class VectorStore:
     def vectors(self, name: str, chunk_ids: list[str]) -> dict[str, list[float]]:
         if not chunk_ids:
             return {}
+        rows: list[dict[str, Any]]
         rows = self._on_loaded(name, lambda: self._client.get(name, ids=chunk_ids, output_fields=["vector"],
                                                                timeout=READ_TIMEOUT_S), [])
         return {str(r["id"]): [float(x) for x in r["vector"]] for r in rows}
@@ -405,6 +409,7 @@ class VectorStore:
         if not chunk_ids or not self._client.has_collection(name, timeout=READ_TIMEOUT_S) \
                 or not self._has_sentences(name):
             return {}
+        rows: list[dict[str, Any]]
         rows = self._on_loaded(name, lambda: self._client.get(name, ids=chunk_ids, output_fields=[SENTENCES_FIELD],
                                                                timeout=READ_TIMEOUT_S), [])
         stored: dict[bytes, np.ndarray] = {}

@@ -81,6 +81,7 @@ class Access:
             raise missing("collection", collection_id)
         if not covers(held, needed):
             team = self.s.get(Team, collection.team_id)
+            assert team is not None  # a personal collection's owner holds every role: only a team's is held with less
             raise beyond_role(needed, held, what or f"this on collection {collection.name!r}", team.name)
         return collection
 

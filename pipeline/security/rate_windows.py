@@ -76,7 +76,7 @@ class Admission:
     admitted: bool
     running: int
     limit: int
-    _release: Callable[[], None] | None = None
+    _release: Callable[[], object] | None = None
 
     def release(self) -> None:
         """Give the place back (the job's row counts it from now on); only the first call does anything."""

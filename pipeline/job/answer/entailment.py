@@ -90,9 +90,10 @@ def parse_verdicts(reply: Any, claims) -> dict[tuple[int, int], tuple[str, str]]
         if isinstance(source, str) and source.strip().strip("[]").isdigit():
             source = int(source.strip().strip("[]"))
         if (not isinstance(claim, int) or isinstance(claim, bool) or not 1 <= claim <= len(claims)
-                or source not in claims[claim - 1].sources or status not in STATUS_SCORE):
+                or not isinstance(source, int) or source not in claims[claim - 1].sources
+                or status not in STATUS_SCORE):
             continue
-        out.setdefault((claim - 1, source), (status, quote))
+        out.setdefault((claim - 1, source), (str(status), str(quote)))
     if not out:
         raise LLMError(f"entailment reply held no valid verdict: {str(reply)[:200]!r}")
     return out
