@@ -29,7 +29,7 @@ from pathlib import Path
 from bench import scifact
 from bench.common import Target, bench_stack, wait_idle
 
-TASKS = ["pre_search_agent", "core_search", "post_search_agent", "generate_answer", "response_agent", "assemble"]
+TASKS = ["pre_search_agent", "core_search", "post_search_agent", "write_answer", "response_agent", "assemble"]
 # (label, qualified function names as py-spy shows them): what a step's time may be spent on. A sample counts for a
 # label when any of its names is on the sample's stack; "A & B" needs both.
 WATCH = [

@@ -30,7 +30,7 @@ from pipeline.job.store import JobStore
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.outcome import SearchOutcome
 from pipeline.services import Services, get_services
-from worker.agentic_canvas import AGENTIC_BEGIN, AGENTIC_ITERATION, build_agentic_tail, build_loops, iteration_step
+from worker.agentic_canvas import AGENTIC_BEGIN, AGENTIC_ITERATION, build_agentic_tail, build_loops, iteration_signature
 from worker.app import app
 from worker.submit import enqueue_job
 
@@ -101,7 +101,7 @@ def agentic_iteration(job_id: str, profile: str, loop_state: dict[str, Any]) -> 
     if not store.save(job_id, profile, loop):
         return {"job_id": job_id, "profile": profile, "status": "duplicate"}  # a redelivered task: already done
     if next_action(loop).action == "continue":
-        iteration_step(job_id, profile, loop.dump()).apply_async()
+        iteration_signature(job_id, profile, loop.dump()).apply_async()
     elif store.finish(job_id, profile, loop):
         agentic_finish.si(job_id).apply_async()
     return {"job_id": job_id, "profile": profile, "iteration": loop.iteration, "stop_reason": loop.stop_reason}

@@ -1,15 +1,15 @@
 """The job graph as plain data: a pure function from a job's agent specs to a Celery canvas.
 
-    chain(pre_search agents by priority -> core_search -> post_search agents by priority -> generate_answer
+    chain(pre_search agents by priority -> core_search -> post_search agents by priority -> write_answer
           -> chord(group(response agents), assemble))
 
 With several collections, core_search becomes chord(group(core_search per collection), merge_search).
 
 Each agent invocation is its own task; the pre- and post-search agents are told their stage's agents (``peers``),
 which a ``next_agent_id`` may name (``pipeline.job.routing``: passed-over agents are no-op hops). Signatures are
-made from the task objects of ``worker.job_tasks``, so each name
-here leads to its task. The parts the agentic canvas shares (``agent_step``, ``pipeline_step``,
-``respond_and_assemble``, ``fail_job_on_error``) are public here.
+made from the task objects of ``worker.job_tasks``, so each name here leads to its task. The parts the agentic
+canvas shares (``stage_signatures``, ``step_signature``, ``respond_and_assemble``, ``fail_job_on_error``) are
+public here.
 
 Usage::
 
@@ -30,13 +30,13 @@ from pipeline.job.state import AgentSpec
 from worker.job_tasks import (
     assemble,
     core_search,
-    generate_answer,
     job_failed,
     merge_search,
     ordered,
     post_search_agent,
     pre_search_agent,
     response_agent,
+    write_answer,
 )
 
 # Celery's own limits are a backstop behind the runner's deadline: the soft limit lands a little later,
@@ -51,7 +51,7 @@ def limits(timeout_s: float) -> dict[str, float]:
     return {"soft_time_limit": timeout_s + SOFT_LIMIT_MARGIN_S, "time_limit": timeout_s + HARD_LIMIT_MARGIN_S}
 
 
-def agent_step(task: Task, spec: AgentSpec, default_timeout_s: float) -> Signature:
+def agent_signature(task: Task, spec: AgentSpec, default_timeout_s: float) -> Signature:
     """One agent's task, limited by the agent's timeout (and its fallback's, which may run after it)."""
     timeout_s = spec.timeout_s or default_timeout_s
     if spec.fallback is not None:
@@ -59,7 +59,8 @@ def agent_step(task: Task, spec: AgentSpec, default_timeout_s: float) -> Signatu
     return task.s(spec=spec.model_dump(mode="json")).set(**limits(timeout_s))
 
 
-def stage_steps(task: Task, specs: Iterable[AgentSpec], stage: Stage, default_timeout_s: float) -> list[Signature]:
+def stage_signatures(task: Task, specs: Iterable[AgentSpec], stage: Stage,
+                     default_timeout_s: float) -> list[Signature]:
     """The pre- or post-search agents' tasks in order, each told its stage's agents (``peers``): a routed stage
     stays one task per agent, and an agent passed over by an earlier one's ``next_agent_id`` is a no-op hop
     (``pipeline.job.routing``)."""
@@ -67,26 +68,26 @@ def stage_steps(task: Task, specs: Iterable[AgentSpec], stage: Stage, default_ti
     peers = [[s.agent_id, s.config_id] for s in agents]
     steps = []
     for spec in agents:
-        step = agent_step(task, spec, default_timeout_s)
+        step = agent_signature(task, spec, default_timeout_s)
         if len(agents) > 1:  # alone in its stage, an agent has nothing to route to
             step.kwargs["peers"] = peers
         steps.append(step)
     return steps
 
 
-def pipeline_step(task: Task, **kwargs) -> Signature:
+def step_signature(task: Task, **kwargs) -> Signature:
     """A step outside the agents (search, merge, answer, assemble), limited by ``STEP_LIMIT_S``."""
     return task.s(**kwargs).set(**limits(STEP_LIMIT_S))
 
 
-def response_steps(specs: Iterable[AgentSpec], default_timeout_s: float) -> list[Signature]:
+def response_signatures(specs: Iterable[AgentSpec], default_timeout_s: float) -> list[Signature]:
     """The response agents' tasks, in order; a second config of one agent is told its rank, so that its artifact
     gets a name of its own (``pipeline.job.artifact_names``). Rank 1 sends no rank: the message stays as before."""
     responders = ordered(specs, Stage.RESPONSE)
     ranks = name_ranks(responders)
     steps = []
     for spec in responders:
-        step = agent_step(response_agent, spec, default_timeout_s)
+        step = agent_signature(response_agent, spec, default_timeout_s)
         if ranks[rank_key(spec)] > 1:
             step.kwargs["name_rank"] = ranks[rank_key(spec)]
         steps.append(step)
@@ -99,8 +100,8 @@ def respond_and_assemble(job_id: str, specs: Iterable[AgentSpec], default_timeou
     With no response agents, ``assemble`` alone with no records: an empty chord header would leave nothing to
     trigger the body.
     """
-    finish = pipeline_step(assemble, job_id=job_id)
-    responders = response_steps(specs, default_timeout_s)
+    finish = step_signature(assemble, job_id=job_id)
+    responders = response_signatures(specs, default_timeout_s)
     if responders:
         return chord(group(responders), finish)
     return finish.clone(args=([],)).set(immutable=True)
@@ -112,21 +113,21 @@ def fail_job_on_error(canvas: Signature, job_id: str) -> Signature:
     return canvas
 
 
-def search_step(collection_ids: list[str] | None) -> Signature:
+def search_signature(collection_ids: list[str] | None) -> Signature:
     """One collection: one task. Several: searched in parallel (a group), then merged."""
     if not collection_ids or len(collection_ids) == 1:
-        return pipeline_step(core_search)
-    header = group(pipeline_step(core_search, collection_id=c) for c in collection_ids)
-    return chord(header, pipeline_step(merge_search))
+        return step_signature(core_search)
+    header = group(step_signature(core_search, collection_id=c) for c in collection_ids)
+    return chord(header, step_signature(merge_search))
 
 
 def build_job_canvas(
     job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0, collection_ids: list[str] | None = None
 ) -> Signature:
     steps: list[Signature] = []
-    steps += stage_steps(pre_search_agent, specs, Stage.PRE_SEARCH, default_timeout_s)
-    steps.append(search_step(collection_ids))
-    steps += stage_steps(post_search_agent, specs, Stage.POST_SEARCH, default_timeout_s)
-    steps.append(pipeline_step(generate_answer))
+    steps += stage_signatures(pre_search_agent, specs, Stage.PRE_SEARCH, default_timeout_s)
+    steps.append(search_signature(collection_ids))
+    steps += stage_signatures(post_search_agent, specs, Stage.POST_SEARCH, default_timeout_s)
+    steps.append(step_signature(write_answer))
     steps.append(respond_and_assemble(job_id, specs, default_timeout_s))
     return fail_job_on_error(chain(*steps), job_id)

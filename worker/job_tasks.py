@@ -1,18 +1,27 @@
-"""The job's step tasks: each loads the state it was handed, calls ``pipeline.job.stages`` and hands the state on.
+"""The job's step tasks, each a ``Step`` (``pipeline.job.step_protocol``), and ``step_task``, the one wrapper that
+runs them.
 
     pre_search_agent*  ->  core_search (or per collection, then merge_search)  ->  post_search_agent*
-      [-> agentic_compress]  ->  generate_answer  ->  response_agent* (a chord)  ->  assemble
+      [-> agentic_compress]  ->  write_answer  ->  response_agent* (a chord)  ->  assemble
     job_failed: the canvas's errback
 
-The state travels as the task's argument and return value (small JSON); artifacts travel by reference. Every step
-that hands the state on runs ``run_step``: the progress write (which is also the cancellation check), the step
-ledger (a step run again hands on its first output), the work, its time, the ledger write. The response-agent task
-never raises, so the chord's callback always runs; it adds its record to the job's as it ends, so the job's events
-show each response agent then, not all at assembly. ``worker.canvas`` puts these tasks in order.
+The state travels as the task's argument and return value (small JSON); artifacts travel by reference. A task's
+body only names its step; ``step_task`` loads the state it was handed, runs the step in the frame every step shares
+(``run_step``: the progress write, which is also the cancellation check; the step ledger, so a step run again hands
+on its first output; the work, its time, the clock of the stage it hands over to) and turns the outcome into the
+task's: the output to hand on; for ``Cancelled`` the state as it was handed (the rest of the chain passes through)
+or the step's own record of it; for ``Retry`` the task's retry. Around every task ``worker.observability`` binds
+the job to its log lines; each stage function opens its span of the job's trace. The response-agent task never
+raises, so the chord's callback always runs; it adds its record to the job's as it ends, so the job's events show
+each response agent then, not all at assembly. ``worker.canvas`` puts these tasks in order.
 
 Usage (what a worker does with a message; a test calls the task the same way)::
 
     state = pre_search_agent(state.dump(), spec.model_dump(mode="json"))
+
+    @app.task(name="agentsearch.my_step", bind=True, **DB_RETRY)     # a new step: its body names the step
+    def my_step(self: Task, state: dict[str, Any]) -> dict[str, Any]:
+        return step_task(self, state, lambda services, _: Step("my_stage", "my_step", my_stage_function))
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
 
 from pipeline.agentic.compress import compress_documents
@@ -33,11 +43,10 @@ from pipeline.agents.base import Stage
 from pipeline.agents.runner import worker_name
 from pipeline.job import stages
 from pipeline.job.answer_stream import AnswerChannel
-from pipeline.job.ledger import StepLedger
-from pipeline.job.stage_budget import start_clock
+from pipeline.job.ledger import StepLedger, step_key
 from pipeline.job.state import AgentRun, AgentSpec, JobState
+from pipeline.job.step_protocol import Cancelled, Retry, Step, run_step
 from pipeline.job.store import TERMINAL, JobStore
-from pipeline.platform import overlap
 from pipeline.platform.backoff import backoff_delay
 from pipeline.platform.kv import connect_redis
 from pipeline.platform.llm import LLMClient
@@ -53,6 +62,11 @@ log = logging.getLogger("agentsearch.worker")
 ASSEMBLE_WAITS, ASSEMBLE_WAIT_S = 10, 2
 # How long a finished response agent's artifact waits for the database to come back before it is given up.
 ARTIFACT_SAVE_WAIT_S = 30.0
+# The stage function of each stage whose agents hand the state on: one implementation, a span of its own each.
+AGENT_STAGE_STEPS = {Stage.PRE_SEARCH: stages.pre_search_step, Stage.POST_SEARCH: stages.post_search_step}
+
+
+StepBuild = Callable[[Services, JobState], Step]  # the task's step, from this process's services and the state
 
 _ledgers: dict[int, StepLedger] = {}
 _ledgers_lock = threading.Lock()  # a thread-pool worker's steps ask for it at once
@@ -74,9 +88,28 @@ def step_ledger() -> StepLedger:
         return _ledgers[pid]
 
 
-def step_key(stage: Stage, spec: AgentSpec) -> str:
-    # One agent may run twice in a job with different configs, never twice with the same config and priority.
-    return f"{stage.value}:{spec.agent_id}:{spec.config_id or ''}:{spec.priority}"
+def step_task(task: Task, handed: Any, build: StepBuild, load: Callable[[Any], JobState] = JobState.load) -> Any:
+    """The one wrapper of a step's task: ``handed`` (the task's first argument) read by ``load``, the step ``build``
+    names run in the frame every step shares (``run_step``), the outcome made the task's: the output to hand on;
+    for ``Cancelled`` the state as handed (the merged state for a search group's callback) or the step's own
+    record of it; for ``Retry`` the task's retry."""
+    started = time.perf_counter()
+    services = get_services()
+    state = load(handed)
+    step = build(services, state)
+    out = run_step(step, state, JobStore(services.db), step_ledger(), started)
+    if isinstance(out, Retry):
+        retry: dict[str, Any] = {"countdown": out.countdown}
+        if out.max_retries is not None:
+            retry["max_retries"] = out.max_retries
+        if out.cause is not None:
+            retry["exc"] = out.cause
+        raise task.retry(**retry) from out.cause
+    if isinstance(out, Cancelled):
+        if step.cancelled is not None:
+            return step.cancelled(out).model_dump(mode="json")
+        return handed if load is JobState.load else state.dump()
+    return out
 
 
 def ordered(specs: Iterable[AgentSpec], stage: Stage) -> list[AgentSpec]:
@@ -84,201 +117,172 @@ def ordered(specs: Iterable[AgentSpec], stage: Stage) -> list[AgentSpec]:
     return sorted((s for s in specs if s.stage == stage), key=lambda s: (s.priority, s.agent_id))
 
 
-def _timed(state: JobState, stage: str, started: float) -> None:
-    state.timings_ms[stage] = round(state.timings_ms.get(stage, 0.0) + (time.perf_counter() - started) * 1000, 3)
+def stage_agent_step(services: Services, stage: Stage, spec: dict[str, Any],
+                     peers: list[list[str | None]] | None) -> Step:
+    """One pre- or post-search agent's step. ``peers`` (the message's name for them) are its stage's agents in
+    order, which its ``next_agent_id`` may name."""
+    agent = AgentSpec.model_validate(spec)
+    stage_agents = [(agent_id, config_id) for agent_id, config_id in peers or []]
+    work = AGENT_STAGE_STEPS[stage]
+    return Step(f"{stage.value}:{agent.agent_id}", step_key(stage, agent),
+                lambda state: work(state, agent, services.runner, peers=stage_agents,
+                                   default_timeout_s=services.settings.default_agent_timeout_s),
+                timed_as=stage.value)
 
 
-def run_step(services: Services, state: dict[str, Any], stage: str, key: str, work: Callable[[JobState], JobState],
-             timed_as: str | None = None, keep_state: bool = False) -> dict[str, Any]:
-    """One step that hands the job's state on, run at most once per job however often its message arrives.
-
-    ``stage`` is what the job shows while the step runs, ``key`` names the step in the ledger, ``work`` is the
-    step itself and ``timed_as`` the entry of ``timings_ms`` its time is added to (``stage`` if not given);
-    ``keep_state`` saves the state the step begins with in the job's row.
-    Returns the state to hand on: the step's output (or the one stored by its first run), or ``state`` itself, the
-    very object it was given, when the job was cancelled or has ended.
-    """
-    started = time.perf_counter()
-    current = JobState.load(state)
-    ledger = step_ledger()
-    # Asked before the progress write and read after it: the two round trips are waited for together.
-    answer = ledger.ask(current.job_id, key)
-    try:
-        # One write per step: the stage it begins, the records of the steps before it (the state it was handed)
-        # and the cancellation check. Its own record is written by the next step, which receives it: a second
-        # write at the end made every agent step wait for the database twice.
-        going_on = JobStore(services.db).progress(current.job_id, stage, current, keep_state=keep_state)
-    finally:
-        done = answer()
-    if not going_on:
-        return state  # cancelled or ended: the rest of the chain passes through without work
-    if done is None:  # not run before for this job (a redelivered message or a retried job finds it done)
-        # The agent runner's writes to the cache's Redis are sent as it ends and their answers read after the
-        # ledger's write: the two round trips are waited for together.
-        with overlap.scope():
-            current = work(current)
-            _timed(current, timed_as or stage, started)
-            done = ledger.put(current.job_id, key, current.dump())
-    return done
-
-
-def _agent_step(step, stage: Stage, state: dict[str, Any], spec: dict[str, Any],
-                peers: list[list[str | None]] | None) -> dict[str, Any]:
-    services = get_services()
-    agent_spec = AgentSpec.model_validate(spec)
-    stage_peers = [(agent_id, config_id) for agent_id, config_id in peers or []]
-    return run_step(services, state, f"{stage.value}:{agent_spec.agent_id}", step_key(stage, agent_spec),
-                    lambda current: step(current, agent_spec, services.runner, peers=stage_peers,
-                                         default_timeout_s=services.settings.default_agent_timeout_s),
-                    timed_as=stage.value)
-
-
-@app.task(name="agentsearch.pre_search_agent", **DB_RETRY)
-def pre_search_agent(state: dict[str, Any], spec: dict[str, Any],
+@app.task(name="agentsearch.pre_search_agent", bind=True, **DB_RETRY)
+def pre_search_agent(self: Task, state: dict[str, Any], spec: dict[str, Any],
                      peers: list[list[str | None]] | None = None) -> dict[str, Any]:
-    """One pre-search agent; ``peers`` are its stage's agents in order, which its ``next_agent_id`` may name."""
-    return _agent_step(stages.pre_search_step, Stage.PRE_SEARCH, state, spec, peers)
+    return step_task(self, state, lambda services, _: stage_agent_step(services, Stage.PRE_SEARCH, spec, peers))
 
 
-@app.task(name="agentsearch.post_search_agent", **DB_RETRY)
-def post_search_agent(state: dict[str, Any], spec: dict[str, Any],
+@app.task(name="agentsearch.post_search_agent", bind=True, **DB_RETRY)
+def post_search_agent(self: Task, state: dict[str, Any], spec: dict[str, Any],
                       peers: list[list[str | None]] | None = None) -> dict[str, Any]:
-    return _agent_step(stages.post_search_step, Stage.POST_SEARCH, state, spec, peers)
+    return step_task(self, state, lambda services, _: stage_agent_step(services, Stage.POST_SEARCH, spec, peers))
 
 
 @app.task(name="agentsearch.core_search", bind=True, **DB_RETRY)
-def core_search(self, state: dict[str, Any], collection_id: str | None = None) -> dict[str, Any]:
-    """Search the job's collection (or one of several: ``collection_id``).
+def core_search(self: Task, state: dict[str, Any], collection_id: str | None = None) -> dict[str, Any]:
+    """Search the job's collection (or one of several: ``collection_id``); the progress write is also the
+    cancellation check of each retry. The search hands over: the post-search agents' clock starts."""
+    return step_task(self, state, lambda services, _: Step(
+        "core_search", f"core_search:{collection_id or ''}",
+        lambda current: _searched(self, services, current, collection_id), hands_over=Stage.POST_SEARCH))
 
-    A search that failed outright (nothing found, Milvus errors: ``pipeline.retrieval.outcome``) is not handed on
+
+def _searched(task: Task, services: Services, state: JobState, collection_id: str | None) -> JobState | Retry:
+    """A search that failed outright (nothing found, Milvus errors: ``pipeline.retrieval.outcome``) is not handed on
     as "no documents matched": the step runs again with backoff for ``MILVUS_RETRY_S`` (a Milvus restart), then
     the job fails with the search's error. One collection of several hands its failure on to ``merge_search``,
-    which fails the job only if no collection found anything.
-    """
-    services = get_services()
-
-    def search_collection(current: JobState) -> JobState:
-        current = stages.core_search_step(current, services, collection_id)
-        start_clock(current, Stage.POST_SEARCH)  # the search hands over: the post-search agents' clock starts
-        search = SearchOutcome.read(current.metadata)
-        services.metrics.record_search(search)
-        if self.request.retries:
-            search.attempts = self.request.retries + 1
-            search.write(current.metadata)
-        if reason := search.failure(len(current.documents)):
-            # Raised before the ledger write: a redelivered copy must search again, not hand on the failure.
-            delay = backoff_delay(self.request.retries, services.settings.milvus_retry_s)
-            if delay is not None:
-                log.warning("job %s: %s; searching again in %g s", current.job_id, reason, delay)
-                raise self.retry(countdown=delay, max_retries=self.request.retries + 1)
-            if collection_id is None:
-                raise SearchFailed(f"{reason} (after {self.request.retries + 1} attempts)")
-        return current
-
-    # The progress write is also the cancellation check of each retry.
-    return run_step(services, state, "core_search", f"core_search:{collection_id or ''}", search_collection)
+    which fails the job only if no collection found anything."""
+    state = stages.core_search_step(state, services, collection_id)
+    search = SearchOutcome.read(state.metadata)
+    services.metrics.record_search(search)
+    retries = task.request.retries
+    if retries:
+        search.attempts = retries + 1
+        search.write(state.metadata)
+    if reason := search.failure(len(state.documents)):
+        # Asked for before the ledger write: a redelivered copy must search again, not hand on the failure.
+        delay = backoff_delay(retries, services.settings.milvus_retry_s)
+        if delay is not None:
+            log.warning("job %s: %s; searching again in %g s", state.job_id, reason, delay)
+            return Retry(delay, max_retries=retries + 1)
+        if collection_id is None:
+            raise SearchFailed(f"{reason} (after {retries + 1} attempts)")
+    return state
 
 
-@app.task(name="agentsearch.merge_search", **DB_RETRY)
-def merge_search(states: list[dict[str, Any]]) -> dict[str, Any]:
-    """Callback of the per-collection search group: a failure of every collection fails the job (see core_search),
-    a failure of some makes the merged search degraded."""
-    merged = stages.merge_search_step([JobState.load(s) for s in states])
-    merged.timings_ms["core_search"] = max(JobState.load(s).timings_ms.get("core_search", 0.0) for s in states)
-    start_clock(merged, Stage.POST_SEARCH)
-    if reason := SearchOutcome.read(merged.metadata).failure(len(merged.documents)):
+def _merged(states: list[dict[str, Any]]) -> JobState:
+    searched = [JobState.load(s) for s in states]
+    merged = stages.merge_search_step(searched)
+    merged.timings_ms["core_search"] = max(s.timings_ms.get("core_search", 0.0) for s in searched)
+    return merged
+
+
+def _found_in_some(state: JobState) -> JobState:
+    if reason := SearchOutcome.read(state.metadata).failure(len(state.documents)):
         raise SearchFailed(reason)
-    done = step_ledger().put(merged.job_id, "merge_search", merged.dump())
-    JobStore(get_services().db).progress(merged.job_id, "core_search", JobState.load(done))
-    return done
+    return state
 
 
-@app.task(name="agentsearch.generate_answer", **DB_RETRY)
-def generate_answer(state: dict[str, Any]) -> dict[str, Any]:
-    services = get_services()
+@app.task(name="agentsearch.merge_search", bind=True, **DB_RETRY)
+def merge_search(self: Task, states: list[dict[str, Any]]) -> dict[str, Any]:
+    """Callback of the per-collection search group: a failure of every collection fails the job (see core_search),
+    a failure of some makes the merged search degraded. Timed as the slowest collection's search."""
+    return step_task(self, states, lambda services, _: Step(
+        "core_search", "merge_search", _found_in_some, timed_as="", hands_over=Stage.POST_SEARCH), load=_merged)
+
+
+@app.task(name="agentsearch.generate_answer", bind=True, **DB_RETRY)
+def write_answer(self: Task, state: dict[str, Any]) -> dict[str, Any]:
+    return step_task(self, state, _answer)
+
+
+def _answer(services: Services, state: JobState) -> Step:
+    """The answer's step. The documents it is written from are kept in the job's row as it starts: while it is written
+    (its events stream it), a reader is checked against them, as against the sources once it is done
+    (``pipeline.security.document_access.job_visible``). The answer hands over: the response agents' clock starts."""
     settings = services.settings
 
     def answer(current: JobState) -> JobState:
-        answered = stages.answer_step(current, llm=LLMClient.from_settings(settings),
-                                     # Stored sentence vectors read, the rest embedded lazily (stages.known_embed).
-                                     embed=stages.known_embed(services, current),
-                                     embedding_model=settings.embedding_model,
-                                     language=settings.keyword_language,
-                                     # The text as it is written, for the job's events (answer.delta).
-                                     stream=AnswerChannel(services.redis, current.job_id,
-                                                          ttl_s=settings.retention_answer_streams_s))
-        start_clock(answered, Stage.RESPONSE)  # the answer hands over: the response agents' clock starts
-        return answered
+        return stages.answer_step(current, llm=LLMClient.from_settings(settings),
+                                  # Stored sentence vectors read, the rest embedded lazily (stages.known_embed).
+                                  embed=stages.known_embed(services, current),
+                                  embedding_model=settings.embedding_model, language=settings.keyword_language,
+                                  # The text as it is written, for the job's events (answer.delta).
+                                  stream=AnswerChannel(services.redis, current.job_id,
+                                                       ttl_s=settings.retention_answer_streams_s))
 
-    # The documents the answer is written from are kept in the job's row as it starts: while it is written (its
-    # events stream it), a reader is checked against them, as against the sources once it is done
-    # (pipeline.security.document_access.job_visible).
-    done = run_step(services, state, "answer", "answer", answer, keep_state=True)
-    if done is state:
-        return state  # cancelled or ended: nothing to save
-    # Saved for the chord's callback, which receives only the response agents' records.
-    JobStore(services.db).progress(done["job_id"], "response", JobState.load(done), keep_state=True)
-    return done
+    def keep_for_assembly(done: dict[str, Any]) -> None:
+        # Saved for the chord's callback, which receives only the response agents' records.
+        JobStore(services.db).progress(done["job_id"], "response", JobState.load(done), keep_state=True)
+
+    return Step("answer", "answer", answer, keep_state=True, hands_over=Stage.RESPONSE, then=keep_for_assembly)
 
 
-@app.task(name="agentsearch.agentic_compress")
-def agentic_compress(state: dict[str, Any]) -> dict[str, Any]:
-    """An agentic job's step before the answer: long documents cut to their query-relevant sentences."""
-    services = get_services()
-    current = JobState.load(state)
-    jobs = JobStore(services.db)
-    # With the post-search agents' records, which do not write their own (run_step).
-    if not jobs.progress(current.job_id, "compress", current):
-        return state
-    config = AgenticSpec.model_validate(current.agentic or {}).iterative
-    if not config.compress or not current.documents:
-        return state
-    started = time.perf_counter()
-    compressor = build_compressor(services.analyzer, config, LLMClient.from_settings(services.settings))
-    current.documents, records = compress_documents(current.original_query or current.query, current.documents,
-                                                    compressor, config.compress_concurrency)
-    current.metadata["compression"] = [r.model_dump() for r in records if r.method != "unchanged"]
-    current.timings_ms["compress"] = round((time.perf_counter() - started) * 1000, 3)
-    jobs.progress(current.job_id, "compress", current)
-    return current.dump()
+@app.task(name="agentsearch.agentic_compress", bind=True)
+def agentic_compress(self: Task, state: dict[str, Any]) -> dict[str, Any]:
+    return step_task(self, state, _compress)
+
+
+def _compress(services: Services, state: JobState) -> Step:
+    """An agentic job's step before the answer: long documents cut to their query-relevant sentences (timed only
+    when there is something to cut)."""
+    config = AgenticSpec.model_validate(state.agentic or {}).iterative
+    if not config.compress or not state.documents:
+        return Step("compress", "compress", lambda current: current, timed_as="")
+
+    def compress(current: JobState) -> JobState:
+        compressor = build_compressor(services.analyzer, config, LLMClient.from_settings(services.settings))
+        current.documents, records = compress_documents(current.original_query or current.query, current.documents,
+                                                        compressor, config.compress_concurrency)
+        current.metadata["compression"] = [r.model_dump() for r in records if r.method != "unchanged"]
+        return current
+
+    return Step("compress", "compress", compress)
 
 
 @app.task(name="agentsearch.response_agent", bind=True)
-def response_agent(self, state: dict[str, Any], spec: dict[str, Any], name_rank: int = 1) -> dict[str, Any]:
+def response_agent(self: Task, state: dict[str, Any], spec: dict[str, Any], name_rank: int = 1) -> dict[str, Any]:
+    return step_task(self, state, lambda services, current: _respond(self, services, current, spec, name_rank))
+
+
+def _respond(task: Task, services: Services, state: JobState, spec: dict[str, Any], name_rank: int) -> Step:
     """One response agent: its artifact stored (named by ``name_rank``, see ``pipeline.job.artifact_names``), its
-    record returned to the chord. Never raises."""
-    agent_spec = AgentSpec.model_validate(spec)
-    job_id = state["job_id"]
-    ledger, key = step_ledger(), step_key(Stage.RESPONSE, agent_spec)
+    record returned to the chord. Never raises; reads the job's status rather than writing its stage, beside the
+    stage's other agents."""
+    agent = AgentSpec.model_validate(spec)
+    return Step(
+        "response", step_key(Stage.RESPONSE, agent),
+        lambda current: stages.response_step(current, agent, services.runner,
+                                             RetryingArtifacts(services.artifacts, ARTIFACT_SAVE_WAIT_S),
+                                             name_rank=name_rank,
+                                             default_timeout_s=services.settings.default_agent_timeout_s),
+        beside_others=True,
+        on_error=lambda exc: _response_error(task, agent, exc),
+        then=lambda record: _announce(state.job_id, record),
+        cancelled=lambda outcome: _skipped(agent, outcome),
+    )
 
-    def skipped(why: str) -> dict[str, Any]:
-        return AgentRun(agent_id=agent_spec.agent_id, config_id=agent_spec.config_id, stage=Stage.RESPONSE,
-                        success=False, status="skipped", errors=[why]).model_dump(mode="json")
 
-    try:
-        services = get_services()
-        status = JobStore(services.db).status(job_id)
-        if status == "cancelled":
-            return skipped("job cancelled")
-        done = ledger.get(job_id, key)
-        if done is not None:
-            return done  # this agent already made its artifact for this job: it is not called twice
-        if status in TERMINAL:
-            return skipped(f"job already {status}")  # a late copy: the job no longer waits for it
-        run = stages.response_step(JobState.load(state), agent_spec, services.runner,
-                                  _PatientArtifacts(services.artifacts, ARTIFACT_SAVE_WAIT_S), name_rank=name_rank,
-                                  default_timeout_s=services.settings.default_agent_timeout_s)
-    except DB_UNAVAILABLE as exc:
-        if self.request.retries < DB_RETRY["max_retries"]:
-            # A retry is not a failure: the chord counts this header task when the retry returns.
-            raise self.retry(exc=exc, countdown=min(2 ** self.request.retries, LONGEST_RETRY_DELAY_S)) from exc
-        run = _failed_run(agent_spec, "error", exc)
-    except BaseException as exc:  # never raise into the chord (SoftTimeLimitExceeded included)
-        log.exception("response agent %s failed outside the runner", agent_spec.agent_id)
-        run = _failed_run(agent_spec, "timeout" if isinstance(exc, SoftTimeLimitExceeded) else "error", exc)
-    done = ledger.put(job_id, key, run.model_dump(mode="json"))
-    _announce(job_id, done)
-    return done
+def _skipped(spec: AgentSpec, outcome: Cancelled) -> AgentRun:
+    why = "job cancelled" if outcome.status == "cancelled" else f"job already {outcome.status}"
+    return AgentRun(agent_id=spec.agent_id, config_id=spec.config_id, stage=Stage.RESPONSE, success=False,
+                    status="skipped", errors=[why])
+
+
+def _response_error(task: Task, spec: AgentSpec, exc: BaseException) -> AgentRun | Retry:
+    """A response agent's error outside its runner is its record, never the chord's: only a database outage asks
+    for the task again first (a retry is not a failure: the chord counts this header task when the retry returns)."""
+    if isinstance(exc, DB_UNAVAILABLE):
+        retries = task.request.retries
+        if retries < DB_RETRY["max_retries"]:
+            return Retry(min(2 ** retries, LONGEST_RETRY_DELAY_S), cause=exc)
+        return _failed_run(spec, "error", exc)
+    log.exception("response agent %s failed outside the runner", spec.agent_id)
+    return _failed_run(spec, "timeout" if isinstance(exc, SoftTimeLimitExceeded) else "error", exc)
 
 
 def _announce(job_id: str, record: dict[str, Any]) -> None:
@@ -291,8 +295,9 @@ def _announce(job_id: str, record: dict[str, Any]) -> None:
                     record.get("agent_id"), exc_info=True)
 
 
-class _PatientArtifacts:
-    """Artifact storage that waits out a short database outage instead of losing a finished agent's artifact.
+class RetryingArtifacts:
+    """Artifact storage whose ``save`` waits out a short database outage instead of losing a finished agent's
+    artifact.
 
     Measured in the PostgreSQL drill (docs/reliability.md): 1 of 12 jobs in flight lost its artifact, recorded as
     the agent's error, because the database went away while the agent was rendering. Retrying the whole task would
@@ -378,11 +383,12 @@ def assemble(self, records: list[dict[str, Any]], job_id: str) -> dict[str, Any]
     if runs:
         state.timings_ms["response"] = max(r.duration_ms for r in runs)
     response = stages.assemble_response(state, runs)
-    _timed(state, "assemble", started)
+    state.timings_ms["assemble"] = round((time.perf_counter() - started) * 1000, 3)
     response["timings_ms"] = state.timings_ms
     if jobs.succeed(job_id, response, [*state.agent_runs, *runs], state.timings_ms):
         end_job_trace(jobs, job_id)
-        step_ledger().clear(job_id)  # the job has ended: a late copy of any step now stops at its first check
+        # The job has ended: a late copy of any step now stops at its first check.
+        step_ledger().clear(job_id)
     return {"job_id": job_id, "status": "succeeded"}
 
 

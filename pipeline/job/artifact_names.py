@@ -24,7 +24,7 @@ RankKey = tuple[str, str, int]
 
 
 def rank_key(spec: AgentSpec) -> RankKey:
-    # What tells two steps of one job apart (worker.job_tasks.step_key): agent, config and priority.
+    # What tells two steps of one job apart (pipeline.job.ledger.step_key): agent, config and priority.
     return spec.agent_id, spec.config_id or "", spec.priority
 
 

@@ -1,17 +1,28 @@
-"""The step ledger: what each step of a job handed on, kept once per (job, step) in Redis."""
+"""The step ledger: what each step of a job handed on, kept once per (job, step) in Redis (``StepLedger``), and the
+key of an agent's step in it (``step_key``)."""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from pipeline.platform.overlap import send_commands
 
+if TYPE_CHECKING:  # for annotations only: the ledger keeps JSON
+    from pipeline.agents.base import Stage
+    from pipeline.job.state import AgentSpec
+
 log = logging.getLogger("agentsearch.jobs")
+
+
+def step_key(stage: Stage, spec: AgentSpec) -> str:
+    """An agent's step in the ledger: one agent may run twice in a job with different configs, never twice with the
+    same config and priority."""
+    return f"{stage.value}:{spec.agent_id}:{spec.config_id or ''}:{spec.priority}"
 
 
 class StepLedger:

@@ -20,21 +20,20 @@ on, and the task around it retries or fails the job. A search that failed in par
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from pipeline.agents.base import AgentContext, PostSearchInput, PreSearchInput, ResponseAgentInput, Stage
-from pipeline.agents.fallback import FallbackOutcome, critical_reason, failed, run_with_fallback
+from pipeline.agents.base import ResponseAgentInput, Stage
+from pipeline.agents.fallback import critical_reason, failed
 from pipeline.agents.runner import AgentRunner
 from pipeline.documents import Document
+from pipeline.job.agent_call import agent_stage_step, call_agent
 from pipeline.job.answer import generate_answer
 from pipeline.job.answer.citations import CitationCheck, citation_summary, verify_citations
 from pipeline.job.artifact_names import numbered
 from pipeline.job.artifacts import ArtifactStore, JobEnded
-from pipeline.job.routing import Peer, follow, passed_over
-from pipeline.job.stage_budget import StageBudget, stage_timed_out
+from pipeline.job.routing import Peer
+from pipeline.job.stage_budget import stage_timed_out
 from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.observability.tracing import traced_stage
 from pipeline.platform.db import milvus_collection_name
@@ -47,75 +46,12 @@ if TYPE_CHECKING:  # types only: steps get their parts passed in, and the tests 
     from pipeline.services import Services
 
 
-def _context(state: JobState, stage: Stage) -> AgentContext:
-    return AgentContext(
-        collection_id=state.collection_id,
-        user_id=state.user_id,
-        query=state.query,
-        retrieved_documents=state.documents if stage != Stage.PRE_SEARCH else None,
-        search_metadata=state.metadata,
-        pipeline_stage=stage,
-        previous_agent_results=state.runs_in(stage),
-        collection_epoch=state.collections.get(state.collection_id, 0),
-        search_filter=state.search.get("filter"),
-        access_tokens=state.access_tokens,
-        conversation_id=state.conversation_id,
-        conversation_history=state.history,
-    )
-
-
-def budgeted(state: JobState, stage: Stage, runner: AgentRunner, default_timeout_s: float):
-    """The runner held to the stage's budget (``pipeline.job.stage_budget``), or the runner itself without one."""
-    budget = StageBudget.of(state, stage)
-    return runner if budget is None else budget.runner(runner, default_timeout_s)
-
-
-def routed(state: JobState, spec: AgentSpec, outcome: FallbackOutcome, peers: Sequence[Peer] | None
-           ) -> FallbackOutcome:
-    """The step's outcome after the ``next_agent_id`` its output named (``pipeline.job.routing``): recorded in the
-    state's routes, or, when the stage may not follow it, the last run's error (its output then goes unused)."""
-    output = outcome.output
-    name = getattr(output, "next_agent_id", None)
-    if not name:
-        return outcome
-    run = outcome.last
-    run.next_agent_id = name
-    problem = follow(state, spec, peers or [], name)
-    if problem is None:
-        return outcome
-    run.status, run.success, run.errors = "error", False, [*(run.errors or []), problem]
-    return dataclasses.replace(outcome, output=None)
-
-
 @traced_stage("pre_search")
 def pre_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner, peers: Sequence[Peer] | None = None,
                     default_timeout_s: float = 30.0) -> JobState:
-    """One pre-search agent. ``peers`` are the stage's agents in order ((agent_id, config_id)), for its routing."""
-    # A new state whose own containers are the ones this step changes (metadata, records, routes): the state it was
-    # handed stays as it was. A deep copy of all of it took longer than the rest of a no-op agent's step.
-    state = state.model_copy(update={"metadata": copy.deepcopy(state.metadata), "agent_runs": list(state.agent_runs),
-                                     "routes": dict(state.routes), "stage_clock": dict(state.stage_clock)})
-    if (skip := passed_over(state, spec)) is not None:
-        state.agent_runs.append(skip)  # an earlier agent of the stage routed past it: a no-op hop
-        return state
-    inp = PreSearchInput(
-        query=state.query, collection_id=state.collection_id, user_id=state.user_id, metadata=state.metadata
-    )
-    # A failed agent's fallback stands in with the same input; a critical failure raises, failing the job. Both
-    # get at most what is left of the stage's budget.
-    outcome = run_with_fallback(budgeted(state, Stage.PRE_SEARCH, runner, default_timeout_s), spec, inp,
-                                _context(state, Stage.PRE_SEARCH))
-    outcome = routed(state, spec, outcome, peers)
-    outcome.raise_if_critical()
-    run, out = outcome.last, outcome.output
-    if out is not None:
-        run.data = {"query": out.query, "skip_search": out.skip_search}
-        run.metadata = out.metadata
-        state.query = out.query
-        state.metadata.update(out.metadata)
-        state.skip_search = state.skip_search or out.skip_search
-    state.agent_runs.extend(outcome.runs)
-    return state
+    """One pre-search agent (``pipeline.job.agent_call``). ``peers`` are the stage's agents in order
+    ((agent_id, config_id)), for its routing."""
+    return agent_stage_step(state, Stage.PRE_SEARCH, spec, runner, peers, default_timeout_s)
 
 
 def search_config(state: JobState, defaults: dict) -> SearchConfig:
@@ -177,29 +113,8 @@ def merge_search_step(states: list[JobState]) -> JobState:
 @traced_stage("post_search")
 def post_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner, peers: Sequence[Peer] | None = None,
                      default_timeout_s: float = 30.0) -> JobState:
-    state = state.model_copy(deep=True)
-    if (skip := passed_over(state, spec)) is not None:
-        state.agent_runs.append(skip)
-        return state
-    inp = PostSearchInput(
-        documents=state.documents,
-        query=state.query,
-        collection_id=state.collection_id,
-        user_id=state.user_id,
-        metadata=state.metadata,
-    )
-    outcome = run_with_fallback(budgeted(state, Stage.POST_SEARCH, runner, default_timeout_s), spec, inp,
-                                _context(state, Stage.POST_SEARCH))
-    outcome = routed(state, spec, outcome, peers)
-    outcome.raise_if_critical()
-    run, out = outcome.last, outcome.output
-    if out is not None:
-        run.data = {"documents_in": len(state.documents), "documents_out": len(out.documents)}
-        run.metadata = out.metadata
-        state.documents = out.documents
-        state.metadata.update(out.metadata)
-    state.agent_runs.extend(outcome.runs)
-    return state
+    """One post-search agent (``pipeline.job.agent_call``), the pre-search agents' step on the documents."""
+    return agent_stage_step(state, Stage.POST_SEARCH, spec, runner, peers, default_timeout_s)
 
 
 def known_embed(services: Services, state: JobState) -> Callable[[list[str]], list[list[float]]]:
@@ -277,8 +192,7 @@ def response_step(state: JobState, spec: AgentSpec, runner: AgentRunner, artifac
     )
     # A critical failure is not raised here (the chord must complete): assembly decides it from the records.
     # Held to the stage's budget: the chord then assembles what finished inside it, and records the rest.
-    outcome = run_with_fallback(budgeted(state, Stage.RESPONSE, runner, default_timeout_s), spec, inp,
-                                _context(state, Stage.RESPONSE))
+    outcome = call_agent(state, Stage.RESPONSE, spec, runner, inp, default_timeout_s)
     first, run, artifact = outcome.runs[0], outcome.last, outcome.output
     if run is not first:
         first.stand_in = run  # the step's record is the agent's own run, carrying its stand-in's

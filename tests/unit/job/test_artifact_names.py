@@ -17,14 +17,14 @@ from pipeline.agents.base import AgentArtifact, Stage
 from pipeline.job.artifact_names import name_ranks, numbered, rank_key
 from pipeline.job.artifacts import JobEnded
 from pipeline.job.ledger import StepLedger
-from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.job.stages import response_step
+from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.job.store import JobStore
 from pipeline.platform.db import ArtifactRow
 from pipeline.platform.settings import Settings
 from tests.support.jobs import answered, new_job
 from worker import job_tasks
-from worker.canvas import build_job_canvas, response_steps
+from worker.canvas import build_job_canvas, response_signatures
 
 SHORT = AgentSpec(agent_id="executive_summary", stage=Stage.RESPONSE, config_id="cfg-b", priority=0,
                   config={"max_points": 1})
@@ -53,7 +53,7 @@ def test_ranks_count_within_one_agent_by_priority_then_config_id_whatever_the_or
 
 
 def test_the_canvas_tells_a_second_config_its_rank_and_leaves_the_first_message_as_it_was():
-    steps = {s.kwargs["spec"]["config_id"]: s.kwargs for s in response_steps([SHORT, EMAIL, LONG], 30.0)}
+    steps = {s.kwargs["spec"]["config_id"]: s.kwargs for s in response_signatures([SHORT, EMAIL, LONG], 30.0)}
     assert steps["cfg-b"]["name_rank"] == 2
     assert "name_rank" not in steps["cfg-a"] and "name_rank" not in steps["cfg-e"]
     # The reaper enqueues a job again from its snapshot: the same ranks.
@@ -87,7 +87,7 @@ def artifact_rows(services, job_id: str) -> dict[str, bytes]:
 def run_responders(state: JobState, specs: list[AgentSpec]) -> list[dict]:
     return [job_tasks.response_agent(state.dump(), s.kwargs["spec"], **({"name_rank": s.kwargs["name_rank"]}
                                                                      if "name_rank" in s.kwargs else {}))
-            for s in response_steps(specs, 30.0)]
+            for s in response_signatures(specs, 30.0)]
 
 
 def test_two_configs_of_one_agent_keep_both_artifacts_and_a_redelivery_replaces_its_own(services):

@@ -299,10 +299,10 @@ def services_with_llm(tmp_path, install_services, fake):
 
 
 def test_the_generate_answer_task_answers_with_the_configured_llm(services_with_llm, fake):
-    from worker.job_tasks import generate_answer
+    from worker.job_tasks import write_answer
 
     fake.script(reply(PATRIOTS), AGREES)
-    out = JobState.load(generate_answer(state().dump()))  # no job row: progress is a no-op
+    out = JobState.load(write_answer(state().dump()))  # no job row: progress is a no-op
     assert out.answer.startswith("The New England Patriots won Super Bowl XLIX [2].")
     assert out.metadata["answer"]["method"] == "llm"
     assert fake.requests[0]["model"] == "fake-model" and fake.headers[0]["authorization"] == "Bearer sk-task"
@@ -310,10 +310,10 @@ def test_the_generate_answer_task_answers_with_the_configured_llm(services_with_
 
 
 def test_the_generate_answer_task_falls_back_with_embeddings_when_the_llm_refuses(services_with_llm, fake):
-    from worker.job_tasks import generate_answer
+    from worker.job_tasks import write_answer
 
     fake.script(FakeLLM.error(401, "invalid api key"))
-    out = JobState.load(generate_answer(state().dump()))
+    out = JobState.load(write_answer(state().dump()))
     assert out.metadata["answer"]["method"] == "extractive"
     assert "invalid api key" in out.metadata["answer"]["fallback_reason"]
     assert out.metadata["answer"]["scoring"] == "embedding+lexical"

@@ -171,9 +171,9 @@ class _FlakyStore:
 
 def test_a_finished_artifact_waits_for_the_database_instead_of_being_lost():
     store = _FlakyStore(failures=2)
-    assert job_tasks._PatientArtifacts(store, wait_s=5).save("j", object()) == "ref" and store.calls == 3
+    assert job_tasks.RetryingArtifacts(store, wait_s=5).save("j", object()) == "ref" and store.calls == 3
     gone = _FlakyStore(failures=100)
     with pytest.raises(OperationalError):
         # Room for the first retry, 0.5 s on (with 0.9 s to spare), never for the second, 1 s after that.
-        job_tasks._PatientArtifacts(gone, wait_s=1.4).save("j", object())
+        job_tasks.RetryingArtifacts(gone, wait_s=1.4).save("j", object())
     assert gone.calls == 2

@@ -52,7 +52,7 @@ def spec(agent_id: str, stage: Stage) -> dict:
 
 
 def test_an_agent_step_writes_once_and_its_record_arrives_with_the_next_step(services, job, monkeypatch):
-    from worker.job_tasks import generate_answer, post_search_agent, pre_search_agent
+    from worker.job_tasks import post_search_agent, pre_search_agent, write_answer
 
     commits = []
     event.listen(services.db.engine, "commit", lambda conn: commits.append(1))
@@ -70,7 +70,7 @@ def test_an_agent_step_writes_once_and_its_record_arrives_with_the_next_step(ser
     assert second.stage == "post_search:top_trimmer"
     assert [r["agent_id"] for r in second.agent_runs] == ["year_scoper"]  # the record handed to this step
 
-    generate_answer(after_post)
+    write_answer(after_post)
     final = row(services, job.job_id)
     assert [r["agent_id"] for r in final.agent_runs] == ["year_scoper", "top_trimmer"]
     assert JobState.load(final.state).timings_ms.keys() >= {"pre_search", "post_search", "answer"}

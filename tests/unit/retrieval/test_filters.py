@@ -20,7 +20,7 @@ from milvus_lite.search.filter.tokens import TokenKind, tokenize
 from pydantic import ValidationError
 
 from pipeline.agents.base import AgentContext, Stage
-from pipeline.job.stages import _context
+from pipeline.job.agent_call import agent_context
 from pipeline.job.state import JobState
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
@@ -354,7 +354,7 @@ def test_the_retrieval_cache_keeps_filtered_and_unfiltered_searches_apart():
 def test_agents_of_a_filtered_job_get_the_filter_in_their_context_and_cache_key(make_runner):
     state = JobState(job_id="j", collection_id="c", user_id="u", query="q", original_query="q", top_k=3,
                      search={"filter": eq("region", "emea")})
-    ctx = _context(state, Stage.PRE_SEARCH)
+    ctx = agent_context(state, Stage.PRE_SEARCH)
     assert ctx.search_filter == eq("region", "emea")
     runner = make_runner()
     from pipeline.agents.base import Agent, PreSearchInput
