@@ -84,14 +84,14 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
                                    "see; send another Idempotency-Key")
             if earlier is not None:
                 return Submission.of(earlier, replayed=True)
-        epochs = _epochs(s, named_at, user_id, settings, within)
+        epochs, collections = _epochs(s, named_at, user_id, settings, within)
         # Over a team collection with restricted documents every search of the job finds only what the caller's
         # document groups let it: the filter rides in the search overrides, so each search applies it and the
         # cache key covers it. The groups themselves ride in the state, for the agents' own reading.
-        access = job_access(s, epochs, user_id)
+        access = job_access(s, epochs, user_id, teams=[collection.team_id for collection in collections])
         if access is not None and access.searched is not None:
             search["filter"] = access.applied(search.get("filter"))
-        stage_timeouts = _stage_timeouts(s, request, settings)
+        stage_timeouts = _stage_timeouts(collections[0], request, settings)
         history = _history(s, request, user_id, within)
         if request.agents is not None:
             specs = ad_hoc_specs(request.agents, services.registry)
@@ -210,11 +210,13 @@ def _where_named(request: SearchRequest, agentic: AgenticSpec | None) -> dict[uu
 
 
 def _epochs(s: Session, named_at: dict[uuid.UUID, tuple], user_id: uuid.UUID, settings: Settings,
-            within: frozenset[uuid.UUID] | None = None) -> dict[str, int]:
-    """Each collection's index epoch (part of the cache key). The main collection missing is a 404, as reading it
-    would be; another one is the field that named it. Another user's collection is missing too, and so is one
-    outside the caller's key (``within``)."""
+            within: frozenset[uuid.UUID] | None = None) -> tuple[dict[str, int], list[Collection]]:
+    """Each collection's index epoch (part of the cache key), and the rows read (the job's own first: the rest of
+    the submission reads them, not the database again). The main collection missing is a 404, as reading it would
+    be; another one is the field that named it. Another user's collection is missing too, and so is one outside
+    the caller's key (``within``)."""
     epochs = {}
+    collections = []
     access = Access(s, user_id)  # a team's collection is searched by any member: viewer is the least role
     for i, (collection_id, loc) in enumerate(named_at.items()):
         collection = s.get(Collection, collection_id)
@@ -229,17 +231,17 @@ def _epochs(s: Session, named_at: dict[uuid.UUID, tuple], user_id: uuid.UUID, se
                 f"service embeds queries with {settings.embedding_model!r}; re-ingest it or configure that model",
             )
         epochs[str(collection_id)] = collection.index_epoch
-    return epochs
+        collections.append(collection)
+    return epochs, collections
 
 
-def _stage_timeouts(s: Session, request: SearchRequest, settings: Settings) -> dict[str, float] | None:
+def _stage_timeouts(collection: Collection, request: SearchRequest, settings: Settings) -> dict[str, float] | None:
     """The job's stage budgets: the collection's, each overridden by the request's; none longer than the job's
     deadline (a collection's may have been set under a longer one)."""
-    collection = s.get(Collection, request.collection_id)
     asked = request.stage_timeouts.given() if request.stage_timeouts is not None else None
     if asked and (problem := over_deadline(asked, settings.job_deadline_s)) is not None:
         raise invalid(("body", "stage_timeouts", problem[0]), problem[1])
-    merged = effective(collection.stage_timeouts if collection is not None else None, asked)
+    merged = effective(collection.stage_timeouts, asked)
     if merged:
         merged = {stage: min(value, settings.job_deadline_s) for stage, value in merged.items()}
     return merged
