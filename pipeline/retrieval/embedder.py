@@ -113,7 +113,10 @@ class Embedder:
             self._model = SentenceTransformer(str(resolve_model_path(model_name)), device="cpu")
             dimension = (getattr(self._model, "get_embedding_dimension", None)
                          or self._model.get_sentence_embedding_dimension)
-            self.dimension = int(dimension())
+            size = dimension()
+            if size is None:
+                raise ValueError(f"{model_name} does not say the size of its vectors")
+            self.dimension = int(size)
             encode_passages = encode_queries = self._encode
         # One forward pass at a time per process (torch already uses every core), over the texts of every call
         # waiting for it: the steps of a thread-pool worker embed at once.

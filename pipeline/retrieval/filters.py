@@ -27,7 +27,7 @@ Usage::
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Annotated, Any
@@ -420,7 +420,7 @@ def _value_of(metadata: dict[str, Any], key: str) -> Any:
     return next((metadata[k] for k in PUBLISHED_KEYS if metadata.get(k) is not None), None)
 
 
-def _message(error: dict[str, Any]) -> str:
+def _message(error: Mapping[str, Any]) -> str:
     loc = error["loc"]
     if error["type"] == "extra_forbidden" and (len(loc) == 1 or isinstance(loc[-2], int) or loc[-2] == "not"):
         return f"unknown operator {loc[-1]!r}; a filter node holds one of {', '.join(OPERATORS)}"

@@ -61,7 +61,7 @@ MAX_DOCUMENT_GROUPS = 20
 ACCESS_NODES = 5
 
 
-def token(team_id: uuid.UUID | str, group: str) -> str:
+def token(team_id: uuid.UUID | str | None, group: str) -> str:
     return f"{team_id}:{group}"
 
 
@@ -87,7 +87,8 @@ def held_tokens(s: Session, user_id: uuid.UUID | str) -> frozenset[str]:
                           .join(DocumentRow, DocumentRow.id == DocumentGroup.document_id)
                           .join(Collection, Collection.id == DocumentRow.collection_id)
                           .where(Collection.team_id.in_(teams), DocumentGroup.name.in_(claimed)))
-        tokens |= {token(team_id, name) for team_id, name in s.execute(union(given_names, document_names))}
+        named: list[Any] = list(s.execute(union(given_names, document_names)))
+        tokens |= {token(team_id, name) for team_id, name in named}
     return frozenset(tokens)
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -114,5 +114,5 @@ def groups_of_team(s: Session, team_id: uuid.UUID) -> list[Group]:
                      .order_by(TeamGroupMember.name, User.name)).all()
     groups: dict[str, list[Member]] = {}
     for group, user_id, name, role in rows:
-        groups.setdefault(group, []).append(Member(user_id, name, role))
+        groups.setdefault(group, []).append(Member(user_id, name, cast(Role, role)))
     return [Group(name, members) for name, members in groups.items()]

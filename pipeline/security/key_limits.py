@@ -112,7 +112,7 @@ class KeyLimits:
     def from_row(cls, scopes: list[str] | None, collections: list[str] | None,
                  expires_at: datetime | None) -> KeyLimits:
         return cls(
-            scopes=frozenset(s for s in scopes if s in SCOPES) if scopes is not None else None,  # type: ignore
+            scopes=frozenset(s for s in scopes if s in SCOPES) if scopes is not None else None,
             collections=frozenset(uuid.UUID(c) for c in collections) if collections is not None else None,
             expires_at=_aware(expires_at),
         )

@@ -38,7 +38,7 @@ def checked_role(name: str) -> Role:
     role = name.strip().lower()
     if role not in ROLES:
         raise RoleError(f"unknown role {name!r}; roles: {', '.join(ROLES)}")
-    return role  # type: ignore[return-value]
+    return role
 
 
 def covers(held: Held | None, needed: Role) -> bool:

@@ -25,6 +25,7 @@ import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
@@ -104,13 +105,13 @@ def members_of(s: Session, team_id: uuid.UUID) -> list[Member]:
     rows = s.execute(select(TeamMember.user_id, User.name, TeamMember.role)
                      .join(User, User.id == TeamMember.user_id)
                      .where(TeamMember.team_id == team_id).order_by(User.name)).all()
-    return [Member(user_id, name, role) for user_id, name, role in rows]
+    return [Member(user_id, name, cast(Role, role)) for user_id, name, role in rows]
 
 
 def teams_of(s: Session, user_id: uuid.UUID) -> list[tuple[Team, Role]]:
     rows = s.execute(select(Team, TeamMember.role).join(TeamMember, TeamMember.team_id == Team.id)
                      .where(TeamMember.user_id == user_id).order_by(Team.name)).all()
-    return [(team, role) for team, role in rows]
+    return [(team, cast(Role, role)) for team, role in rows]
 
 
 def _change(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: str | uuid.UUID,
@@ -132,7 +133,8 @@ def _change(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: str
     row = s.get(TeamMember, (team_id, user.id))
     admins = s.scalar(select(func.count()).select_from(TeamMember)
                       .where(TeamMember.team_id == team_id, TeamMember.role == "admin")) or 0
-    problem = change_problem(actor, actor_role, user.id, row.role if row is not None else None, role, admins)
+    held = cast(Role, row.role) if row is not None else None
+    problem = change_problem(actor, actor_role, user.id, held, role, admins)
     if problem is not None:
         raise problem
     return user, row
@@ -167,4 +169,4 @@ def remove_member(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, membe
     details = {"name": user.name, "role": row.role, **({"groups": sorted(groups)} if groups else {})}
     record(s, recorded_as(actor, by), "team.member.remove", team_id=team_id, target=("user", user.id),
            details=details)
-    return Member(user.id, user.name, row.role)
+    return Member(user.id, user.name, cast(Role, row.role))
