@@ -92,7 +92,7 @@ def finish(s: Session, row_ids: Iterable[uuid.UUID], task_id: str | None, status
     query = select(DocumentRow).where(DocumentRow.id.in_(ids))
     if task_id is not None:
         query = query.where(or_(DocumentRow.task_id == task_id, DocumentRow.task_id.is_(None)))
-    rows = s.scalars(query).all()
+    rows = list(s.scalars(query).all())
     for row in rows:
         row.status, row.error, row.finished_at = status, error, now or utcnow()
         row.chunks = (chunks or {}).get(row.external_id, 0) if status == "indexed" else None

@@ -99,7 +99,7 @@ def collection_progress(s: Session, collection_id: uuid.UUID, now: datetime | No
     recent = DocumentRow.finished_at >= end - timedelta(seconds=span_s)
     recent_documents, recent_chunks = s.execute(select(
         func.count(), func.coalesce(func.sum(DocumentRow.chunks), 0)).where(*ended, recent)).one()
-    return estimate(pending, Ended(documents, chunks, failed), Ended(recent_documents, recent_chunks), span_s,
+    return estimate(pending, Ended(documents, chunks, failed), Ended(recent_documents, recent_chunks or 0), span_s,
                     started_at)
 
 

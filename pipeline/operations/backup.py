@@ -159,7 +159,7 @@ def _dump_postgres(database_url: str, out: Path) -> tuple[dict[str, int], str | 
     url = libpq_url(database_url)
     with psycopg.connect(url) as conn:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        snapshot = conn.execute("SELECT pg_export_snapshot()").fetchone()[0]
+        snapshot = _one(conn, "SELECT pg_export_snapshot()")
         rows = _pg_rows(conn)
         revision = _revision(conn.execute)
         # The snapshot lives as long as this transaction: pg_dump runs inside it.
@@ -193,8 +193,14 @@ def _pg_tables(conn: psycopg.Connection) -> list[str]:
 
 
 def _pg_rows(conn: psycopg.Connection) -> dict[str, int]:
-    return {t: conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))).fetchone()[0]
-            for t in _pg_tables(conn)}
+    return {t: _one(conn, sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(t))) for t in _pg_tables(conn)}
+
+
+def _one(conn: psycopg.Connection, query: Any) -> Any:
+    """The value of a query of one row and one column (a count, a function's answer)."""
+    row = conn.execute(query).fetchone()
+    assert row is not None  # an aggregate or a function without FROM answers one row
+    return row[0]
 
 
 def _sqlite_tables(path: Path) -> list[str]:
@@ -219,6 +225,8 @@ def _create_if_missing(url: str) -> None:
     except psycopg.OperationalError as exc:
         if "does not exist" not in str(exc):
             raise BackupError(f"cannot reach the database to restore into: {exc}") from None
+    if name is None:
+        raise BackupError(f"the URL to restore into names no database: {url}")
     admin = make_url(url).set(database="postgres").render_as_string(hide_password=False)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))

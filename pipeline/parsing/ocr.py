@@ -96,7 +96,7 @@ def read_image(image: Image.Image, limits: ParseLimits, dpi: int | None = None) 
         image = image.rotate(-detection.rotate, expand=True)
         png = _png(image, dpi)
     script = detection.script if multi_script else None
-    if not any(PACK_SCRIPTS.get(p, "Latin") == script for p in packs):
+    if script is None or not any(PACK_SCRIPTS.get(p, "Latin") == script for p in packs):
         script = PACK_SCRIPTS.get(packs[0], "Latin")
     languages = languages_for(script, packs)
     text = _recognise(png, languages, dpi, limits)

@@ -72,11 +72,11 @@ def send_commands(client: redis.Redis, commands: Sequence[Sequence[Any]]) -> Cal
 @contextmanager
 def scope() -> Iterator[None]:
     """Within the block, ``send`` (in this thread) leaves reading the answers to the block's end."""
-    token = _scope.set((threading.get_ident(), []))
+    reads: list[Callable[[], list[Any]]] = []
+    token = _scope.set((threading.get_ident(), reads))
     try:
         yield
     finally:
-        _, reads = _scope.get()
         _scope.reset(token)
         for read in reads:
             try:

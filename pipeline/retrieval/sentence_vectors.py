@@ -150,7 +150,7 @@ class KnownVectors:
     def embed(self, texts: list[str]) -> list[list[float]]:
         found: dict[str, list[float]] = {}
         for text in dict.fromkeys(texts):
-            vector = self._stored.get(text_key(text))
+            vector: np.ndarray | list[float] | None = self._stored.get(text_key(text))
             if vector is None and self._lookup is not None:
                 vector = self._lookup(text)
             if vector is not None:

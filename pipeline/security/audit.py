@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import ScalarSelect, insert, select
 from sqlalchemy.orm import Session
 
 from pipeline.platform.db import AuditEvent, Collection, utcnow
@@ -59,7 +59,7 @@ def record(s: Session, actor: Actor, action: str, *, team_id: uuid.UUID | None =
            collection_id: uuid.UUID | None = None, target: tuple[str, Any] = ("", ""),
            details: dict[str, Any] | None = None) -> None:
     """One audit row in the caller's transaction (one INSERT; a collection's team read inside it)."""
-    team = team_id
+    team: uuid.UUID | ScalarSelect[uuid.UUID | None] | None = team_id
     if team is None and collection_id is not None:
         team = select(Collection.team_id).where(Collection.id == collection_id).scalar_subquery()
     s.execute(insert(AuditEvent).values(

@@ -438,7 +438,8 @@ class _Walk:
         if self.pre:
             text = "".join(piece for piece in self.line if piece is not None)
         else:
-            lines, current = [], []
+            lines: list[str] = []
+            current: list[str] = []
             for piece in [*self.line, None]:
                 if piece is None:
                     lines.append(" ".join("".join(current).split()))

@@ -134,10 +134,10 @@ def _attachments(message: Message, limits: ParseLimits) -> list[Attachment]:
             continue
         if not _is_attachment(part):
             continue
-        data = part.get_payload(decode=True)
-        if isinstance(data, bytes):
+        payload = part.get_payload(decode=True)
+        if isinstance(payload, bytes):
             extension = mimetypes.guess_extension(part.get_content_type()) or ".bin"
-            found.append(Attachment(_file_name(part.get_filename() or "", len(found), extension), data))
+            found.append(Attachment(_file_name(part.get_filename() or "", len(found), extension), payload))
     return found
 
 
@@ -154,7 +154,7 @@ def _check_depth(message: Message, depth: int, limits: ParseLimits) -> None:
         elif part.is_multipart():
             children = part.get_payload()
             if isinstance(children, list):
-                stack.extend((child, level + 1) for child in children)
+                stack.extend((child, level + 1) for child in children if isinstance(child, Message))
 
 
 def _attached_message(part: Message) -> Message | None:
