@@ -57,6 +57,7 @@ class Services:
     @cached_property
     def db(self) -> Database:
         self.settings.ensure_data_dir()
+        assert self.settings.database_url is not None  # Settings fills it in when it is not given
         return Database(self.settings.database_url, pool_size=self.settings.database_pool_size)
 
     @cached_property
@@ -118,6 +119,7 @@ class Services:
     def _vector_store_locked(self) -> VectorStore:
         if "_vector_store" not in self.__dict__:
             self.settings.ensure_data_dir()
+            assert self.settings.milvus_uri is not None  # Settings fills it in when it is not given
             self.__dict__["_vector_store"] = VectorStore(self.settings.milvus_uri, self.settings.milvus_token)
         return self.__dict__["_vector_store"]
 

@@ -97,15 +97,17 @@ class Compressor:
         return compressed, record
 
     def _llm(self, query: str, doc: Document) -> tuple[str | None, str | None]:
+        llm = self.llm
+        assert llm is not None  # asked only of a compressor given an LLM
         reply_tokens = max(MIN_REPLY_TOKENS, self.max_chars // 2)
         head = f"Query: {query}\n\nDocument: {doc.title}\n"
         system = {"role": "system", "content": _SYSTEM}
         # A document longer than the model's context is compressed from its beginning, as much as fits.
-        fitted = fit(self.llm, [system, {"role": "user", "content": head}], [doc.text], reply_tokens)
+        fitted = fit(llm, [system, {"role": "user", "content": head}], [doc.text], reply_tokens)
         if not fitted:
             return None, "the document does not fit the model's context, extractive used"
         try:
-            reply = self.llm.reply([system, {"role": "user", "content": head + fitted[0]}], timeout_s=self.timeout_s,
+            reply = llm.reply([system, {"role": "user", "content": head + fitted[0]}], timeout_s=self.timeout_s,
                                    max_tokens=reply_tokens)
         except LLMError as exc:
             return None, f"compression call failed, extractive used: {exc}"

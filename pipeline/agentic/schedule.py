@@ -38,7 +38,7 @@ def claim_due(db: Database, now: datetime | None = None) -> list[uuid.UUID]:
             .with_for_update(skip_locked=True)
         ).all()
         for row in rows:
-            row.next_run_at = now + timedelta(seconds=row.schedule_s)
+            row.next_run_at = now + timedelta(seconds=row.schedule_s or 0)  # not None: selected so
         return [row.id for row in rows]
 
 

@@ -33,7 +33,7 @@ import math
 import statistics
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from pydantic import BaseModel, Field
 
@@ -212,7 +212,9 @@ def parse_evaluations(text: str, documents: list[Document]) -> Scoring:
         if index is None or any(v is None for v in scores.values()):
             invalid += 1
             continue
-        found[index] = Evaluation(document_id=documents[index].id, **scores, overall=overall(scores),
+        # None of the scores is None here: such an entry is invalid.
+        checked = cast(dict[str, float], scores)
+        found[index] = Evaluation(document_id=documents[index].id, **scores, overall=overall(checked),
                                   reasoning=str(entry.get("reasoning") or "")[:500])
     if not found:
         return keep_all(documents, f"no usable evaluation in the reply ({len(entries)} entries), every result kept")

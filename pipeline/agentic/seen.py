@@ -81,8 +81,9 @@ def match_seen(documents: list[Document], vectors: dict[str, list[float]], recen
         elif url and url in by_url:
             reason, seen = "url", by_url[url]
         elif near_duplicate is not None and doc.id in vectors and with_vectors:
-            best = max(with_vectors, key=lambda i: cosine(vectors[doc.id], i.embedding))
-            similarity = round(cosine(vectors[doc.id], best.embedding), 4)
+            # with_vectors holds only items with an embedding.
+            best = max(with_vectors, key=lambda i: cosine(vectors[doc.id], i.embedding or []))
+            similarity = round(cosine(vectors[doc.id], best.embedding or []), 4)
             if similarity >= near_duplicate:
                 reason, seen = "near_duplicate", best
         if seen is None:

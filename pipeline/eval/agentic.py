@@ -21,7 +21,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pipeline.agentic.config import IterativeConfig
@@ -52,7 +52,7 @@ def count_calls(llm) -> Callable[[], int]:
     return lambda: calls[0]
 
 
-def _mean(values: list[float]) -> float:
+def _mean(values: Sequence[float]) -> float:
     return round(statistics.fmean(values), 4) if values else 0.0
 
 
@@ -80,7 +80,7 @@ def run_iterative_eval(services: Services, collection: str, queries: dict[str, s
         llm_calls.append(calls() - calls_before)
         checks = [r.guard for r in state.history if r.guard is not None]
         guard_checks += len(checks)
-        guard_rules.update(c.rule for c in checks if c.disagrees)
+        guard_rules.update(c.rule for c in checks if c.disagrees and c.rule)
         kept = [j.document.id for j in final_documents(state)]
         examined = len(state.kept) + len(state.discarded)
         ranked = [d.id for d in retriever.search(collection, text, single_config, model=model).documents]

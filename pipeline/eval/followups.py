@@ -124,7 +124,8 @@ def run_followup_eval(services: Services, collection: str, pairs: list[FollowUp]
     agent = QueryContextualizer(agent_config or {"mode": "offline"})
     retriever = services.uncached_retriever()
     runs: dict[str, dict[str, list[str]]] = {"as_asked": {}, "contextualised": {}, "expected": {}}
-    rewrites, exact = [], 0
+    rewrites: list[dict[str, Any]] = []
+    exact = 0
     for pair in pairs:
         ctx = AgentContext(pipeline_stage=Stage.PRE_SEARCH, collection_id=collection, tools=_Tools(llm),
                            conversation_history=[{"role": "user", "content": pair.first}])

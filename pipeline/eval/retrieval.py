@@ -221,7 +221,7 @@ def run_agents_eval(services: Services, collection: str, docs: list[dict], queri
     latencies: list[float] = []
     for query_id, text in queries.items():
         started = time.perf_counter()
-        query, metadata = text, {}
+        query, metadata = text, dict[str, object]()
         for agent in (a for a in agents if a.stage == Stage.PRE_SEARCH):
             try:
                 out = agent.run(PreSearchInput(query=query, collection_id=collection, metadata=metadata),

@@ -34,9 +34,10 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import redis
+from redis.typing import EncodableT, FieldT
 
 log = logging.getLogger("agentsearch.answer_stream")
 STREAM_PREFIX = "agentsearch:answer:"
@@ -126,7 +127,8 @@ class AnswerChannel:
         pipe = self.client.pipeline(transaction=False)
         if self._fresh:
             pipe.delete(self.key)
-        pipe.xadd(self.key, fields, maxlen=self.max_entries, approximate=False)
+        # redis-py types the fields as a dict of its own key and value unions; a dict of str is one.
+        pipe.xadd(self.key, cast(dict[FieldT, EncodableT], fields), maxlen=self.max_entries, approximate=False)
         pipe.expire(self.key, self.ttl_s)
         try:
             pipe.execute()

@@ -291,7 +291,7 @@ def collection_specs(s: Session, collection_id: uuid.UUID, registry: AgentRegist
         .where(CollectionAgent.collection_id == collection_id, CollectionAgent.enabled, AgentConfigRow.enabled)
     ).all()
     fallback_ids = {link.fallback_agent_config_id for _, link in rows if link.fallback_agent_config_id is not None}
-    fallbacks = {
+    fallbacks: dict[uuid.UUID | None, AgentConfigRow] = {
         cfg.id: cfg
         for cfg in s.scalars(select(AgentConfigRow).where(AgentConfigRow.id.in_(fallback_ids), AgentConfigRow.enabled))
     } if fallback_ids else {}

@@ -95,6 +95,7 @@ class AgentBreaker:
         if not self._keys:
             return self.reading(())
         try:
+            assert self._redis is not None  # the keys are made only with a client
             return self.reading(self._redis.mget(self._keys))
         except RedisError:
             log.warning("breaker %s unreadable: the call goes through", self.name, exc_info=True)

@@ -87,7 +87,7 @@ class ResultCache:
             raw = self._redis.get(key)
         except RedisError:
             return None  # a cache outage degrades to a miss, never to a failed job
-        return raw.decode() if raw is not None else None
+        return raw.decode() if isinstance(raw, bytes) else raw
 
     def set(self, key: str, value: str, ttl_s: int) -> None:
         try:

@@ -83,7 +83,7 @@ def generate_answer(query: str, documents: list[Document], with_cot: bool = Fals
 
     def show(sentence: LLMSentence) -> None:
         [verdict], _ = judge_sentences([sentence], documents, embed=embed, language=language)
-        if verdict.status != "unsupported":
+        if verdict.status != "unsupported" and stream is not None:
             stream.write(written(verdict) + " ")
 
     try:
@@ -134,7 +134,7 @@ def _judge(llm, verdicts: list[SentenceVerdict], documents: list[Document], time
 
 def _steps(raw: list[str], documents: list[Document]) -> list[CotStep]:
     """The model's reasoning steps that state no number or name the sources lack, each citing what it cites."""
-    steps = []
+    steps: list[CotStep] = []
     for thought in raw:
         if unstated(thought, documents):
             continue

@@ -48,6 +48,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pipeline.parsing.parsed import ParsedFile, ParseLimits, ParseRefused, Part
 
@@ -130,7 +131,7 @@ class _Reader:
         self.layer: dict[int, tuple[str, int, int]] = {}   # page -> (text, unreadable, private use) of PDFium
         self.ocr_pages: list[int] = []
         self.unreadable: dict[int, int] = {}
-        self._plumber = None
+        self._plumber: Any = None  # a pdfplumber.PDF, opened on the first page that has tables
 
     def close(self) -> None:
         if self._plumber is not None:
