@@ -7,7 +7,7 @@ without declaring what it needs. The owner of a personal collection holds every 
 things (webhooks, profile sets, conversations, agent configs) are found by ``Reach.owned``: another user's answers
 404 in the words of a missing one. The rules themselves are ``pipeline.security.access``; this turns their refusals
 into the HTTP answer. A key's scopes and collections (``api.scopes``) are checked before, on top.
-``tests/unit/test_roles.py`` walks the app's routes and fails for a route reaching a collection or job without an
+``tests/unit/api/test_roles.py`` walks the app's routes and fails for a route reaching a collection or job without an
 entry.
 
 Usage::

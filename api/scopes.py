@@ -1,7 +1,7 @@
 """What each route needs of the key that calls it: one table for the whole API, checked with the key itself.
 
 ``api.auth.current_user`` calls ``authorize`` for every request it authenticates, so no route that takes a caller
-escapes the table, and a route missing from it is refused (fail closed); ``tests/unit/test_key_scopes.py`` walks the
+escapes the table, and a route missing from it is refused (fail closed); ``tests/unit/api/test_key_scopes.py`` walks the
 app's routes and fails for any route without an entry. A key short of the scope a route needs gets **403** naming
 it; a collection or job outside the key's collections gets **404**, in the words a missing one gets. Listings are
 filtered by the routes (``api.auth.key_limits``, ``KeyLimits.sees_job``).

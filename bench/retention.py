@@ -10,7 +10,7 @@ beside its longest batch: the longest any row was held locked.
     agentsearch bench retention --jobs 10000 --json retention.json
     agentsearch bench retention --jobs 2000 --sqlite
 
-The row builders (``job_row``, ``artifact_row``, ...) are the unit tests' too (tests/unit/test_retention.py).
+The row builders (``job_row``, ``artifact_row``, ...) are the unit tests' too (tests/unit/operations/test_retention.py).
 """
 
 from __future__ import annotations
