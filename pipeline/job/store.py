@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import delete, or_, select, text, true, update
 from sqlalchemy.exc import DBAPIError
@@ -119,11 +119,11 @@ class JobStore:
             now = utcnow()
             job.status, job.stage, job.cached_from = "succeeded", "done", answered_from.id
             job.stage_log = [{"stage": "done", "at": now.isoformat(), "cached": True}]
-            job.response = {**answered_from.response, "job_id": str(job.id), "cached": True,
+            job.response = {**(answered_from.response or {}), "job_id": str(job.id), "cached": True,
                             "cached_from": str(answered_from.id)}
             job.agent_runs, job.timings_ms = answered_from.agent_runs, {}
             job.started_at = job.finished_at = now
-            if s.bind.dialect.name == "postgresql":
+            if s.get_bind().dialect.name == "postgresql":
                 # This row only points at a stored response, so it need not wait for its WAL flush: -16% p50 in
                 # bench/cache_hit.py. A server crash in the next few hundred ms may lose the pointer, never a job's
                 # work.
@@ -348,7 +348,8 @@ class JobStore:
                 lost |= {node for node in task_nodes(list(task_ids)) if node not in alive_nodes}
             if lost:
                 orphans[job_id] = ", ".join(sorted(lost))
-        failed, retried = [], []
+        failed: list[str] = []
+        retried: list[str] = []
         if not overdue and not orphans:
             return ReapResult(failed, retried)
         with self.db.session() as s:
@@ -421,13 +422,17 @@ def _run_key(record: dict[str, Any]) -> tuple:
 def in_arrival_order(stored: list[dict[str, Any]] | None, runs: list[AgentRun]) -> list[dict[str, Any]]:
     """The job's final records, those already stored first in their stored order (the response agents' as each
     ended), the rest after: an event stream reading the records by position never sees one move."""
-    arrived = {}
+    arrived: dict[Any, int] = {}
     for i, record in enumerate(stored or []):
         arrived.setdefault(_run_key(record), i)
     dumped = [r.model_dump(mode="json") for r in runs]
     return sorted(dumped, key=lambda r: arrived.get(_run_key(r), len(arrived)))
 
 
+@overload
+def _aware(moment: datetime) -> datetime: ...
+@overload
+def _aware(moment: None) -> None: ...
 def _aware(moment: datetime | None) -> datetime | None:
     # SQLite hands back naive datetimes for timezone-aware columns; they were written in UTC.
     if moment is not None and moment.tzinfo is None:

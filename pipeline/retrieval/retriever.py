@@ -112,10 +112,10 @@ class Retriever:
     # -- query embedding, cached: the same question embeds once per model --------------------------------
     def embed_query(self, query: str, model: str) -> tuple[list[float], bool]:
         key = self.cache.key("embedding", model, hashlib.sha256(query.encode()).hexdigest()) if self.cache else None
-        if key and (cached := self.cache.get(key)) is not None:
+        if key and self.cache is not None and (cached := self.cache.get(key)) is not None:
             return json.loads(cached), True
         vector = self._embed([query])[0]
-        if key:
+        if key and self.cache is not None:
             self.cache.set(key, json.dumps(vector), EMBEDDING_CACHE_TTL_S)
         return vector, False
 
@@ -164,7 +164,7 @@ class Retriever:
         result.metrics["cache_hit"] = False
         # Partial or failed searches are not cached: the next job should try again. A retriever left behind at the
         # stage deadline makes a partial result too.
-        if key and not degraded_reasons(result.metrics):
+        if key and self.cache is not None and not degraded_reasons(result.metrics):
             payload = {
                 "documents": [d.model_dump(mode="json") for d in result.documents],
                 "metrics": result.metrics,
@@ -185,7 +185,8 @@ class Retriever:
 
     def _search_uncached(self, collection: str, query: str, config: SearchConfig, model: str,
                          languages: dict[str, int] | None = None) -> RetrievalResult:
-        strategy, w_sem, w_kw = config.strategy, config.semantic_weight, config.keyword_weight
+        strategy: str = config.strategy
+        w_sem, w_kw = config.semantic_weight, config.keyword_weight
         if strategy == "adaptive":
             strategy, w_sem, w_kw = choose_strategy(query)
         result = self._run(collection, query, config, strategy, w_sem, w_kw, model, languages)
@@ -270,6 +271,7 @@ class Retriever:
                     retrievers.start("keyword", self._keyword_job(collection, analysed, pool, filter_expr))
             metrics["embedding_ms"] = round((time.perf_counter() - t0) * 1000, 3)
         if use_dense:
+            assert vector is not None  # embedded above, or use_dense was turned off
             filtered = {"filter_expr": filter_expr} if filter_expr else {}
             retrievers.start("semantic", lambda: with_retries(
                 lambda: self.store.dense_search(collection, vector, pool, **filtered)))
@@ -383,7 +385,8 @@ class Retriever:
         # Look a little past top_k so duplicates removed do not leave the answer short.
         window = ranked[: config.top_k * 3]
         vectors: dict[str, list[float]] = {}
-        if config.near_duplicate_threshold is not None and len(window) > 1:
+        threshold = config.near_duplicate_threshold
+        if threshold is not None and len(window) > 1:
             try:
                 vectors = self.store.vectors(collection, [best_hit[d].id for d, _ in window])
             except Exception:  # noqa: BLE001 - without vectors only exact duplicates are removed
@@ -395,8 +398,8 @@ class Retriever:
                 removed_exact += 1
                 continue
             vec = vectors.get(hit.id)
-            if vec is not None and any(
-                _cosine(vec, vectors[c]) >= config.near_duplicate_threshold for c in kept_chunks if c in vectors
+            if vec is not None and threshold is not None and any(
+                _cosine(vec, vectors[c]) >= threshold for c in kept_chunks if c in vectors
             ):
                 removed_near += 1
                 continue
