@@ -390,7 +390,9 @@ def test_a_document_restricted_before_the_search_of_a_collection_without_groups_
         made = admin.post("/v1/collections", json={"name": f"open-{tag}", "team_id": team["id"]})
         assert made.status_code == 201, made.text
         c = made.json()["id"]
-        use_agents(admin, c, {"agent_id": "test_sleepy", "config": {"sleep_s": 3}})
+        # The job waits in its pre-search agent until the document is indexed again, however long that takes.
+        gate = stack.call_logs / f"gate-{tag}"
+        use_agents(admin, c, {"agent_id": "test_gated", "config": {"gate": str(gate)}})
         assert admin.post(f"/v1/collections/{c}/documents", json={"documents": [*PUBLIC, BONUS]}).status_code == 202
         indexed(admin, c)
         with stack.http(team["keys"]["viewer"]) as viewer:
@@ -399,7 +401,8 @@ def test_a_document_restricted_before_the_search_of_a_collection_without_groups_
                                 json={"documents": [{**BONUS, "access": {"groups": ["hr"]}}]})
             assert resent.status_code == 202, resent.text
             indexed(admin, c)
-            stage = viewer.get(f"/v1/jobs/{job_id}").json()["stage"] or "queued"  # "pre_search:test_sleepy"
+            stage = viewer.get(f"/v1/jobs/{job_id}").json()["stage"] or "queued"  # "pre_search:test_gated"
+            gate.touch()
             assert stage.split(":")[0] in ("queued", "pre_search"), f"searched too soon: {stage}"
             finished = wait_job(admin, job_id, timeout_s=60)
             assert finished["status"] == "succeeded" and BONUS["id"] in ids(finished), finished["response"]["sources"]

@@ -127,9 +127,12 @@ def test_nobody_raises_its_own_role(stack, team):
 
 def test_a_member_removed_mid_job_loses_it_at_its_next_request_and_the_job_finishes(stack, team):
     c, leaver = team["collection"], team["keys"]["leaver"]
+    # The job waits at its pre-search agent until the member is removed and every check below is made, however
+    # long the command line takes to start on a loaded machine.
+    gate = stack.call_logs / f"gate-{uuid.uuid4().hex}"
     with stack.http(team["keys"]["editor"]) as editor:
-        # The collection's agent set, as its editor sets it: a pre-search agent that holds the job a few seconds.
-        made = editor.post("/v1/agent-configs", json={"agent_id": "test_sleepy", "config": {"sleep_s": 6}})
+        # The collection's agent set, as its editor sets it: a pre-search agent that holds the job until told.
+        made = editor.post("/v1/agent-configs", json={"agent_id": "test_gated", "config": {"gate": str(gate)}})
         assert made.status_code == 201, made.text
         linked = editor.put(f"/v1/collections/{c}/agents", json={"agents": [{"agent_config_id": made.json()["id"]}]})
         assert linked.status_code == 200, linked.text
@@ -155,14 +158,16 @@ def test_a_member_removed_mid_job_loses_it_at_its_next_request_and_the_job_finis
             assert member.get(f"/v1/collections/{c}").status_code == 404
             assert c not in {x["id"] for x in member.get("/v1/collections").json()}
             assert job_id not in {j["job_id"] for j in member.get("/v1/jobs").json()["items"]}
+            gate.touch()
             with stack.http(team["keys"]["admin"]) as admin:
                 finished = wait_job(admin, job_id, timeout_s=60)
             assert finished["status"] == "succeeded" and "four weeks" in finished["response"]["answer"]
-            slept = [run for run in finished["response"]["agents"] if run["agent_id"] == "test_sleepy"]
-            assert [run["status"] for run in slept] == ["ok"]  # it ran to its end after the removal
+            held = [run for run in finished["response"]["agents"] if run["agent_id"] == "test_gated"]
+            assert [run["status"] for run in held] == ["ok"]  # it ran to its end after the removal
             assert member.get(f"/v1/jobs/{job_id}").status_code == 404
             assert member.get(f"/v1/jobs/{job_id}/artifacts/summary.txt").status_code == 404
     finally:
+        gate.touch()
         with stack.http(team["keys"]["editor"]) as editor:
             editor.put(f"/v1/collections/{c}/agents", json={"agents": []})
 

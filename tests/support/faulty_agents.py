@@ -55,6 +55,25 @@ class SleepyAgent(PreSearchAgent):
         return PreSearchOutput(query=inp.query, metadata={"slept_s": self.config.sleep_s})
 
 
+class GatedAgent(PreSearchAgent):
+    agent_id = "test_gated"
+    description = "Waits until the file `gate` exists (at most max_wait_s), then passes the query through."
+    # A test opens the gate when it has done what it does mid-job, however long that took on a loaded machine.
+    default_timeout_s = 120.0
+
+    class Config(AgentConfig):
+        gate: str
+        max_wait_s: float = Field(90.0, gt=0)
+
+    def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
+        deadline = time.monotonic() + self.config.max_wait_s
+        while not Path(self.config.gate).exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the gate {self.config.gate} never opened")
+            time.sleep(0.05)
+        return PreSearchOutput(query=inp.query, metadata={"gate": "opened"})
+
+
 class FlakyAgent(PreSearchAgent):
     agent_id = "test_flaky"
     description = "Fails while `fail` is set; logs every call."
