@@ -8,7 +8,7 @@ from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from pipeline.job.refusal import Refusal
+from pipeline.refusal import Refusal
 
 
 def unprocessable(loc: Sequence[str | int], msg: str, kind: str = "value_error") -> RequestValidationError:

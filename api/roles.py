@@ -30,8 +30,8 @@ from sqlalchemy.orm import Session
 
 from api.errors import http_error
 from api.scopes import COLLECTION, JOB, TEAM, template
-from pipeline.job.refusal import Refusal
 from pipeline.platform.db import Collection, Job, Team
+from pipeline.refusal import Refusal
 from pipeline.security.access import Access, Owned
 from pipeline.security.groups import GROUP_MANAGER
 from pipeline.security.roles import Role

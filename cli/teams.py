@@ -47,7 +47,7 @@ def _refused(exc) -> None:
 
 def _as_operator(change) -> None:
     """``change(s)`` in one session on the database, its message printed; a refusal printed as the API words it."""
-    from pipeline.job.refusal import Refusal
+    from pipeline.refusal import Refusal
 
     try:
         with operator_database().session() as s:
@@ -61,8 +61,8 @@ def _as_operator(change) -> None:
 @click.option("--admin", "admin", default=None, metavar="USER", help="Its first admin (default: the local user).")
 def teams_create(name: str, admin: str | None) -> None:
     """Create a team with its first admin."""
-    from pipeline.job.refusal import Refusal
     from pipeline.platform.db import DEFAULT_USER_ID
+    from pipeline.refusal import Refusal
     from pipeline.security.teams import create_team, user_named
 
     try:

@@ -24,6 +24,7 @@ from pipeline.agents.runner import AgentRunner
 from pipeline.agents.toolbox import AgentTools
 from pipeline.job.artifacts import ArtifactStore
 from pipeline.observability.metrics import MetricsRecorder
+from pipeline.platform.breakers import BreakerBoard
 from pipeline.platform.cache import ResultCache
 from pipeline.platform.db import Database
 from pipeline.platform.kv import connect_redis
@@ -71,6 +72,16 @@ class Services:
     @cached_property
     def runner(self) -> AgentRunner:
         return AgentRunner(self.registry, self.redis, self.settings, tools=AgentTools(self), metrics=self.metrics)
+
+    @property
+    def breakers(self) -> BreakerBoard:
+        """The runner's circuit breakers, which the toolbox gives agents for their own dependencies too."""
+        return self.runner.breakers
+
+    @property
+    def result_cache(self) -> ResultCache:
+        """The runner's result cache, which the toolbox keeps collections' lexicons in too."""
+        return self.runner.cache
 
     @cached_property
     def metrics(self) -> MetricsRecorder:

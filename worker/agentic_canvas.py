@@ -24,7 +24,7 @@ from celery import chain, group, signature
 from celery.canvas import Signature
 
 from pipeline.agents.base import Stage
-from pipeline.job.state import AgentSpec
+from pipeline.agents.records import AgentSpec
 from worker.canvas import (
     STEP_LIMIT_S,
     fail_job_on_error,

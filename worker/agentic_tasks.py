@@ -24,8 +24,9 @@ from pipeline.agentic.schedule import claim_due, create_run
 from pipeline.agentic.seen import SeenFilter, SqlSeenStore
 from pipeline.agentic.spec import AgenticSpec, LoopPlan, LoopStore, job_documents
 from pipeline.agents.base import Stage
+from pipeline.agents.records import AgentSpec
 from pipeline.job.stage_budget import start_clock
-from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.state import JobState
 from pipeline.job.store import JobStore
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.outcome import SearchOutcome

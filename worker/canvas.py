@@ -25,8 +25,8 @@ from celery import Task, chain, chord, group
 from celery.canvas import Signature
 
 from pipeline.agents.base import Stage
+from pipeline.agents.records import AgentSpec
 from pipeline.job.artifact_names import name_ranks, rank_key
-from pipeline.job.state import AgentSpec
 from worker.job_tasks import (
     assemble,
     core_search,

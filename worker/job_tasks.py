@@ -40,11 +40,12 @@ from pipeline.agentic.compress import compress_documents
 from pipeline.agentic.runtime import build_compressor
 from pipeline.agentic.spec import AgenticSpec
 from pipeline.agents.base import Stage
+from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.agents.runner import worker_name
 from pipeline.job import stages
 from pipeline.job.answer_stream import AnswerChannel
 from pipeline.job.ledger import StepLedger, step_key
-from pipeline.job.state import AgentRun, AgentSpec, JobState
+from pipeline.job.state import JobState
 from pipeline.job.step_protocol import Cancelled, Retry, Step, run_step
 from pipeline.job.store import TERMINAL, JobStore
 from pipeline.platform.backoff import backoff_delay

@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 from celery import states
 
+from pipeline.agents.records import AgentSpec
 from pipeline.ingestion.recovery import find_lost, send_again
-from pipeline.job.state import AgentSpec
 from pipeline.job.store import ORPHAN_GRACE_S, JobStore
 from pipeline.platform.db import utcnow
 from pipeline.services import get_services

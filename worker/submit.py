@@ -11,8 +11,9 @@ from __future__ import annotations
 from celery.result import AsyncResult, ResultSet
 
 from pipeline.agents.base import Stage
+from pipeline.agents.records import AgentSpec
 from pipeline.job.stage_budget import start_clock
-from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.state import JobState
 from worker.agentic_canvas import build_agentic_head
 from worker.canvas import build_job_canvas
 

@@ -25,7 +25,7 @@ const REASONS = {
   routed: 'an earlier agent routed past it (routed)',
 };
 // The words the answer step writes into a sentence of the model's that its sources only partly support
-// (PARTIAL_MARK in pipeline/job/answer/grounding.py); shown as a mark of its own, not as part of the sentence.
+// (PARTIAL_MARK in pipeline/text/__init__.py); shown as a mark of its own, not as part of the sentence.
 const PARTIAL_MARK = '(partly supported)';
 // The answer cut at its citation markers and partial marks, each kept as a piece of its own.
 const ANSWER_PIECES = /(\[\d+\]|\(partly supported\))/;

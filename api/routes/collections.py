@@ -30,9 +30,9 @@ from api.services import AppServices
 from pipeline.ingestion.documents import documents_by_id, remove_document, status_counts, visible_document
 from pipeline.ingestion.lease import queue_in_tasks
 from pipeline.ingestion.progress import collection_progress
-from pipeline.job.refusal import Refusal
 from pipeline.job.stage_budget import StageTimeouts, over_deadline
 from pipeline.platform.db import Collection, DocumentRow
+from pipeline.refusal import Refusal
 from pipeline.security.access import Access
 from pipeline.security.document_access import (
     DocumentAccess,

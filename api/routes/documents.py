@@ -40,9 +40,9 @@ from api.schemas import DocumentsIn, FilesAccepted
 from api.services import AppServices
 from pipeline.ingestion.documents import document_page, keep_file, visible_document
 from pipeline.ingestion.lease import queue
-from pipeline.job.refusal import Refusal
 from pipeline.platform.db import Collection, DocumentRow
 from pipeline.platform.settings import get_settings
+from pipeline.refusal import Refusal
 from pipeline.security.document_access import (
     DocumentAccess,
     document_groups,

@@ -28,12 +28,13 @@ from api.roles import Reach
 from api.schemas import JobOut
 from api.security_headers import attachment
 from api.services import AppServices
-from pipeline.job.refusal import Refusal
+from pipeline.agents.records import AgentSpec
 from pipeline.job.request import SearchRequest
-from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.state import JobState
 from pipeline.job.store import TERMINAL, JobStore
 from pipeline.job.submit import Submission, submit_job
 from pipeline.platform.db import Job
+from pipeline.refusal import Refusal
 from pipeline.services import Services
 from worker.submit import enqueue_job
 

@@ -24,10 +24,10 @@ from api.schemas import ProfileSetCreate
 from api.services import AppServices
 from pipeline.agentic.schedule import create_run, profile_sets_of, run_page
 from pipeline.agentic.spec import AgenticSpec, checked_spec
-from pipeline.job.refusal import Refusal
 from pipeline.job.store import JobStore
 from pipeline.platform.db import ProfileSetRow, utcnow
 from pipeline.platform.settings import Settings
+from pipeline.refusal import Refusal
 
 router = APIRouter(prefix="/v1/profile-sets", tags=["profiles"], route_class=GuardedRoute)
 log = logging.getLogger("agentsearch.api")

@@ -45,8 +45,8 @@ from api.errors import http_error
 from api.request_guard import GuardedRoute
 from api.roles import Reach
 from api.services import AppServices
-from pipeline.job.refusal import Refusal
 from pipeline.platform.db import Team
+from pipeline.refusal import Refusal
 from pipeline.security.audit import MAX_LIMIT, events, shown
 from pipeline.security.document_access import held_tokens, team_groups_held
 from pipeline.security.groups import GROUP_MANAGER, GroupMember, groups_of_team, remove_group_member, set_group_member

@@ -31,9 +31,9 @@ from pipeline.agentic.profiles import Profile, ProfileSet, merge_by_category
 from pipeline.agentic.runtime import SearchTarget
 from pipeline.agentic.seen import SeenPolicy
 from pipeline.documents import Document
-from pipeline.job.refusal import invalid_fields
 from pipeline.platform.db import AgenticLoop, Database, Job
 from pipeline.platform.settings import Settings
+from pipeline.refusal import invalid_fields
 
 
 class AgenticSpec(BaseModel):
@@ -81,7 +81,7 @@ class AgenticSpec(BaseModel):
 def checked_spec(iterative: dict[str, Any] | None, profiles: list[dict[str, Any]] | None,
                  seen: dict[str, Any] | None, settings: Settings, source: str = "job") -> AgenticSpec:
     """``AgenticSpec.for_request`` for a request's parts, each validated on its own first, so the ``Refusal``
-    (``pipeline.job.refusal``) names the field that is wrong."""
+    (``pipeline.refusal``) names the field that is wrong."""
     for loc, check in ((("body", "iterative"), lambda: IterativeConfig.model_validate(iterative or {})),
                        (("body", "seen"), lambda: SeenPolicy.model_validate(seen or {}))):
         try:

@@ -27,7 +27,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import redis
 from pydantic import BaseModel, ValidationError
@@ -36,44 +36,21 @@ from redis.exceptions import RedisError
 
 from pipeline.agents.base import Agent, AgentArtifact, AgentContext, AgentSkipped
 from pipeline.agents.deadline import AgentTimeout, call_with_deadline
+from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.agents.registry import AgentRegistry, UnknownAgent
-from pipeline.job.state import AgentRun, AgentSpec
+from pipeline.agents.toolbox import AgentTools
 from pipeline.observability.logs import log_context
 from pipeline.observability.metrics import MetricsRecorder
 from pipeline.observability.tracing import agent_span, finish_agent_span
-from pipeline.platform.breakers import BreakerBoard, BreakerReading
+from pipeline.platform.breakers import ADMIT_ALL, BreakerBoard
 from pipeline.platform.cache import Lookup, ResultCache
 from pipeline.platform.kv import canonical_hash
 from pipeline.platform.overlap import send
 from pipeline.platform.settings import Settings
 
-if TYPE_CHECKING:  # the toolbox uses the runner's breakers and cache: a runtime import would be a circle
-    from pipeline.agents.toolbox import AgentTools
-
 T = TypeVar("T")
 
 log = logging.getLogger("agentsearch.runner")
-
-
-class _OpenGate:
-    """Stands in for a breaker that could not be reached: admits every call, records nothing."""
-
-    keys: tuple[str, ...] = ()
-
-    def read(self) -> None:
-        return None
-
-    def reading(self, values: Any) -> None:
-        return None
-
-    def admits(self, reading: BreakerReading | None = None) -> bool:
-        return True
-
-    def record(self, error: BaseException | None, seen: BreakerReading | None = None) -> None:
-        pass
-
-
-OPEN_GATE = _OpenGate()
 
 
 def tenant_scope(ctx: AgentContext) -> str:
@@ -179,7 +156,7 @@ class AgentRunner:
             )
         except RedisError:
             # Like pybreaker's own Redis storage: with Redis down the circuit fails open (calls go through).
-            breaker = OPEN_GATE
+            breaker = ADMIT_ALL
         timeout_s = spec.timeout_s or agent.default_timeout_s or self.settings.default_agent_timeout_s
         ttl_s = spec.cache_ttl_s if spec.cache_ttl_s is not None else agent.cache_ttl_s
         lookup = None

@@ -12,7 +12,7 @@ a metadata filter gets the toolbox bound to it too (``with_filter``): every ``se
 Usage (inside an agent's ``run``)::
 
     tools = ctx.tools                                        # AgentTools in a job
-    docs = tools.search(ctx.collection_id, "turbine maintenance", top_k=5, strategy="keyword")   # the job's filter holds
+    docs = tools.search(ctx.collection_id, "turbine maintenance", top_k=5, strategy="keyword")  # the job's filter holds
     vectors = tools.embed(["a phrase", "another"])
     vectors = tools.embed_known([query, *sentences], documents)   # stored sentence vectors read, the rest embedded
     counts = tools.vocabulary(ctx.collection_id)            # {word: count} of the collection's text
@@ -29,15 +29,15 @@ import threading
 import uuid
 from collections import Counter, OrderedDict
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from redis.exceptions import RedisError
 from sqlalchemy import exists, select
 
 from pipeline.agents.base import Gate
 from pipeline.agents.references import UserResources, collection_missing
-from pipeline.agents.runner import OPEN_GATE
 from pipeline.documents import Document
+from pipeline.platform.breakers import ADMIT_ALL
 from pipeline.platform.db import Collection, DocumentGroup, DocumentRow, milvus_collection_name
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.config import SearchConfig
@@ -49,8 +49,14 @@ from pipeline.security.registered_tools import RegisteredTool
 from pipeline.text import words
 from pipeline.text.acronyms import mine_acronyms
 
-if TYPE_CHECKING:  # the composition root builds this toolbox: a runtime import would be a circle
-    from pipeline.services import Services
+if TYPE_CHECKING:
+    from pipeline.platform.breakers import BreakerBoard
+    from pipeline.platform.cache import ResultCache
+    from pipeline.platform.db import Database
+    from pipeline.platform.settings import Settings
+    from pipeline.retrieval.embedder import TextEmbedder
+    from pipeline.retrieval.retriever import Retriever
+    from pipeline.retrieval.vector_store import VectorStore
 
 LEXICON_TTL_S = 24 * 3600
 LEXICONS_KEPT = 16
@@ -78,8 +84,34 @@ class _Recent:
                 self._items.popitem(last=False)
 
 
+class ToolboxServices(Protocol):
+    """The clients the toolbox reads, each on first use (``pipeline.services.Services`` is one): a part replaced
+    after the toolbox was made (a test's fake) is the one it reads."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def db(self) -> Database: ...
+
+    @property
+    def embedder(self) -> TextEmbedder: ...
+
+    @property
+    def retriever(self) -> Retriever: ...
+
+    @property
+    def vector_store(self) -> VectorStore: ...
+
+    @property
+    def breakers(self) -> BreakerBoard: ...
+
+    @property
+    def result_cache(self) -> ResultCache: ...
+
+
 class AgentTools:
-    def __init__(self, services: Services, user_id: str | None = None, _root: AgentTools | None = None,
+    def __init__(self, services: ToolboxServices, user_id: str | None = None, _root: AgentTools | None = None,
                  search_filter: MetadataFilter | None = None, access_tokens: frozenset[str] | None = None) -> None:
         self._services = services
         self._root = _root or self
@@ -141,9 +173,9 @@ class AgentTools:
     def breaker(self, name: str, fail_max: int, reset_timeout_s: float) -> Gate:
         """A circuit breaker shared by every worker through Redis, for an agent's own dependency (an endpoint)."""
         try:
-            return self._services.runner.breakers.get(f"tool:{name}", fail_max, reset_timeout_s)
+            return self._services.breakers.get(f"tool:{name}", fail_max, reset_timeout_s)
         except RedisError:
-            return OPEN_GATE
+            return ADMIT_ALL
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         return self._services.embedder.embed(texts)
@@ -254,7 +286,7 @@ class AgentTools:
         kept = self._root._lexicons
         if (value := kept.get((kind, collection_id, epoch, scope))) is not None:
             return value
-        cache = self._services.runner.cache
+        cache = self._services.result_cache
         key = cache.key("lexicon", kind, collection_id, str(epoch), *([scope] if scope else []))
         if (cached := cache.get(key)) is not None:
             value = json.loads(cached)

@@ -201,9 +201,9 @@ class CorpusTools:
         return mine_acronyms([f"{d['title']}. {d['text']}" for d in self._docs])
 
     def breaker(self, name: str, fail_max: int, reset_timeout_s: float):
-        from pipeline.agents.runner import OPEN_GATE
+        from pipeline.platform.breakers import ADMIT_ALL
 
-        return OPEN_GATE
+        return ADMIT_ALL
 
 
 def run_agents_eval(services: Services, collection: str, docs: list[dict], queries: dict[str, str], config,

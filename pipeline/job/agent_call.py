@@ -35,7 +35,7 @@ from pipeline.job.stage_budget import StageBudget
 from pipeline.job.state import JobState
 
 if TYPE_CHECKING:  # the agent's record types, for annotations only
-    from pipeline.job.state import AgentSpec
+    from pipeline.agents.records import AgentSpec
 
 
 def agent_context(state: JobState, stage: Stage) -> AgentContext:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pipeline.job.state import AgentSpec
+from pipeline.agents.records import AgentSpec
 
 RankKey = tuple[str, str, int]
 

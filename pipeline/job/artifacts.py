@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from pipeline.agents.base import AgentArtifact
-from pipeline.job.state import ArtifactRef
+from pipeline.agents.records import ArtifactRef
 from pipeline.job.store import TERMINAL
 from pipeline.platform.db import ArtifactRow, Database, Job
 

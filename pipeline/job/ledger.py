@@ -14,7 +14,7 @@ from pipeline.platform.overlap import send_commands
 
 if TYPE_CHECKING:  # for annotations only: the ledger keeps JSON
     from pipeline.agents.base import Stage
-    from pipeline.job.state import AgentSpec
+    from pipeline.agents.records import AgentSpec
 
 log = logging.getLogger("agentsearch.jobs")
 

@@ -26,7 +26,8 @@ from pydantic import TypeAdapter
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
-from pipeline.job.state import AgentRun, JobState
+from pipeline.agents.records import AgentRun
+from pipeline.job.state import JobState
 from pipeline.platform.db import Database, utcnow
 
 _RUNS = TypeAdapter(list[AgentRun])

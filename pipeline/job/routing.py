@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeline.agents.base import Stage
-from pipeline.job.state import AgentRun, AgentSpec, JobState
+from pipeline.agents.records import AgentRun, AgentSpec
+from pipeline.job.state import JobState
 
 ROUTED = "routed"
 Peer = tuple[str, str | None]  # (agent_id, config_id)

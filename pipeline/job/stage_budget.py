@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
 from pipeline.agents.base import AgentContext, Stage
-from pipeline.job.state import AgentRun, AgentSpec, JobState
+from pipeline.agents.records import AgentRun, AgentSpec
+from pipeline.job.state import JobState
 
 STAGE_TIMEOUT = "stage_timeout"
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.agents.base import ResponseAgentInput, Stage
 from pipeline.agents.fallback import critical_reason, failed
+from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.agents.runner import AgentRunner
 from pipeline.documents import Document
 from pipeline.job.agent_call import agent_stage_step, call_agent
@@ -34,7 +35,7 @@ from pipeline.job.artifact_names import numbered
 from pipeline.job.artifacts import ArtifactStore, JobEnded
 from pipeline.job.routing import Peer
 from pipeline.job.stage_budget import stage_timed_out
-from pipeline.job.state import AgentRun, AgentSpec, JobState
+from pipeline.job.state import JobState
 from pipeline.observability.tracing import traced_stage
 from pipeline.platform.db import milvus_collection_name
 from pipeline.retrieval.config import SearchConfig

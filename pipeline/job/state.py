@@ -1,7 +1,7 @@
 """The state that travels between a job's tasks: small, versioned and JSON-serialisable.
 
-It holds the query, metadata, documents, answer and the record of every agent call; never ORM objects, clients or
-artifact bytes (artifacts travel as ``ArtifactRef`` claim checks).
+It holds the query, metadata, documents, answer and the record of every agent call (``pipeline.agents.records``);
+never ORM objects, clients or artifact bytes (artifacts travel as ``ArtifactRef`` claim checks).
 
 Usage::
 
@@ -16,56 +16,11 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, Field
 
-from pipeline.agents.base import AgentResult, Stage
+from pipeline.agents.base import Stage
+from pipeline.agents.records import AgentRun
 from pipeline.documents import Citation, CotStep, Document, Source
 
 STATE_VERSION: Final = 1
-
-
-class AgentSpec(BaseModel):
-    """One agent as a job runs it: which agent, with which config, and its runtime limits."""
-
-    agent_id: str
-    stage: Stage
-    config: dict[str, Any] = Field(default_factory=dict)
-    config_id: str | None = None
-    priority: int = 0
-    timeout_s: float | None = None
-    cache_ttl_s: int | None = None
-    breaker_fail_max: int | None = None
-    breaker_reset_timeout_s: float | None = None
-    # A failed run (error, timeout, open circuit) of a critical agent fails the job; of another one it is skipped.
-    critical: bool = False
-    # Runs in this agent's place, with the same input, when it fails (``pipeline.agents.fallback``). One level
-    # only: a fallback's own spec carries no fallback.
-    fallback: AgentSpec | None = None
-
-
-class ArtifactRef(BaseModel):
-    id: str
-    agent_id: str
-    type: str
-    filename: str
-    content_type: str
-    size: int
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class AgentRun(AgentResult):
-    """An ``AgentResult`` as the job records it, with the worker that ran it and the artifact it stored."""
-
-    worker: str | None = None
-    artifact: ArtifactRef | None = None
-    stood_in_for: str | None = Field(None, description="The agent whose failed run this fallback's run replaced.")
-    # A response agent's record is one per step (the chord's and the ledger's unit): the run of the fallback that
-    # stood in for it travels inside it, and the job records the two side by side (``AgentRun.flat``).
-    stand_in: AgentRun | None = None
-
-    def flat(self) -> list[AgentRun]:
-        """This run and the stand-in's, as the job records them."""
-        if self.stand_in is None:
-            return [self]
-        return [self.model_copy(update={"stand_in": None}), *self.stand_in.flat()]
 
 
 class JobState(BaseModel):

@@ -33,9 +33,10 @@ from sqlalchemy import delete, or_, select, text, true, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from pipeline.agents.records import AgentRun
 from pipeline.job import progress_pg
 from pipeline.job.conversation import record_turn
-from pipeline.job.state import AgentRun, JobState
+from pipeline.job.state import JobState
 from pipeline.platform.db import ArtifactRow, Database, Job, utcnow
 from pipeline.webhooks.outbox import record_job_end
 

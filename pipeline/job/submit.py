@@ -5,7 +5,7 @@ An earlier job answers in two cases: the same ``Idempotency-Key`` (the client se
 identical request (same query, options, agent configs and collection epochs: the cache key) whose job succeeded
 completely, in which case a new job row points at its stored response and nothing runs.
 
-A request the service will not take raises ``Refusal`` (``pipeline.job.refusal``): the field at fault for a 422,
+A request the service will not take raises ``Refusal`` (``pipeline.refusal``): the field at fault for a 422,
 otherwise a status and its words. Nothing is written then.
 
 Usage::
@@ -28,16 +28,17 @@ from sqlalchemy.orm import Session
 
 from pipeline.agentic.spec import AgenticSpec, checked_spec
 from pipeline.agents.base import Stage
+from pipeline.agents.records import AgentSpec
 from pipeline.agents.registry import AgentRegistry
 from pipeline.job.conversation import conversation_history, explicit_history
-from pipeline.job.refusal import Refusal, invalid, invalid_fields, missing
 from pipeline.job.request import SearchRequest
 from pipeline.job.stage_budget import effective, over_deadline
-from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.state import JobState
 from pipeline.job.store import JobStore
 from pipeline.platform.db import AgentConfigRow, Collection, CollectionAgent, Job
 from pipeline.platform.kv import canonical_hash
 from pipeline.platform.settings import Settings
+from pipeline.refusal import Refusal, invalid, invalid_fields, missing
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import MetadataFilter, filter_problems
 from pipeline.security.access import Access

@@ -47,7 +47,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-from pipeline.job.state import AgentRun
+from pipeline.agents.records import AgentRun
 from pipeline.observability.logs import current_ids, log_context
 
 log = logging.getLogger("agentsearch.tracing")

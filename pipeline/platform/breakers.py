@@ -57,6 +57,28 @@ class BreakerReading:
 UNREAD = BreakerReading(pybreaker.STATE_CLOSED, 0, None)
 
 
+class AdmitAll:
+    """In place of a breaker Redis could not give: every call admitted, nothing recorded (the circuit fails open,
+    as with ``UNREAD``)."""
+
+    keys: tuple[str, ...] = ()
+
+    def read(self) -> None:
+        return None
+
+    def reading(self, values: object) -> None:
+        return None
+
+    def admits(self, reading: BreakerReading | None = None) -> bool:
+        return True
+
+    def record(self, error: BaseException | None, seen: BreakerReading | None = None) -> None:
+        pass
+
+
+ADMIT_ALL = AdmitAll()
+
+
 class AgentBreaker:
     def __init__(self, name: str, redis_client: redis.Redis | None, fail_max: int, reset_timeout_s: float) -> None:
         """With ``redis_client`` None the state stays in this process (for a toolbox-less agent run)."""

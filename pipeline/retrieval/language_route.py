@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipeline.documents import Document
 from pipeline.retrieval.fusion import weighted_fuse
-
-if TYPE_CHECKING:
-    from pipeline.retrieval.retriever import RetrievalResult
+from pipeline.retrieval.result import RetrievalResult
 
 LANGUAGES_TTL_S = 60
 

@@ -24,7 +24,6 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -38,6 +37,7 @@ from pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse, with_s
 from pipeline.retrieval.language import EMBEDDING_SCRIPTS, detect_language, embedding_learnt
 from pipeline.retrieval.language_route import CollectionLanguages, fuse_translations, language_route
 from pipeline.retrieval.outcome import degraded_reasons
+from pipeline.retrieval.result import RetrievalResult
 from pipeline.retrieval.sentence_signal import with_best_sentences
 from pipeline.retrieval.translations import Translations
 from pipeline.retrieval.vector_store import Hit, VectorStore
@@ -46,14 +46,6 @@ from pipeline.text import content_terms
 SEARCH_CACHE_TTL_S = 300
 EMBEDDING_CACHE_TTL_S = 24 * 3600
 _IDENTIFIER = re.compile(r"\b(?:[A-Z]{2,}[\w-]*|\w*\d\w*)\b")
-
-
-@dataclass
-class RetrievalResult:
-    documents: list[Document]
-    metrics: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    suggestions: list[str] = field(default_factory=list)
 
 
 def with_retries(fn: Callable[[], Any], attempts: int = 5, base_delay_s: float = 0.2) -> Any:

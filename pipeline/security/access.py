@@ -33,8 +33,8 @@ from typing import Protocol, TypeVar
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from pipeline.job.refusal import missing
 from pipeline.platform.db import Collection, Job, Team, TeamMember
+from pipeline.refusal import missing
 from pipeline.security.document_access import groups_within, held_tokens, job_visible
 from pipeline.security.key_limits import searched_collections
 from pipeline.security.roles import Held, Role, beyond_role, covers

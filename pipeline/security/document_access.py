@@ -49,8 +49,8 @@ from sqlalchemy import ColumnElement, Select, cast, delete, exists, func, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
-from pipeline.job.refusal import Refusal, invalid
 from pipeline.platform.db import Collection, DocumentGroup, DocumentRow, Job, TeamGroupMember, TeamMember, UserIdentity
+from pipeline.refusal import Refusal, invalid
 from pipeline.retrieval.filters import MAX_DEPTH, MAX_IN_VALUES, MAX_NODES, MetadataFilter, filter_problems
 from pipeline.security.key_limits import searched_collections
 

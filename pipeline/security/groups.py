@@ -32,8 +32,8 @@ from typing import NamedTuple, cast
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from pipeline.job.refusal import Refusal, invalid, missing
 from pipeline.platform.db import Team, TeamGroupMember, TeamMember, User
+from pipeline.refusal import Refusal, invalid, missing
 from pipeline.security.access import Access
 from pipeline.security.audit import Actor, record
 from pipeline.security.document_access import GROUP_NAME

@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from pipeline.job.refusal import Refusal
 from pipeline.platform.db import Collection, Database, DocumentRow, Job, User, UserLimitRow
 from pipeline.platform.settings import Settings
+from pipeline.refusal import Refusal
 
 RouteClass = Literal["search", "ingest", "read"]
 ROUTE_CLASSES: tuple[RouteClass, ...] = ("search", "ingest", "read")

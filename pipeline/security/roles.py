@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 from typing import Literal, get_args
 
-from pipeline.job.refusal import Refusal
+from pipeline.refusal import Refusal
 
 Role = Literal["viewer", "editor", "admin"]
 ROLES: tuple[Role, ...] = get_args(Role)  # lowest first

@@ -31,8 +31,8 @@ from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from pipeline.job.refusal import Refusal, invalid, missing
 from pipeline.platform.db import Collection, Team, TeamGroupMember, TeamMember, User
+from pipeline.refusal import Refusal, invalid, missing
 from pipeline.security.access import Access
 from pipeline.security.audit import OPERATOR, Actor, record
 from pipeline.security.key_limits import uuid_or_none

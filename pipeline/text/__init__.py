@@ -18,6 +18,10 @@ _SENTENCE_END = re.compile(
 )
 _WORD = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*", re.UNICODE)
 _CITATION_MARK = re.compile(r"\s*\[\d+\]")
+# How a partly supported sentence is marked in the delivered text (``pipeline.job.answer.grounding``): the mark
+# travels with the text into every place an answer is shown (the console, the PDF report, the email draft, an API
+# client that reads only ``answer``).
+PARTIAL_MARK = "(partly supported)"
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being below between

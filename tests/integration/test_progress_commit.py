@@ -11,7 +11,8 @@ from sqlalchemy import event, text
 
 from devstack import PG_ADMIN
 from pipeline.agents.base import Stage
-from pipeline.job.state import AgentRun, JobState
+from pipeline.agents.records import AgentRun
+from pipeline.job.state import JobState
 from pipeline.job.store import JobStore, set_worker_node
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Database, Job
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+from pipeline.agents.records import AgentSpec
 from pipeline.documents import Source
-from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.state import JobState
 from pipeline.job.store import JobStore
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job, utcnow
 

@@ -5,8 +5,8 @@ is marked by its best verdict over the sources it cites: ``unsupported`` when no
 ``partial`` when one supports part of it and none all of it; a supported sentence is not marked. The PDF report and
 the email draft print the mark as words beside the sentence ("not supported by source 2"), so it survives
 copying the text out, and colour it. A sentence an LLM wrote that was delivered as only partly supported already
-carries the words ``PARTIAL_MARK`` in the answer (``pipeline.job.answer.grounding``): ``shown`` drops them where the
-mark's own, more specific words follow.
+carries the words ``PARTIAL_MARK`` (``pipeline.text``) in the answer, put there by ``pipeline.job.answer.grounding``:
+``shown`` drops them where the mark's own, more specific words follow.
 
 Under the citation check's line, ``model_note`` says how an LLM's answer was made (``metadata.answer``): how many
 of the model's sentences the sources support and how many were left out, or why the model's answer was not used.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.documents import Citation
-from pipeline.job.answer.grounding import PARTIAL_MARK
+from pipeline.text import PARTIAL_MARK
 from pipeline.text.spans import find_loose
 
 _RANK = {"supported": 2, "partial": 1, "unsupported": 0}

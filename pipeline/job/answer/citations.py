@@ -39,6 +39,7 @@ from itertools import pairwise
 from typing import Any
 
 from pipeline.documents import Citation, Document, location_of
+from pipeline.job.answer.entailment import CONTRADICTED, entailment_verdicts
 from pipeline.job.answer.extractive import _analyzer, _cosine
 from pipeline.job.answer.result import Embed
 from pipeline.text import words
@@ -85,8 +86,6 @@ _NEGATIONS = frozenset(
     ohne nunca sin ningún ninguna ni""".split()
 )
 STATUSES = ("supported", "partial", "unsupported")
-# How the reason of a contradicted number begins (the LLM's verdict does not overrule it).
-CONTRADICTED = "the source states"
 
 
 @dataclass
@@ -388,8 +387,6 @@ def verify_citations(answer: str, documents: list[Document], llm=None, embed: Em
                                   "all_supported": False})
     info["method"] = "offline"
     if llm is not None and claims:
-        from pipeline.job.answer.entailment import entailment_verdicts
-
         try:
             citations, llm_info = entailment_verdicts(llm, claims, documents, citations, timeout_s=timeout_s)
             info.update(llm_info, method="llm")

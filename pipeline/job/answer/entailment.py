@@ -20,8 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.documents import Citation, Document
-from pipeline.job.answer.citations import CONTRADICTED
 from pipeline.text.spans import find_loose, squeeze
+
+# How the offline check's reason for a contradicted number begins (``citations``): the model's verdict does not
+# overrule it.
+CONTRADICTED = "the source states"
 
 SYSTEM_PROMPT = (
     "You check citations. Each numbered claim is a sentence of an answer that cites one or more numbered sources. "

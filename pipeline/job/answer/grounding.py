@@ -41,13 +41,10 @@ from typing import Any
 from pipeline.documents import Citation, Document
 from pipeline.job.answer.citations import Claim, cited_sentences, numbers_in, verify_offline
 from pipeline.job.answer.result import Answer, Embed
-from pipeline.text import without_citation_marks
+from pipeline.text import PARTIAL_MARK, without_citation_marks
 from pipeline.text.spans import find_loose
 
 SupportStatus = str  # supported | partial | unsupported
-# How a partly supported sentence is marked in the delivered text: the mark travels with the text into every
-# place an answer is shown (the console, the PDF report, the email draft, an API client that reads only ``answer``).
-PARTIAL_MARK = "(partly supported)"
 MIN_WORDS = 3
 MIN_UNSPACED_CHARS = 6
 _UNSPACED = re.compile(r"[\u0E00-\u0EFF\u1780-\u17FF\u3040-\u30FF\u3400-\u9FFF]")

@@ -17,7 +17,8 @@ from pipeline.agentic.schedule import claim_due, create_run
 from pipeline.agentic.scoring import Evaluation
 from pipeline.agentic.spec import AgenticSpec, LoopStore, job_documents
 from pipeline.agents.base import Document, Stage
-from pipeline.job.state import AgentSpec, JobState
+from pipeline.agents.records import AgentSpec
+from pipeline.job.state import JobState
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Database, Job, ProfileRun, ProfileSetRow, User, utcnow
 from pipeline.platform.settings import Settings
 from worker.agentic_canvas import build_agentic_head, build_agentic_tail, build_loops

@@ -14,8 +14,9 @@ from pipeline.agents.base import (
     Stage,
 )
 from pipeline.agents.fallback import CriticalAgentFailed, run_with_fallback
-from pipeline.job.state import AgentRun, AgentSpec, JobState
+from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.job.stages import critical_response_failure, pre_search_step, response_step
+from pipeline.job.state import JobState
 from tests.support.slow_agent import SlowAgent
 
 SEEN: list[tuple[str, str]] = []  # (agent id, query) of every input a fallback received
@@ -170,7 +171,7 @@ def test_pre_search_step_of_a_critical_agent_without_fallback_raises(make_runner
 
 class _Artifacts:
     def save(self, job_id, artifact):
-        from pipeline.job.state import ArtifactRef
+        from pipeline.agents.records import ArtifactRef
 
         return ArtifactRef(id="a1", agent_id="x", type=artifact.type, filename=artifact.filename,
                            content_type=artifact.content_type, size=len(artifact.data))

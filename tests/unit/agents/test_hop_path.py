@@ -11,11 +11,12 @@ import pytest
 import redis
 
 from pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
+from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
 from pipeline.job.ledger import StepLedger
-from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.job.stages import pre_search_step
+from pipeline.job.state import JobState
 from pipeline.platform import overlap
 from pipeline.platform.cache import ResultCache
 from pipeline.platform.overlap import send

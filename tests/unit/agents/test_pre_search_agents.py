@@ -23,10 +23,11 @@ from pipeline.agents.builtin.intent_classifier import IntentClassifier
 from pipeline.agents.builtin.query_expander import QueryExpander
 from pipeline.agents.builtin.spell_checker import SpellChecker
 from pipeline.agents.builtin.translator import Translator
+from pipeline.agents.records import AgentSpec
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
 from pipeline.job.stages import pre_search_step
-from pipeline.job.state import AgentSpec, JobState
+from pipeline.job.state import JobState
 from pipeline.platform.llm import LLMClient, LLMReply, reply_json
 from pipeline.platform.settings import Settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer

@@ -26,9 +26,9 @@ from pipeline.agents.base import (
     Source,
     Stage,
 )
+from pipeline.agents.records import AgentSpec
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
-from pipeline.job.state import AgentSpec
 from pipeline.platform.cache import ResultCache
 from pipeline.platform.settings import Settings
 

@@ -7,11 +7,12 @@ import pytest
 
 from migrations import upgrade
 from pipeline.agents.base import AgentArtifact, Source, Stage
+from pipeline.agents.records import AgentSpec
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
 from pipeline.job.artifacts import ArtifactStore, ArtifactTooLarge
-from pipeline.job.state import AgentSpec, JobState
 from pipeline.job.stages import response_step
+from pipeline.job.state import JobState
 from pipeline.platform.db import Database
 from pipeline.platform.settings import Settings
 

@@ -14,11 +14,12 @@ import pytest
 from migrations import upgrade
 from pipeline import services as services_module
 from pipeline.agents.base import AgentArtifact, Stage
+from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.job.artifact_names import name_ranks, numbered, rank_key
 from pipeline.job.artifacts import JobEnded
 from pipeline.job.ledger import StepLedger
 from pipeline.job.stages import response_step
-from pipeline.job.state import AgentRun, AgentSpec, JobState
+from pipeline.job.state import JobState
 from pipeline.job.store import JobStore
 from pipeline.platform.db import ArtifactRow
 from pipeline.platform.settings import Settings

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from pipeline.agents.base import Stage
-from pipeline.job.state import AgentRun
+from pipeline.agents.records import AgentRun
 from pipeline.job.store import JobStore, in_arrival_order
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job
 from pipeline.platform.settings import Settings

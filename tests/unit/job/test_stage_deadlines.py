@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.agents.base import AgentArtifact, PreSearchAgent, PreSearchOutput, ResponseAgent, Stage
+from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.job.stage_budget import (
     STAGE_TIMEOUT,
     StageBudget,
@@ -18,8 +19,8 @@ from pipeline.job.stage_budget import (
     stage_timed_out,
     start_clock,
 )
-from pipeline.job.state import AgentRun, AgentSpec, JobState
 from pipeline.job.stages import assemble_response, pre_search_step, response_step
+from pipeline.job.state import JobState
 from tests.support.slow_agent import SlowAgent
 
 

@@ -20,8 +20,8 @@ from sqlalchemy.exc import OperationalError
 from migrations import upgrade
 from pipeline import services as services_module
 from pipeline.agents.base import Stage
+from pipeline.agents.records import AgentSpec
 from pipeline.job.ledger import StepLedger
-from pipeline.job.state import AgentSpec
 from pipeline.job.store import JobStore
 from pipeline.platform.db import ArtifactRow, Job, utcnow
 from pipeline.platform.settings import Settings

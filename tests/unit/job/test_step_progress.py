@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import event
 
 from pipeline.agents.base import Stage
-from pipeline.job.state import AgentSpec, JobState
+from pipeline.agents.records import AgentSpec
+from pipeline.job.state import JobState
 from pipeline.job.store import JobStore
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job
 from pipeline.platform.settings import Settings

@@ -12,11 +12,11 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy import func, select
 
 from api.errors import http_error
-from pipeline.job.refusal import Refusal
 from pipeline.job.request import SearchRequest
 from pipeline.job.store import JobStore
 from pipeline.job.submit import submit_job
 from pipeline.platform.db import DEFAULT_USER_ID, Job
+from pipeline.refusal import Refusal
 from tests.support import submission
 
 MISSING = uuid.UUID("6b0f9a52-1d4e-4c8a-9a55-0e1c2f3d4b5a")

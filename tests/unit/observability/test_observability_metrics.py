@@ -23,8 +23,8 @@ from pipeline.agents.base import (
     ResponseAgentInput,
     Stage,
 )
+from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.agents.runner import AgentRunner
-from pipeline.job.state import AgentRun, AgentSpec
 from pipeline.observability.exposition import AgentSearchCollector
 from pipeline.observability.metrics import MetricsRecorder
 from pipeline.platform.settings import Settings

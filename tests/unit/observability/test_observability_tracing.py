@@ -21,8 +21,9 @@ from pipeline.agents.base import (
     ResponseAgent,
     Stage,
 )
+from pipeline.agents.records import AgentSpec, ArtifactRef
 from pipeline.job import stages
-from pipeline.job.state import AgentSpec, ArtifactRef, JobState
+from pipeline.job.state import JobState
 from pipeline.observability import tracing
 from pipeline.retrieval.retriever import RetrievalResult
 

@@ -489,7 +489,7 @@ def test_the_iterative_loop_takes_the_jobs_filter_and_refuses_one_of_its_own():
 
 def test_the_runner_binds_an_agents_toolbox_to_the_jobs_filter(make_runner):
     from pipeline.agents.base import PreSearchAgent, PreSearchInput, PreSearchOutput
-    from pipeline.job.state import AgentSpec
+    from pipeline.agents.records import AgentSpec
 
     class Tools:
         def __init__(self, search_filter=None):

@@ -9,7 +9,6 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from pipeline.job.refusal import Refusal
 from pipeline.platform.db import (
     DEFAULT_USER_ID,
     Collection,
@@ -21,6 +20,7 @@ from pipeline.platform.db import (
     User,
     UserIdentity,
 )
+from pipeline.refusal import Refusal
 from pipeline.retrieval.filters import MAX_DEPTH, MetadataFilter
 from pipeline.security.access import Access
 from pipeline.security.document_access import (
@@ -29,8 +29,8 @@ from pipeline.security.document_access import (
     JobAccess,
     access_filter,
     document_groups,
-    groups_within,
     groups_for,
+    groups_within,
     held_tokens,
     hidden_among,
     job_access,

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from cli import main
-from pipeline.job.refusal import Refusal
 from pipeline.platform.db import AuditEvent, TeamGroupMember, UserIdentity
 from pipeline.platform.settings import get_settings
+from pipeline.refusal import Refusal
 from pipeline.security.document_access import held_tokens, token
 from pipeline.security.groups import groups_of_team, remove_group_member, set_group_member
 from pipeline.security.teams import create_team, remove_member, set_role

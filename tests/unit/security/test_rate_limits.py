@@ -11,9 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from api.rate_limits import rate_limit_headers
-from pipeline.job.refusal import Refusal
 from pipeline.platform.db import Collection, Database, DocumentRow, User
 from pipeline.platform.settings import Settings
+from pipeline.refusal import Refusal
 from pipeline.security.quotas import LimitOverrides, Limits, QuotaError, QuotaStore, check_document_quota, route_class
 from pipeline.security.rate_windows import RateWindows, Window
 

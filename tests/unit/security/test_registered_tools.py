@@ -208,7 +208,7 @@ class RecordingRetriever:
 def toolbox(db, tmp_path):
     services = SimpleNamespace(db=db, settings=Settings(data_dir=tmp_path, egress_allow=["10.0.0.0/8"]),
                                retriever=RecordingRetriever(),
-                               runner=SimpleNamespace(cache=ResultCache(fakeredis.FakeRedis())))
+                               result_cache=ResultCache(fakeredis.FakeRedis()))
     return AgentTools(services), services
 
 
@@ -257,7 +257,7 @@ def test_a_collections_lexicon_is_kept_in_the_process_per_epoch_and_still_only_f
     alices = make_collection(db, alice, ["Turbines under a power purchase agreement (PPA)."])
     as_alice = tools.for_user(str(alice))
     first = as_alice.vocabulary(alices)
-    services.runner.cache._redis.flushdb()  # as benchmark 3 does before every job
+    services.result_cache._redis.flushdb()  # as benchmark 3 does before every job
     with db.session() as s:  # the rows change without an epoch move: only a kept lexicon ignores them
         s.add(DocumentRow(collection_id=uuid.UUID(alices), external_id="late", title="L", text="Gearboxes.",
                           status="indexed"))

@@ -9,7 +9,7 @@ from celery.canvas import Signature, _chain, _chord
 from kombu.utils.json import dumps, loads
 
 from pipeline.agents.base import Stage
-from pipeline.job.state import AgentSpec
+from pipeline.agents.records import AgentSpec
 from worker.canvas import HARD_LIMIT_MARGIN_S, SOFT_LIMIT_MARGIN_S, STEP_LIMIT_S, build_job_canvas
 
 JOB = "6f1c2a8e-3d4b-4c1e-9a7f-2b8d5e0c9a11"
