@@ -93,27 +93,26 @@ class AgentRunner:
         # What a run leaves in Redis after the call, the cached result with its lock's release and the metrics,
         # goes in one round trip at its end (sent even when the run raises: the lock must not wait to expire),
         # whose answer a job step reads later (``pipeline.platform.overlap``).
-        writes = self._redis.pipeline(transaction=False)
+        end_of_run_writes = self._redis.pipeline(transaction=False)
         shared = self.metrics.redis is self._redis  # else the metrics go to their own Redis on their own
         try:
             with log_context(agent_id=spec.agent_id), agent_span(spec.agent_id, spec.stage.value) as span:
-                run, output, cache_lookup = self._run(spec, inp, ctx, writes)
+                run, output, cache_lookup = self._run(spec, inp, ctx, end_of_run_writes)
                 finish_agent_span(span, run)
                 if run.status != "ok":
                     level = logging.WARNING if run.status in ("error", "timeout") else logging.INFO
                     log.log(level, "agent %s ended %s: %s", spec.agent_id, run.status, (run.errors or [""])[0])
             artifact_bytes = len(output.data) if isinstance(output, AgentArtifact) else None
             self.metrics.record_agent_run(run, cache_lookup=cache_lookup, artifact_bytes=artifact_bytes,
-                                          pipe=writes if shared else None)
+                                          pipe=end_of_run_writes if shared else None)
         finally:
-            if not send(writes) and shared:
+            if not send(end_of_run_writes) and shared:
                 self.metrics.dropped("the agent run's writes did not reach Redis")
         return run, output
 
     def _run(self, spec: AgentSpec, inp: BaseModel, ctx: AgentContext,
-             writes: Pipeline) -> tuple[AgentRun, BaseModel | None, bool]:
-        """The call itself; the third value says whether the agent result cache was consulted. The cache's writes
-        are queued on ``writes``, which the caller sends."""
+             end_of_run_writes: Pipeline) -> tuple[AgentRun, BaseModel | None, bool]:
+        """The call itself; the third value says whether the agent result cache was consulted."""
         started = time.perf_counter()
         cache_lookup = False
         if ctx.tools is None and self.tools is not None:
@@ -170,7 +169,7 @@ class AgentRunner:
         reading = breaker.reading(lookup.along) if lookup is not None else breaker.read()
         if not breaker.admits(reading):
             if lookup is not None:
-                self.cache.release(writes, lookup)
+                self.cache.release(end_of_run_writes, lookup)
             return finish("circuit_open", error=f"circuit open after repeated failures of {spec.agent_id}")
         cache_lookup = lookup is not None  # counted in the metrics: a refused run's lookup does not count
 
@@ -183,7 +182,7 @@ class AgentRunner:
 
         try:
             if lookup is not None:
-                output, hit = self._cached(agent, lookup, ttl_s, timeout_s, invoke, writes)
+                output, hit = self._cached(agent, lookup, ttl_s, timeout_s, invoke, end_of_run_writes)
             else:
                 output, hit = self._checked(agent, invoke()), False
         except AgentSkipped as exc:
@@ -199,9 +198,9 @@ class AgentRunner:
         return finish("ok", output=output, hit=hit)
 
     def _cached(self, agent: Agent, lookup: Lookup, ttl_s: int, timeout_s: float, invoke: Callable[[], BaseModel],
-                writes: Pipeline) -> tuple[BaseModel, bool]:
+                end_of_run_writes: Pipeline) -> tuple[BaseModel, bool]:
         """The agent's output from the result cache, or computed under the cache's lock (a twin computing it is
-        waited for) and queued on ``writes`` for the cache. A hit and a miss hand on the same thing: the output read
+        waited for) and stored with the run's last writes. A hit and a miss hand on the same thing: the output read
         from JSON."""
         if lookup.busy:
             lookup = self.cache.wait(lookup, timeout_s)
@@ -209,9 +208,9 @@ class AgentRunner:
             try:
                 raw = self._checked(agent, invoke()).model_dump_json()
             except BaseException:
-                self.cache.release(writes, lookup)  # errors are never cached; the next miss computes again
+                self.cache.release(end_of_run_writes, lookup)  # errors are never cached; the next miss computes again
                 raise
-            self.cache.store(writes, lookup, raw, ttl_s)
+            self.cache.store(end_of_run_writes, lookup, raw, ttl_s)
         else:
             raw = lookup.value
         return type(agent).Output.model_validate_json(raw), lookup.value is not None
