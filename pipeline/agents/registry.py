@@ -42,7 +42,7 @@ class AgentRegistry:
             self.register(cls)
 
     @classmethod
-    def discover(cls, extra_modules: Iterable[str] = ()) -> "AgentRegistry":
+    def discover(cls, extra_modules: Iterable[str] = ()) -> AgentRegistry:
         registry = cls()
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             try:

@@ -112,7 +112,7 @@ class ChartGenerator(ResponseAgent):
         filename: str | None = Field(None, pattern=r"^[\w.-]+\.(png|svg)$", description="Default chart.<format>.")
 
         @model_validator(mode="after")
-        def _filename_matches_format(self) -> "ChartGenerator.Config":
+        def _filename_matches_format(self) -> ChartGenerator.Config:
             if self.filename is not None and not self.filename.lower().endswith("." + self.format):
                 raise ValueError(f"filename {self.filename!r} does not end in .{self.format}")
             return self

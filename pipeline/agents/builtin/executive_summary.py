@@ -22,7 +22,6 @@ from pipeline.agents.base import (
 from pipeline.text import split_sentences, words
 
 
-
 def _fit(text: str, budget: int) -> str:
     tokens = text.split()
     return text if len(tokens) <= budget else " ".join(tokens[:budget]) + " …"

@@ -77,8 +77,7 @@ from pipeline.agents.references import OperatorOnly, ToolReference, operator_onl
 from pipeline.platform.breakers import AgentBreaker
 from pipeline.platform.kv import canonical_hash
 from pipeline.security.egress import EgressPolicy
-from pipeline.security.registered_tools import PLACEHOLDER as _PLACEHOLDER
-from pipeline.security.registered_tools import RegisteredTool
+from pipeline.security.registered_tools import PLACEHOLDER as _PLACEHOLDER, RegisteredTool
 from pipeline.security.storable import DEPTH_MESSAGE, deeper_than
 from pipeline.security.transports import egress_refusal, guarded_client
 
@@ -207,7 +206,7 @@ class ExternalEnricher(PostSearchAgent):
             return mapping
 
         @model_validator(mode="after")
-        def _consistent(self) -> "ExternalEnricher.Config":
+        def _consistent(self) -> ExternalEnricher.Config:
             if self.endpoint and not self.mapping:
                 raise ValueError("mapping is empty: nothing of the reply would be kept")
             if self.timeout_s > self.total_timeout_s:

@@ -205,7 +205,7 @@ class FactChecker(PostSearchAgent):
                 raise ValueError("trusted_collection_id must be a collection id (a UUID)") from None
 
         @model_validator(mode="after")
-        def _thresholds(self) -> "FactChecker.Config":
+        def _thresholds(self) -> FactChecker.Config:
             if self.context_threshold > self.support_threshold:
                 raise ValueError("context_threshold must not be above support_threshold")
             return self

@@ -48,7 +48,7 @@ from pipeline.platform.prompt_budget import fit_texts, require_fit
 
 # Centroids per toolbox (so per embedding model and process) and per intents config, shared by agent instances:
 # the runner builds a fresh agent for every call.
-_shared: "weakref.WeakKeyDictionary[object, dict[str, dict[str, list[float]]]]" = weakref.WeakKeyDictionary()
+_shared: weakref.WeakKeyDictionary[object, dict[str, dict[str, list[float]]]] = weakref.WeakKeyDictionary()
 _shared_lock = threading.Lock()
 REPLY_BASE_TOKENS = 24
 EXAMPLES_SHOWN = (8, 4, 2, 1, 0)

@@ -132,7 +132,7 @@ class LlmPrompt(PreSearchAgent):
             return value
 
         @model_validator(mode="after")
-        def _json_for_metadata(self) -> "LlmPrompt.Config":
+        def _json_for_metadata(self) -> LlmPrompt.Config:
             if self.parse_json and self.output == "query":
                 raise ValueError("parse_json applies to the metadata output; the query is always text")
             if self.json_schema is not None and not self.parse_json:

@@ -114,7 +114,7 @@ class McpTool(ResponseAgent):
                                        tool_field="context_forge_tool_id")
 
         @model_validator(mode="after")
-        def _known_fields(self) -> "McpTool.Config":
+        def _known_fields(self) -> McpTool.Config:
             for argument, path in self.argument_mapping.items():
                 root, _, rest = path.partition(".")
                 if root == "config":

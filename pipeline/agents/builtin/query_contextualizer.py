@@ -64,8 +64,7 @@ from pipeline.agents.base import (
 )
 from pipeline.platform.llm import LLMError, estimate_tokens
 from pipeline.platform.prompt_budget import fit
-from pipeline.text import STOPWORDS
-from pipeline.text import words as text_words
+from pipeline.text import STOPWORDS, words as text_words
 
 REWRITE_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
 REPLY_BASE_TOKENS = 64
@@ -188,7 +187,7 @@ def _is_name_start(tokens: list[str], i: int) -> bool:
     # possessive, an acronym, inner capitals) or a capitalised word follows it ("Northwind Energy reported ...").
     nxt = tokens[1] if len(tokens) > 1 else ""
     return bool(re.search(r"['’]s$", token) or any(c.isupper() for c in token[1:])
-                or _capitalised(nxt) and not _YEAR.match(nxt))
+                or (_capitalised(nxt) and not _YEAR.match(nxt)))
 
 
 def _name_at(tokens: list[str], i: int) -> tuple[str, int]:

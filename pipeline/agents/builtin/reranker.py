@@ -249,7 +249,7 @@ class Reranker(PostSearchAgent):
             return language
 
         @model_validator(mode="after")
-        def _some_weight(self) -> "Reranker.Config":
+        def _some_weight(self) -> Reranker.Config:
             if self.dense_weight + self.bm25_weight + self.proximity_weight + self.retrieval_weight <= 0:
                 raise ValueError("at least one weight must be above 0")
             return self
