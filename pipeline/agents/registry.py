@@ -47,7 +47,7 @@ class AgentRegistry:
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             try:
                 agent_cls = ep.load()
-            except Exception:  # noqa: BLE001 - one broken plugin must not hide every other agent
+            except Exception:  # one broken plugin must not hide every other agent
                 log.exception("could not load agent entry point %s = %s", ep.name, ep.value)
                 continue
             registry.register(agent_cls)

@@ -166,7 +166,7 @@ class McpTool(ResponseAgent):
                                    f"{self.config.call_timeout_s:g} s") from None
             except McpToolError:
                 raise
-            except BaseException as exc:  # noqa: BLE001 - SDK and transport errors, often in exception groups
+            except BaseException as exc:  # SDK and transport errors, often in exception groups
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
                 errlog.seek(0)
