@@ -42,7 +42,7 @@ from pipeline.agents.toolbox import AgentTools
 from pipeline.observability.logs import log_context
 from pipeline.observability.metrics import MetricsRecorder
 from pipeline.observability.tracing import agent_span, finish_agent_span
-from pipeline.platform.breakers import ADMIT_ALL, BreakerBoard
+from pipeline.platform.breakers import ADMIT_ALL, AdmitAll, AgentBreaker, BreakerBoard
 from pipeline.platform.cache import Lookup, ResultCache
 from pipeline.platform.kv import canonical_hash
 from pipeline.platform.overlap import send
@@ -145,6 +145,7 @@ class AgentRunner:
             return finish("error", error=f"{type(exc).__name__}: {exc}")
 
         config_hash = canonical_hash(agent.config.model_dump(mode="json"))
+        breaker: AgentBreaker | AdmitAll
         try:
             breaker = self.breakers.get(
                 # Per user: a user's config sets the agent's deadline and limits, so its failures must open only
