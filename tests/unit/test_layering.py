@@ -24,6 +24,12 @@ FRAMEWORKS = ("celery", "fastapi", "starlette", "kombu")
 # (pipeline.refusal), never the job's state.
 BELOW_THE_JOB = ("pipeline.agents", "pipeline.observability.metrics", "pipeline.observability.tracing",
                  "pipeline.security.quotas")
+# The layers under a job, and the ones that run it: nothing of the first imports anything of the second (README,
+# "Where things are").
+LOWER = ("pipeline.documents", "pipeline.text", "pipeline.refusal", "pipeline.platform", "pipeline.parsing",
+         "pipeline.retrieval", "pipeline.security", "pipeline.observability", "pipeline.agents")
+UPPER = ("pipeline.job", "pipeline.agentic", "pipeline.webhooks", "pipeline.services", "pipeline.eval",
+         "pipeline.operations")
 # ``python -m pipeline.retrieval.onnx_export`` (make install, the image) asks the embedder which file its model
 # runs from, inside its ``main``: the one circle an import inside a function closes.
 FUNCTION_LEVEL_CIRCLES_ALLOWED = [["pipeline.retrieval.embedder", "pipeline.retrieval.onnx_export"]]
@@ -151,6 +157,18 @@ def test_agents_metrics_tracing_and_quotas_stand_below_the_job():
         if _within(module, BELOW_THE_JOB)
         for imported in top[module] | inner[module]
         if _within(imported, ("pipeline.job",))
+    }
+    assert upward == set()
+
+
+def test_the_lower_layers_import_none_of_the_upper_ones():
+    top, inner = import_graph()
+    upward = {
+        (module, imported)
+        for module in MODULES
+        if _within(module, LOWER)
+        for imported in top[module] | inner[module]
+        if _within(imported, UPPER)
     }
     assert upward == set()
 
