@@ -6,7 +6,8 @@ served paid for the spell checker's English dictionary (2 to 20 s on a busy 2-co
 (about 1 s) and the PDF fonts, inside its deadline. ``worker_init`` runs in the worker's main process before the
 pool forks, so what is loaded here (kept on the agent classes, ``Loaded``) is inherited by every pool process, a
 replacement for a dead one too; a thread-pool worker serves its steps in this very process. A warm-up that fails
-is logged and left to the first run, as before.
+is logged and left to the first run, as before. A worker of the default queue also loads the language model its
+search and answer steps read texts with (``warm_language_model``).
 
 Usage: nothing to call; ``worker.app`` names this module in ``HOOK_MODULES``.
 """
@@ -21,6 +22,7 @@ from celery.signals import worker_init
 from pipeline.agents.base import Agent, Stage
 from pipeline.agents.registry import AgentRegistry
 from pipeline.platform.settings import get_settings
+from pipeline.retrieval import language
 from worker.app import ARTIFACTS_QUEUE, DEFAULT_QUEUE, app
 
 log = logging.getLogger("agentsearch.worker")
@@ -67,3 +69,19 @@ def _warm_agents_before_fork(**_kwargs) -> None:
         queues = None
     took = warm_agents(AgentRegistry.discover(settings.agent_modules), stages_served(queues))
     log.info("agents warmed up at start: %s", ", ".join(f"{a} {s:g} s" for a, s in took.items()) or "none")
+    if not queues or DEFAULT_QUEUE in queues:
+        warm_language_model()
+
+
+def warm_language_model() -> None:
+    """py3langid's model, which the search and the answer read a text's language with (74 MiB), loaded as the
+    worker starts: before the pool forks (its processes share it), and before the first jobs, whose steps would
+    otherwise wait for it while their own memory stacks on its unpacking (30 MiB more for a moment; BENCHMARKS.md,
+    the thread-pool worker's memory). A load that fails is logged and left to the first text, as before."""
+    started = time.perf_counter()
+    try:
+        language.warm_up()
+    except Exception:  # the first text tries again
+        log.warning("language model not loaded at start", exc_info=True)
+        return
+    log.info("language model loaded at start: %.3g s", time.perf_counter() - started)

@@ -54,3 +54,20 @@ def test_a_worker_warms_only_the_stages_its_queues_bring():
     Renders.calls.clear()
     warm_agents(AgentRegistry([Loads, Renders]), stages_served({"artifacts"}))
     assert Loads.calls == [] and Renders.calls == ["renders"]
+
+
+def test_the_language_model_is_loaded_at_start_and_a_failure_left_to_the_first_text(monkeypatch, caplog):
+    from pipeline.retrieval import language
+    from worker.warmup import warm_language_model
+
+    loaded: list[bool] = []
+    monkeypatch.setattr(language, "warm_up", lambda: loaded.append(True))
+    warm_language_model()
+    assert loaded == [True]
+
+    def missing() -> None:
+        raise OSError("model file missing")
+
+    monkeypatch.setattr(language, "warm_up", missing)
+    warm_language_model()  # logged, not raised: the first text tries again
+    assert "language model not loaded at start" in caplog.text
