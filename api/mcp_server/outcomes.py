@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from pipeline.job.response import InlinedArtifact, JobResponse
+
 TERMINAL = ("succeeded", "failed", "cancelled")
 
 
@@ -72,21 +74,20 @@ class IngestOutcome(BaseModel):
 
 def job_outcome(view: dict[str, Any], base_url: str) -> JobOutcome:
     """A job view of ``GET /v1/jobs/{id}`` as the tools answer it; artifact links made absolute on ``base_url``."""
-    response = view.get("response") or {}
+    response = JobResponse.load(view.get("response") or {})
     finished = view["status"] in TERMINAL
     outcome = JobOutcome(
         job_id=view["job_id"],
         status=view["status"],
         finished=finished,
         query=view.get("query"),
-        answer=response.get("answer"),
-        sources=[SourceOut(document_id=s["document_id"], title=s["title"], score=s["score"])
-                 for s in response.get("sources", [])],
-        artifacts=[ArtifactLink(agent_id=a["agent_id"], type=a["type"], filename=a["filename"],
-                                content_type=a["content_type"], size=a["size"], url=base_url.rstrip("/") + a["url"])
-                   for a in response.get("agent_artifacts", [])],
-        degraded=bool(response.get("degraded")),
-        degraded_reasons=list(response.get("degraded_reasons") or []),
+        answer=response.answer,
+        sources=[SourceOut(document_id=s.document_id, title=s.title, score=s.score) for s in response.sources],
+        artifacts=[ArtifactLink(agent_id=a.agent_id, type=a.type, filename=a.filename, content_type=a.content_type,
+                                size=a.size, url=base_url.rstrip("/") + a.url)
+                   for a in response.agent_artifacts if isinstance(a, InlinedArtifact)],
+        degraded=response.degraded,
+        degraded_reasons=response.degraded_reasons,
         cached=bool(view.get("cached")),
         error=view.get("error"),
     )

@@ -7,7 +7,6 @@ this route parses the request, puts a new job on the queues and waits for it whe
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import time
 import uuid
@@ -30,6 +29,7 @@ from api.security_headers import attachment
 from api.services import AppServices
 from pipeline.agents.records import AgentSpec
 from pipeline.job.request import SearchRequest
+from pipeline.job.response import JobResponse
 from pipeline.job.state import JobState
 from pipeline.job.store import TERMINAL, JobStore
 from pipeline.job.submit import Submission, submit_job
@@ -172,27 +172,10 @@ def job_view(services: Services, job: Job) -> dict:
     }
     if not job.response:
         return view
-    response = dict(job.response)
+    # The artifacts' bytes are stored once, in the job that made them (a cached copy's are its source's).
     rows = services.artifacts.for_job(str(job.cached_from or job.id))
-    inlined = []
-    for ref in response.get("agent_artifacts", []):
-        row = rows.get(ref["id"])
-        if row is None:
-            continue
-        inlined.append(
-            {
-                "agent_id": ref["agent_id"],
-                "type": ref["type"],
-                "data": base64.b64encode(row.data).decode("ascii"),
-                "filename": ref["filename"],
-                "content_type": ref["content_type"],
-                "size": ref["size"],
-                "metadata": ref["metadata"],
-                "url": f"/v1/jobs/{job.id}/artifacts/{ref['filename']}",
-            }
-        )
-    response["agent_artifacts"] = inlined
-    view["response"] = response
+    stored = JobResponse.load(job.response)
+    view["response"] = stored.with_artifacts_inlined({ref: row.data for ref, row in rows.items()}, str(job.id)).dump()
     return view
 
 

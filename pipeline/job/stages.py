@@ -33,8 +33,8 @@ from pipeline.job.answer import generate_answer
 from pipeline.job.answer.citations import CitationCheck, citation_summary, verify_citations
 from pipeline.job.artifact_names import numbered
 from pipeline.job.artifacts import ArtifactStore, JobEnded
+from pipeline.job.response import JobResponse
 from pipeline.job.routing import Peer
-from pipeline.job.stage_budget import stage_timed_out
 from pipeline.job.state import JobState
 from pipeline.observability.tracing import traced_stage
 from pipeline.platform.db import milvus_collection_name
@@ -228,49 +228,5 @@ def critical_response_failure(specs: list[AgentSpec], records: list[AgentRun]) -
 
 def assemble_response(state: JobState, response_runs: list[AgentRun]) -> dict:
     """The job's response (answer, sources, reasoning steps, every agent's outcome, artifacts, metadata, timings),
-    with artifacts by reference (the API inlines their bytes)."""
-    runs = [*state.agent_runs, *response_runs]
-    # A search that failed outright never gets here (the job fails); one that failed in part is said to be so,
-    # and so is an answer the configured LLM failed to give (the offline answer stood in).
-    degraded = SearchOutcome.read(state.metadata).degraded_reasons()
-    answer = state.metadata.get("answer") or {}
-    if answer.get("degraded"):
-        degraded = [*degraded, f"answer: the LLM failed, the offline answer was given ({answer.get('fallback_reason')})"]
-    return {
-        "job_id": state.job_id,
-        # Only a complete response is reused by the whole-job cache (JobStore.find_cached). An agent the stage's
-        # budget skipped or cut may run in full next time: such a response is not reused.
-        "complete": not degraded and all(r.status in ("ok", "skipped") and not stage_timed_out(r) for r in runs),
-        "degraded": bool(degraded),
-        "degraded_reasons": degraded,
-        "query": state.original_query or state.query,
-        "search_query": state.query,
-        "answer": state.answer,
-        "sources": [s.model_dump(mode="json") for s in state.sources],
-        "cot_steps": [c.model_dump(mode="json") for c in state.cot_steps] if state.cot else None,
-        "citations": [c.model_dump(mode="json") for c in state.citations],
-        "agent_artifacts": [r.artifact.model_dump(mode="json") for r in response_runs if r.artifact is not None],
-        "agents": [
-            {
-                "agent_id": r.agent_id,
-                "config_id": r.config_id,
-                "stage": r.stage.value,
-                "status": r.status,
-                "duration_ms": r.duration_ms,
-                "cache_hit": r.cache_hit,
-                "errors": r.errors,
-                "worker": r.worker,
-                **({"stood_in_for": r.stood_in_for} if r.stood_in_for else {}),
-                **({"next_agent_id": r.next_agent_id} if r.next_agent_id else {}),
-            }
-            for r in runs
-        ],
-        "skipped": [
-            {"agent_id": r.agent_id, "stage": r.stage.value, "status": r.status, "reason": (r.errors or [""])[0]}
-            for r in runs
-            if r.status != "ok"
-        ],
-        "metadata": state.metadata,
-        "timings_ms": state.timings_ms,
-        **({"stage_timeouts": state.stage_timeouts} if state.stage_timeouts else {}),
-    }
+    with artifacts by reference (the API inlines their bytes): ``JobResponse.assemble``, as the job's row keeps it."""
+    return JobResponse.assemble(state, response_runs).dump()

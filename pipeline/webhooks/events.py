@@ -16,6 +16,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from pipeline.job.response import JobResponse
 from pipeline.platform.db import Job
 
 JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED = "job.succeeded", "job.failed", "job.cancelled"
@@ -34,8 +35,8 @@ def event_payload(job: Job, event: str, at: datetime) -> dict[str, Any]:
     links: dict[str, Any] = {"job": job_link, "events": f"{job_link}/events"}
     if job.status == "succeeded":
         # By reference, as the API's own links: a job answered from the cache shows its source's artifacts.
-        links["artifacts"] = [f"{job_link}/artifacts/{ref['filename']}"
-                              for ref in (job.response or {}).get("agent_artifacts", []) if ref.get("filename")]
+        links["artifacts"] = [f"{job_link}/artifacts/{filename}"
+                              for filename in JobResponse.load(job.response or {}).artifact_filenames()]
     data: dict[str, Any] = {"job_id": str(job.id), "status": job.status, "collection_id": str(job.collection_id)}
     if job.error:
         data["error"] = job.error

@@ -217,7 +217,9 @@ def test_every_end_of_a_job_writes_its_delivery_and_is_heard_after_the_commit(db
     _webhook(db, status="disabled")
     jobs = JobStore(db)
     done, broken, stopped = _job(db, collection), _job(db, collection), _job(db, collection)
-    assert jobs.succeed(done, {"answer": "a", "agent_artifacts": [{"filename": "r.pdf"}]}, [], {})
+    report = {"id": "a1", "agent_id": "pdf_report", "type": "pdf", "filename": "r.pdf",
+              "content_type": "application/pdf", "size": 5, "metadata": {}}
+    assert jobs.succeed(done, {"answer": "a", "agent_artifacts": [report]}, [], {})
     assert not jobs.succeed(done, {"answer": "again"}, [], {})  # a second end writes nothing
     jobs.fail(broken, "boom")
     assert jobs.cancel(stopped)

@@ -1,0 +1,197 @@
+"""A finished job's response: built once, as the job's last step assembles it, and served as it was stored by the
+API (``GET /v1/jobs/{id}``, a search that waits), the MCP tools and the webhooks.
+
+The job's row keeps the response as JSON with its artifacts by reference (``ArtifactRef``); the API serves it with
+each artifact's bytes inlined (``InlinedArtifact``, base64) and a link to download it, the MCP tools with the links
+alone, and a webhook's delivery names the links. Only the keys a response was written with are written back
+(``dump``): a response stored by an earlier release is served as it was stored, and one answered from the whole-job
+cache carries ``cached`` and ``cached_from`` beside its source's keys.
+
+Usage::
+
+    response = JobResponse.assemble(state, response_runs)   # the job's last step
+    jobs.succeed(job_id, response.dump(), runs, timings)     # the JSON the job's row keeps
+    stored = JobResponse.load(job.response)
+    stored.with_artifacts_inlined({ref_id: data, ...}, job_id).dump()   # what the API serves
+    stored.artifact_filenames()                               # what a webhook links
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import Field
+
+from pipeline.agents.base import Stage
+from pipeline.agents.records import AgentRun
+from pipeline.documents import Citation, CotStep, Source
+from pipeline.job.stage_budget import stage_timed_out
+from pipeline.job.state import JobState
+from pipeline.platform.json_record import JsonRecord
+from pipeline.retrieval.outcome import SearchOutcome
+
+# The records a response nests, read and written back as they were stored (``JsonRecord``).
+
+
+class StoredSource(Source, JsonRecord):
+    pass
+
+
+class StoredCotStep(CotStep, JsonRecord):
+    pass
+
+
+class StoredCitation(Citation, JsonRecord):
+    pass
+
+
+class ArtifactLine(JsonRecord):
+    """An artifact as the response lists it: by reference as stored, inlined as the API serves it."""
+
+    agent_id: str
+    type: str
+    filename: str
+    content_type: str
+    size: int
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class StoredArtifact(ArtifactLine):
+    """An artifact by reference (an ``ArtifactRef``'s JSON), as the job's row keeps it."""
+
+    id: str
+
+
+class InlinedArtifact(ArtifactLine):
+    """An artifact as the API serves it: its bytes in base64 and where to download them."""
+
+    data: str = Field(description="The artifact's bytes, base64-encoded.")
+    url: str = Field(description="The download link, relative to the API (the same key reads it).")
+
+
+class AgentLine(JsonRecord):
+    """One agent run as the response lists it."""
+
+    agent_id: str
+    config_id: str | None = None
+    stage: Stage
+    status: str
+    duration_ms: float = 0.0
+    cache_hit: bool = False
+    errors: list[str] | None = None
+    worker: str | None = None
+    # Written only when set: a fallback's run and a routed run say so, the others do not carry the keys.
+    stood_in_for: str | None = None
+    next_agent_id: str | None = None
+
+    @classmethod
+    def of(cls, run: AgentRun) -> AgentLine:
+        return cls.model_validate({
+            "agent_id": run.agent_id,
+            "config_id": run.config_id,
+            "stage": run.stage,
+            "status": run.status,
+            "duration_ms": run.duration_ms,
+            "cache_hit": run.cache_hit,
+            "errors": run.errors,
+            "worker": run.worker,
+            **({"stood_in_for": run.stood_in_for} if run.stood_in_for else {}),
+            **({"next_agent_id": run.next_agent_id} if run.next_agent_id else {}),
+        })
+
+
+class SkippedLine(JsonRecord):
+    """An agent run that did not end ``ok``, and its first error as the reason."""
+
+    agent_id: str
+    stage: Stage
+    status: str
+    reason: str = ""
+
+
+class JobResponse(JsonRecord):
+    """The job's answer, its sources and citations, every agent's outcome, its artifacts, metadata and timings.
+
+    Every field has a default so a response of any release reads; ``dump`` writes only the keys it was given.
+    """
+
+    job_id: str | None = None
+    complete: bool = Field(False, description="Reused by the whole-job cache: nothing failed, was cut or degraded.")
+    degraded: bool = Field(False, description="Part of the search failed or the LLM's answer was replaced.")
+    degraded_reasons: list[str] = Field(default_factory=list)
+    query: str | None = Field(None, description="The user's question.")
+    search_query: str | None = Field(None, description="The query searched, as the pre-search agents left it.")
+    answer: str | None = None
+    sources: list[StoredSource] = Field(default_factory=list)
+    cot_steps: list[StoredCotStep] | None = None
+    citations: list[StoredCitation] = Field(default_factory=list)
+    agent_artifacts: list[StoredArtifact | InlinedArtifact] = Field(
+        default_factory=list, description="By reference as stored; inlined as the API serves them.")
+    agents: list[AgentLine] = Field(default_factory=list)
+    skipped: list[SkippedLine] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    timings_ms: dict[str, float | int] = Field(default_factory=dict)
+    stage_timeouts: dict[str, float | int] | None = None
+    cached: bool | None = Field(None, description="Answered from an identical earlier job (its response copied).")
+    cached_from: str | None = None
+
+    @classmethod
+    def assemble(cls, state: JobState, response_runs: list[AgentRun]) -> JobResponse:
+        """The response of a job whose steps have all run: ``state`` as the answer left it, ``response_runs`` the
+        response agents' records (a fallback's run beside the run it stood in for)."""
+        runs = [*state.agent_runs, *response_runs]
+        # A search that failed outright never gets here (the job fails); one that failed in part is said to be so,
+        # and so is an answer the configured LLM failed to give (the offline answer stood in).
+        degraded = SearchOutcome.read(state.metadata).degraded_reasons()
+        answer = state.metadata.get("answer") or {}
+        if answer.get("degraded"):
+            degraded = [*degraded,
+                        f"answer: the LLM failed, the offline answer was given ({answer.get('fallback_reason')})"]
+        # Nested records go in as JSON, so every key of theirs is one the response was written with (``dump``).
+        return cls.model_validate({
+            "job_id": state.job_id,
+            # Only a complete response is reused by the whole-job cache (JobStore.find_cached). An agent the
+            # stage's budget skipped or cut may run in full next time: such a response is not reused.
+            "complete": not degraded and all(r.status in ("ok", "skipped") and not stage_timed_out(r) for r in runs),
+            "degraded": bool(degraded),
+            "degraded_reasons": degraded,
+            "query": state.original_query or state.query,
+            "search_query": state.query,
+            "answer": state.answer,
+            "sources": [s.model_dump(mode="json") for s in state.sources],
+            "cot_steps": [c.model_dump(mode="json") for c in state.cot_steps] if state.cot else None,
+            "citations": [c.model_dump(mode="json") for c in state.citations],
+            "agent_artifacts": [r.artifact.model_dump(mode="json") for r in response_runs if r.artifact is not None],
+            "agents": [AgentLine.of(r) for r in runs],
+            "skipped": [{"agent_id": r.agent_id, "stage": r.stage, "status": r.status,
+                         "reason": (r.errors or [""])[0]} for r in runs if r.status != "ok"],
+            "metadata": state.metadata,
+            "timings_ms": state.timings_ms,
+            **({"stage_timeouts": state.stage_timeouts} if state.stage_timeouts else {}),
+        })
+
+    @classmethod
+    def load(cls, stored: Mapping[str, Any]) -> JobResponse:
+        """A response as a job's row keeps it (or as the API served it)."""
+        return cls.model_validate(stored)
+
+    def artifact_refs(self) -> list[StoredArtifact]:
+        """The artifacts by reference, as the job's row keeps them."""
+        return [a for a in self.agent_artifacts if isinstance(a, StoredArtifact)]
+
+    def artifact_filenames(self) -> list[str]:
+        return [a.filename for a in self.agent_artifacts if a.filename]
+
+    def with_artifacts_inlined(self, data_by_id: Mapping[str, bytes], job_id: str) -> JobResponse:
+        """The response as the API serves it: each stored artifact's bytes inlined and its download link (under
+        ``job_id``, the job read, which may be a copy of the cached job that stored them); an artifact whose bytes
+        are gone is left out."""
+        inlined = [
+            InlinedArtifact(agent_id=ref.agent_id, type=ref.type, data=base64.b64encode(data).decode("ascii"),
+                            filename=ref.filename, content_type=ref.content_type, size=ref.size,
+                            metadata=ref.metadata, url=f"/v1/jobs/{job_id}/artifacts/{ref.filename}")
+            for ref in self.artifact_refs() if (data := data_by_id.get(ref.id)) is not None
+        ]
+        return self.model_copy(update={"agent_artifacts": inlined})
