@@ -23,19 +23,10 @@ import re
 from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 from xml.sax.saxutils import escape
 
 from pydantic import Field
-from reportlab.lib import colors
-from reportlab.lib.enums import TA_RIGHT
-from reportlab.lib.pagesizes import A4, letter
-from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
-from reportlab.lib.units import cm
-from reportlab.pdfbase import pdfmetrics
-from reportlab.pdfbase.ttfonts import TTFont
-from reportlab.pdfgen.canvas import Canvas
-from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
 from pipeline.agents.base import (
     AgentArtifact,
@@ -53,17 +44,25 @@ from pipeline.agents.builtin.citation_marks import marked_pieces, model_note, sh
 from pipeline.documents import Citation, location_of
 from pipeline.text.locations import describe_location
 
+if TYPE_CHECKING:
+    from reportlab.lib.styles import ParagraphStyle
+
+# reportlab is imported by the functions that draw, with the first report (or the fonts' warm-up): 8 MiB that a
+# worker which makes none (the thread pool of the job's other steps) does not hold (BENCHMARKS.md).
+
 _XML_ILLEGAL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _CITATION = re.compile(r"\[(\d+)\]")
-_PAGE_SIZES = {"A4": A4, "letter": letter}
-_ACCENT = colors.HexColor("#1f5fa8")
-_MUTED = colors.HexColor("#666666")
+_ACCENT = "#1f5fa8"
+_MUTED = "#666666"
 _FLAG = "#b42318"
 
 
 def register_fonts() -> tuple[str, str]:
     """Regular and bold font names: DejaVu Sans from matplotlib's data when installed (registered with reportlab),
     else the built-in Helvetica."""
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+
     fonts = ("Helvetica", "Helvetica-Bold")
     spec = find_spec("matplotlib")
     if spec and spec.origin:
@@ -120,6 +119,9 @@ def _marked(block: str, citations: list[Citation], sources: int) -> str:
 
 def _counting_canvas(fonts: tuple[str, str], footer_left: str, pages: list[int]):
     """A canvas class that holds every page until the end, so each footer can say "Page N of M"."""
+    from reportlab.lib import colors
+    from reportlab.lib.units import cm
+    from reportlab.pdfgen.canvas import Canvas
 
     class NumberedCanvas(Canvas):
         def __init__(self, *args, **kwargs) -> None:
@@ -143,7 +145,7 @@ def _counting_canvas(fonts: tuple[str, str], footer_left: str, pages: list[int])
             width, _ = self._pagesize
             self.saveState()
             self.setFont(fonts[0], 8)
-            self.setFillColor(_MUTED)
+            self.setFillColor(colors.HexColor(_MUTED))
             self.drawString(2 * cm, 1.2 * cm, footer_left)
             self.drawRightString(width - 2 * cm, 1.2 * cm, f"Page {self._pageNumber} of {total}")
             self.restoreState()
@@ -165,12 +167,18 @@ class PdfReport(ResponseAgent):
         include_cot: bool = Field(True, description="Print the reasoning steps when the job has them.")
         filename: str = Field("report.pdf", pattern=r"^[\w.-]+\.pdf$")
 
+    config: Config
+
     def warm_up(self) -> None:
         self.fonts.get()
 
     def run(self, inp: ResponseAgentInput, ctx: AgentContext) -> AgentArtifact:
         if not inp.answer.strip():
             raise AgentSkipped("no answer to report")
+        from reportlab.lib.pagesizes import A4, letter
+        from reportlab.lib.units import cm
+        from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer
+
         cfg = self.config
         fonts = self.fonts.get()
         styles = self._styles(fonts)
@@ -203,7 +211,7 @@ class PdfReport(ResponseAgent):
         buffer = io.BytesIO()
         doc = SimpleDocTemplate(
             buffer,
-            pagesize=_PAGE_SIZES[cfg.page_size],
+            pagesize={"A4": A4, "letter": letter}[cfg.page_size],
             leftMargin=2 * cm, rightMargin=2 * cm, topMargin=2 * cm, bottomMargin=2.2 * cm,
             title=_XML_ILLEGAL.sub("", title)[:300], author="agentsearch", subject=inp.query[:300],
             creator="agentsearch pdf_report",
@@ -226,6 +234,10 @@ class PdfReport(ResponseAgent):
 
     @staticmethod
     def _styles(fonts: tuple[str, str]) -> dict[str, ParagraphStyle]:
+        from reportlab.lib import colors
+        from reportlab.lib.enums import TA_RIGHT
+        from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
+
         base = getSampleStyleSheet()
         regular, bold = fonts
         return {
@@ -236,7 +248,7 @@ class PdfReport(ResponseAgent):
             "body": ParagraphStyle("ReportBody", parent=base["BodyText"], fontName=regular, fontSize=10.5,
                                    leading=15, spaceAfter=6),
             "muted": ParagraphStyle("ReportMuted", parent=base["BodyText"], fontName=regular, fontSize=9,
-                                    leading=12, textColor=_MUTED),
+                                    leading=12, textColor=colors.HexColor(_MUTED)),
             "cell": ParagraphStyle("ReportCell", parent=base["BodyText"], fontName=regular, fontSize=9, leading=12),
             "cell_head": ParagraphStyle("ReportCellHead", parent=base["BodyText"], fontName=bold, fontSize=9,
                                         leading=12, textColor=colors.white),
@@ -246,6 +258,8 @@ class PdfReport(ResponseAgent):
 
     @staticmethod
     def _steps(steps: list[CotStep], styles: dict[str, ParagraphStyle]) -> list:
+        from reportlab.platypus import Paragraph
+
         flowables: list = []
         for step in steps:
             flowables.append(Paragraph(f"<b>{step.step}.</b> {_text(step.thought)}", styles["body"]))
@@ -256,6 +270,10 @@ class PdfReport(ResponseAgent):
 
     @staticmethod
     def _sources(sources: list[Source], documents: list[Document], styles: dict[str, ParagraphStyle]):
+        from reportlab.lib import colors
+        from reportlab.lib.units import cm
+        from reportlab.platypus import Paragraph, Table, TableStyle
+
         if not sources:
             return Paragraph("No documents matched the query.", styles["muted"])
         by_id = {d.id: d for d in documents}
@@ -278,7 +296,7 @@ class PdfReport(ResponseAgent):
             ])
         table = Table(rows, colWidths=[1.1 * cm, 9.4 * cm, 4.6 * cm, 1.9 * cm], repeatRows=1)
         table.setStyle(TableStyle([
-            ("BACKGROUND", (0, 0), (-1, 0), _ACCENT),
+            ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor(_ACCENT)),
             ("VALIGN", (0, 0), (-1, -1), "TOP"),
             ("LINEBELOW", (0, 1), (-1, -1), 0.4, colors.HexColor("#d0d5dd")),
             ("ROWBACKGROUNDS", (0, 1), (-1, -1), [colors.white, colors.HexColor("#f5f7fa")]),
