@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import Field
 
 from pipeline.agents.base import Stage
-from pipeline.agents.records import AgentRun
+from pipeline.agents.records import AgentRun, ArtifactRef
 from pipeline.documents import Citation, CotStep, Source
 from pipeline.job.stage_budget import stage_timed_out
 from pipeline.job.state import JobState
@@ -47,27 +47,20 @@ class StoredCitation(Citation, JsonRecord):
     pass
 
 
-class ArtifactLine(JsonRecord):
-    """An artifact as the response lists it: by reference as stored, inlined as the API serves it."""
+class StoredArtifact(ArtifactRef, JsonRecord):
+    """An artifact by reference (an ``ArtifactRef``), as the job's row keeps it."""
+
+
+class InlinedArtifact(JsonRecord):
+    """An artifact as the API serves it: its bytes in base64 and where to download them."""
 
     agent_id: str
     type: str
+    data: str = Field(description="The artifact's bytes, base64-encoded.")
     filename: str
     content_type: str
     size: int
     metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class StoredArtifact(ArtifactLine):
-    """An artifact by reference (an ``ArtifactRef``'s JSON), as the job's row keeps it."""
-
-    id: str
-
-
-class InlinedArtifact(ArtifactLine):
-    """An artifact as the API serves it: its bytes in base64 and where to download them."""
-
-    data: str = Field(description="The artifact's bytes, base64-encoded.")
     url: str = Field(description="The download link, relative to the API (the same key reads it).")
 
 
