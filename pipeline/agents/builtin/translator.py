@@ -17,10 +17,10 @@ why (never cached), and the query is searched as asked; a target that failed bes
 ``translation_errors``.
 
 The query becomes the first translation; the original stays in metadata (``original_query``, ``translated_from``,
-``translated_to``), and with several targets ``translations`` holds each (``{language: text}``). The search then
-runs the original and every translation and fuses the lists (``Retriever.search(translations=...)``), so the
-question meets documents in its own language and in the collection's. ``language`` is left as detected, so later
-agents still know what the user wrote in.
+``translated_to``), and with several targets ``translations`` holds each (``{language: text}``): the search's input
+as ``pipeline.retrieval.translations.Translations`` reads it (the search's one reader of these keys). It runs the
+original and every translation and fuses the lists, so the question meets documents in its own language and in the
+collection's. ``language`` is left as detected, so later agents still know what the user wrote in.
 
 Usage::
 
