@@ -219,6 +219,12 @@ class Agent:
     # The config field mapping a label to the agent that should run next (``next_agent_id``), if the agent routes:
     # a collection's agent set is refused when it names an agent the set does not run after this one.
     routing_field: ClassVar[str | None] = None
+    # Declared for the code that runs any agent; each agent narrows ``config`` to its own ``Config``
+    # (``config: Config``), and each stage's base class sets ``Input``, ``Output`` and ``run`` over them.
+    config: AgentConfig
+    Input: ClassVar[type[BaseModel]]
+    Output: ClassVar[type[BaseModel]]
+    run: Callable[[Any, AgentContext], Any]
 
     def __init__(self, config: AgentConfig | dict[str, Any] | None = None) -> None:
         if isinstance(config, self.Config):

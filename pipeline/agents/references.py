@@ -105,7 +105,8 @@ def resolve_config_references(cls: type, config: Any, resources: Resources | Non
         if value is None:
             continue
         if isinstance(reference, ToolReference):
-            finder, arguments = getattr(resources, "registered_tool", None), (reference.kind, value)
+            arguments: tuple[Any, ...] = (reference.kind, value)
+            finder = getattr(resources, "registered_tool", None)
         else:
             finder, arguments = getattr(resources, "owned_collection", None), (value,)
         if finder is None:

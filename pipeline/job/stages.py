@@ -21,9 +21,9 @@ on, and the task around it retries or fails the job. A search that failed in par
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from pipeline.agents.base import ResponseAgentInput, Stage
+from pipeline.agents.base import AgentArtifact, ResponseAgentInput, Stage
 from pipeline.agents.fallback import critical_reason, failed
 from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.agents.runner import AgentRunner
@@ -194,7 +194,8 @@ def response_step(state: JobState, spec: AgentSpec, runner: AgentRunner, artifac
     # A critical failure is not raised here (the chord must complete): assembly decides it from the records.
     # Held to the stage's budget: the chord then assembles what finished inside it, and records the rest.
     outcome = call_agent(state, Stage.RESPONSE, spec, runner, inp, default_timeout_s)
-    first, run, artifact = outcome.runs[0], outcome.last, outcome.output
+    first, run = outcome.runs[0], outcome.last
+    artifact = cast("AgentArtifact | None", outcome.output)  # a response agent's output model
     if run is not first:
         first.stand_in = run  # the step's record is the agent's own run, carrying its stand-in's
     if artifact is None:

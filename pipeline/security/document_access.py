@@ -92,7 +92,7 @@ def held_tokens(s: Session, user_id: uuid.UUID | str) -> frozenset[str]:
     return frozenset(tokens)
 
 
-def team_groups_held(tokens: Iterable[str], team_id: uuid.UUID | str) -> list[str]:
+def team_groups_held(tokens: Iterable[str], team_id: uuid.UUID | str | None) -> list[str]:
     """The group names of one team among the tokens."""
     prefix = f"{team_id}:"
     return sorted(t[len(prefix):] for t in tokens if t.startswith(prefix))

@@ -17,6 +17,7 @@ Usage::
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -33,7 +34,8 @@ from pipeline.agents.base import (
 class AcronymResolver(PreSearchAgent):
     agent_id = "acronym_resolver"
     version = "2"
-    description = "Expands acronyms in the query from a configured dictionary and definitions mined from the collection."
+    description = ("Expands acronyms in the query from a configured dictionary and definitions mined from the "
+                   "collection.")
     default_timeout_s = 5.0
 
     class Config(AgentConfig):
@@ -50,6 +52,8 @@ class AcronymResolver(PreSearchAgent):
                 if not key.strip() or not expansion.strip():
                     raise ValueError(f"acronym {key!r} needs a non-empty name and expansion")
             return value
+
+    config: Config
 
     def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
         mined, mining_error = self._mined(inp, ctx)
@@ -77,7 +81,7 @@ class AcronymResolver(PreSearchAgent):
             return f"{match.group(1)} ({expansion})"
 
         query = pattern.sub(expand, inp.query)
-        metadata = {"acronyms_resolved": resolved, "acronym_sources": sources}
+        metadata: dict[str, Any] = {"acronyms_resolved": resolved, "acronym_sources": sources}
         if mining_error:
             metadata["acronym_mining_error"] = mining_error
         return PreSearchOutput(query=query, metadata=metadata)

@@ -125,6 +125,8 @@ class AudioSummary(ResponseAgent):
         bitrate_kbps: Literal[32, 48, 64, 96, 128] = 64
         filename: str = Field("summary.mp3", pattern=r"^[\w.-]+\.mp3$")
 
+    config: Config
+
     def warm_up(self) -> None:
         # Without espeak-ng there is nothing to load; ``run`` says what to install (or skips an empty answer first).
         if shutil.which(ESPEAK) is not None:
@@ -137,6 +139,7 @@ class AudioSummary(ResponseAgent):
         espeak = _espeak()
         voices = self.voices.get()
         language = inp.metadata.get("language")
+        voice: str | None
         if cfg.voice is not None:
             if cfg.voice not in voices:
                 raise ValueError(f"espeak-ng has no voice {cfg.voice!r}")
@@ -145,6 +148,7 @@ class AudioSummary(ResponseAgent):
             voice = voice_for(language, voices)
             source = "language" if voice else "fallback" if language else "default"
             voice = voice or FALLBACK_VOICE
+        assert voice is not None  # the config's, the language's or the fallback
         text, truncated = speech_text(inp.query, inp.answer, cfg.include_query, cfg.max_chars)
 
         with tempfile.TemporaryDirectory(prefix="agentsearch-audio-") as tmp:

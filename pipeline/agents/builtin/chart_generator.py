@@ -1,11 +1,11 @@
 """Response: a bar chart (PNG or SVG) of the numbers in the answer, falling back to its cited sources.
 
-Values are found with their labels (``pipeline.text.data_points``): money amounts ("$412 million", "€96 million", "$1.2bn"), percentages ("18%"),
-energy quantities ("200 MW"), each tied to the period it belongs to ("Q4 2025", "third quarter of 2024",
-"full-year 2025", "2024") or, failing that, to the metric that precedes it ("Adjusted EBITDA"). Percentages after
-"up", "down", "rose", ... are changes and are labelled "Q4 2025 vs Q4 2024". The chart shows the largest set of
-values that share a unit; values that are all periods are sorted in time. When neither the answer nor its sources hold
-a number the agent is skipped, never an empty chart.
+Values are found with their labels (``pipeline.text.data_points``): money amounts ("$412 million", "€96 million",
+"$1.2bn"), percentages ("18%"), energy quantities ("200 MW"), each tied to the period it belongs to ("Q4 2025",
+"third quarter of 2024", "full-year 2025", "2024") or, failing that, to the metric that precedes it ("Adjusted
+EBITDA"). Percentages after "up", "down", "rose", ... are changes and are labelled "Q4 2025 vs Q4 2024". The chart
+shows the largest set of values that share a unit; values that are all periods are sorted in time. When neither the
+answer nor its sources hold a number the agent is skipped, never an empty chart.
 
 The agent contract returns one artifact per agent, so the format is a setting: run two configs (``png`` and ``svg``)
 for both files. Rendering uses ``matplotlib.figure.Figure`` on the Agg backend, never pyplot's global figure manager,
@@ -117,6 +117,8 @@ class ChartGenerator(ResponseAgent):
                 raise ValueError(f"filename {self.filename!r} does not end in .{self.format}")
             return self
 
+    config: Config
+
     def data_points(self, inp: ResponseAgentInput) -> list[DataPoint]:
         """The series to chart: the answer's values, topped up from the cited source documents when too few."""
         series = choose_series(extract_data_points(inp.answer), self.config.max_points)
@@ -140,7 +142,7 @@ class ChartGenerator(ResponseAgent):
             raise AgentSkipped("no numeric data in the answer or sources")
         data, width, height = self._render(inp.query, series)
         fmt = self.config.format
-        divisor, word, _ = _scale(series)
+        _divisor, word, _ = _scale(series)
         return AgentArtifact(
             agent_id=self.agent_id,
             type=fmt,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from pipeline.agents.base import AgentConfig, AgentContext, PostSearchAgent, PostSearchInput, PostSearchOutput
+from pipeline.agents.base import AgentConfig, AgentContext, Document, PostSearchAgent, PostSearchInput, PostSearchOutput
 from pipeline.text import words
 
 
@@ -38,11 +38,16 @@ class Deduplicator(PostSearchAgent):
     default_timeout_s = 10.0
 
     class Config(AgentConfig):
-        threshold: float = Field(0.5, gt=0.0, le=1.0, description="Jaccard similarity at or above which two are duplicates.")
+        threshold: float = Field(0.5, gt=0.0, le=1.0,
+                                 description="Jaccard similarity at or above which two are duplicates.")
         shingle_size: int = Field(3, ge=1, le=10)
 
+    config: Config
+
     def run(self, inp: PostSearchInput, ctx: AgentContext) -> PostSearchOutput:
-        kept, kept_shingles, removed = [], [], []
+        kept: list[Document] = []
+        kept_shingles: list[set[tuple[str, ...]]] = []
+        removed: list[dict[str, str]] = []
         for doc in sorted(inp.documents, key=lambda d: d.score, reverse=True):
             sh = shingles(f"{doc.title} {doc.text}", self.config.shingle_size)
             twin = next((k for k, ks in zip(kept, kept_shingles) if jaccard(sh, ks) >= self.config.threshold), None)

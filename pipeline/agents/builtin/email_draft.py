@@ -66,6 +66,8 @@ class EmailDraft(ResponseAgent):
         signature: str = Field("Sent by agentsearch", max_length=500)
         filename: str = Field("email_draft.html", pattern=r"^[\w.-]+\.html?$")
 
+    config: Config
+
     def run(self, inp: ResponseAgentInput, ctx: AgentContext) -> AgentArtifact:
         if not inp.answer.strip():
             raise AgentSkipped("no answer to send")

@@ -38,6 +38,8 @@ class ExecutiveSummary(ResponseAgent):
         max_points: int = Field(5, ge=1, le=20)
         filename: str = Field("executive_summary.txt", pattern=r"^[\w.-]+\.txt$")
 
+    config: Config
+
     def run(self, inp: ResponseAgentInput, ctx: AgentContext) -> AgentArtifact:
         if not inp.answer.strip():
             raise AgentSkipped("no answer to summarise")

@@ -58,7 +58,7 @@ import json
 import re
 import threading
 import time
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -175,7 +175,7 @@ class ExternalEnricher(PostSearchAgent):
     default_timeout_s = 30.0
     cache_ttl_s = 300  # external data moves; and a partly failed run should not be served for long
 
-    references = {"endpoint": ToolReference("http")}
+    references: ClassVar[dict[str, Any]] = {"endpoint": ToolReference("http")}
 
     class Config(AgentConfig):
         endpoint: str | None = Field(
@@ -212,6 +212,8 @@ class ExternalEnricher(PostSearchAgent):
             if self.timeout_s > self.total_timeout_s:
                 raise ValueError("timeout_s must not be above total_timeout_s")
             return self
+
+    config: Config
 
     def __init__(self, config=None) -> None:
         super().__init__(config)

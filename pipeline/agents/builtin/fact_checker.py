@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -177,7 +177,7 @@ class FactChecker(PostSearchAgent):
                    "number agreement) and marks each supported / unsupported / mixed; LLM entailment variant.")
     default_timeout_s = 60.0
     cache_ttl_s = 3600
-    references = {"trusted_collection_id": CollectionReference()}
+    references: ClassVar[dict[str, Any]] = {"trusted_collection_id": CollectionReference()}
 
     class Config(AgentConfig):
         trusted_collection_id: str | None = Field(None, description="The collection whose documents are trusted.")
@@ -209,6 +209,8 @@ class FactChecker(PostSearchAgent):
             if self.context_threshold > self.support_threshold:
                 raise ValueError("context_threshold must not be above support_threshold")
             return self
+
+    config: Config
 
     def run(self, inp: PostSearchInput, ctx: AgentContext) -> PostSearchOutput:
         cfg = self.config
@@ -372,6 +374,8 @@ def parse_verdicts(reply: Any, n: int) -> dict[int, str]:
         raise ValueError(f"expected a JSON list of verdicts, got {type(reply).__name__}")
     verdicts: dict[int, str] = {}
     for position, item in enumerate(reply):
+        number: Any
+        verdict: Any
         if isinstance(item, str):  # a bare list of verdicts in claim order
             number, verdict = position + 1, item
         elif isinstance(item, dict):

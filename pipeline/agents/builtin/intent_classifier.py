@@ -140,6 +140,8 @@ class IntentClassifier(PreSearchAgent):
                 raise ValueError("intents needs at least one label with at least one non-empty example phrase")
             return cleaned
 
+    config: Config
+
     def __init__(self, config=None) -> None:
         super().__init__(config)
         self._centroids: dict[int, dict[str, list[float]]] = {}
@@ -147,7 +149,8 @@ class IntentClassifier(PreSearchAgent):
 
     def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
         out = self._classify(inp, ctx)
-        out.next_agent_id = self.config.routes.get(out.metadata.get("intent"))
+        intent = out.metadata.get("intent")
+        out.next_agent_id = self.config.routes.get(intent) if intent is not None else None
         return out
 
     def _classify(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
@@ -202,7 +205,7 @@ class IntentClassifier(PreSearchAgent):
         centroids = self.centroids(tools)
         vector = _unit(tools.embed([query])[0])
         scores = {label: round(_dot(vector, c), 4) for label, c in centroids.items()}
-        best = max(scores, key=scores.get)
+        best = max(scores, key=scores.__getitem__)
         confidence = scores[best]
         intent = best if confidence >= self.config.min_confidence else self.config.fallback_intent
         return PreSearchOutput(

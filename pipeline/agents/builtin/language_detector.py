@@ -38,6 +38,8 @@ class LanguageDetector(PreSearchAgent):
         min_confidence: float = Field(0.5, ge=0.0, le=1.0, description="Below this, report the fallback language.")
         fallback_language: str = Field("en", min_length=2, max_length=8)
 
+    config: Config
+
     def warm_up(self) -> None:
         self.profiles.get()
 

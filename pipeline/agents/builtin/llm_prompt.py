@@ -139,6 +139,8 @@ class LlmPrompt(PreSearchAgent):
                 raise ValueError("json_schema needs parse_json: true")
             return self
 
+    config: Config
+
     def fill(self, inp: PreSearchInput, ctx: AgentContext, documents: list[str] | None = None) -> str:
         """The template filled from the job; ``documents`` replaces the numbered documents (fitted to a budget)."""
         if documents is None:

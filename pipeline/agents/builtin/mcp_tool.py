@@ -16,7 +16,8 @@ The config::
 registered by an operator as, e.g.::
 
     agentsearch tools add make_presentation --kind mcp --command "python -m my_tools.server" --env TOOLS_TOKEN=...
-    agentsearch tools add make_presentation --kind mcp --url https://tools.example.org/mcp --header "Authorization: Bearer ..."
+    agentsearch tools add make_presentation --kind mcp --url https://tools.example.org/mcp \\
+        --header "Authorization: Bearer ..."
 
 ``argument_mapping`` maps each tool argument to a pipeline field: ``query``, ``original_query``, ``answer``,
 ``documents`` (``[{id, title, text, score}]``), ``sources`` (``[{document_id, title, score}]``), ``cot_steps``,
@@ -60,7 +61,7 @@ import base64
 import json
 import re
 import tempfile
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -93,7 +94,7 @@ class McpTool(ResponseAgent):
         "job (query, answer, documents, metadata.<key>, config.<key>); the tool's result is stored as an artifact."
     )
     default_timeout_s = 60.0
-    references = {"context_forge_tool_id": ToolReference("mcp")}
+    references: ClassVar[dict[str, Any]] = {"context_forge_tool_id": ToolReference("mcp")}
 
     class Config(AgentConfig):
         type: Literal["mcp"] = "mcp"
@@ -126,6 +127,8 @@ class McpTool(ResponseAgent):
                         f"{', '.join(FIELDS)}, metadata.<key> or config.<key>"
                     )
             return self
+
+    config: Config
 
     # -- arguments --------------------------------------------------------------------------------------------
     def arguments(self, inp: ResponseAgentInput) -> dict[str, Any]:
@@ -185,6 +188,7 @@ class McpTool(ResponseAgent):
 
             from pipeline.security.transports import guarded_async_client
 
+            assert registered.url is not None  # an HTTP tool is registered with its URL
             http = guarded_async_client(policy, headers=registered.headers or None)
             transport = streamable_http_client(registered.url, http_client=http)
         else:

@@ -31,6 +31,7 @@ import hashlib
 import ipaddress
 import re
 from collections import Counter
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -39,7 +40,7 @@ from pydantic import Field, field_validator
 from pipeline.agents.base import AgentConfig, AgentContext, PostSearchAgent, PostSearchInput, PostSearchOutput
 
 PiiType = Literal["email", "phone", "card", "iban", "ssn", "ip", "name"]
-ALL_TYPES: tuple[str, ...] = ("email", "phone", "card", "iban", "ssn", "ip", "name")
+ALL_TYPES: tuple[PiiType, ...] = ("email", "phone", "card", "iban", "ssn", "ip", "name")
 # When two detections overlap, the earlier type in this order wins (an IBAN's digits are not also a card number).
 PRIORITY = {t: i for i, t in enumerate(("email", "iban", "ip", "ssn", "card", "phone", "name"))}
 
@@ -130,7 +131,7 @@ def _ip_matches(text: str) -> list[Match]:
     return found
 
 
-def find_pii(text: str, types: set[str], names: re.Pattern | None = None) -> list[Match]:
+def find_pii(text: str, types: AbstractSet[str], names: re.Pattern | None = None) -> list[Match]:
     """Validated, non-overlapping detections in ``text``, in text order."""
     candidates: list[Match] = []
     if "email" in types:
@@ -186,6 +187,8 @@ class PiiRedactor(PostSearchAgent):
             if any(not n.strip() for n in names):
                 raise ValueError("names must be non-empty")
             return [n.strip() for n in names]
+
+    config: Config
 
     def __init__(self, config=None) -> None:
         super().__init__(config)

@@ -37,7 +37,7 @@ from pipeline.text import split_sentences
 
 if TYPE_CHECKING:
     from pptx.dml.color import RGBColor
-    from pptx.util import Emu
+    from pptx.util import Length
 
 # python-pptx is imported by the methods that draw, with the first deck: 10 MiB that a worker which makes none (the
 # thread pool of the job's other steps, which registers every agent) does not hold (BENCHMARKS.md).
@@ -100,6 +100,8 @@ class PptxGenerator(ResponseAgent):
         findings_per_slide: int = Field(3, ge=1, le=8)
         template: Literal["default", "corporate", "dark"] = Field("default", description="A built-in colour theme.")
         filename: str = Field("presentation.pptx", pattern=r"^[\w.-]+\.pptx$")
+
+    config: Config
 
     def run(self, inp: ResponseAgentInput, ctx: AgentContext) -> AgentArtifact:
         if not inp.answer.strip():
@@ -166,7 +168,7 @@ class PptxGenerator(ResponseAgent):
         fill.fore_color.rgb = _rgb(theme.background)
         return slide
 
-    def _bar(self, slide, theme: Theme, left: Emu, top: Emu, width: Emu, height: Emu) -> None:
+    def _bar(self, slide, theme: Theme, left: Length, top: Length, width: Length, height: Length) -> None:
         from pptx.enum.shapes import MSO_SHAPE
 
         bar = slide.shapes.add_shape(MSO_SHAPE.RECTANGLE, left, top, width, height)

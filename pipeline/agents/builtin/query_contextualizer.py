@@ -166,9 +166,9 @@ def parse(question: str) -> Subject:
             name, i = _name_at(tokens, i)
             subject.names.append(name)
             continue
-        elif lower not in STOPWORDS and lower not in _QUESTION_WORDS and lower not in _FILLER and len(lower) > 1:
-            if lower not in subject.terms:
-                subject.terms.append(lower)
+        elif (lower not in STOPWORDS and lower not in _QUESTION_WORDS and lower not in _FILLER and len(lower) > 1
+              and lower not in subject.terms):
+            subject.terms.append(lower)
         i += 1
     return subject
 
@@ -277,6 +277,8 @@ class QueryContextualizer(PreSearchAgent):
         max_answer_chars: int = Field(600, ge=0, le=8000, description="LLM path: each earlier answer cut to this.")
         llm_timeout_s: float = Field(10.0, gt=0, le=120)
 
+    config: Config
+
     def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
         history = [t for t in (ctx.conversation_history or []) if (t.get("content") or "").strip()]
         history = history[-self.config.max_turns:]
@@ -347,7 +349,7 @@ class QueryContextualizer(PreSearchAgent):
             if own.quarter else set()
         dropped = [w for w in (*own.names, own.year, own.month, *own.numbers, *own.terms)
                    if w and w.lower() not in lowered]
-        if quarter_words and not any(w in lowered for w in quarter_words):
+        if own.quarter and quarter_words and not any(w in lowered for w in quarter_words):
             dropped.append(own.quarter)
         if dropped:
             # An earlier question handed back, or the follow-up's own subject lost ("and its profit?" without it).

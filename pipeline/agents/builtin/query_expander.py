@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Literal
 
 import Stemmer
@@ -122,6 +122,8 @@ class QueryExpander(PreSearchAgent):
                 cleaned[key.strip()] = kept
             return cleaned
 
+    config: Config
+
     def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
         collection_id = inp.collection_id or ctx.collection_id
         has_collection = ctx.tools is not None and bool(collection_id)
@@ -162,6 +164,7 @@ class QueryExpander(PreSearchAgent):
                     raise
                 metadata["expansion_warning"] = f"LLM expansion failed, used feedback terms: {exc}"
         if found is None and self.config.pseudo_relevance and has_collection:
+            assert collection_id is not None  # has_collection says so
             found, feedback_ids = self._by_feedback(inp.query, collection_id, ctx.tools, present_stems)
             metadata["feedback_documents"] = feedback_ids
             method = "pseudo_relevance"
@@ -189,7 +192,7 @@ class QueryExpander(PreSearchAgent):
         vocabulary = tools.vocabulary(collection_id)
         total = sum(vocabulary.values()) or 1
         top_score = max((d.score for d in documents), default=0.0)
-        weight: Counter[str] = Counter()
+        weight: defaultdict[str, float] = defaultdict(float)
         seen_in: Counter[str] = Counter()
         mass = 0.0
         for rank, doc in enumerate(documents):

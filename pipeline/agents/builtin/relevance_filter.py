@@ -104,6 +104,8 @@ class RelevanceFilter(PostSearchAgent):
                 cleaned.append(d)
             return cleaned
 
+    config: Config
+
     def _reason(self, doc: Document, today: date) -> tuple[str, str] | None:
         cfg = self.config
         if cfg.min_score is not None and doc.score < cfg.min_score:

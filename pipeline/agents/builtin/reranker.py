@@ -125,7 +125,7 @@ def smallest_window(tokens: list[str], wanted: set[str]) -> tuple[int, int]:
     present = wanted & set(tokens)
     if not present:
         return 0, 0
-    need, have, best = len(present), Counter(), len(tokens)
+    need, have, best = len(present), Counter[str](), len(tokens)
     left = 0
     covered = 0
     for right, token in enumerate(tokens):
@@ -254,6 +254,8 @@ class Reranker(PostSearchAgent):
                 raise ValueError("at least one weight must be above 0")
             return self
 
+    config: Config
+
     def run(self, inp: PostSearchInput, ctx: AgentContext) -> PostSearchOutput:
         cfg = self.config
         docs = inp.documents
@@ -291,7 +293,7 @@ class Reranker(PostSearchAgent):
         summary["weights"] = {k: round(w / total, 4) for k, w in weights.items()}
 
         scored = []
-        for i, doc in enumerate(docs):
+        for i in range(len(docs)):
             parts = {k: round(float(components[k][i]), 6) for k in weights}
             score = sum(weights[k] * components[k][i] for k in weights) / total
             scored.append((round(float(score), 6), i, parts))
@@ -322,8 +324,8 @@ class Reranker(PostSearchAgent):
         """Best window cosine per document, the best windows as text, or (None, [...], why) when it cannot be
         computed."""
         cfg = self.config
-        embed_known = getattr(ctx.tools, "embed_known", None)
-        embed = getattr(ctx.tools, "embed", None)
+        embed_known: Any = getattr(ctx.tools, "embed_known", None)
+        embed: Any = getattr(ctx.tools, "embed", None)
         if embed_known is None and embed is None:
             return None, [None] * len(docs), "no agent toolbox (ctx.tools) to embed with"
         per_doc = [sentences_of(d.text) for d in docs]
@@ -339,10 +341,10 @@ class Reranker(PostSearchAgent):
         row = {text: i for i, text in enumerate(texts)}
         query_vector = _unit(vectors[0])
         dense, best = [], []
-        for doc, sentences, title in zip(docs, per_doc, titles, strict=True):
+        for _doc, sentences, title in zip(docs, per_doc, titles, strict=True):
             title_vector = TITLE_WEIGHT * vectors[row[title]] if title else 0.0
             if not sentences:
-                dense.append(max(0.0, float(_unit(title_vector) @ query_vector)) if title else 0.0)
+                dense.append(max(0.0, float(_unit(np.asarray(title_vector)) @ query_vector)) if title else 0.0)
                 best.append(title or None)
                 continue
             starts = window_starts(len(sentences), cfg.passage_sentences, cfg.max_passages_per_document)

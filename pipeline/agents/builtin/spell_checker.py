@@ -136,6 +136,8 @@ class SpellChecker(PreSearchAgent):
             description="Query languages (ISO 639-1, from language_detector or translator) the checker runs on.",
         )
 
+    config: Config
+
     def warm_up(self) -> None:
         self.english.get()
 

@@ -112,6 +112,8 @@ class Translator(PreSearchAgent):
                 raise ValueError(f"target_language must be an ISO 639-1 code such as 'en', not {value!r}")
             return value
 
+    config: Config
+
     def targets(self, ctx: AgentContext) -> list[str]:
         """The languages to translate into: the configured one, else the collection's main ones, else English."""
         if self.config.target_language:

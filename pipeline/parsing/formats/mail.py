@@ -116,7 +116,7 @@ def _attachments(message: Message, limits: ParseLimits) -> list[Attachment]:
         if part.is_multipart() and part.get_content_type() != "message/rfc822":
             children = part.get_payload()
             if isinstance(children, list):
-                stack.extend((child, depth + 1) for child in reversed(children))
+                stack.extend((child, depth + 1) for child in reversed(children) if isinstance(child, Message))
             continue
         if part.get_content_type() == "message/rfc822":
             inner = _attached_message(part)
