@@ -15,14 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.job.store import JobStore
-from pipeline.platform.db import (
-    DEFAULT_USER_ID,
-    Collection,
-    WebhookAttemptRow,
-    WebhookDeliveryRow,
-    WebhookRow,
-    utcnow,
-)
+from pipeline.platform.db import DEFAULT_USER_ID, Collection, WebhookAttemptRow, WebhookDeliveryRow, WebhookRow, utcnow
 from pipeline.security.egress import EgressPolicy
 from pipeline.webhooks import outbox
 from pipeline.webhooks.courier import Courier
