@@ -2,9 +2,11 @@
 
 In one fresh process, as ``agentsearch worker --pool threads --queues celery`` starts: the worker's task and hook
 modules, then every registered agent's module (the registry imports them all), then the warm-up of the agents the
-default queue runs (``worker.warmup``: the spell checker's dictionary, langdetect's profiles). Each row is the
-resident set (``VmRSS``) it added and the peak (``VmHWM``) it reached; no model is loaded (as with an embeddings
-server, ``AGENTSEARCH_EMBEDDING_URL``). What the jobs add after this is benchmark 7's (``bench/concurrency.py``).
+default queue runs (``worker.warmup``: the spell checker's dictionary, langdetect's profiles), then the language
+model the search and the answer read texts with (``worker.warmup.warm_language_model`` loads it as the worker
+starts; before, the first job did). Each row is the resident set (``VmRSS``) it added and the peak (``VmHWM``) it
+reached. No embedding model is loaded (as with an embeddings server, ``AGENTSEARCH_EMBEDDING_URL``). What the jobs
+add after this is benchmark 7's (``bench/concurrency.py``).
 
     .venv/bin/python bench/worker_memory.py [--json out.json]
     PYTHONPATH=/tmp/before .venv/bin/python /tmp/before/bench/worker_memory.py      # another tree, for a before
@@ -54,6 +56,12 @@ def measure() -> list[dict]:
         return warm_agents(AgentRegistry.discover(get_settings().agent_modules), stages_served({DEFAULT_QUEUE}))
 
     step("warm-up (default queue)", warm)
+
+    def language_model() -> None:
+        from pipeline.retrieval import language
+        language.warm_up()
+
+    step("language model (py3langid)", language_model)
     return rows
 
 
