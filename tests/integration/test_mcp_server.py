@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.integration.conftest import BIN, REPO, search
+from tests.integration.conftest import BIN, REPO, search, use_agents
 
 pytestmark = pytest.mark.integration
 
@@ -110,9 +110,16 @@ def test_http_endpoint_answers_a_search_by_collection_name_with_either_key_heade
 
 
 def test_a_search_past_its_bound_answers_the_job_id_and_get_job_gives_the_answer_later(stack, collection):
+    # The collection's agent set holds the job at a gate until the search has answered: a job of no agents may end
+    # before the tool's first read of it.
+    gate = stack.call_logs / f"gate-{uuid.uuid4().hex}"
+    with stack.http() as http:
+        use_agents(http, collection, {"agent_id": "test_gated", "config": {"gate": str(gate)}})
+
     async def steps(client: Client):
-        submitted = await client.call_tool("search", {"collection": collection, "query": QUERY, "agents": [],
-                                                      "use_cache": False, "wait_s": 0})
+        submitted = await client.call_tool("search", {"collection": collection, "query": QUERY, "use_cache": False,
+                                                      "wait_s": 0})
+        gate.touch()
         for _ in range(300):
             job = await client.call_tool("get_job", {"job_id": submitted.structured_content["job_id"]})
             if job.structured_content["finished"]:
@@ -120,7 +127,12 @@ def test_a_search_past_its_bound_answers_the_job_id_and_get_job_gives_the_answer
             await asyncio.sleep(0.2)
         raise AssertionError(f"job never finished: {job.structured_content}")
 
-    submitted, job = _session(_http(stack, {"Authorization": f"Bearer {stack.api_key}"}), steps)
+    try:
+        submitted, job = _session(_http(stack, {"Authorization": f"Bearer {stack.api_key}"}), steps)
+    finally:
+        gate.touch()
+        with stack.http() as http:
+            assert http.put(f"/v1/collections/{collection}/agents", json={"agents": []}).status_code == 200
     assert submitted.structured_content["finished"] is False
     assert "get_job" in submitted.structured_content["next_step"]
     _answered(job.structured_content)
