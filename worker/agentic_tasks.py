@@ -8,7 +8,7 @@
 - ``run_due_profile_sets`` (Celery beat): a job for every scheduled profile set whose time has come.
 
 The steps the tail shares with every job (agents, ``agentic_compress``, the answer, the response agents) are in
-``worker.job_tasks``. Usage: nothing to call; ``worker.agentic_canvas`` builds the canvases these tasks apply.
+``worker.job_tasks``. Usage: nothing to call; ``worker.canvas`` builds the canvases these tasks apply.
 """
 
 from __future__ import annotations
@@ -31,9 +31,15 @@ from pipeline.job.store import JobStore
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.outcome import SearchOutcome
 from pipeline.services import Services, get_services
-from worker.agentic_canvas import AGENTIC_BEGIN, AGENTIC_ITERATION, build_agentic_tail, build_loops, iteration_signature
 from worker.app import app
-from worker.submit import enqueue_job
+from worker.canvas import (
+    AGENTIC_BEGIN,
+    AGENTIC_ITERATION,
+    build_agentic_tail,
+    build_loops,
+    enqueue_job,
+    iteration_signature,
+)
 
 log = logging.getLogger("agentsearch.worker")
 

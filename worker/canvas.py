@@ -1,4 +1,5 @@
-"""The job graph as plain data: a pure function from a job's agent specs to a Celery canvas.
+"""A job's graph as plain data (pure functions from its agent specs to a Celery canvas), and ``enqueue_job``, which
+puts it on the queues.
 
     chain(pre_search agents by priority -> core_search -> post_search agents by priority -> write_answer
           -> chord(group(response agents), assemble))
@@ -7,27 +8,44 @@ With several collections, core_search becomes chord(group(core_search per collec
 
 Each agent invocation is its own task; the pre- and post-search agents are told their stage's agents (``peers``),
 which a ``next_agent_id`` may name (``pipeline.job.routing``: passed-over agents are no-op hops). Signatures are
-made from the task objects of ``worker.job_tasks``, so each name here leads to its task. The parts the agentic
-canvas shares (``stage_signatures``, ``step_signature``, ``respond_and_assemble``, ``fail_job_on_error``) are
-public here.
+made from the task objects of ``worker.job_tasks``, so each name here leads to its task.
+
+An agentic job runs in two canvases with the loops between them::
+
+    chain(pre_search agents -> agentic_begin)                       the head, applied at submission
+    agentic_begin -> group(agentic_iteration per loop)              each iteration enqueues the next one, or
+                                                                     agentic_finish when its loop is the last to end
+    chain(post_search agents -> agentic_compress -> write_answer
+          -> chord(group(response agents), assemble))                the tail, applied by agentic_finish
+
+The loop's own tasks (``worker.agentic_tasks``) are named here instead, and register under these names: they apply
+these canvases themselves (begin starts the loops, each iteration its successor, finish the tail), so importing
+them here would make an import circle.
 
 Usage::
 
+    task_ids = enqueue_job(job_id, specs, state, default_timeout_s=30)     # the job's first state: its canvas
+    JobStore(db).record_tasks(job_id, task_ids)                            # applied, its task ids kept for cancel
     sig = build_job_canvas(job_id, specs)
     sig.apply_async((state.dump(),))      # the first task receives the initial state
+    build_agentic_tail(job_id, specs).apply_async((state.dump(),))
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from celery import Task, chain, chord, group
+from celery import Task, chain, chord, group, signature
 from celery.canvas import Signature
+from celery.result import AsyncResult, ResultSet
 
 from pipeline.agents.base import Stage
 from pipeline.agents.records import AgentSpec
 from pipeline.job.artifact_names import name_ranks, rank_key
+from pipeline.job.stage_budget import start_clock
+from pipeline.job.state import JobState
 from worker.job_tasks import (
+    agentic_compress,
     assemble,
     core_search,
     job_failed,
@@ -44,6 +62,11 @@ from worker.job_tasks import (
 SOFT_LIMIT_MARGIN_S = 5.0
 HARD_LIMIT_MARGIN_S = 15.0
 STEP_LIMIT_S = 120.0
+# The tasks worker.agentic_tasks.agentic_begin and worker.agentic_tasks.agentic_iteration.
+AGENTIC_BEGIN = "agentsearch.agentic_begin"
+AGENTIC_ITERATION = "agentsearch.agentic_iteration"
+# An iteration searches, evaluates (one LLM call, or offline signals), maybe grades and refines (an LLM call each).
+ITERATION_LIMIT_S = 180.0
 
 
 def limits(timeout_s: float) -> dict[str, float]:
@@ -131,3 +154,50 @@ def build_job_canvas(
     steps.append(step_signature(write_answer))
     steps.append(respond_and_assemble(job_id, specs, default_timeout_s))
     return fail_job_on_error(chain(*steps), job_id)
+
+
+def build_agentic_head(job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0) -> Signature:
+    steps = stage_signatures(pre_search_agent, specs, Stage.PRE_SEARCH, default_timeout_s)
+    steps.append(signature(AGENTIC_BEGIN).set(**limits(STEP_LIMIT_S)))
+    return fail_job_on_error(chain(*steps), job_id)
+
+
+def iteration_signature(job_id: str, profile: str, loop_state: dict) -> Signature:
+    return signature(AGENTIC_ITERATION, args=(job_id, profile, loop_state), immutable=True).set(
+        **limits(ITERATION_LIMIT_S))
+
+
+def build_loops(job_id: str, loops: dict[str, dict]) -> Signature:
+    """Every loop's first iteration, side by side."""
+    return group(iteration_signature(job_id, profile, state) for profile, state in loops.items())
+
+
+def build_agentic_tail(job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0) -> Signature:
+    steps = stage_signatures(post_search_agent, specs, Stage.POST_SEARCH, default_timeout_s)
+    steps.append(step_signature(agentic_compress))
+    steps.append(step_signature(write_answer))
+    steps.append(respond_and_assemble(job_id, specs, default_timeout_s))
+    return fail_job_on_error(chain(*steps), job_id)
+
+
+def task_ids(result: AsyncResult | None) -> list[str]:
+    """Every task id of an applied chain: its results link back through ``parent``, chord headers included."""
+    ids: list[str] = []
+    node = result
+    while node is not None:
+        ids.append(node.id)
+        if isinstance(node, ResultSet):
+            ids += [child.id for child in node.results]
+        node = node.parent
+    return ids[::-1]
+
+
+def enqueue_job(job_id: str, specs: list[AgentSpec], state: JobState, default_timeout_s: float) -> list[str]:
+    # Handed over to the queues: the pre-search agents' clock starts (again, for a job the reaper enqueues anew).
+    state = state.model_copy(update={"stage_clock": dict(state.stage_clock)})
+    start_clock(state, Stage.PRE_SEARCH)
+    if state.agentic is not None:
+        # Iterative mode: the head only; its loops and tail are enqueued by the tasks themselves.
+        return task_ids(build_agentic_head(job_id, specs, default_timeout_s).apply_async((state.dump(),)))
+    canvas = build_job_canvas(job_id, specs, default_timeout_s, list(state.collections) or None)
+    return task_ids(canvas.apply_async((state.dump(),)))

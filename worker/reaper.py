@@ -28,9 +28,9 @@ from pipeline.platform.db import utcnow
 from pipeline.services import get_services
 from worker.app import INGEST_QUEUE, app
 from worker.broker_tasks import broker_client, held_tasks, ingest_view
+from worker.canvas import enqueue_job
 from worker.liveness import alive_nodes
 from worker.observability import end_job_trace
-from worker.submit import enqueue_job
 
 log = logging.getLogger("agentsearch.worker")
 

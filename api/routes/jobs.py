@@ -36,7 +36,7 @@ from pipeline.job.submit import Submission, submit_job
 from pipeline.platform.db import Job
 from pipeline.refusal import Refusal
 from pipeline.services import Services
-from worker.submit import enqueue_job
+from worker.canvas import enqueue_job
 
 router = APIRouter(tags=["jobs"], route_class=GuardedRoute)
 log = logging.getLogger("agentsearch.api")

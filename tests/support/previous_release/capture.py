@@ -126,7 +126,7 @@ def job_messages() -> dict[str, Any]:
     """The first message of each canvas, as the release's ``enqueue_job`` sends it (its canvas rides inside)."""
     from pipeline.job.state import AgentSpec, JobState
     from worker.app import app
-    from worker.submit import enqueue_job
+    from worker.canvas import enqueue_job
 
     specs = [AgentSpec.model_validate(spec) for spec in SPECS]
     state = JobState(job_id=JOB_ID, collection_id=COLLECTION_ID, user_id=USER_ID, query=QUERY, original_query=QUERY,

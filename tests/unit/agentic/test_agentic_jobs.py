@@ -21,7 +21,7 @@ from pipeline.agents.records import AgentSpec
 from pipeline.job.state import JobState
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Database, Job, ProfileRun, ProfileSetRow, User, utcnow
 from pipeline.platform.settings import Settings
-from worker.agentic_canvas import build_agentic_head, build_agentic_tail, build_loops
+from worker.canvas import build_agentic_head, build_agentic_tail, build_loops
 
 COLLECTION = str(uuid.uuid4())
 
