@@ -8,7 +8,12 @@
 - ``run_due_profile_sets`` (Celery beat): a job for every scheduled profile set whose time has come.
 
 The steps the tail shares with every job (agents, ``agentic_compress``, the answer, the response agents) are in
-``worker.job_tasks``. Usage: nothing to call; ``worker.canvas`` builds the canvases these tasks apply.
+``worker.job_tasks``. ``agentic_begin`` is a step of the job like those, run by their one wrapper
+(``worker.job_tasks.step_task``); the loop's tasks are not, since they are handed a loop's state rather than the job's
+(which they read from its row after the check), a duplicate of theirs is refused by the loop store rather than
+the step ledger, and they hand nothing on but enqueue their successor; the beat task belongs to no job.
+
+Usage: nothing to call; ``worker.canvas`` builds the canvases these tasks apply.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import logging
 import time
 import uuid
 from typing import Any
+
+from celery import Task
 
 from pipeline.agentic.loop import LoopState, final_documents, next_action, run_iteration
 from pipeline.agentic.runtime import build_tools, job_filter, vectors_function
@@ -27,6 +34,7 @@ from pipeline.agents.base import Stage
 from pipeline.agents.records import AgentSpec
 from pipeline.job.stage_budget import start_clock
 from pipeline.job.state import JobState
+from pipeline.job.step_protocol import Step
 from pipeline.job.store import JobStore
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.outcome import SearchOutcome
@@ -40,6 +48,7 @@ from worker.canvas import (
     enqueue_job,
     iteration_signature,
 )
+from worker.job_tasks import step_task
 
 log = logging.getLogger("agentsearch.worker")
 
@@ -58,25 +67,27 @@ def _stage(profile: str, iteration: int) -> str:
     return f"{profile}:iteration:{iteration}" if profile else f"iteration:{iteration}"
 
 
-@app.task(name=AGENTIC_BEGIN)
-def agentic_begin(state: dict[str, Any]) -> dict[str, Any]:
-    services = get_services()
-    current = JobState.load(state)
-    jobs = JobStore(services.db)
-    # Kept for agentic_finish, which the last loop enqueues long after this task's return value is gone.
-    if not jobs.progress(current.job_id, "agentic", current, keep_state=True):
-        return state
+@app.task(name=AGENTIC_BEGIN, bind=True)
+def agentic_begin(self: Task, state: dict[str, Any]) -> dict[str, Any]:
+    return step_task(self, state, lambda services, _: Step(
+        "agentic", "agentic_begin", lambda current: current, timed_as="", keep_state=True,
+        then=lambda begun: _start_loops(services, JobState.load(begun))))
+
+
+def _start_loops(services: Services, state: JobState) -> None:
+    """One loop per profile, started from the state the job keeps for ``agentic_finish`` (which the last loop
+    enqueues long after this task's return value is gone). Run on every delivery that finds the job going on, the
+    ledger's stored output included: a job retried after its worker was lost finds its loops started, and they go
+    on from their last saved iteration. A redelivered copy may fork a loop that way; the fork's first save is
+    refused."""
     store = LoopStore(services.db)
-    plans = _spec(current).plans(current.query, current.collections, services.settings.test_mode)
-    fresh = [p.profile for p in plans if store.start(current.job_id, p.profile, LoopState.start(p.query, p.config))]
-    # A job retried after its worker was lost finds its loops started: they go on from their last saved
-    # iteration. A redelivered copy of this task may fork a loop that way; the fork's first save is refused.
-    running = store.running(current.job_id)
+    plans = _spec(state).plans(state.query, state.collections, services.settings.test_mode)
+    fresh = [p.profile for p in plans if store.start(state.job_id, p.profile, LoopState.start(p.query, p.config))]
+    running = store.running(state.job_id)
     if running:
-        build_loops(current.job_id, {p: s.dump() for p, s in running.items()}).apply_async()
+        build_loops(state.job_id, {p: s.dump() for p, s in running.items()}).apply_async()
     elif not fresh:
-        agentic_finish.si(current.job_id).apply_async()
-    return state
+        agentic_finish.si(state.job_id).apply_async()
 
 
 @app.task(name=AGENTIC_ITERATION)

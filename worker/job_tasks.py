@@ -15,6 +15,10 @@ the job to its log lines; each stage function opens its span of the job's trace.
 raises, so the chord's callback always runs; it adds its record to the job's as it ends, so the job's events show
 each response agent then, not all at assembly. ``worker.canvas`` puts these tasks in order.
 
+``assemble`` and ``job_failed`` are not steps and do not go through ``step_task``: they end the job rather than
+hand a state on, so there is no progress to write and no output for the ledger (``assemble`` is handed the chord's
+records and reads the job's status with its kept state; ``job_failed`` is an errback, handed a failed request).
+
 Usage (what a worker does with a message; a test calls the task the same way)::
 
     state = pre_search_agent(state.dump(), spec.model_dump(mode="json"))
