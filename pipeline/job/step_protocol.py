@@ -14,7 +14,9 @@ same frame, in this order:
 What comes back is the output to hand on, as JSON, or a typed outcome: ``Cancelled`` (the job was cancelled or has
 ended: the rest of the chain passes through without work) or ``Retry`` (the work asks to run again later, before
 anything was stored). Nothing here knows Celery: ``worker.job_tasks.step_task`` is the one wrapper that turns these
-into a task's return value or its retry.
+into a task's return value or its retry. Nor does it open the step's span of the job's trace: each stage function
+opens its own (``pipeline.observability.tracing.traced_stage``), so a stage called alone, as the answer's benchmarks
+and the tracing tests call it, is traced the same as in a task.
 
 Usage::
 

@@ -20,7 +20,7 @@ from milvus_lite.search.filter.tokens import TokenKind, tokenize
 from pydantic import ValidationError
 
 from pipeline.agents.base import AgentContext, Stage
-from pipeline.job.agent_call import agent_context
+from pipeline.job.stages import agent_context
 from pipeline.job.state import JobState
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
