@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.auth import CurrentUser
 from api.services import services_of
 from pipeline.security.quotas import Limits, QuotaStore, RouteClass, route_class
-from pipeline.security.rate_windows import Window
+from pipeline.security.rate_windows import Admission, Window
 
 # A job's end cannot be foreseen; a few seconds is about the shortest job, and a client polling that often costs
 # one indexed count.
@@ -68,20 +68,18 @@ def rate_limited(request: Request, user_id: CurrentUser) -> None:
     kind = request_class(request)
     if kind is None:
         return
-    limits = effective_limits(request, user_id)
     windows = request.app.state.rate_windows
     admission = None
     if kind == "search" and not _resends_a_submitted_job(request, user_id):
-        db = services_of(request).db
-        admission = windows.admit_job(user_id, limits.max_running_jobs,
-                                      running=lambda: QuotaStore(db).running_jobs(user_id))
+        admission = windows.admit_job_counted(user_id, lambda: _limit_and_running(request, user_id))
         if not admission.admitted:
             raise HTTPException(
                 status_code=429,
                 detail=f"{admission.running} of your jobs are queued or running and at most "
-                       f"{limits.max_running_jobs} may be; submit again when one has ended",
+                       f"{admission.limit} may be; submit again when one has ended",
                 headers={"Retry-After": str(RUNNING_JOBS_RETRY_AFTER_S)})
         setattr(request.state, STATE_ADMISSION, admission)
+    limits = effective_limits(request, user_id)
     window = windows.hit(user_id, kind, limits.per_minute(kind))
     if window is None:
         return  # the counters are unreachable: let the request through (RateWindows logged it)
@@ -99,6 +97,16 @@ def rate_limited(request: Request, user_id: CurrentUser) -> None:
 RateLimited = Depends(rate_limited)
 
 
+def _limit_and_running(request: Request, user_id: uuid.UUID) -> tuple[int, int]:
+    # A search's limits and its user's running jobs in one transaction (a search's admission is most of what a
+    # cache hit costs beyond a read); the limits are kept for the rest of the request, as ``effective_limits``
+    # keeps them.
+    services = services_of(request)
+    limits, running = QuotaStore(services.db).effective_and_running(user_id, Limits.defaults(services.settings))
+    request.state.limits = limits
+    return limits.max_running_jobs, running
+
+
 def _resends_a_submitted_job(request: Request, user_id: uuid.UUID) -> bool:
     # A client sending a submission again (its answer lost on the way) gets the job it already has: no new job
     # starts, so the running-jobs limit does not apply. The per-minute window still counts it.
@@ -106,12 +114,11 @@ def _resends_a_submitted_job(request: Request, user_id: uuid.UUID) -> bool:
     return bool(key) and QuotaStore(services_of(request).db).has_idempotent_job(user_id, key)
 
 
-async def release_job_admission(request: Request) -> None:
-    """The job's row is written and counts it now: give back its admission (``RateLimitHeaders`` does it for
-    every other route when the answer starts; a route that goes on to wait for its job calls this first)."""
-    admission = getattr(request.state, STATE_ADMISSION, None)
-    if admission is not None:
-        await run_in_threadpool(admission.release)
+def job_admission(request: Request) -> Admission | None:
+    """The search's place under the running-jobs limit: the job's row, once written, counts it, so a route that
+    goes on (to wait for its job) releases it first (``RateLimitHeaders`` does it for every other route when the
+    answer starts)."""
+    return getattr(request.state, STATE_ADMISSION, None)
 
 
 class RateLimitHeaders:
@@ -129,7 +136,8 @@ class RateLimitHeaders:
 
         async def release() -> None:
             admission = state.get(STATE_ADMISSION)
-            if admission is not None:
+            # Released already (by the route, in the thread that wrote the job): no thread to wait for.
+            if admission is not None and admission.held:
                 await run_in_threadpool(admission.release)
 
         async def send_with_headers(message: Message) -> None:

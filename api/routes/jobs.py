@@ -17,11 +17,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from api.audit import audit
+from api.audit import actor_of
 from api.auth import CurrentUser, key_limits, still_valid
 from api.errors import http_error, not_found
 from api.job_events import WAIT_POLL_S, JobEvents
-from api.rate_limits import release_job_admission
+from api.rate_limits import job_admission
 from api.request_guard import GuardedRoute
 from api.roles import Reach
 from api.schemas import JobOut
@@ -32,9 +32,11 @@ from pipeline.job.request import SearchRequest
 from pipeline.job.response import JobResponse
 from pipeline.job.state import JobState
 from pipeline.job.store import TERMINAL, JobStore
-from pipeline.job.submit import Submission, submit_job
+from pipeline.job.submit import Submission, audit_search, submit_job
 from pipeline.platform.db import Job
 from pipeline.refusal import Refusal
+from pipeline.security.audit import Actor
+from pipeline.security.rate_windows import Admission
 from pipeline.services import Services
 from worker.canvas import enqueue_job
 
@@ -63,10 +65,10 @@ async def submit_search(
     (``AGENTSEARCH_MAX_WAITS_PER_USER``) it answers 202 at once and the client polls.
     """
     within = key_limits(request).collections
-    submitted = await run_in_threadpool(_submit, services, user_id, body, idempotency_key, within)
-    await run_in_threadpool(_audit_search, request, services, body, submitted)
-    # The job's row counts it among the user's running jobs from now on, also while this request waits for it.
-    await release_job_admission(request)
+    submitted = await run_in_threadpool(_submit, services, user_id, body, idempotency_key, within, actor_of(request),
+                                        job_admission(request))
+    if not submitted.audited:
+        await run_in_threadpool(_audit_search, request, services, body, submitted)
     if submitted.state is None:
         # An earlier job answered. A cache hit is counted after the response is sent: the hit's latency is the
         # point of the cache (-10% p50).
@@ -84,24 +86,30 @@ async def submit_search(
 
 
 def _submit(services: Services, user_id: uuid.UUID, body: SearchRequest, idempotency_key: str | None,
-            within: frozenset[uuid.UUID] | None = None) -> Submission:
-    """The job submitted and, when it is a new one, on the queues."""
+            within: frozenset[uuid.UUID] | None = None, actor: Actor | None = None,
+            admission: Admission | None = None) -> Submission:
+    """The job submitted and, when it is a new one, on the queues; answered by an earlier job, it is audited in
+    the submission's transaction when ``actor`` is given (``Submission.audited``). ``admission`` is released
+    once the submission has committed: the job's row counts it among the user's running jobs from then on, also
+    while the request waits for it (released in this thread, not another one's hop)."""
     try:
-        submitted = submit_job(services, user_id, body, idempotency_key, within=within)
+        submitted = submit_job(services, user_id, body, idempotency_key, within=within, actor=actor)
     except Refusal as exc:
         raise http_error(exc) from None
+    finally:
+        if admission is not None:
+            admission.release()
     if submitted.state is not None:
         enqueue(services, str(submitted.job_id), submitted.specs, submitted.state)
     return submitted
 
 
 def _audit_search(request: Request, services: Services, body: SearchRequest, submitted: Submission) -> None:
-    """The search in the trail, in a transaction of its own right after the job's (``submit_job`` commits its
-    own): a row that cannot be written answers 500 rather than a search nobody can find in the trail."""
+    """A new job's search in the trail, in a transaction of its own once the job is on the queues (``submit_job``
+    commits its own, and a job the queue refused is taken back): a row that cannot be written answers 500 rather
+    than a search nobody can find in the trail."""
     with services.db.session() as s:
-        audit(request, s, "search", collection_id=body.collection_id, target=("job", submitted.job_id),
-              details={"query": body.query, "cache_hit": submitted.cache_hit, "replayed": submitted.replayed,
-                       "also_search": [str(c) for c in body.also_search or []][:20]})
+        audit_search(s, actor_of(request), body, submitted)
 
 
 def enqueue(services: Services, job_id: str, specs: list[AgentSpec], state: JobState) -> None:

@@ -8,18 +8,25 @@ completely, in which case a new job row points at its stored response and nothin
 A request the service will not take raises ``Refusal`` (``pipeline.refusal``): the field at fault for a 422,
 otherwise a status and its words. Nothing is written then.
 
+Given the caller as an ``Actor``, a search answered by an earlier job is put in the audit trail in the very
+transaction that answers it (one commit: a cache hit costs a read and little more); a new job's row is the
+caller's to write once the job is on the queues (``audit_search``), as ``Submission.audited`` says.
+
 Usage::
 
-    submitted = submit_job(services, user_id, request, idempotency_key="retry-7")
+    submitted = submit_job(services, user_id, request, idempotency_key="retry-7", actor=Actor(user_id, "as_XXXX"))
     if submitted.state is not None:                          # a new job: the caller enqueues it
         task_ids = enqueue_job(str(submitted.job_id), submitted.specs, submitted.state, timeout_s)
         JobStore(services.db).record_tasks(str(submitted.job_id), task_ids)
+    if not submitted.audited:
+        with services.db.session() as s:
+            audit_search(s, Actor(user_id, "as_XXXX"), request, submitted)
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pydantic import ValidationError
 from sqlalchemy import select
@@ -42,6 +49,7 @@ from pipeline.refusal import Refusal, invalid, invalid_fields, missing
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import MetadataFilter, filter_problems
 from pipeline.security.access import Access
+from pipeline.security.audit import Actor, record
 from pipeline.security.document_access import job_access
 from pipeline.security.key_limits import KeyLimits
 from pipeline.services import Services
@@ -53,13 +61,14 @@ CONTEXTUALIZER = "query_contextualizer"
 class Submission:
     """What a submit decided. ``state`` is set for a new job, which the caller enqueues; without it an earlier job
     answered: the same Idempotency-Key (``replayed``) or a stored response (``cache_hit``, a new row pointing at
-    it)."""
+    it). ``audited``: its search is in the audit trail already (``submit_job`` was given the actor)."""
 
     job_id: uuid.UUID
     status: str
     cached: bool
     replayed: bool = False
     cache_hit: bool = False
+    audited: bool = False
     specs: list[AgentSpec] = field(default_factory=list)
     state: JobState | None = None
 
@@ -69,9 +78,11 @@ class Submission:
 
 
 def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
-                  idempotency_key: str | None = None, within: frozenset[uuid.UUID] | None = None) -> Submission:
+                  idempotency_key: str | None = None, within: frozenset[uuid.UUID] | None = None,
+                  actor: Actor | None = None) -> Submission:
     """Check the request, then answer it from an earlier job or create its job (queued, not yet enqueued).
-    ``within``: the only collections the caller's key sees (None: all the user's); any other is missing."""
+    ``within``: the only collections the caller's key sees (None: all the user's); any other is missing.
+    ``actor``: who searches; an earlier job's answer is audited in its transaction (``Submission.audited``)."""
     settings = services.settings
     query, top_k, search, agentic = _checked(request, settings, services.registry)
     named_at = _where_named(request, agentic)
@@ -84,7 +95,7 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
                 raise Refusal(409, "this Idempotency-Key belongs to a job over collections this API key does not "
                                    "see; send another Idempotency-Key")
             if earlier is not None:
-                return Submission.of(earlier, replayed=True)
+                return _audited(s, actor, request, Submission.of(earlier, replayed=True))
         epochs, collections = _epochs(s, named_at, user_id, settings, within)
         # Over a team collection with restricted documents every search of the job finds only what the caller's
         # document groups let it: the filter rides in the search overrides, so each search applies it and the
@@ -147,8 +158,24 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
             raise Refusal(409, "a job with this Idempotency-Key is being created") from None
         if hit is not None:
             # The whole job is answered from the stored response: no Celery, no agents.
-            return Submission.of(job, cache_hit=True)
+            return _audited(s, actor, request, Submission.of(job, cache_hit=True))
         return Submission.of(job, specs=specs, state=state)
+
+
+def audit_search(s: Session, actor: Actor, request: SearchRequest, submitted: Submission) -> None:
+    """The search's row in the audit trail, in the caller's transaction."""
+    record(s, actor, "search", collection_id=request.collection_id, target=("job", submitted.job_id),
+           details={"query": request.query, "cache_hit": submitted.cache_hit, "replayed": submitted.replayed,
+                    "also_search": [str(c) for c in request.also_search or []][:20]})
+
+
+def _audited(s: Session, actor: Actor | None, request: SearchRequest, submitted: Submission) -> Submission:
+    # Written before the submission's transaction commits: the answer and its record commit together, and a row
+    # that cannot be written fails the request (500) as a transaction of its own would.
+    if actor is None:
+        return submitted
+    audit_search(s, actor, request, submitted)
+    return replace(submitted, audited=True)
 
 
 def _checked(request: SearchRequest, settings: Settings, registry: AgentRegistry

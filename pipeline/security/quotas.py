@@ -9,6 +9,7 @@ Usage::
 
     quotas = QuotaStore(db)
     limits = quotas.effective(user_id, Limits.defaults(settings))   # the defaults overlaid by the user's own
+    limits, running = quotas.effective_and_running(user_id, Limits.defaults(settings))   # and its jobs, at once
     limits.per_minute("search")                                      # 60
     route_class("POST", "/v1/search")                                # "search"
     quotas.set_overrides("alice", LimitOverrides(searches_per_minute=5))
@@ -123,6 +124,19 @@ def running_jobs(s: Session, user_id: uuid.UUID) -> int:
                     .where(Job.user_id == user_id, Job.status.in_(ACTIVE_JOB_STATUSES))) or 0
 
 
+def effective_and_running(s: Session, user_id: uuid.UUID, defaults: Limits) -> tuple[Limits, int]:
+    """The user's limits in force and its jobs queued or running, in one statement (one round trip: a search's
+    admission reads both)."""
+    running = (select(func.count()).select_from(Job)
+               .where(Job.user_id == user_id, Job.status.in_(ACTIVE_JOB_STATUSES)).scalar_subquery())
+    row = s.execute(select(running, *(getattr(UserLimitRow, name) for name in LIMIT_NAMES)).select_from(User)
+                    .outerjoin(UserLimitRow, UserLimitRow.user_id == User.id).where(User.id == user_id)).one_or_none()
+    if row is None:
+        return defaults, running_jobs(s, user_id)  # no such user: the defaults, as ``overrides_of`` gives them
+    overrides = LimitOverrides(**dict(zip(LIMIT_NAMES, row[1:], strict=True)))
+    return defaults.overlaid(overrides), row[0] or 0
+
+
 def has_idempotent_job(s: Session, user_id: uuid.UUID, idempotency_key: str) -> bool:
     """True when the user already has a job for this ``Idempotency-Key``: sending it again starts nothing."""
     return s.scalar(select(Job.id).where(Job.user_id == user_id, Job.idempotency_key == idempotency_key)
@@ -166,6 +180,11 @@ class QuotaStore:
     def running_jobs(self, user_id: uuid.UUID) -> int:
         with self.db.session() as s:
             return running_jobs(s, user_id)
+
+    def effective_and_running(self, user_id: uuid.UUID, defaults: Limits) -> tuple[Limits, int]:
+        """``effective`` and ``running_jobs`` in one transaction: a search's admission reads both at once."""
+        with self.db.session() as s:
+            return effective_and_running(s, user_id, defaults)
 
     def documents_stored(self, user_id: uuid.UUID) -> int:
         with self.db.session() as s:

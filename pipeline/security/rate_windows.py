@@ -78,6 +78,11 @@ class Admission:
     limit: int
     _release: Callable[[], object] | None = None
 
+    @property
+    def held(self) -> bool:
+        """The place is still this submission's (admitted, counted in Redis, not yet released)."""
+        return self._release is not None
+
     def release(self) -> None:
         """Give the place back (the job's row counts it from now on); only the first call does anything."""
         release, self._release = self._release, None
@@ -150,19 +155,29 @@ class RateWindows:
         """
         if limit <= 0:
             return Admission(admitted=False, running=0, limit=0)
+        return self.admit_job_counted(user_id, lambda: (limit, running()))
+
+    def admit_job_counted(self, user_id: uuid.UUID, usage: Callable[[], tuple[int, int]]) -> Admission:
+        """``admit_job`` with the limit read together with the count: ``usage()`` gives both (one transaction),
+        read after the place is taken, as the count must be. A limit of 0 admits none and reports no jobs running,
+        as ``admit_job`` does."""
         key = f"admissions/{user_id}"
         in_flight = self._guarded(lambda: self.storage.incr(key, ADMISSION_TTL_S))
         release = None if in_flight is None else lambda: self._guarded(
             lambda: self.storage.incr(key, ADMISSION_TTL_S, -1))
-        admission = Admission(admitted=True, running=0, limit=limit, _release=release)
+        admission = Admission(admitted=True, running=0, limit=0, _release=release)
         try:
-            admission.running = running()
+            admission.limit, admission.running = usage()
         except BaseException:
             admission.release()
             raise
+        if admission.limit <= 0:
+            admission.admitted, admission.running, admission.limit = False, 0, 0
+            admission.release()
+            return admission
         # This submission is one of the in-flight ones; a counter that expired under others may read less.
         others = max(1, in_flight or 1) - 1
-        if admission.running + others + 1 > limit:
+        if admission.running + others + 1 > admission.limit:
             admission.admitted = False
             admission.release()
         return admission

@@ -14,9 +14,10 @@ from sqlalchemy import func, select
 from api.errors import http_error
 from pipeline.job.request import SearchRequest
 from pipeline.job.store import JobStore
-from pipeline.job.submit import submit_job
-from pipeline.platform.db import DEFAULT_USER_ID, Job
+from pipeline.job.submit import audit_search, submit_job
+from pipeline.platform.db import DEFAULT_USER_ID, AuditEvent, Job
 from pipeline.refusal import Refusal
+from pipeline.security.audit import Actor
 from tests.support import submission
 
 MISSING = uuid.UUID("6b0f9a52-1d4e-4c8a-9a55-0e1c2f3d4b5a")
@@ -105,3 +106,25 @@ def test_a_job_taken_back_leaves_no_row(services, collection_id):
     submitted = submit(services, collection_id=collection_id, query="Q4 revenue")
     JobStore(services.db).discard(str(submitted.job_id))
     assert jobs(services) == 0
+
+
+def test_an_answer_from_an_earlier_job_is_audited_in_its_own_transaction_and_a_new_job_is_left_to_the_caller(
+        services, collection_id):
+    actor = Actor(DEFAULT_USER_ID, "as_test1234", "req-1", "127.0.0.1")
+    body = SearchRequest(collection_id=collection_id, query="Q4 revenue")
+    first = submit_job(services, DEFAULT_USER_ID, body, "retry-7", actor=actor)
+    assert first.audited is False  # on the queues first: the caller writes its row (a job taken back has none)
+    with services.db.session() as s:
+        audit_search(s, actor, body, first)
+    JobStore(services.db).succeed(str(first.job_id), {"answer": "412 million [1]", "complete": True}, [], {})
+    replayed = submit_job(services, DEFAULT_USER_ID, body, "retry-7", actor=actor)
+    hit = submit_job(services, DEFAULT_USER_ID, body, actor=actor)
+    assert replayed.audited and hit.audited and hit.cache_hit
+    with services.db.session() as s:
+        rows = s.scalars(select(AuditEvent).order_by(AuditEvent.id)).all()
+        assert [(r.action, r.target_id, r.details["cache_hit"], r.details["replayed"], r.key_prefix, r.request_id)
+                for r in rows] == [("search", str(first.job_id), False, False, "as_test1234", "req-1"),
+                                   ("search", str(first.job_id), False, True, "as_test1234", "req-1"),
+                                   ("search", str(hit.job_id), True, False, "as_test1234", "req-1")]
+        assert rows[-1].collection_id == collection_id and rows[-1].details["query"] == "Q4 revenue"
+    assert submit_job(services, DEFAULT_USER_ID, body).audited is False  # without an actor, nothing is recorded

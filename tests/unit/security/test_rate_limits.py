@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from api.rate_limits import rate_limit_headers
-from pipeline.platform.db import Collection, Database, DocumentRow, User
+from pipeline.platform.db import Collection, Database, DocumentRow, Job, User
 from pipeline.platform.settings import Settings
 from pipeline.refusal import Refusal
 from pipeline.security.quotas import LimitOverrides, Limits, QuotaError, QuotaStore, check_document_quota, route_class
@@ -154,6 +154,19 @@ def test_an_admission_is_held_until_released():
     assert windows.admit_job(user, 2, running=lambda: 1).admitted
 
 
+def test_an_admission_with_its_limit_read_beside_the_count_holds_as_one_given_the_limit():
+    windows = RateWindows(None)
+    user = uuid.uuid4()
+    first = windows.admit_job_counted(user, lambda: (2, 1))
+    assert (first.admitted, first.running, first.limit) == (True, 1, 2)
+    refused = windows.admit_job_counted(user, lambda: (2, 1))  # first holds its place
+    assert (refused.admitted, refused.running, refused.limit) == (False, 1, 2)
+    first.release()
+    # A limit of 0 admits none and says so as admit_job does, whatever is running; no place is kept.
+    assert windows.admit_job_counted(user, lambda: (0, 3)) == windows.admit_job(user, 0, running=lambda: 3)
+    assert windows.admit_job_counted(user, lambda: (1, 0)).admitted
+
+
 def test_concurrent_submissions_never_pass_the_running_jobs_limit():
     windows = RateWindows(None)
     user = uuid.uuid4()
@@ -211,6 +224,26 @@ def test_overrides_are_stored_merged_and_reset(db):
     assert store.effective(alice, defaults) == defaults
     with pytest.raises(QuotaError, match="no user named 'bob'"):
         store.set_overrides("bob", LimitOverrides(max_documents=1))
+
+
+def test_a_searchs_limits_and_running_jobs_are_read_together(db):
+    alice = _user(db, "alice")
+    store = QuotaStore(db)
+    defaults = Limits(searches_per_minute=60, reads_per_minute=1200, ingest_per_minute=120, max_running_jobs=10,
+                      max_documents=100)
+    assert store.effective_and_running(alice, defaults) == (defaults, 0)  # no overrides, no jobs
+    assert store.effective_and_running(uuid.uuid4(), defaults) == (defaults, 0)  # no such user
+    store.set_overrides("alice", LimitOverrides(max_running_jobs=3))
+    with db.session() as s:
+        collection = Collection(user_id=alice, name="c", embedding_model="m")
+        s.add(collection)
+        s.flush()
+        s.add_all(Job(user_id=alice, collection_id=collection.id, query="q", status=status)
+                  for status in ("queued", "running", "succeeded"))
+    assert store.effective_and_running(alice, defaults) == (store.effective(alice, defaults),
+                                                            store.running_jobs(alice))
+    assert store.effective_and_running(alice, defaults)[0].max_running_jobs == 3
+    assert store.running_jobs(alice) == 2
 
 
 def test_the_document_quota_counts_every_collection_of_the_user_and_no_one_elses(db):
