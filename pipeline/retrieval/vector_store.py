@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -78,6 +79,8 @@ GRPC_OPTIONS = {"grpc.use_local_subchannel_pool": 1, "grpc.max_reconnect_backoff
 
 # A generation's name is its collection's, this mark and a number (Milvus names take letters, digits and "_").
 GENERATION_MARK = "_g"
+# How long a store that lost the race to make a collection waits for the winner's to be listed.
+MADE_WAIT_S = 10.0
 # How long a rebuilt generation may take to load before the alias moves to it.
 LOAD_TIMEOUT_S = 300.0
 
@@ -223,13 +226,19 @@ class VectorStore:
         return previous
 
     @staticmethod
-    def _made_by_someone(make: Callable[[], Any], made: Callable[[], bool]) -> None:
-        """``make()``, unless it fails because another process made the same thing first (``made()`` then)."""
+    def _made_by_someone(make: Callable[[], Any], made: Callable[[], bool], wait_s: float = MADE_WAIT_S) -> None:
+        """``make()``, unless it fails because another process made the same thing first (``made()`` then, within
+        ``wait_s``)."""
         try:
             make()
         except MilvusException:
-            if not made():
-                raise
+            # The other maker may be midway: Milvus Lite makes a collection's folder before it lists the collection,
+            # and a second make in between fails ("File exists") while the collection is not there yet.
+            deadline = time.monotonic() + wait_s
+            while not made():
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
 
     def _point_alias(self, name: str, generation: str) -> None:
         if self._is_alias(name):
