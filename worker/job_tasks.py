@@ -130,7 +130,7 @@ def stage_agent_step(services: Services, stage: Stage, spec: dict[str, Any],
     stage_agents = [(agent_id, config_id) for agent_id, config_id in peers or []]
     work = AGENT_STAGE_STEPS[stage]
     return Step(f"{stage.value}:{agent.agent_id}", step_key(stage, agent),
-                lambda state: work(state, agent, services.runner, peers=stage_agents,
+                lambda state: work(state, agent, services.runner, stage_agents=stage_agents,
                                    default_timeout_s=services.settings.default_agent_timeout_s),
                 timed_as=stage.value)
 
@@ -213,8 +213,8 @@ def _answer(services: Services, state: JobState) -> Step:
 
     def answer(current: JobState) -> JobState:
         return stages.answer_step(current, llm=LLMClient.from_settings(settings),
-                                  # Stored sentence vectors read, the rest embedded lazily (stages.known_embed).
-                                  embed=stages.known_embed(services, current),
+                                  # Stored sentence vectors read, the rest embedded lazily (stages.answer_embedder).
+                                  embed=stages.answer_embedder(services, current),
                                   embedding_model=settings.embedding_model, language=settings.keyword_language,
                                   # The text as it is written, for the job's events (answer.delta).
                                   stream=AnswerChannel(services.redis, current.job_id,

@@ -11,9 +11,9 @@ step asks ``passed_over`` first. Response agents run side by side: they do not r
 
 Usage::
 
-    peers = [("intent_classifier", "c1"), ("query_expander", "c2"), ("acronym_resolver", "c3")]
-    problem = follow(state, Stage.PRE_SEARCH, spec, peers, "acronym_resolver")   # None: routed
-    skip = passed_over(state, spec, peers)           # the record of an agent the route passes over, else None
+    stage_agents = [("intent_classifier", "c1"), ("query_expander", "c2"), ("acronym_resolver", "c3")]
+    problem = follow(state, spec, stage_agents, "acronym_resolver")   # None: routed
+    skip = passed_over(state, spec, stage_agents)   # the record of an agent the route passes over, else None
 """
 
 from __future__ import annotations
@@ -25,25 +25,25 @@ from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.job.state import JobState
 
 ROUTED = "routed"
-Peer = tuple[str, str | None]  # (agent_id, config_id)
+StageAgent = tuple[str, str | None]  # (agent_id, config_id)
 
 
 class RouteRefused(ValueError):
     """What is wrong with a ``next_agent_id``: recorded as the naming agent's error."""
 
 
-def position(peers: Sequence[Peer], spec: AgentSpec) -> int | None:
+def position(stage_agents: Sequence[StageAgent], spec: AgentSpec) -> int | None:
     try:
-        return list(peers).index((spec.agent_id, spec.config_id))
+        return list(stage_agents).index((spec.agent_id, spec.config_id))
     except ValueError:
         return None
 
 
-def target(peers: Sequence[Peer], current: int | None, name: str, stage: Stage) -> int:
+def target(stage_agents: Sequence[StageAgent], current: int | None, name: str, stage: Stage) -> int:
     """The index of the agent ``name`` routes to from ``current``; raises ``RouteRefused`` if it may not."""
-    matches = [i for i, (agent_id, config_id) in enumerate(peers) if name in (agent_id, config_id)]
+    matches = [i for i, (agent_id, config_id) in enumerate(stage_agents) if name in (agent_id, config_id)]
     if not matches:
-        known = ", ".join(agent_id for agent_id, _ in peers) or "none"
+        known = ", ".join(agent_id for agent_id, _ in stage_agents) or "none"
         raise RouteRefused(f"next_agent_id {name!r} is not an agent of the {stage.value} stage ({known})")
     ahead = [i for i in matches if current is not None and i > current]
     if not ahead:
@@ -52,13 +52,13 @@ def target(peers: Sequence[Peer], current: int | None, name: str, stage: Stage) 
     return ahead[0]
 
 
-def follow(state: JobState, spec: AgentSpec, peers: Sequence[Peer], name: str) -> str | None:
+def follow(state: JobState, spec: AgentSpec, stage_agents: Sequence[StageAgent], name: str) -> str | None:
     """Record in ``state`` that ``spec``'s agent routed to ``name``; the refusal's words when it may not."""
     try:
-        chosen = target(peers, position(peers, spec), name, spec.stage)
+        chosen = target(stage_agents, position(stage_agents, spec), name, spec.stage)
     except RouteRefused as exc:
         return str(exc)
-    agent_id, config_id = peers[chosen]
+    agent_id, config_id = stage_agents[chosen]
     state.routes[spec.stage.value] = {"by": spec.agent_id, "to": agent_id, "to_config": config_id}
     return None
 

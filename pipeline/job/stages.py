@@ -18,10 +18,10 @@ the input they build from the state and in what they take back from the output (
 
 Usage::
 
-    state = pre_search_step(state, spec, services.runner, peers=[("intent_classifier", "c1"), ...])
+    state = pre_search_step(state, spec, services.runner, stage_agents=[("intent_classifier", "c1"), ...])
     state = core_search_step(state, services)
     state = post_search_step(state, spec, services.runner)
-    state = answer_step(state, LLMClient.from_settings(services.settings), known_embed(services, state),
+    state = answer_step(state, LLMClient.from_settings(services.settings), answer_embedder(services, state),
                         stream=AnswerChannel(services.redis, state.job_id))
     run = response_step(state, spec, services.runner, services.artifacts)
     response = assemble_response(state, [run])
@@ -51,7 +51,7 @@ from pipeline.job.answer.citations import CitationCheck, citation_summary, verif
 from pipeline.job.artifact_names import numbered
 from pipeline.job.artifacts import ArtifactStore, JobEnded
 from pipeline.job.response import JobResponse
-from pipeline.job.routing import Peer, follow, passed_over
+from pipeline.job.routing import StageAgent, follow, passed_over
 from pipeline.job.stage_budget import StageBudget
 from pipeline.job.state import JobState
 from pipeline.observability.tracing import traced_stage
@@ -66,11 +66,11 @@ if TYPE_CHECKING:  # types only: steps get their parts passed in, and the tests 
 
 
 @traced_stage("pre_search")
-def pre_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner, peers: Sequence[Peer] | None = None,
-                    default_timeout_s: float = 30.0) -> JobState:
-    """One pre-search agent (``agent_stage_step``). ``peers`` are the stage's agents in order
+def pre_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner,
+                    stage_agents: Sequence[StageAgent] | None = None, default_timeout_s: float = 30.0) -> JobState:
+    """One pre-search agent (``agent_stage_step``). ``stage_agents`` are the stage's agents in order
     ((agent_id, config_id)), for its routing."""
-    return agent_stage_step(state, Stage.PRE_SEARCH, spec, runner, peers, default_timeout_s)
+    return agent_stage_step(state, Stage.PRE_SEARCH, spec, runner, stage_agents, default_timeout_s)
 
 
 def search_config(state: JobState, defaults: dict) -> SearchConfig:
@@ -130,13 +130,13 @@ def merge_search_step(states: list[JobState]) -> JobState:
 
 
 @traced_stage("post_search")
-def post_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner, peers: Sequence[Peer] | None = None,
-                     default_timeout_s: float = 30.0) -> JobState:
+def post_search_step(state: JobState, spec: AgentSpec, runner: AgentRunner,
+                     stage_agents: Sequence[StageAgent] | None = None, default_timeout_s: float = 30.0) -> JobState:
     """One post-search agent (``agent_stage_step``), the pre-search agents' step on the documents."""
-    return agent_stage_step(state, Stage.POST_SEARCH, spec, runner, peers, default_timeout_s)
+    return agent_stage_step(state, Stage.POST_SEARCH, spec, runner, stage_agents, default_timeout_s)
 
 
-def known_embed(services: Services, state: JobState) -> Callable[[list[str]], list[list[float]]]:
+def answer_embedder(services: Services, state: JobState) -> Callable[[list[str]], list[list[float]]]:
     """The answer's ``embed``: the sentence vectors stored with the job's documents and the query's embedding the
     search cached are read; only the other texts reach the model. Lazy: nothing is read or loaded until the answer
     embeds, and a model that fails to load costs the answer its embedding score only."""
@@ -272,16 +272,17 @@ def agent_context(state: JobState, stage: Stage) -> AgentContext:
 
 
 def call_agent(state: JobState, stage: Stage, spec: AgentSpec, runner: AgentRunner, inp: BaseModel,
-               default_timeout_s: float, peers: Sequence[Peer] | None = None) -> FallbackOutcome:
+               default_timeout_s: float, stage_agents: Sequence[StageAgent] | None = None) -> FallbackOutcome:
     """The agent of ``spec`` run on ``inp`` in ``stage``: held to the stage's budget, its fallback standing in if it
-    fails, and (given ``peers``, its stage's agents in order) its route followed, recorded in ``state``."""
+    fails, and (given ``stage_agents``, its stage's agents in order) its route followed, recorded in ``state``."""
     budget = StageBudget.of(state, stage)
     held = runner if budget is None else budget.runner(runner, default_timeout_s)
     outcome = run_with_fallback(held, spec, inp, agent_context(state, stage))
-    return outcome if peers is None else _routed(state, spec, outcome, peers)
+    return outcome if stage_agents is None else _routed(state, spec, outcome, stage_agents)
 
 
-def _routed(state: JobState, spec: AgentSpec, outcome: FallbackOutcome, peers: Sequence[Peer]) -> FallbackOutcome:
+def _routed(state: JobState, spec: AgentSpec, outcome: FallbackOutcome,
+            stage_agents: Sequence[StageAgent]) -> FallbackOutcome:
     """The outcome after the ``next_agent_id`` its output named: recorded in the state's routes, or, when the stage
     may not follow it, the last run's error (its output then goes unused)."""
     name = getattr(outcome.output, "next_agent_id", None)
@@ -289,7 +290,7 @@ def _routed(state: JobState, spec: AgentSpec, outcome: FallbackOutcome, peers: S
         return outcome
     run = outcome.last
     run.next_agent_id = name
-    problem = follow(state, spec, peers, name)
+    problem = follow(state, spec, stage_agents, name)
     if problem is None:
         return outcome
     run.status, run.success, run.errors = "error", False, [*(run.errors or []), problem]
@@ -335,10 +336,10 @@ STAGE_IO: dict[Stage, StageIO] = {
 
 
 def agent_stage_step(state: JobState, stage: Stage, spec: AgentSpec, runner: AgentRunner,
-                     peers: Sequence[Peer] | None = None, default_timeout_s: float = 30.0) -> JobState:
+                     stage_agents: Sequence[StageAgent] | None = None, default_timeout_s: float = 30.0) -> JobState:
     """One pre- or post-search agent (``stage``) on a new state; the state it was handed stays as it was.
-    ``peers`` are the stage's agents in order ((agent_id, config_id)), for its routing. A critical failure raises,
-    failing the job."""
+    ``stage_agents`` are the stage's agents in order ((agent_id, config_id)), for its routing. A critical failure
+    raises, failing the job."""
     io = STAGE_IO[stage]
     # A new state whose own containers are the ones this step changes (metadata, records, routes, clocks): a deep
     # copy of all of it took longer than the rest of a no-op agent's step.
@@ -350,7 +351,7 @@ def agent_stage_step(state: JobState, stage: Stage, spec: AgentSpec, runner: Age
     if (skip := passed_over(state, spec)) is not None:
         state.agent_runs.append(skip)  # an earlier agent of the stage routed past it: a no-op hop
         return state
-    outcome = call_agent(state, stage, spec, runner, io.given(state), default_timeout_s, peers or [])
+    outcome = call_agent(state, stage, spec, runner, io.given(state), default_timeout_s, stage_agents or [])
     outcome.raise_if_critical()
     run = outcome.last
     out: Any = outcome.output  # the stage's output model: PreSearchOutput or PostSearchOutput

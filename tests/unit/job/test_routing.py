@@ -76,7 +76,7 @@ def spec(agent_id: str, **kw) -> AgentSpec:
 def run_stage(runner, to: str | None, **router_kw) -> JobState:
     job = JobState(job_id="j1", collection_id="c1", user_id="u1", query="q")
     for s in (spec("router", config={"to": to}, **router_kw), spec("a"), spec("b"), spec("c")):
-        job = pre_search_step(job, s, runner, peers=PEERS)
+        job = pre_search_step(job, s, runner, stage_agents=PEERS)
     return job
 
 
@@ -126,7 +126,7 @@ def test_post_search_agents_route_the_same_way(make_runner):
     peers = [("post_router", None), ("middle", None), ("last", None)]
     job = JobState(job_id="j1", collection_id="c1", query="q")
     for agent_id in ("post_router", "middle", "last"):
-        job = post_search_step(job, AgentSpec(agent_id=agent_id, stage=Stage.POST_SEARCH), runner, peers=peers)
+        job = post_search_step(job, AgentSpec(agent_id=agent_id, stage=Stage.POST_SEARCH), runner, stage_agents=peers)
     assert [(r.agent_id, r.status) for r in job.agent_runs] == [
         ("post_router", "ok"), ("middle", "skipped"), ("last", "ok")]
     assert job.metadata["last"] is True

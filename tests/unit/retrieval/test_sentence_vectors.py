@@ -182,7 +182,7 @@ def test_the_answers_embed_reads_the_jobs_own_collections_and_the_cached_query_o
     import uuid
     from types import SimpleNamespace
 
-    from pipeline.job.stages import known_embed
+    from pipeline.job.stages import answer_embedder
     from pipeline.job.state import JobState
     from pipeline.platform.db import milvus_collection_name
 
@@ -198,7 +198,7 @@ def test_the_answers_embed_reads_the_jobs_own_collections_and_the_cached_query_o
     state = JobState(job_id="j", collection_id=mine, query="the query", collections={mine: 0}, documents=[
         Document(id="d1", title="", text="Own fact.", metadata={"chunk_id": "d1#0", "collection_id": mine}),
         Document(id="d2", title="", text="Other fact.", metadata={"chunk_id": "d2#0", "collection_id": theirs})])
-    embed = known_embed(services, state)
+    embed = answer_embedder(services, state)
     assert store.reads == []  # nothing read before the answer embeds
     vectors = embed(["the query", "Own fact.", "Other fact."])
     assert model.asked == ["Other fact."]  # not the job's collection: embedded, never read
