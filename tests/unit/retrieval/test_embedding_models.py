@@ -13,7 +13,8 @@ import pytest
 
 from pipeline.platform.settings import Settings
 from pipeline.retrieval.e5_engine import E5Engine
-from pipeline.retrieval.embedder import Embedder, resolve_model_path
+from pipeline.retrieval.embedder import Embedder
+from pipeline.retrieval.model_files import resolve_model_path
 from pipeline.services import Services
 
 ANSWER = "Jared Allen recorded 136 sacks during his career in the National Football League."
