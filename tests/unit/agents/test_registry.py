@@ -1,4 +1,5 @@
-"""AgentRegistry: entry-point discovery, extra modules, lookups, config validation at build time, id clashes."""
+"""AgentRegistry: entry-point discovery, extra modules, lookups, config validation at build time, id clashes, and the
+built-in agents each registered under its stage."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from pipeline.agents.base import (
     PreSearchOutput,
     Stage,
 )
+from pipeline.agents.builtin.audio_summary import AudioSummary
+from pipeline.agents.builtin.chart_generator import ChartGenerator
+from pipeline.agents.builtin.pdf_report import PdfReport
+from pipeline.agents.builtin.pptx_generator import PptxGenerator
 from pipeline.agents.registry import AgentRegistry, UnknownAgent
 
 SAMPLE = "agentsearch_test_agents"
@@ -163,3 +168,21 @@ def test_register_refuses_what_is_not_an_agent_class_with_an_id(not_an_agent):
     # PreSearchAgent is an Agent subclass but has no agent_id.
     with pytest.raises(TypeError):
         AgentRegistry().register(not_an_agent)
+
+
+# The four pre-search agents that came after the first five: translator, query_expander, intent_classifier and
+# spell_checker.
+def test_the_four_new_agents_are_registered_with_their_stage():
+    registry = AgentRegistry.discover()
+    for agent_id in ("translator", "query_expander", "intent_classifier", "spell_checker"):
+        cls = registry.get(agent_id)
+        assert cls.stage == Stage.PRE_SEARCH and cls.__module__ == f"pipeline.agents.builtin.{agent_id}"
+        assert isinstance(registry.build(agent_id).config, cls.Config)  # each works with its default config
+
+
+# The four rendering response agents, none of them cached: their artifacts are stored once by reference.
+def test_the_four_agents_are_registered_by_entry_point():
+    registry = AgentRegistry.discover()
+    for cls in (PptxGenerator, PdfReport, ChartGenerator, AudioSummary):
+        assert registry.get(cls.agent_id) is cls
+        assert cls.stage == Stage.RESPONSE and not cls.cacheable
