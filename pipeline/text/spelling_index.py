@@ -1,4 +1,5 @@
-"""A SymSpell dictionary whose delete index is two arrays, not a dict of lists: the same lookups, a fifth of the memory.
+"""A SymSpell dictionary whose delete index is one sorted array, not a dict of lists: the same lookups, a fifth of the
+memory.
 
 SymSpell finds a misspelt word's corrections through every string a dictionary word becomes with up to
 ``max_dictionary_edit_distance`` letters deleted from its first ``prefix_length``; symspellpy keeps them as a dict

@@ -1,8 +1,8 @@
 """Pre-search: correct misspelt words in the query with symspellpy, without "correcting" the collection's own terms.
 
 Two dictionaries are consulted: symspellpy's bundled English frequency list (82,765 words, loaded once per process
-by ``warm_up``; with its delete index in arrays, ``pipeline.text.spelling_index``, it takes 34 MiB where it took
-135) and the collection's vocabulary (``ctx.tools.vocabulary``), whose words count as known and, at an equal
+by ``warm_up``; with its delete index in one sorted array, ``pipeline.text.spelling_index``, it takes 26 MiB where it
+took 135) and the collection's vocabulary (``ctx.tools.vocabulary``), whose words count as known and, at an equal
 edit distance, win over the English list as if they had a very high count. So "reveune" becomes "revenue"
 while "Northwind" or "electrolyser" stay as they are when the collection uses them. Numbers, acronyms (all
 capitals), words with digits, short words and words listed in ``keep`` are never touched; a correction keeps the
