@@ -24,12 +24,13 @@ Usage::
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from pipeline.job.response import JobResponse
 from pipeline.platform.db import ConversationRow, ConversationTurnRow, Job, utcnow
 from pipeline.security.access import Access
 
@@ -115,9 +116,8 @@ def explicit_history(messages: list[HistoryMessage]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content.strip()} for m in messages if m.content.strip()]
 
 
-def standalone_query(job: Job) -> str:
-    metadata: dict[str, Any] = (job.response or {}).get("metadata") or {}
-    rewritten = metadata.get("standalone_query")
+def standalone_query(job: Job, response: JobResponse) -> str:
+    rewritten = response.metadata.get("standalone_query")
     return rewritten if isinstance(rewritten, str) and rewritten.strip() else job.query
 
 
@@ -138,9 +138,10 @@ def record_turn(s: Session, job: Job) -> ConversationTurnRow | None:
     if s.scalar(select(ConversationTurnRow.id).where(ConversationTurnRow.job_id == job.id)) is not None:
         return None
     now = utcnow()
+    response = JobResponse.load(job.response or {})
     turn = ConversationTurnRow(id=uuid.uuid4(), conversation_id=conversation.id, job_id=job.id, status=job.status,
-                               question=job.query, standalone_query=standalone_query(job),
-                               answer=(job.response or {}).get("answer"), created_at=job.finished_at or now)
+                               question=job.query, standalone_query=standalone_query(job, response),
+                               answer=response.answer, created_at=job.finished_at or now)
     s.add(turn)
     conversation.updated_at = now
     s.flush()

@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session
 from pipeline.agents.records import AgentRun
 from pipeline.job import progress_pg
 from pipeline.job.conversation import record_turn
+from pipeline.job.response import JobResponse
 from pipeline.job.state import JobState
 from pipeline.platform.db import ArtifactRow, Database, Job, utcnow
 from pipeline.webhooks.outbox import record_job_end
@@ -279,9 +280,10 @@ class JobStore:
         """The answer the job's response holds, with how it was written."""
         with self.db.session() as s:
             job = self._job(s, job_id)
-            response = (job.response if job is not None else None) or {}
-        meta = (response.get("metadata") or {}).get("answer") or {}
-        return StoredAnswer(response.get("answer"), meta.get("method"), meta.get("fallback_reason"))
+            stored = (job.response if job is not None else None) or {}
+        response = JobResponse.load(stored)
+        meta = response.metadata.get("answer") or {}
+        return StoredAnswer(response.answer, meta.get("method"), meta.get("fallback_reason"))
 
     def for_assembly(self, job_id: str) -> tuple[str | None, JobState | None, list[dict[str, Any]]]:
         """What the last step needs, in one round trip: the job's status, its saved state and its agents."""
