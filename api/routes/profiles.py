@@ -22,7 +22,7 @@ from api.roles import Reach
 from api.routes.jobs import enqueue
 from api.schemas import ProfileSetCreate
 from api.services import AppServices
-from pipeline.agentic.schedule import create_run, profile_sets_of, run_page
+from pipeline.agentic.schedule import create_run, profile_sets_of, remove_profile_set, run_page
 from pipeline.agentic.spec import AgenticSpec, checked_spec
 from pipeline.job.store import JobStore
 from pipeline.platform.db import ProfileSetRow, utcnow
@@ -95,7 +95,7 @@ def read_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request,
 @router.delete("/{set_id}", status_code=204)
 def delete_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> Response:
     with services.db.session() as s:
-        s.delete(Reach(request, s, user_id).owned(ProfileSetRow, set_id, "profile set"))
+        remove_profile_set(s, Reach(request, s, user_id).owned(ProfileSetRow, set_id, "profile set"))
     return Response(status_code=204)
 
 

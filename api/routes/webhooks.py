@@ -25,7 +25,7 @@ from api.schemas import WebhookCreate, WebhookUpdate
 from api.services import AppServices
 from pipeline.platform.db import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
 from pipeline.platform.settings import Settings
-from pipeline.webhooks.listing import deliveries_of, delivery_of, webhooks_of
+from pipeline.webhooks.listing import deliveries_of, delivery_of, remove_webhook, webhooks_of
 from pipeline.webhooks.quota import hold_user, webhook_count
 from pipeline.webhooks.secret import new_secret
 from pipeline.webhooks.target import TargetRefused, checked_url
@@ -127,7 +127,7 @@ def delete_webhook(webhook_id: uuid.UUID, user_id: CurrentUser, request: Request
     with services.db.session() as s:
         row = Reach(request, s, user_id).owned(WebhookRow, webhook_id, "webhook")
         audit(request, s, "webhook.delete", collection_id=row.collection_id, target=("webhook", row.id))
-        s.delete(row)
+        remove_webhook(s, row)
     return Response(status_code=204)
 
 

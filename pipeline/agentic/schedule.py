@@ -9,6 +9,7 @@ Usage::
     with db.session() as s:
         profile_sets_of(s, user_id)                      # oldest first
         total, runs = run_page(s, set_id, limit=20, offset=0)   # [(ProfileRun, Job)], newest first
+        remove_profile_set(s, profile_set)               # its runs' links go with it, their jobs stay
 """
 
 from __future__ import annotations
@@ -85,6 +86,12 @@ def profile_sets_of(s: Session, user_id: uuid.UUID) -> list[ProfileSetRow]:
     """The user's profile sets, oldest first."""
     return list(s.scalars(select(ProfileSetRow).where(ProfileSetRow.user_id == user_id)
                           .order_by(ProfileSetRow.created_at, ProfileSetRow.id)))
+
+
+def remove_profile_set(s: Session, row: ProfileSetRow) -> None:
+    """Delete the set in the caller's transaction; the database deletes its ``profile_runs`` rows with it
+    (``ON DELETE CASCADE``); its runs' jobs stay."""
+    s.delete(row)
 
 
 def run_page(s: Session, set_id: uuid.UUID, limit: int, offset: int) -> tuple[int, list[tuple[ProfileRun, Job]]]:

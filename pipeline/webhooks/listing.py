@@ -1,6 +1,6 @@
-"""A user's webhooks and their delivery log, as their owner reads them.
+"""A user's webhooks and their delivery log, as their owner reads them, and the removal of a webhook.
 
-Whose a webhook is, is checked before (``pipeline.security.access.Access.owned``); these read within the caller's
+Whose a webhook is, is checked before (``pipeline.security.access.Access.owned``); these work within the caller's
 session.
 
 Usage::
@@ -10,6 +10,7 @@ Usage::
         for delivery, attempts in deliveries_of(s, webhook_id, limit=50):   # newest first, attempts in order
             ...
         delivery_of(s, webhook_id, delivery_id)                   # None: missing, or another webhook's
+        remove_webhook(s, webhook)                                 # its deliveries and attempts go with it
 """
 
 from __future__ import annotations
@@ -45,3 +46,9 @@ def delivery_of(s: Session, webhook_id: uuid.UUID, delivery_id: uuid.UUID) -> We
     """The webhook's delivery of this id; None when there is none, or it is another webhook's."""
     row = s.get(WebhookDeliveryRow, delivery_id)
     return row if row is not None and row.webhook_id == webhook_id else None
+
+
+def remove_webhook(s: Session, webhook: WebhookRow) -> None:
+    """Delete the webhook in the caller's transaction; the database deletes its deliveries and their attempts with
+    it (``ON DELETE CASCADE``), so a pending delivery is never sent."""
+    s.delete(webhook)
