@@ -1,9 +1,11 @@
-"""A job end to end in the embedded mode beside its steps' own times, for kombu's old polling and the new.
+"""A job end to end in the embedded mode beside its steps' own times, for kombu's polling and the publish's wake.
 
 The embedded mode (``make demo``, ``agentsearch api`` with no servers) runs Celery on the in-process ``memory://``
-broker with worker threads (``worker/embedded.py``). That transport cannot block on a queue: a worker thread that
-finds its queues empty sleeps ``polling_interval`` before it looks again (kombu's default 1 s), so every hop
-between two steps of a job waited up to that. ``AGENTSEARCH_EMBEDDED_POLL_S`` sets it (``worker.app``).
+broker with worker threads (``worker/embedded.py``). kombu's memory transport cannot block on a queue: a worker
+thread that finds its queues empty sleeps ``polling_interval`` before it looks again (kombu's default 1 s), so every
+hop between two steps of a job waited up to that. ``worker.memory_broker`` wakes it on the next publish instead,
+``polling_interval`` (``AGENTSEARCH_EMBEDDED_POLL_S``) being its longest wait. A side is a polling interval with
+one of the two: ``0.01`` the publish's wake (the service's), ``timer:0.01`` kombu's sleep.
 
 One process builds the embedded app as the unit tests' ``app`` fixture does (SQLite and Milvus Lite in a temporary
 directory, the ONNX model of ``MODEL_CACHE_DIR``), ingests the sample corpus, and then, for each polling interval
@@ -22,8 +24,8 @@ is reported beside them.
 
 Usage::
 
-    .venv/bin/python bench/embedded_job.py                          # 1.0 s beside the default; writes the results
-    .venv/bin/python bench/embedded_job.py --polls 1.0,0.05,0.02,0.01 --jobs 10 --rounds 2
+    .venv/bin/python bench/embedded_job.py          # kombu's 1 s sleep beside the default; writes the results
+    .venv/bin/python bench/embedded_job.py --polls timer:0.01,0.01,1 --jobs 10 --rounds 2
     .venv/bin/agentsearch bench embedded --jobs 10 --json embedded.json
 """
 
@@ -44,9 +46,13 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kombu.transport import virtual
+
 from bench.common import SAMPLE_CORPUS, load_average, write_result
+from worker.memory_broker import Transport
 
 OLD_POLL_S = 1.0
+TIMER = "timer:"  # a side's prefix: kombu's own memory transport, which sleeps between two looks
 RESULTS = "embedded_job.md"
 # Agents of the demo (cli/demo.py) that need no LLM and render nothing heavy: language_detector and
 # acronym_resolver before the search, deduplicator after it, executive_summary and email_draft side by side.
@@ -100,17 +106,32 @@ def embedded_app(data_dir: Path):
         os.environ.update(saved)
 
 
+class KombuSleep(Transport):
+    """The service's memory transport with its consumers sleeping between two looks at empty queues, as kombu's own
+    do: only the consumers' wait differs, and a publisher made with either rings for the other."""
+
+    def drain_events(self, connection, timeout=None):
+        return virtual.Transport.drain_events(self, connection, timeout)
+
+
+def side_poll_s(side: str) -> float:
+    """``"timer:0.01"`` or ``"0.01"``: the polling interval of the side."""
+    return float(side.removeprefix(TIMER))
+
+
 @contextmanager
-def serving(application, poll_s: float, key: str | None = None):
-    """A client of ``application`` whose embedded worker threads poll every ``poll_s``: the transport options are
-    read when a worker thread connects, as its lifespan starts."""
+def serving(application, side: str, key: str | None = None):
+    """A client of ``application`` whose embedded worker threads wait as ``side`` says: the transport and its
+    options are read when a worker thread connects, as its lifespan starts."""
     from fastapi.testclient import TestClient
 
     from worker.app import app as celery_app, broker_transport_options
 
     settings = application.state.services.settings
     celery_app.conf.broker_transport_options = broker_transport_options(
-        settings.model_copy(update={"embedded_poll_s": poll_s}))
+        settings.model_copy(update={"embedded_poll_s": side_poll_s(side)}))
+    celery_app.conf.broker_transport = (f"{__name__}:KombuSleep" if side.startswith(TIMER)
+                                        else "worker.memory_broker:Transport")
     with TestClient(application) as client:
         if key is not None:
             client.headers["Authorization"] = f"Bearer {key}"
@@ -154,11 +175,11 @@ def side_figures(rows: list[dict]) -> dict:
             "overhead_ms": statistics.median(r["end_to_end_ms"] - r["steps_ms"] for r in rows)}
 
 
-def measure(polls: list[float], jobs: int, rounds: int, idle_s: float, agents: bool = True) -> dict:
-    """Every polling interval in ``polls`` measured in each of ``rounds`` rounds, the order rotating."""
+def measure(polls: list[str], jobs: int, rounds: int, idle_s: float, agents: bool = True) -> dict:
+    """Every side in ``polls`` (``parse_polls``) measured in each of ``rounds`` rounds, the order rotating."""
     documents = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines() if line.strip()]
     kinds = {"no agents": [], **({"demo agents": DEMO_AGENTS} if agents else {})}
-    raw: dict[str, dict] = {str(p): {"idle_cpu": [], "load": [], **{k: [] for k in kinds}} for p in polls}
+    raw: dict[str, dict] = {p: {"idle_cpu": [], "load": [], **{k: [] for k in kinds}} for p in polls}
     counter = 0
     with tempfile.TemporaryDirectory(prefix="agentsearch-embedded-bench-") as tmp, embedded_app(Path(tmp)) as app:
         from devstack.ingest import ingest_through_api
@@ -173,7 +194,7 @@ def measure(polls: list[float], jobs: int, rounds: int, idle_s: float, agents: b
         for round_number in range(rounds):
             shift = round_number % len(polls)
             for poll_s in polls[shift:] + polls[:shift]:
-                side = raw[str(poll_s)]
+                side = raw[poll_s]
                 with serving(app, poll_s, key) as client:
                     time.sleep(1.0)  # the worker threads' start settles
                     side["load"].append(load_average()[0])
@@ -208,15 +229,16 @@ def report(figures: dict, command: str, started: datetime, load: tuple[float, fl
         "",
         f"Command: `{command}`",
         "",
-        f"Per polling interval (`AGENTSEARCH_EMBEDDED_POLL_S`; {OLD_POLL_S:g} s is kombu's default, the old "
-        f"behaviour), {figures['rounds']} round(s), the order rotating; {figures['jobs_per_kind']} jobs of each "
+        f"Per side: the polling interval (`AGENTSEARCH_EMBEDDED_POLL_S`; {OLD_POLL_S:g} s is kombu's default), "
+        "woken by a publish (`worker.memory_broker`, the service's) or, marked `timer:`, by kombu's sleep alone (the "
+        f"old behaviour); {figures['rounds']} round(s), the order rotating; {figures['jobs_per_kind']} jobs of each "
         "kind, each `POST /v1/search?wait=60` with a query of its own and `use_cache` off. End to end: "
         "`finished_at - created_at`; steps: the sum of the job's `timings_ms`; ratio: the median of the jobs' "
         "end to end / steps; to the first step: `started_at - created_at` (the submission's work after the row, "
         "and the first hop); request: the client's time for the waiting request. Idle CPU: the process's CPU "
         f"seconds per second over {figures['idle_s']:g} s with no job (median of the rounds).",
         "",
-        "| poll s | jobs | end to end p50 ms | steps p50 ms | end to end - steps p50 ms | ratio p50 "
+        "| side | jobs | end to end p50 ms | steps p50 ms | end to end - steps p50 ms | ratio p50 "
         "| to the first step p50 ms | request p50 ms | idle CPU s/s | load |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
@@ -225,7 +247,7 @@ def report(figures: dict, command: str, started: datetime, load: tuple[float, fl
             if kind not in side:
                 continue
             f = side[kind]
-            lines.append(f"| {float(poll):g} | {kind} | {f['end_to_end_ms']:.0f} | {f['steps_ms']:.0f} | "
+            lines.append(f"| {poll} | {kind} | {f['end_to_end_ms']:.0f} | {f['steps_ms']:.0f} | "
                          f"{f['overhead_ms']:.0f} | **{f['ratio']:.2f}** | {f['to_first_step_ms']:.0f} | "
                          f"{f['request_ms']:.0f} | "
                          f"{side['idle_cpu_per_s']:.4f} | {', '.join(f'{x:.2f}' for x in side['load'])} |")
@@ -235,22 +257,27 @@ def report(figures: dict, command: str, started: datetime, load: tuple[float, fl
     return "\n".join(lines)
 
 
-def command_line(polls: list[float], jobs: int, rounds: int, idle_s: float, agents: bool) -> str:
-    return (f".venv/bin/agentsearch bench embedded --polls {','.join(f'{p:g}' for p in polls)} --jobs {jobs} "
+def command_line(polls: list[str], jobs: int, rounds: int, idle_s: float, agents: bool) -> str:
+    return (f".venv/bin/agentsearch bench embedded --polls {','.join(polls)} --jobs {jobs} "
             f"--rounds {rounds} --idle-s {idle_s:g}" + ("" if agents else " --no-agents"))
 
 
-def parse_polls(text: str | None) -> list[float]:
-    """``1.0,0.02`` as ``[1.0, 0.02]``; None gives the old interval and the setting's default."""
+def parse_polls(text: str | None) -> list[str]:
+    """``timer:1,0.02`` as ``["timer:1", "0.02"]``; None gives kombu's old sleep of 1 s and the setting's default
+    with the publish's wake."""
     if not text:
-        return [OLD_POLL_S, default_poll_s()]
-    polls = [float(p) for p in text.split(",") if p.strip()]
-    if not polls or any(p <= 0 for p in polls):
-        raise ValueError(f"--polls {text!r}: positive seconds, comma-separated")
-    return polls
+        return [f"{TIMER}{OLD_POLL_S:g}", f"{default_poll_s():g}"]
+    polls = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        if not polls or any(side_poll_s(p) <= 0 for p in polls):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"--polls {text!r}: positive seconds, each maybe prefixed with {TIMER}, "
+                         "comma-separated") from None
+    return [f"{TIMER}{side_poll_s(p):g}" if p.startswith(TIMER) else f"{side_poll_s(p):g}" for p in polls]
 
 
-def run(polls: list[float], jobs: int, rounds: int, idle_s: float, agents: bool = True) -> tuple[dict, str]:
+def run(polls: list[str], jobs: int, rounds: int, idle_s: float, agents: bool = True) -> tuple[dict, str]:
     """Measured, and the report written to bench/results/embedded_job.md: the figures and the report."""
     started, load = datetime.now(UTC), load_average()
     figures = measure(polls, jobs, rounds, idle_s, agents)
@@ -260,8 +287,9 @@ def run(polls: list[float], jobs: int, rounds: int, idle_s: float, agents: bool 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--polls", default=None, help="Polling intervals in seconds, comma-separated (default: "
-                                                      f"{OLD_POLL_S:g} and the setting's default).")
+    parser.add_argument("--polls", default=None, help="Sides: polling intervals in seconds, each woken by a publish "
+                        f"or, prefixed {TIMER}, by kombu's sleep; comma-separated (default: {TIMER}{OLD_POLL_S:g} and "
+                        "the setting's default).")
     parser.add_argument("--jobs", type=int, default=10, help="Jobs of each kind per polling interval and round.")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--idle-s", type=float, default=10.0, help="Seconds of idle CPU measured per side and round.")

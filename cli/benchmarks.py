@@ -276,7 +276,8 @@ def bench_backup(reindex_docs: int, json_out: Path | None) -> None:
 
 @bench_group.command("embedded")
 @click.option("--polls", default=None,
-              help="Polling intervals of the memory broker in seconds, comma-separated (default: kombu's 1 s and "
+              help="Sides: polling intervals of the memory broker in seconds, each woken by a publish or, prefixed "
+                   "timer:, by kombu's sleep alone; comma-separated (default: timer:1, kombu's old behaviour, and "
                    "the default of AGENTSEARCH_EMBEDDED_POLL_S).")
 @click.option("--jobs", type=click.IntRange(1), default=10, show_default=True,
               help="Jobs with no agents, and as many with agents of the demo, per interval and round.")
@@ -291,7 +292,7 @@ def bench_backup(reindex_docs: int, json_out: Path | None) -> None:
 def bench_embedded(polls: str | None, jobs: int, rounds: int, idle_s: float, agents: bool,
                    json_out: Path | None) -> None:
     """A job end to end in the embedded mode beside the sum of its steps' own times, for kombu's polling of the
-    memory broker and the new one, in one process (bench/results/embedded_job.md)."""
+    memory broker and the publish's wake, in one process (bench/results/embedded_job.md)."""
     from bench import embedded_job  # the embedded app, its model and Milvus Lite: see cli/__init__.py
 
     try:

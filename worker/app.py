@@ -80,9 +80,9 @@ def broker_transport_options(settings: Settings) -> dict:
                # silent past its health check instead.
                **redis_timeouts(settings.redis_timeout_s, "socket_")}
     if settings.embedded:
-        # The memory transport cannot block on a queue: a worker thread that found its queues empty sleeps
-        # polling_interval (kombu: 1 s) before it looks again, so each hop between a job's steps waited up to
-        # that. Redis reads the same option as its BRPOP timeout, so it is set for the memory broker only.
+        # The memory transport cannot block on a queue: a worker thread that found its queues empty waits for the
+        # next publish (worker.memory_broker), at most polling_interval (kombu's sleep, 1 s by default). Redis
+        # reads the same option as its BRPOP timeout, so it is set for the memory broker only.
         options["polling_interval"] = settings.embedded_poll_s
     return options
 
@@ -118,6 +118,8 @@ def create_app() -> Celery:
         # chord counted it would be skipped when redelivered, and the chord would never complete. Run again, it
         # hands on its stored output (the step ledger) and is counted once.
         broker_transport_options=broker_transport_options(settings),
+        # The memory broker's consumers are woken by a publish rather than a timer (the URL stays memory://).
+        broker_transport="worker.memory_broker:Transport" if settings.embedded else None,
         **redis_timeouts(settings.redis_timeout_s, "redis_socket_"),
         # The chord's bookkeeping and each step's result live in the result backend: they must outlive the job.
         result_expires=max(86400, int(settings.job_deadline_s * 4)),
@@ -133,8 +135,10 @@ def create_app() -> Celery:
         # when idle, so messages held for a later retry (ETA) are handed back too.
         worker_soft_shutdown_timeout=settings.worker_soft_shutdown_timeout_s,
         worker_enable_soft_shutdown_on_idle=settings.worker_soft_shutdown_timeout_s > 0,
-        worker_send_task_events=True,
-        task_send_sent_event=True,
+        # Task events are for Flower, which reads them from the broker: the embedded mode's broker lives inside
+        # this process, where nothing receives them, so they would only be built and dropped.
+        worker_send_task_events=not settings.embedded,
+        task_send_sent_event=not settings.embedded,
         task_track_started=True,
         worker_hijack_root_logger=False,
         # The reaper is not on this schedule: beat runs it in its own process (worker.lifecycle).

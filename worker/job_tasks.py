@@ -360,6 +360,7 @@ def _response_runs(job_id: str, snapshot: list[dict[str, Any]],
 
 @app.task(name="agentsearch.assemble", bind=True, **DB_RETRY)
 def assemble(self, records: list[dict[str, Any]], job_id: str) -> dict[str, Any]:
+    started = time.perf_counter()  # as every step's time, from the task's start: its reading of the job counts
     services = get_services()
     jobs = JobStore(services.db)
     status, state, snapshot = jobs.for_assembly(job_id)
@@ -370,7 +371,6 @@ def assemble(self, records: list[dict[str, Any]], job_id: str) -> dict[str, Any]
         return {"job_id": job_id, "status": status}  # a second run: the first one already ended the job
     if state is None:
         raise LookupError(f"job {job_id} has no saved state")
-    started = time.perf_counter()
     runs, missing = _response_runs(job_id, snapshot, records)
     if missing:
         if self.request.retries < ASSEMBLE_WAITS:

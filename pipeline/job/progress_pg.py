@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -56,8 +57,22 @@ def _statement(with_state: bool, keep_state: bool) -> str:
         RETURNING id"""
 
 
-STATEMENTS = {(False, False): _statement(False, False), (True, False): _statement(True, False),
-              (True, True): _statement(True, True)}
+def statements(build: Callable[[bool, bool], str]) -> dict[tuple[bool, bool], str]:
+    """The report's statement for each (with the records, with the state) that is sent, by ``build``."""
+    return {(False, False): build(False, False), (True, False): build(True, False), (True, True): build(True, True)}
+
+
+def record_params(state: JobState | None, keep_state: bool) -> dict[str, str]:
+    """The records, timings and (``keep_state``) state a report writes, as JSON; none without a state."""
+    if state is None:
+        return {}
+    params = {"runs": _RUNS.dump_json(state.agent_runs).decode(), "timings": json.dumps(state.timings_ms)}
+    if keep_state:
+        params["state"] = state.model_dump_json()
+    return params
+
+
+STATEMENTS = statements(_statement)
 STATUS = "SELECT status FROM jobs WHERE id = %(job_id)s"
 
 
@@ -67,12 +82,7 @@ def report(db: Database, job_id: str, stage: str, state: JobState | None, keep_s
     committed durably (it is what ``assemble`` builds the response from)."""
     now = utcnow()
     params: dict[str, Any] = {"job_id": uuid.UUID(job_id), "stage": stage, "at": now.isoformat(), "now": now,
-                              "node": node}
-    if state is not None:
-        params["runs"] = _RUNS.dump_json(state.agent_runs).decode()
-        params["timings"] = json.dumps(state.timings_ms)
-        if keep_state:
-            params["state"] = state.model_dump_json()
+                              "node": node, **record_params(state, keep_state)}
     statement = STATEMENTS[state is not None, keep_state and state is not None]
     if keep_state:
         with db.engine.begin() as conn:

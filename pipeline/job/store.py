@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from pipeline.agents.records import AgentRun
-from pipeline.job import progress_pg
+from pipeline.job import progress_pg, progress_sqlite
 from pipeline.job.conversation import record_turn
 from pipeline.job.response import JobResponse
 from pipeline.job.state import JobState
@@ -170,32 +170,14 @@ class JobStore:
         """Record the stage (and state); False when the job has already ended (cancelled, reaped), so the caller
         can skip its work: one round trip serves as both progress report and cancellation check.
 
-        On PostgreSQL it is one ``UPDATE ... RETURNING`` (``progress_pg``). A progress report need not wait for the
-        disk there (``Database.progress_engine``): the state travels with the task, and the job's end (and the state
-        kept for assemble, ``keep_state``) is committed durably. A server crash may lose the last reports, never
-        corrupt them; waiting for the WAL flush cost every step two disk syncs.
+        It is one ``UPDATE ... RETURNING`` (``progress_pg``, ``progress_sqlite``). On PostgreSQL a progress report
+        need not wait for the disk (``Database.progress_engine``): the state travels with the task, and the job's
+        end (and the state kept for assemble, ``keep_state``) is committed durably. A server crash may lose the last
+        reports, never corrupt them; waiting for the WAL flush cost every step two disk syncs.
         """
         if self.db.engine.dialect.name == "postgresql":
             return progress_pg.report(self.db, job_id, stage, state, keep_state, _node)
-        with self.db.session() as s:
-            job = self._job(s, job_id)
-            if job is None:
-                return True  # no row to report to (a step run on its own)
-            if job.status in TERMINAL:
-                return False
-            if job.status == "queued":
-                job.status, job.started_at = "running", job.started_at or utcnow()
-            if _node is not None and job.worker != _node:
-                job.worker = _node
-            if job.stage != stage:
-                job.stage_log = [*(job.stage_log or []), {"stage": stage, "at": utcnow().isoformat()}]
-            job.stage = stage
-            if state is not None:
-                job.agent_runs = [r.model_dump(mode="json") for r in state.agent_runs]
-                job.timings_ms = dict(state.timings_ms)
-                if keep_state:
-                    job.state = state.dump()
-            return True
+        return progress_sqlite.report(self.db, job_id, stage, state, keep_state, _node)
 
     def record_runs(self, job_id: str, runs: list[AgentRun]) -> bool:
         """Add one step's records (an agent's run and its stand-in's) to a running job's, as that step ends: the

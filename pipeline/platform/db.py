@@ -332,19 +332,28 @@ class ArtifactRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+def _sqlite_engine(url: str, synchronous: str = "FULL") -> Engine:
+    """An engine on the embedded mode's file; ``synchronous``: whether a commit waits for the disk (FULL, SQLite's
+    default) or only for the WAL's write (NORMAL)."""
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_conn, _record) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA synchronous={synchronous}")
+        cur.close()
+
+    return engine
+
+
 class Database:
     def __init__(self, url: str, pool_size: int = 5) -> None:
         self.url = url
         if url.startswith("sqlite"):
             # Embedded mode: API thread and worker threads share one file; WAL lets readers run beside a writer.
-            self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-
-            @event.listens_for(self.engine, "connect")
-            def _sqlite_pragmas(dbapi_conn, _record) -> None:
-                cur = dbapi_conn.cursor()
-                cur.execute("PRAGMA journal_mode=WAL")
-                cur.execute("PRAGMA foreign_keys=ON")
-                cur.close()
+            self.engine = _sqlite_engine(url)
         else:
             self.engine = create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=10)
         self._pool_size = pool_size
@@ -354,19 +363,25 @@ class Database:
 
     @property
     def progress_engine(self) -> Engine:
-        """PostgreSQL connections for progress reports only (``JobStore.progress``): one round trip each.
+        """Connections for progress reports only (``JobStore.progress``): one round trip each.
 
-        Each statement commits on its own (autocommit: no ``BEGIN``, no ``COMMIT``) and does not wait for the WAL
-        flush (``synchronous_commit`` off for the connection's whole life, set once as it connects), and there is
-        no pre-ping: the caller runs a statement again once on a fresh connection when its connection turns out
-        broken. A progress report may be lost by a server crash, never corrupted; every other write goes through
-        ``engine`` and commits durably. A session setting: behind a proxy that pools by transaction it would
-        reach other clients' connections, so this engine needs a direct connection, as the service's is.
+        On SQLite (the embedded mode) they commit without waiting for the disk (``synchronous=NORMAL``, which WAL
+        keeps consistent): a report survives the process's crash, not the machine's. A report that keeps the state
+        and every other write go through ``engine`` and wait for the disk.
+
+        On PostgreSQL each statement commits on its own (autocommit: no ``BEGIN``, no ``COMMIT``) and does not wait
+        for the WAL flush (``synchronous_commit`` off for the connection's whole life, set once as it connects), and
+        there is no pre-ping: the caller runs a statement again once on a fresh connection when its connection turns
+        out broken. A progress report may be lost by a server crash, never corrupted; every other write goes through
+        ``engine`` and commits durably. A session setting: behind a proxy that pools by transaction it would reach
+        other clients' connections, so this engine needs a direct connection, as the service's is.
         """
         engine = self._progress_engine
         if engine is not None:
             return engine
         with self._progress_lock:
+            if self._progress_engine is None and self.url.startswith("sqlite"):
+                self._progress_engine = _sqlite_engine(self.url, synchronous="NORMAL")
             if self._progress_engine is None:
                 engine = create_engine(self.url, isolation_level="AUTOCOMMIT", pool_size=self._pool_size,
                                        max_overflow=10)

@@ -38,12 +38,12 @@ class Settings(BaseSettings):
                                        "the results, the caches): past it the call fails, or is retried where it "
                                        "may be."
     )
-    # The memory broker has nothing to block on: its worker threads poll the empty queues and sleep this long between
-    # polls. kombu's default, 1 s, made a job with no agents take 2.9 s for 63 ms of steps; 0.01 s: 106 ms, for 3% of
-    # a core while idle (0.02 s: 109 ms and 1.8%, demo agents 220 ms against 195; bench/results/embedded_job.md).
+    # The memory broker has nothing to block on: a worker thread that found its queues empty waits for the next
+    # publish (worker.memory_broker), this long at most. A hop then costs a thread's wake-up whatever the interval:
+    # 1 s (kombu's own default) spends 0.15% of a core while idle, 0.01 s 3% (bench/results/embedded_job.md).
     embedded_poll_s: float = Field(
-        0.01, gt=0, le=5, description="Sleep of the embedded mode's worker threads between two polls of an empty "
-                                      "queue (memory broker only)."
+        1.0, gt=0, le=5, description="Longest wait of the embedded mode's worker threads between two looks at empty "
+                                     "queues, when no publish wakes them first (memory broker only)."
     )
     milvus_uri: str | None = Field(None, description="Milvus URI (http://host:19530); default Milvus Lite file.")
     milvus_token: str | None = Field(None, description="Milvus token (user:password) for secured servers.")

@@ -56,7 +56,8 @@ def test_an_agent_step_writes_once_and_its_record_arrives_with_the_next_step(ser
     from worker.job_tasks import post_search_agent, pre_search_agent, write_answer
 
     commits = []
-    event.listen(services.db.engine, "commit", lambda conn: commits.append(1))
+    for engine in (services.db.engine, services.db.progress_engine):
+        event.listen(engine, "commit", lambda conn: commits.append(1))
 
     after_pre = pre_search_agent(job.dump(), spec("year_scoper", Stage.PRE_SEARCH))
     assert len(commits) == 1
@@ -87,12 +88,48 @@ def test_a_step_of_a_cancelled_job_does_no_work(services, job):
 
 
 def test_progress_waits_for_the_disk_only_where_it_must(services, job):
-    """On PostgreSQL a progress report commits without waiting for the WAL flush; a kept state waits. SQLite has no
-    such setting: nothing is sent."""
-    statements = []
-    event.listen(services.db.engine, "before_cursor_execute",
-                 lambda conn, cursor, statement, *args: statements.append(statement))
+    """A progress report commits without waiting for the disk (SQLite: ``synchronous=NORMAL`` on the progress
+    engine, which WAL keeps consistent); a kept state, what assemble builds the response from, waits (FULL)."""
+    sent: dict[str, list[str]] = {"engine": [], "progress_engine": []}
+    for name in sent:
+        event.listen(getattr(services.db, name), "before_cursor_execute",
+                     lambda conn, cursor, statement, *args, name=name: sent[name].append(statement))
     store = JobStore(services.db)
     store.progress(job.job_id, "core_search", job)
     store.progress(job.job_id, "response", job, keep_state=True)
-    assert not [s for s in statements if "synchronous_commit" in s]
+    updates = {name: [s for s in statements if s.lstrip().startswith("UPDATE jobs")] for name, statements in
+               sent.items()}
+    assert len(updates["progress_engine"]) == 1 and "state =" not in updates["progress_engine"][0]
+    assert len(updates["engine"]) == 1 and "state =" in updates["engine"][0]
+    assert not [s for s in sent["progress_engine"] if "synchronous_commit" in s]  # PostgreSQL's setting
+    with services.db.progress_engine.connect() as fast, services.db.engine.connect() as durable:
+        # SQLite's numbers: 1 is NORMAL (the WAL is written, not synced, at a commit), 2 is FULL.
+        assert fast.exec_driver_sql("PRAGMA synchronous").scalar() == 1
+        assert durable.exec_driver_sql("PRAGMA synchronous").scalar() == 2
+
+
+def test_a_report_starts_the_job_grows_the_stage_log_once_per_stage_and_keeps_the_state_when_asked(services, job):
+    store = JobStore(services.db)
+    assert store.progress(job.job_id, "pre_search:a", job)
+    started = row(services, job.job_id)
+    assert (started.status, started.stage) == ("running", "pre_search:a")
+    assert started.started_at is not None and started.state is None
+    assert [e["stage"] for e in started.stage_log] == ["pre_search:a"]
+
+    job.timings_ms["pre_search"] = 12.5
+    assert store.progress(job.job_id, "pre_search:a", job)  # the same stage again: a redelivered step
+    assert store.progress(job.job_id, "core_search", job, keep_state=True)
+    later = row(services, job.job_id)
+    assert [e["stage"] for e in later.stage_log] == ["pre_search:a", "core_search"]
+    assert later.started_at == started.started_at  # started once
+    assert later.timings_ms == {"pre_search": 12.5}
+    assert JobState.load(later.state).query == job.query
+
+
+def test_a_report_to_an_ended_job_says_stop_and_one_without_a_row_goes_on(services, job):
+    store = JobStore(services.db)
+    assert store.cancel(job.job_id)
+    assert store.progress(job.job_id, "core_search", job) is False
+    ended = row(services, job.job_id)
+    assert ended.status == "cancelled" and ended.stage != "core_search"
+    assert store.progress(str(uuid.uuid4()), "core_search", job) is True  # a step run on its own

@@ -1,0 +1,70 @@
+"""A progress report on SQLite (the embedded mode): one ``UPDATE ... RETURNING``, as ``progress_pg`` on PostgreSQL.
+
+The statement does what loading the row through the ORM did: ``queued`` becomes ``running`` with its start time,
+the worker's node is recorded, the stage log grows when the stage changes (``json_insert``), the agents' records
+and timings are replaced, and only a job still queued or running is updated, so the report is also the
+cancellation check. Loading the row read and parsed every JSON column of it, the saved state and the request
+included, to change a few: every step of an embedded job paid that before its work, and the answer once more as it
+ended. The statement is written out and sent through ``exec_driver_sql`` (building it with SQLAlchemy's
+expressions cost as much as the ORM's load), in the column formats SQLAlchemy stores on SQLite: a UUID as 32 hex
+digits, a time as ``YYYY-MM-DD HH:MM:SS.ffffff`` in UTC. It is atomic too, with no read and write of the stage log
+in turn.
+
+Usage::
+
+    ended = not report(db, job_id, "pre_search:translator", state, keep_state=False, node=None)
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pipeline.job.progress_pg import record_params, statements
+from pipeline.job.state import JobState
+from pipeline.platform.db import Database, utcnow
+
+_STORED_TIME = "%Y-%m-%d %H:%M:%S.%f"
+
+
+def _statement(with_state: bool, keep_state: bool) -> str:
+    records = ""
+    if with_state:
+        records = "agent_runs = :runs, timings_ms = :timings,"
+        if keep_state:
+            records += " state = :state,"
+    # Every column on the right-hand side is the row as it was before this statement. json_insert takes the result
+    # of json_object as JSON, not as a string.
+    return f"""
+        UPDATE jobs SET
+            status = CASE WHEN status = 'queued' THEN 'running' ELSE status END,
+            started_at = CASE WHEN status = 'queued' THEN COALESCE(started_at, :now) ELSE started_at END,
+            worker = COALESCE(:node, worker),
+            stage_log = CASE WHEN stage IS NOT :stage
+                THEN json_insert(COALESCE(stage_log, '[]'), '$[#]', json_object('stage', :stage, 'at', :at))
+                ELSE stage_log END,
+            stage = :stage,
+            {records}
+            updated_at = :now
+        WHERE id = :job_id AND status IN ('queued', 'running')
+        RETURNING id"""
+
+
+STATEMENTS = statements(_statement)
+STATUS = "SELECT status FROM jobs WHERE id = :job_id"
+
+
+def report(db: Database, job_id: str, stage: str, state: JobState | None, keep_state: bool,
+           node: str | None) -> bool:
+    """Record the stage (and state); False when the job has ended. ``keep_state``: the state is saved too."""
+    now = utcnow()
+    params: dict[str, Any] = {"job_id": uuid.UUID(job_id).hex, "stage": stage, "at": now.isoformat(),
+                              "now": now.strftime(_STORED_TIME), "node": node, **record_params(state, keep_state)}
+    statement = STATEMENTS[state is not None, keep_state and state is not None]
+    # As on PostgreSQL, only a report that keeps the state (what assemble builds the response from) waits for the
+    # disk; the others are consistent after a crash of the machine, and may be lost by it.
+    with (db.engine if keep_state else db.progress_engine).begin() as conn:
+        if conn.exec_driver_sql(statement, params).first() is not None:
+            return True
+        # Nothing updated: the job has ended (False), or it has no row (a step run on its own: nothing to stop).
+        return conn.exec_driver_sql(STATUS, {"job_id": params["job_id"]}).first() is None
