@@ -87,6 +87,19 @@ def broker_transport_options(settings: Settings) -> dict:
     return options
 
 
+def broker_transport(settings: Settings) -> str | None:
+    """kombu's transport for the broker ``settings`` name, where the service has its own; None: the URL's scheme
+    chooses kombu's.
+
+    Usage: ``app.conf.broker_transport = broker_transport(get_settings())``.
+    """
+    if settings.embedded:
+        return "worker.memory_broker:Transport"  # consumers woken by a publish rather than a timer
+    if (settings.broker_url or "").startswith(("redis://", "rediss://")):
+        return "worker.redis_broker:Transport"  # one Redis client per channel, not one per command
+    return None
+
+
 def create_app() -> Celery:
     settings = get_settings()
     if not settings.embedded and settings.worker_soft_shutdown_timeout_s > 0:
@@ -118,8 +131,7 @@ def create_app() -> Celery:
         # chord counted it would be skipped when redelivered, and the chord would never complete. Run again, it
         # hands on its stored output (the step ledger) and is counted once.
         broker_transport_options=broker_transport_options(settings),
-        # The memory broker's consumers are woken by a publish rather than a timer (the URL stays memory://).
-        broker_transport="worker.memory_broker:Transport" if settings.embedded else None,
+        broker_transport=broker_transport(settings),
         **redis_timeouts(settings.redis_timeout_s, "redis_socket_"),
         # The chord's bookkeeping and each step's result live in the result backend: they must outlive the job.
         result_expires=max(86400, int(settings.job_deadline_s * 4)),

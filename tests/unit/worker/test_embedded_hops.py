@@ -67,7 +67,7 @@ def test_the_celery_apps_conf_gives_kombus_memory_transport_the_interval_and_a_r
         monkeypatch.setattr(worker_app, "get_settings", lambda: Settings(
             data_dir=tmp_path, broker_url="redis://127.0.0.1:6379/0"))
         redis = worker_app.create_app()
-        assert redis.conf.broker_transport is None  # the URL's scheme chooses: kombu's Redis transport
+        assert redis.conf.broker_transport == "worker.redis_broker:Transport"  # kombu's, one client per channel
         assert redis.conf.worker_send_task_events and redis.conf.task_send_sent_event  # for Flower
         assert "polling_interval" not in redis.conf.broker_transport_options
         assert redis.conf.broker_transport_options["socket_timeout"] == 5.0
