@@ -31,7 +31,7 @@ from typing import Any, overload
 
 from sqlalchemy import delete, or_, select, text, true, update
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from pipeline.agents.records import AgentRun
 from pipeline.job import progress_pg, progress_sqlite
@@ -150,6 +150,9 @@ class JobStore:
         mine = Job.user_id == user_id
         candidates = s.scalars(
             select(Job)
+            # Not the large JSON the answer does not need (the saved state holds every source's text): a hit reads
+            # the response and the records. A column left out is read if asked for (another user's job's request).
+            .options(defer(Job.state), defer(Job.initial_state), defer(Job.config_snapshot), defer(Job.stage_log))
             .where(mine if shared_with is None else true(), Job.cache_key == cache_key, Job.status == "succeeded",
                    Job.cached_from.is_(None))
             .order_by(Job.finished_at.desc())
