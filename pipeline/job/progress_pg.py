@@ -31,7 +31,7 @@ from pipeline.agents.records import AgentRun
 from pipeline.job.state import JobState
 from pipeline.platform.db import Database, utcnow
 
-_RUNS = TypeAdapter(list[AgentRun])
+RUNS = TypeAdapter(list[AgentRun])
 
 
 def _statement(with_state: bool, keep_state: bool) -> str:
@@ -66,7 +66,7 @@ def record_params(state: JobState | None, keep_state: bool) -> dict[str, str]:
     """The records, timings and (``keep_state``) state a report writes, as JSON; none without a state."""
     if state is None:
         return {}
-    params = {"runs": _RUNS.dump_json(state.agent_runs).decode(), "timings": json.dumps(state.timings_ms)}
+    params = {"runs": RUNS.dump_json(state.agent_runs).decode(), "timings": json.dumps(state.timings_ms)}
     if keep_state:
         params["state"] = state.model_dump_json()
     return params
@@ -117,7 +117,7 @@ def append_runs(db: Database, job_id: str, runs: list[AgentRun], probe: dict[str
     """Add ``runs`` to the job's records, in one statement (``JobStore.record_runs``): response agents end side by
     side, and each adds its own without reading the others'. ``probe`` is what a record already added contains (a
     redelivered step adds nothing twice). False when nothing was added."""
-    params = {"job_id": uuid.UUID(job_id), "runs": _RUNS.dump_json(runs).decode(), "now": utcnow(),
+    params = {"job_id": uuid.UUID(job_id), "runs": RUNS.dump_json(runs).decode(), "now": utcnow(),
               "probe": json.dumps([probe])}
     try:
         with db.progress_engine.connect() as conn:

@@ -8,7 +8,7 @@ included, to change a few: every step of an embedded job paid that before its wo
 ended. The statement is written out and sent through ``exec_driver_sql`` (building it with SQLAlchemy's
 expressions cost as much as the ORM's load), in the column formats SQLAlchemy stores on SQLite: a UUID as 32 hex
 digits, a time as ``YYYY-MM-DD HH:MM:SS.ffffff`` in UTC. It is atomic too, with no read and write of the stage log
-in turn.
+in turn. A response agent's records are added the same way (``append_runs``): that column read and written alone.
 
 Usage::
 
@@ -17,10 +17,13 @@ Usage::
 
 from __future__ import annotations
 
+import json
+import threading
 import uuid
 from typing import Any
 
-from pipeline.job.progress_pg import record_params, statements
+from pipeline.agents.records import AgentRun
+from pipeline.job.progress_pg import RUNS, record_params, statements
 from pipeline.job.state import JobState
 from pipeline.platform.db import Database, utcnow
 
@@ -68,3 +71,28 @@ def report(db: Database, job_id: str, stage: str, state: JobState | None, keep_s
             return True
         # Nothing updated: the job has ended (False), or it has no row (a step run on its own: nothing to stop).
         return conn.exec_driver_sql(STATUS, {"job_id": params["job_id"]}).first() is None
+
+
+READ_RUNS = "SELECT status, agent_runs FROM jobs WHERE id = :job_id"
+WRITE_RUNS = "UPDATE jobs SET agent_runs = :runs, updated_at = :now WHERE id = :job_id"
+# The embedded mode is one process whose worker threads end response agents at once: a read and a write of the
+# list by two of them in turn would lose one record.
+_appending = threading.Lock()
+
+
+def append_runs(db: Database, job_id: str, runs: list[AgentRun], probe: dict[str, Any]) -> bool:
+    """Add ``runs`` to a running job's records (``JobStore.record_runs``), reading and writing that column alone;
+    ``probe`` is what a record already added contains (a redelivered step adds nothing twice). False when nothing
+    was added."""
+    params: dict[str, Any] = {"job_id": uuid.UUID(job_id).hex}
+    with _appending, db.progress_engine.begin() as conn:
+        row = conn.exec_driver_sql(READ_RUNS, params).first()
+        if row is None or row[0] not in ("queued", "running"):
+            return False
+        stored = json.loads(row[1]) if row[1] else []
+        if any(all(r.get(k) == v for k, v in probe.items()) for r in stored):
+            return False
+        added = RUNS.dump_python(runs, mode="json")
+        conn.exec_driver_sql(WRITE_RUNS, {**params, "runs": json.dumps([*stored, *added]),
+                                          "now": utcnow().strftime(_STORED_TIME)})
+        return True

@@ -22,7 +22,6 @@ Usage::
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,7 +46,6 @@ log = logging.getLogger("agentsearch.jobs")
 ORPHAN_GRACE_S = 45.0
 
 _node: str | None = None
-_appending = threading.Lock()
 
 
 def set_worker_node(name: str | None) -> None:
@@ -192,17 +190,7 @@ class JobStore:
         probe = {"agent_id": first.agent_id, "config_id": first.config_id, "stage": first.stage.value}
         if self.db.engine.dialect.name == "postgresql":
             return progress_pg.append_runs(self.db, job_id, runs, probe)
-        # SQLite is the embedded mode's, one process whose worker threads end agents at once: a read and a write
-        # of the list by two of them in turn would lose one record.
-        with _appending, self.db.session() as s:
-            job = self._job(s, job_id)
-            if job is None or job.status in TERMINAL:
-                return False
-            stored = list(job.agent_runs or [])
-            if any(all(r.get(k) == v for k, v in probe.items()) for r in stored):
-                return False
-            job.agent_runs = [*stored, *(r.model_dump(mode="json") for r in runs)]
-            return True
+        return progress_sqlite.append_runs(self.db, job_id, runs, probe)
 
     def load_state(self, job_id: str) -> JobState:
         with self.db.session() as s:

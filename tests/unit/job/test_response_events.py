@@ -63,5 +63,18 @@ def test_records_are_added_as_agents_end_once_each_and_never_after_the_job_ended
     assert "late" not in stored(services, job_id)
 
 
+def test_response_agents_ending_at_once_on_worker_threads_each_add_their_record(services, job_id):
+    """The embedded mode's worker threads end a chord's agents side by side: each read-then-write of the list is
+    one at a time, or two of them would each write the list without the other's record."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = JobStore(services.db)
+    names = [f"agent-{i}" for i in range(12)]
+    with ThreadPoolExecutor(6) as pool:
+        added = list(pool.map(lambda name: jobs.record_runs(job_id, [run(name)]), names))
+    assert all(added)
+    assert sorted(stored(services, job_id)) == sorted(["pre", *names])
+
+
 def test_in_arrival_order_without_stored_records_keeps_the_given_order():
     assert [r["agent_id"] for r in in_arrival_order(None, [run("b"), run("a")])] == ["b", "a"]
