@@ -3,6 +3,12 @@
 No worktree is registered: ``git archive`` of the release, unpacked. A checkout without the release in its history
 (a shallow clone) skips the test that asks.
 
+The release's processes share this checkout's virtual environment, whose installed metadata names this checkout's
+entry points: the built-in agents, found by entry point, moved since the release (``pipeline.agents.builtin``).
+So the tree carries the release's own metadata (a ``.dist-info`` made from its ``pyproject.toml``): on the
+``PYTHONPATH``, before the environment's, it is the one ``importlib.metadata`` finds, as the release's own install
+would be.
+
 Usage::
 
     tree = release_tree(tmp_path / "release")        # then PYTHONPATH=tree, or capture.py --tree tree
@@ -11,6 +17,7 @@ Usage::
 from __future__ import annotations
 
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -25,4 +32,18 @@ def release_tree(directory: Path) -> Path:
         pytest.skip(f"release {PREVIOUS_RELEASE} is not in this checkout's history (a shallow clone)")
     directory.mkdir(parents=True)
     subprocess.run(["tar", "-x", "-C", str(directory)], input=archive.stdout, check=True)
+    _own_metadata(directory)
     return directory
+
+
+def _own_metadata(directory: Path) -> None:
+    """The release's distribution metadata, as installing it would write: its name, version and entry points."""
+    project = tomllib.loads((directory / "pyproject.toml").read_text())["project"]
+    info = directory / f"{project['name']}-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\n"
+                                   f"Version: {project['version']}\n")
+    groups = {"console_scripts": project.get("scripts", {}), **project.get("entry-points", {})}
+    (info / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{name} = {target}\n" for name, target in points.items()) + "\n"
+        for group, points in groups.items() if points))
