@@ -316,3 +316,17 @@ def test_the_team_cache_bench_expects_one_miss_per_set_of_groups_and_reports_bot
     assert "| (b) groups | 10 | 7 | **70%** | 70% |" in text and "4 finance, 3 hr, 3 none" in text
     assert "8 documents restricted to finance and 1 document restricted to hr" in text and "Command: `cmd`" in text
     assert "per group of the asker: finance 2, hr 1, none 0." in text
+
+
+def test_bench_embedded_sides_name_the_wake_or_kombus_sleep_and_refuse_what_is_not_a_positive_interval():
+    from bench import embedded_job
+    from cli import main
+
+    assert embedded_job.parse_polls(None) == ["timer:1", "1"]  # kombu's old sleep beside the default wake
+    assert embedded_job.parse_polls("timer:0.010, 0.5,1.0") == ["timer:0.01", "0.5", "1"]
+    assert [embedded_job.side_poll_s(side) for side in ("timer:0.01", "0.5")] == [0.01, 0.5]
+    for bad in ("timer:", "timer:x", "0", "-1", "sleep:1"):
+        with pytest.raises(ValueError, match="--polls"):
+            embedded_job.parse_polls(bad)
+    result = CliRunner().invoke(main, ["bench", "embedded", "--polls", "timer:zero"])
+    assert result.exit_code != 0 and "--polls" in result.output
