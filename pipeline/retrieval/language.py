@@ -5,7 +5,9 @@ A script alone settles Chinese (Han without kana), Japanese (kana), Korean (Hang
 other scripts one language mostly owns. Latin, Cyrillic, Arabic and Devanagari are shared, so there ``py3langid``
 (a naive Bayes model shipped inside its wheel: no download) names the language; it is about four times faster than
 langdetect on a 1,000-character chunk and gets more short questions right (measured on XQuAD: docs/evaluation.md).
-The model loads on the first text of such a script (about 5 s), never at import.
+The model loads on the first text of such a script, never at import: it is unpacked once per host into the model
+cache folder and mapped from there (``pipeline/text/mapped_language_model.py``), so a process holds only the parts
+its texts read.
 
 A text with no letters at all (digits, emoji, symbols) is ``und`` (ISO 639's "undetermined"), confidence 0.
 
@@ -108,9 +110,10 @@ def _identifier():
     global _model
     with _model_lock:
         if _model is None:
-            from py3langid.langid import MODEL_FILE, LanguageIdentifier
+            from pipeline.platform.settings import get_settings
+            from pipeline.text.mapped_language_model import load_identifier
 
-            _model = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+            _model = load_identifier(get_settings().model_cache_dir)
         return _model
 
 
