@@ -7,29 +7,16 @@ every refusal, is the same.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 from langdetect import DetectorFactory, LangDetectException
 from langdetect.detector_factory import PROFILES_DIRECTORY
 
 from pipeline.text.language_profiles import load_profiles
-
-SAMPLE_CORPUS = Path(__file__).resolve().parents[3] / "examples" / "sample_corpus.jsonl"
-QUESTIONS = [
-    "¿Cuáles son los ingresos del cuarto trimestre?", "What was Northwind Energy's revenue in Q4 2025?",
-    "Wie hoch war der Umsatz im vierten Quartal?", "Quel est le chiffre d'affaires du quatrième trimestre ?",
-    "Qual è stato il fatturato dell'anno?", "Какова была выручка компании?", "Hoeveel omzet had het bedrijf?",
-    "Jaki był przychód w czwartym kwartale?", "ما هي إيرادات الربع الرابع؟", "מה היו ההכנסות ברבעון?",
-    "Πόσα ήταν τα έσοδα;", "Mikä oli liikevaihto?", "Hur stor var omsättningen?", "ok", "Northwind Q4",
-    "東京の天気はどうですか", "2025 Q4 %", "",
-]
+from tests.support.language_texts import QUESTIONS, sample_documents
 
 
 def _texts() -> list[str]:
-    documents = [json.loads(line) for line in SAMPLE_CORPUS.read_text().splitlines() if line.strip()]
-    return QUESTIONS + [document["text"][:400] for document in documents]
+    return QUESTIONS + [text[:400] for text in sample_documents()]
 
 
 def _found(factory, text: str) -> list[tuple[str, float]] | str:

@@ -8,7 +8,6 @@ every score, language and ranking is the same, bit for bit.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from pathlib import Path
@@ -18,16 +17,7 @@ import pytest
 from py3langid.langid import LanguageIdentifier
 
 from pipeline.text.mapped_language_model import ARRAYS, PACKAGED_MODEL, load_identifier, model_folder, unpack
-
-SAMPLE_CORPUS = Path(__file__).resolve().parents[3] / "examples" / "sample_corpus.jsonl"
-QUESTIONS = [
-    "¿Cuáles son los ingresos del cuarto trimestre?", "What was Northwind Energy's revenue in Q4 2025?",
-    "Wie hoch war der Umsatz im vierten Quartal?", "Quel est le chiffre d'affaires du quatrième trimestre ?",
-    "Qual è stato il fatturato dell'anno?", "Какова была выручка компании?", "Hoeveel omzet had het bedrijf?",
-    "Jaki był przychód w czwartym kwartale?", "ما هي إيرادات الربع الرابع؟", "מה היו ההכנסות ברבעון?",
-    "Πόσα ήταν τα έσοδα;", "Mikä oli liikevaihto?", "कंपनी का राजस्व कितना था?", "東京の天気はどうですか",
-    "NORTHWIND ENERGY ANNUAL REPORT", "ok", "2025 Q4 %", "",
-]
+from tests.support.language_texts import QUESTIONS, sample_documents
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +36,8 @@ def mapped(cache_dir) -> LanguageIdentifier:
 
 
 def _texts() -> list[str | bytes]:
-    documents = [json.loads(line)["text"] for line in SAMPLE_CORPUS.read_text().splitlines() if line.strip()]
-    return [*QUESTIONS, *documents, b"\xff\xfe not utf-8 \xc3", "é" * 500]
+    extra = ["कंपनी का राजस्व कितना था?", "NORTHWIND ENERGY ANNUAL REPORT", b"\xff\xfe not utf-8 \xc3", "é" * 500]
+    return [*QUESTIONS, *sample_documents(), *extra]
 
 
 def test_every_score_is_py3langids_own(packaged, mapped):
