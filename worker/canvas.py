@@ -67,6 +67,10 @@ AGENTIC_BEGIN = "agentsearch.agentic_begin"
 AGENTIC_ITERATION = "agentsearch.agentic_iteration"
 # An iteration searches, evaluates (one LLM call, or offline signals), maybe grades and refines (an LLM call each).
 ITERATION_LIMIT_S = 180.0
+# A step's output travels to the next step inside that step's message: the result backend needs it only where a
+# chord gathers its header's outputs. Stored anyway, every step would write the job's whole state to Redis again.
+# The step still records that it started (worker.job_tasks.step_task), which the reaper reads.
+HANDED_ON = {"ignore_result": True}
 
 
 def limits(timeout_s: float) -> dict[str, float]:
@@ -91,7 +95,7 @@ def stage_signatures(task: Task, specs: Iterable[AgentSpec], stage: Stage,
     peers = [[s.agent_id, s.config_id] for s in agents]
     steps = []
     for spec in agents:
-        step = agent_signature(task, spec, default_timeout_s)
+        step = agent_signature(task, spec, default_timeout_s).set(**HANDED_ON)
         if len(agents) > 1:  # alone in its stage, an agent has nothing to route to
             step.kwargs["peers"] = peers
         steps.append(step)
@@ -99,8 +103,9 @@ def stage_signatures(task: Task, specs: Iterable[AgentSpec], stage: Stage,
 
 
 def step_signature(task: Task, **kwargs) -> Signature:
-    """A step outside the agents (search, merge, answer, assemble), limited by ``STEP_LIMIT_S``."""
-    return task.s(**kwargs).set(**limits(STEP_LIMIT_S))
+    """A step outside the agents (search, merge, answer, assemble), limited by ``STEP_LIMIT_S``, its output handed
+    on, not stored."""
+    return task.s(**kwargs).set(**limits(STEP_LIMIT_S), **HANDED_ON)
 
 
 def response_signatures(specs: Iterable[AgentSpec], default_timeout_s: float) -> list[Signature]:
@@ -140,7 +145,8 @@ def search_signature(collection_ids: list[str] | None) -> Signature:
     """One collection: one task. Several: searched in parallel (a group), then merged."""
     if not collection_ids or len(collection_ids) == 1:
         return step_signature(core_search)
-    header = group(step_signature(core_search, collection_id=c) for c in collection_ids)
+    # The chord gathers each collection's search from the result backend: stored.
+    header = group(step_signature(core_search, collection_id=c).set(ignore_result=False) for c in collection_ids)
     return chord(header, step_signature(merge_search))
 
 

@@ -5,7 +5,8 @@ Beat calls ``reap_jobs`` and ``reap_documents`` every ``reaper_interval_s`` in i
 both are tasks too, so an operator or a test can send them. Which jobs are lost is decided by ``JobStore.reap`` from
 the live nodes (``worker.liveness``) and the nodes holding each job's started, unacknowledged tasks (below); which
 documents, by ``pipeline.ingestion.recovery`` from the live nodes and the ingest tasks the broker holds
-(``worker.broker_tasks``).
+(``worker.broker_tasks``). A job's steps hand their outputs on without storing them, for which Celery records no
+start: ``record_start`` records it as Celery would.
 
 Usage::
 
@@ -17,9 +18,11 @@ Usage::
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 
-from celery import states
+from celery import Task, states
+from celery.signals import task_prerun
 
 from pipeline.agents.records import AgentSpec
 from pipeline.ingestion.recovery import find_lost, send_again
@@ -33,6 +36,16 @@ from worker.liveness import alive_nodes
 from worker.observability import end_job_trace
 
 log = logging.getLogger("agentsearch.worker")
+
+
+@task_prerun.connect
+def record_start(task: Task, task_id: str, **_) -> None:
+    """A task's start as Celery records it (task_track_started), also for a step whose output is handed on, not
+    stored (``worker.canvas.HANDED_ON``), for which Celery records none: ``_started_nodes`` reads it."""
+    request = task.request
+    if request.ignore_result and not request.called_directly and not request.is_eager:
+        task.backend.store_result(task_id, {"pid": os.getpid(), "hostname": request.hostname}, states.STARTED,
+                                  request=request)
 
 
 def _started_nodes(task_ids: list[str]) -> set[str]:

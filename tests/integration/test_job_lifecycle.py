@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+
+import redis
 
 from tests.integration.conftest import search, use_agents, wait_job
 from tests.support.events import read_events
@@ -109,6 +112,33 @@ def test_cancel_stops_the_job_at_its_next_boundary(stack, collection):
         assert time.monotonic() < deadline, "the worker never dropped the cancelled job's next step"
         time.sleep(0.2)
     assert stack.sql("SELECT count(*) FROM artifacts WHERE job_id = %s", job_id) == [(0,)]
+
+
+def test_a_step_records_where_it_runs_and_hands_its_output_on_unstored(stack, collection):
+    results = redis.Redis.from_url(stack.env["AGENTSEARCH_RESULT_BACKEND"])
+
+    def states(task_ids: list[str]) -> dict[str, dict]:
+        raw = results.mget([f"celery-task-meta-{task_id}" for task_id in task_ids])
+        return {task_id: json.loads(value) for task_id, value in zip(task_ids, raw, strict=True) if value}
+
+    with stack.http() as http:
+        use_agents(http, collection, {"agent_id": "test_sleepy", "config": {"sleep_s": 2}, "timeout_s": 10})
+        job_id = http.post("/v1/search", json={"collection_id": collection, "query": QUERY, "use_cache": False}
+                           ).json()["job_id"]
+        deadline = time.monotonic() + 60
+        while http.get(f"/v1/jobs/{job_id}").json()["stage"] != "pre_search:test_sleepy":
+            assert time.monotonic() < deadline, "the sleepy step never started"
+            time.sleep(0.05)
+        (task_ids,), = stack.sql("SELECT task_ids FROM jobs WHERE id = %s", job_id)
+        running = states(task_ids[:1])[task_ids[0]]
+        assert wait_job(http, job_id)["status"] == "succeeded"
+    # The reaper's view of a running step: started, on the worker's node (worker.reaper._started_nodes).
+    (worker,), = stack.sql("SELECT worker FROM jobs WHERE id = %s", job_id)
+    assert running["status"] == "STARTED" and running["result"]["hostname"] == worker
+    # Every step of the chain ran (its start is recorded) and none stored its output: it went on in a message.
+    ended = states(task_ids)
+    assert set(ended) == set(task_ids)
+    assert {meta["status"] for meta in ended.values()} == {"STARTED"}
 
 
 def _finished_job(http, collection: str, query: str) -> str:

@@ -174,3 +174,16 @@ def test_the_canvas_survives_the_json_serialiser_the_broker_uses(canvas):
     assert agent_ids(chord_.tasks) == ["executive_summary", "email_draft"]
     assert chord_.body["kwargs"] == {"job_id": JOB}
     assert restored.options["link_error"][0]["task"] == "agentsearch.job_failed"
+
+
+def test_a_step_hands_its_output_on_and_only_a_chords_header_stores_it(canvas):
+    # The chain carries each output in the next message; a chord gathers its header's from the result backend.
+    chord_ = canvas.tasks[-1]
+    assert all(sig.options["ignore_result"] for sig in [*canvas.tasks[:-1], chord_.body])
+    assert not any(sig.options.get("ignore_result") for sig in chord_.tasks)
+    searches = build_job_canvas(JOB, [], collection_ids=["c1", "c2"]).tasks[0]
+    # Celery folds the steps after a chord into its body: merge_search and the rest of the job.
+    assert isinstance(searches, _chord) and isinstance(searches.body, _chain)
+    assert [(sig.task, sig.options["ignore_result"]) for sig in searches.body.tasks] == [
+        ("agentsearch.merge_search", True), ("agentsearch.generate_answer", True), ("agentsearch.assemble", True)]
+    assert [sig.options["ignore_result"] for sig in searches.tasks] == [False, False]
