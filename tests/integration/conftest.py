@@ -129,6 +129,17 @@ def wait_job(http: httpx.Client, job_id: str, timeout_s: float = 90) -> dict:
         time.sleep(0.1)
 
 
+def sleepy_job(http: httpx.Client, collection_id: str, query: str) -> str:
+    """A job of the collection's agents (its first one ``test_sleepy``), returned once the sleepy step runs."""
+    job_id = http.post("/v1/search", json={"collection_id": collection_id, "query": query, "use_cache": False}
+                       ).json()["job_id"]
+    deadline = time.monotonic() + 60
+    while http.get(f"/v1/jobs/{job_id}").json()["stage"] != "pre_search:test_sleepy":
+        assert time.monotonic() < deadline, "the sleepy step never started"
+        time.sleep(0.05)
+    return job_id
+
+
 def use_agents(http: httpx.Client, collection_id: str, *configs: dict) -> list[dict]:
     """Create agent configs and make them the collection's whole agent set."""
     created = []

@@ -8,7 +8,7 @@ import uuid
 
 import redis
 
-from tests.integration.conftest import search, use_agents, wait_job
+from tests.integration.conftest import search, sleepy_job, use_agents, wait_job
 from tests.support.events import read_events
 
 QUERY = "How much battery storage does Northwind operate?"
@@ -91,12 +91,7 @@ def test_cancel_stops_the_job_at_its_next_boundary(stack, collection):
     with stack.http() as http:
         use_agents(http, collection, {"agent_id": "test_sleepy", "config": {"sleep_s": 5}, "timeout_s": 10},
                    {"agent_id": "executive_summary"})
-        job_id = http.post("/v1/search", json={"collection_id": collection, "query": QUERY, "use_cache": False}
-                           ).json()["job_id"]
-        deadline = time.monotonic() + 60
-        while http.get(f"/v1/jobs/{job_id}").json()["stage"] != "pre_search:test_sleepy":
-            assert time.monotonic() < deadline, "the sleepy step never started"
-            time.sleep(0.05)
+        job_id = sleepy_job(http, collection, QUERY)
         assert http.delete(f"/v1/jobs/{job_id}").status_code == 202
         assert http.delete(f"/v1/jobs/{job_id}").status_code == 409
         job = wait_job(http, job_id)
@@ -123,12 +118,7 @@ def test_a_step_records_where_it_runs_and_hands_its_output_on_unstored(stack, co
 
     with stack.http() as http:
         use_agents(http, collection, {"agent_id": "test_sleepy", "config": {"sleep_s": 2}, "timeout_s": 10})
-        job_id = http.post("/v1/search", json={"collection_id": collection, "query": QUERY, "use_cache": False}
-                           ).json()["job_id"]
-        deadline = time.monotonic() + 60
-        while http.get(f"/v1/jobs/{job_id}").json()["stage"] != "pre_search:test_sleepy":
-            assert time.monotonic() < deadline, "the sleepy step never started"
-            time.sleep(0.05)
+        job_id = sleepy_job(http, collection, QUERY)
         (task_ids,), = stack.sql("SELECT task_ids FROM jobs WHERE id = %s", job_id)
         running = states(task_ids[:1])[task_ids[0]]
         assert wait_job(http, job_id)["status"] == "succeeded"

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
-from tests.integration.conftest import use_agents, wait_job
+from tests.integration.conftest import sleepy_job, use_agents, wait_job
 
 QUERY = "How much battery storage does Northwind operate?"
 
@@ -16,12 +15,7 @@ def test_a_step_killed_with_its_process_runs_again_and_the_job_ends_once(stack, 
     with stack.http() as http:
         use_agents(http, collection, {"agent_id": "test_sleepy", "config": {"sleep_s": 3}, "timeout_s": 20},
                    {"agent_id": "executive_summary"})
-        job_id = http.post("/v1/search", json={"collection_id": collection, "query": QUERY, "use_cache": False}
-                           ).json()["job_id"]
-        deadline = time.monotonic() + 60
-        while http.get(f"/v1/jobs/{job_id}").json()["stage"] != "pre_search:test_sleepy":
-            assert time.monotonic() < deadline, "the sleepy step never started"
-            time.sleep(0.05)
+        job_id = sleepy_job(http, collection, QUERY)
         killed = stack.worker_children(0)
         for pid in killed:  # both pool processes: whichever runs the step dies with it
             os.kill(pid, signal.SIGKILL)
