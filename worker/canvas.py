@@ -69,7 +69,7 @@ AGENTIC_ITERATION = "agentsearch.agentic_iteration"
 ITERATION_LIMIT_S = 180.0
 # A step's output travels to the next step inside that step's message: the result backend needs it only where a
 # chord gathers its header's outputs. Stored anyway, every step would write the job's whole state to Redis again.
-# The step still records that it started (worker.job_tasks.step_task), which the reaper reads.
+# The step's start is still recorded (worker.reaper.record_start): the reaper reads it.
 HANDED_ON = {"ignore_result": True}
 
 

@@ -50,7 +50,8 @@ def record_start(task: Task, task_id: str, **_) -> None:
 
 def _started_nodes(task_ids: list[str]) -> set[str]:
     """The nodes these tasks were seen starting on: a started task's result holds its node's name until the task
-    ends (task_track_started)."""
+    ends (task_track_started), and a step's that stores no output until it expires; only tasks still unacknowledged
+    are asked about (``_lost_task_nodes``)."""
     backend = app.backend
     client = getattr(backend, "client", None)
     if client is None or not task_ids:
