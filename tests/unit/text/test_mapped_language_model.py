@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -74,7 +75,7 @@ def test_a_question_brings_in_a_small_part_of_the_model(tmp_path):
     assert 0 < sum(map(_resident_kib, files)) < sum(file.stat().st_size for file in files) // 1024 // 10
 
 
-def test_processes_unpacking_at_once_leave_one_whole_model(tmp_path):
+def test_unpacking_twice_at_once_leaves_one_whole_model(tmp_path):
     folders, errors = [], []
 
     def unpack_one() -> None:
@@ -98,5 +99,5 @@ def test_a_cache_folder_that_cannot_be_written_loads_the_model_in_process(tmp_pa
     blocker.write_text("")
     identifier = load_identifier(blocker / "models")
     assert identifier.classify("Quel est le chiffre d'affaires du quatrième trimestre ?")[0] == "fr"
-    assert isinstance(identifier.tk_nextmove, type(LanguageIdentifier.from_model_file(PACKAGED_MODEL).tk_nextmove))
+    assert isinstance(identifier.tk_nextmove, array)  # py3langid's own load: a copy in the process
     assert "not unpacked" in caplog.text
