@@ -1,11 +1,11 @@
 """py3langid's language model unpacked once into plain arrays that every process maps instead of copying.
 
 py3langid ships its model LZMA-compressed and unpacks it into each process that reads a text's language: a table of
-100,053 n-gram features by 142 languages in float16 (28 MiB) and a byte automaton of 9.8 million transitions
-(19 MiB), 75 MiB resident once loaded. A query's language needs a few hundred of the table's rows and as many of the
-automaton's states. So the model is unpacked once, into one ``.npy`` file per array in the model cache folder, and
-mapped read-only: a process holds only the pages its texts touched, and the processes of one host share them through
-the page cache.
+100,053 n-gram features by 142 languages in float16 (27 MiB) and a byte automaton of 9.8 million transitions as
+32-bit integers (37 MiB), 75 MiB resident once loaded. A query's language needs a few hundred of the table's rows
+and as many of the automaton's states. So the model is unpacked once, into one ``.npy`` file per array in the
+model cache folder, and mapped read-only: a process holds only the pages its texts touched, and the processes of one
+host share them through the page cache.
 
 The mapping is advised as random access and the files leave the page cache as they are written, so a page is read
 in alone when a text first needs it, not as part of a large block read ahead. The identifier is py3langid's own

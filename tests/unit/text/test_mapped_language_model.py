@@ -71,7 +71,7 @@ def test_a_question_brings_in_a_small_part_of_the_model(tmp_path):
     files = [model_folder(tmp_path) / f"{name}.npy" for name in ("ptc", "nextmove")]
     assert sum(map(_resident_kib, files)) < 1024  # nothing is read when loaded
     identifier.classify("Wie hoch war der Umsatz im vierten Quartal?")
-    # The table is 28 MiB and the automaton 39 MiB; a question reads a few hundred of their pages.
+    # The table is 27 MiB and the automaton 37 MiB; a question reads a few hundred of their pages.
     assert 0 < sum(map(_resident_kib, files)) < sum(file.stat().st_size for file in files) // 1024 // 10
 
 
