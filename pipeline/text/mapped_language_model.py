@@ -88,7 +88,10 @@ def _write(path: Path, array: np.ndarray) -> None:
 
 
 def map_array(path: Path) -> np.ndarray:
-    """A read-only array over the mapped file, advised as random access: nothing is read until a page is used."""
+    """A read-only array over the mapped file, advised as random access: nothing is read until a page is used.
+
+    Mapped here rather than by ``np.load(mmap_mode="r")``, whose mapping is reachable only through a private
+    attribute, and the advice must be given to the mapping itself."""
     with open(path, "rb") as file:
         read_header = {(1, 0): npy_format.read_array_header_1_0, (2, 0): npy_format.read_array_header_2_0}
         shape, fortran_order, dtype = read_header[npy_format.read_magic(file)](file)
