@@ -44,6 +44,7 @@ Usage::
 from __future__ import annotations
 
 import click
+from pydantic import ValidationError
 
 from cli import (
     agents,
@@ -65,11 +66,25 @@ from cli.benchmarks import bench_group
 from cli.errors import fail
 from cli.eval import eval_group
 from cli.quiet import QUIET_COMMANDS, quiet_libraries
+from pipeline.platform.settings import Settings, settings_problem
 
 __all__ = ["fail", "main"]
 
 
-@click.group()
+class _Commands(click.Group):
+    """The command group, refusing settings that do not validate (``AGENTSEARCH_*`` variables) in one line per
+    setting, named as it is set, rather than a traceback: ``api``, ``worker`` and the others read them first."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ValidationError as exc:
+            if exc.title != Settings.__name__:
+                raise
+            fail(f"the settings are not valid:\n{settings_problem(exc)}")
+
+
+@click.group(cls=_Commands)
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """agentsearch: distributed agentic search."""

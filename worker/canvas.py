@@ -44,6 +44,7 @@ from pipeline.agents.records import AgentSpec
 from pipeline.job.artifact_names import name_ranks, rank_key
 from pipeline.job.stage_budget import start_clock
 from pipeline.job.state import JobState
+from pipeline.platform.settings import Settings, get_settings
 from worker.job_tasks import (
     agentic_compress,
     assemble,
@@ -62,6 +63,9 @@ from worker.job_tasks import (
 SOFT_LIMIT_MARGIN_S = 5.0
 HARD_LIMIT_MARGIN_S = 15.0
 STEP_LIMIT_S = 120.0
+# The answer step's work beside its two LLM calls (the offline answer, its sentences embedded and checked, the
+# stream's writes): what STEP_LIMIT_S leaves beside the calls' default budgets of 60 and 20 s.
+ANSWER_SPARE_S = 40.0
 # The tasks worker.agentic_tasks.agentic_begin and worker.agentic_tasks.agentic_iteration.
 AGENTIC_BEGIN = "agentsearch.agentic_begin"
 AGENTIC_ITERATION = "agentsearch.agentic_iteration"
@@ -76,6 +80,18 @@ HANDED_ON = {"ignore_result": True}
 def limits(timeout_s: float) -> dict[str, float]:
     """Celery's soft and hard time limits of a task whose own work is bounded by ``timeout_s``."""
     return {"soft_time_limit": timeout_s + SOFT_LIMIT_MARGIN_S, "time_limit": timeout_s + HARD_LIMIT_MARGIN_S}
+
+
+def answer_limit_s(settings: Settings) -> float:
+    """The answer step's limit: ``STEP_LIMIT_S``, or longer when the LLM's budgets (AGENTSEARCH_ANSWER_LLM_TIMEOUT_S
+    and AGENTSEARCH_JUDGE_LLM_TIMEOUT_S) need it, so a slow model's reply is cut by its budget, and recorded,
+    never by Celery stopping the step."""
+    return max(STEP_LIMIT_S, settings.answer_llm_timeout_s + settings.judge_llm_timeout_s + ANSWER_SPARE_S)
+
+
+def answer_signature() -> Signature:
+    """The answer step, limited by ``answer_limit_s`` of this process's settings."""
+    return step_signature(write_answer).set(**limits(answer_limit_s(get_settings())))
 
 
 def agent_signature(task: Task, spec: AgentSpec, default_timeout_s: float) -> Signature:
@@ -157,7 +173,7 @@ def build_job_canvas(
     steps += stage_signatures(pre_search_agent, specs, Stage.PRE_SEARCH, default_timeout_s)
     steps.append(search_signature(collection_ids))
     steps += stage_signatures(post_search_agent, specs, Stage.POST_SEARCH, default_timeout_s)
-    steps.append(step_signature(write_answer))
+    steps.append(answer_signature())
     steps.append(respond_and_assemble(job_id, specs, default_timeout_s))
     return fail_job_on_error(chain(*steps), job_id)
 
@@ -181,7 +197,7 @@ def build_loops(job_id: str, loops: dict[str, dict]) -> Signature:
 def build_agentic_tail(job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0) -> Signature:
     steps = stage_signatures(post_search_agent, specs, Stage.POST_SEARCH, default_timeout_s)
     steps.append(step_signature(agentic_compress))
-    steps.append(step_signature(write_answer))
+    steps.append(answer_signature())
     steps.append(respond_and_assemble(job_id, specs, default_timeout_s))
     return fail_job_on_error(chain(*steps), job_id)
 

@@ -216,6 +216,8 @@ def _answer(services: Services, state: JobState) -> Step:
                                   # Stored sentence vectors read, the rest embedded lazily (stages.answer_embedder).
                                   embed=stages.answer_embedder(services, current),
                                   embedding_model=settings.embedding_model, language=settings.keyword_language,
+                                  timeout_s=settings.answer_llm_timeout_s,
+                                  judge_timeout_s=settings.judge_llm_timeout_s,
                                   # The text as it is written, for the job's events (answer.delta).
                                   stream=AnswerChannel(services.redis, current.job_id,
                                                        ttl_s=settings.retention_answer_streams_s))

@@ -89,7 +89,8 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
         searched = state
         first = FirstDelta()
         state = stages.answer_step(searched, llm=llm, embed=services.embedder.embed, language=settings.keyword_language,
-                                  embedding_model=settings.embedding_model, stream=first)
+                                  embedding_model=settings.embedding_model, stream=first,
+                                  timeout_s=settings.answer_llm_timeout_s, judge_timeout_s=settings.judge_llm_timeout_s)
         latencies.append((time.perf_counter() - started) * 1000)
         spans = gold[question_id] if gold is not None else []
         hit = holds_gold_span(state.answer or "", spans)

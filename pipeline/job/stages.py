@@ -46,8 +46,8 @@ from pipeline.agents.fallback import FallbackOutcome, critical_reason, failed, r
 from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.agents.runner import AgentRunner
 from pipeline.documents import Document
-from pipeline.job.answer import generate_answer
-from pipeline.job.answer.citations import CitationCheck, citation_summary, verify_citations
+from pipeline.job.answer import ANSWER_LLM_TIMEOUT_S, generate_answer
+from pipeline.job.answer.citations import CITATION_LLM_TIMEOUT_S, CitationCheck, citation_summary, verify_citations
 from pipeline.job.artifact_names import numbered
 from pipeline.job.artifacts import ArtifactStore, JobEnded
 from pipeline.job.response import JobResponse
@@ -157,10 +157,12 @@ def answer_embedder(services: Services, state: JobState) -> Callable[[list[str]]
 
 @traced_stage("answer")
 def answer_step(state: JobState, llm=None, embed=None, language: str = "english", stream=None,
-                embedding_model: str | None = None) -> JobState:
+                embedding_model: str | None = None, timeout_s: float = ANSWER_LLM_TIMEOUT_S,
+                judge_timeout_s: float = CITATION_LLM_TIMEOUT_S) -> JobState:
     """The answer with citations: the LLM's when ``llm`` is given (an ``LLMClient``), else, or when it fails,
     the extractive one (sentences scored with ``embed``, the vectors of ``embedding_model``, when given).
-    ``metadata.answer`` records which and why.
+    ``metadata.answer`` records which and why. ``timeout_s`` and ``judge_timeout_s`` are the LLM's budgets for the
+    answer and for its verdicts on the answer's sentences (``AGENTSEARCH_ANSWER_LLM_TIMEOUT_S``, ``_JUDGE_...``).
 
     With ``stream`` (a ``pipeline.job.answer_stream.AnswerChannel``) the text is written to it as it is made and
     the validated answer ends it, so the job's events carry the answer before the job ends."""
@@ -172,7 +174,7 @@ def answer_step(state: JobState, llm=None, embed=None, language: str = "english"
         stream.start()
     answer = generate_answer(query if llm is not None else state.query, state.documents, with_cot=state.cot,
                              llm=llm, embed=embed, language=language, stream=stream,
-                             embedding_model=embedding_model)
+                             embedding_model=embedding_model, timeout_s=timeout_s, judge_timeout_s=judge_timeout_s)
     if stream is not None:
         stream.finish(answer.text, method=answer.method, fallback_reason=answer.fallback_reason)
     state.answer = answer.text

@@ -75,13 +75,17 @@ PROBE_TIMEOUT_S = 2.0
 
 
 class LLMError(RuntimeError):
-    """An LLM call that gave no usable reply. ``transient`` tells whether a retry could have helped."""
+    """An LLM call that gave no usable reply. ``transient`` tells whether a retry could have helped;
+    ``budget_spent`` that the call's ``timeout_s`` ran out (a reply not come, or cut, in time; no time left to
+    retry): a longer budget might have had the reply."""
 
-    def __init__(self, message: str, *, status: int | None = None, transient: bool = False, attempts: int = 0) -> None:
+    def __init__(self, message: str, *, status: int | None = None, transient: bool = False, attempts: int = 0,
+                 budget_spent: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.transient = transient
         self.attempts = attempts
+        self.budget_spent = budget_spent
 
 
 @dataclass(frozen=True)
@@ -256,10 +260,13 @@ class LLMClient:
                     continue
                 transient, status = _is_transient(exc)
                 what = f"LLM call failed (attempt {attempt}): {type(exc).__name__}: {exc}"
-                if isinstance(exc, openai.APITimeoutError):
+                # Each request's own timeout is what is left of the budget: its timing out is the budget's end.
+                timed_out = isinstance(exc, openai.APITimeoutError)
+                if timed_out:
                     what = f"LLM call timed out after {timeout_s:g} s budget (attempt {attempt})"
                 if not transient or attempt > self.max_retries:
-                    raise LLMError(what, status=status, transient=transient, attempts=attempt) from exc
+                    raise LLMError(what, status=status, transient=transient, attempts=attempt,
+                                   budget_spent=timed_out) from exc
                 self._wait_to_retry(exc, what, attempt, deadline, timeout_s, status)
                 continue
             if not reply.choices or reply.choices[0].message.content is None:
@@ -301,7 +308,7 @@ class LLMClient:
                             yield piece
                         if time.monotonic() > deadline:
                             raise LLMError(f"LLM stream ran past its {timeout_s:g} s budget", transient=True,
-                                           attempts=attempt)
+                                           attempts=attempt, budget_spent=True)
                 if not started:
                     raise LLMError("LLM reply had no content", attempts=attempt)
                 return
@@ -312,10 +319,12 @@ class LLMClient:
                 # A stream broken while it is read surfaces as the transport's own error, not the client's.
                 transient, status = _is_transient(exc) if isinstance(exc, openai.OpenAIError) else (True, None)
                 what = f"LLM stream failed (attempt {attempt}): {type(exc).__name__}: {exc}"
-                if isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException)):
+                timed_out = isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException))
+                if timed_out:
                     what = f"LLM stream timed out after {timeout_s:g} s budget (attempt {attempt})"
                 if started or not transient or attempt > self.max_retries:
-                    raise LLMError(what, status=status, transient=transient, attempts=attempt) from exc
+                    raise LLMError(what, status=status, transient=transient, attempts=attempt,
+                                   budget_spent=timed_out) from exc
                 self._wait_to_retry(exc, what, attempt, deadline, timeout_s, status)
 
     def _wait_to_retry(self, exc: Exception, what: str, attempt: int, deadline: float, timeout_s: float,
@@ -327,7 +336,7 @@ class LLMClient:
             delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * (1 - 0.25 * random.random())
         if time.monotonic() + delay >= deadline:
             raise LLMError(f"{what}; no time left in the {timeout_s:g} s budget to retry", status=status,
-                           transient=True, attempts=attempt) from exc
+                           transient=True, attempts=attempt, budget_spent=True) from exc
         time.sleep(delay)
 
     def complete_json(self, messages: list[dict[str, str]], timeout_s: float = 20.0, **kwargs: Any) -> Any:

@@ -15,16 +15,55 @@ Usage::
 from __future__ import annotations
 
 import logging
+import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "AGENTSEARCH_"
+# The LLM's budgets in the answer step, retries included (README "Configuration" and docs/citations.md have values
+# for a model on CPU cores and for a hosted one). Past one, the answer step goes on without that reply, and the job's
+# record names the setting that cut it.
+ANSWER_LLM_TIMEOUT_S = 60.0
+JUDGE_LLM_TIMEOUT_S = 20.0
+
+
+def env_name(field: str) -> str:
+    """The environment variable of the setting ``field``: ``answer_llm_timeout_s`` -> ``AGENTSEARCH_ANSWER_...``."""
+    return ENV_PREFIX + field.upper()
+
+
+def positive_seconds(value: object, name: str) -> float:
+    """``value`` (a number, or a variable's text) as a finite number of seconds above 0; ValueError naming ``name``
+    otherwise."""
+    try:
+        if isinstance(value, bool):  # float(True) is 1.0: a flag is not a duration
+            raise TypeError
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number of seconds, not {value!r}") from None
+    if not math.isfinite(seconds):
+        raise ValueError(f"{name} must be a finite number of seconds, not {value!r}")
+    if seconds <= 0:
+        raise ValueError(f"{name} must be a number of seconds above 0, not {value!r}")
+    return seconds
+
+
+def settings_problem(error: ValidationError) -> str:
+    """What is wrong with the settings, one line per setting, each named by its environment variable."""
+    lines = []
+    for problem in error.errors():
+        message = problem["msg"].removeprefix("Value error, ")
+        name = env_name(str(problem["loc"][0])) if problem["loc"] else ""
+        lines.append(message if not name or name in message else f"{name}: {message}")
+    return "\n".join(lines)
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="AGENTSEARCH_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     data_dir: Path = Field(Path(".agentsearch"), description="Where embedded SQLite, Milvus Lite and demo files live.")
     database_url: str | None = Field(None, description="SQLAlchemy URL; default SQLite in the data dir.")
@@ -116,6 +155,16 @@ class Settings(BaseSettings):
     llm_default_context_tokens: int = Field(
         4096, ge=256, le=10_000_000, description="Context assumed when neither llm_context_tokens nor the endpoint "
                                                  "says it."
+    )
+    # A 7B model on CPU cores writes a few tokens a second: its answer takes minutes where a hosted model's takes
+    # seconds. The answer step's Celery limit follows the two (worker.canvas.answer_limit_s).
+    answer_llm_timeout_s: float = Field(
+        ANSWER_LLM_TIMEOUT_S, description="Longest the answer step waits for the LLM's answer, retries included; past "
+                                          "it the offline answer is delivered, the record saying so."
+    )
+    judge_llm_timeout_s: float = Field(
+        JUDGE_LLM_TIMEOUT_S, description="Longest the answer step waits for the LLM's verdicts on the answer's "
+                                         "sentences; past it the offline verdicts stand, the record saying so."
     )
 
     api_host: str = "127.0.0.1"
@@ -348,6 +397,11 @@ class Settings(BaseSettings):
                                    "refused with 413 and stores nothing."
     )
 
+    @field_validator("answer_llm_timeout_s", "judge_llm_timeout_s", mode="before")
+    @classmethod
+    def _llm_budget(cls, value: object, info: ValidationInfo) -> float:
+        return positive_seconds(value, env_name(str(info.field_name)))
+
     @model_validator(mode="after")
     def _resolve_defaults(self) -> Settings:
         self.data_dir = self.data_dir.expanduser()
@@ -369,6 +423,12 @@ class Settings(BaseSettings):
             raise ValueError(f"log_level {self.log_level!r} is not a logging level")
         if self.max_top_k < self.default_top_k:
             raise ValueError("max_top_k must be at least default_top_k")
+        if self.answer_llm_timeout_s + self.judge_llm_timeout_s >= self.job_deadline_s:
+            # The reaper fails a job past its deadline: an answer waiting longer would never be delivered.
+            raise ValueError(
+                f"{env_name('answer_llm_timeout_s')} ({self.answer_llm_timeout_s:g}) + "
+                f"{env_name('judge_llm_timeout_s')} ({self.judge_llm_timeout_s:g}) must stay below "
+                f"{env_name('job_deadline_s')} ({self.job_deadline_s:g}): raise the job deadline with them")
         from pipeline.security.egress import EgressPolicy
 
         EgressPolicy.parse(self.egress_allow)  # a bad entry stops the process at start, with its name

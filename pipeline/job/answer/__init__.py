@@ -14,7 +14,9 @@ Source ``n`` is the n-th document in ``sources`` (the retrieval order); a citati
   picks what the user receives: the LLM's supported sentences and the extractive answer's quotes, or the
   extractive answer alone (``pipeline.job.answer.grounding``). A weak LLM may add nothing; it takes nothing away.
 - ``generate_answer``: what a job's answer step does: the draft judged and delivered when an LLM is configured,
-  the extractive answer otherwise or when the LLM fails (``Answer.fallback_reason`` says why).
+  the extractive answer otherwise or when the LLM fails (``Answer.fallback_reason`` says why; a reply its budget
+  cut, ``timeout_s`` or ``judge_timeout_s``, is recorded with the setting that set it: ``info["llm_cut"]``,
+  ``info["check"]["judge_cut"]``).
 
 Usage::
 
@@ -54,7 +56,9 @@ from pipeline.job.answer.result import (
     Answer,
     AnswerSink,
     Embed,
+    llm_failure,
 )
+from pipeline.platform.settings import env_name
 
 __all__ = ["ANSWER_LLM_TIMEOUT_S", "DEFAULT_MAX_SENTENCES", "NO_RESULTS", "NO_TEXT", "PARTIAL_MARK", "Answer",
            "AnswerSink", "Embed", "answer_sentences", "build_messages", "cite", "draft_answer", "extractive_answer",
@@ -90,11 +94,12 @@ def generate_answer(query: str, documents: list[Document], with_cot: bool = Fals
         draft = draft_answer(llm, query, documents, with_cot=with_cot, timeout_s=timeout_s,
                              on_sentence=show if stream is not None else None)
     except Exception as exc:  # noqa: BLE001 - any LLM failure ends in the offline answer, recorded
-        reason = f"{type(exc).__name__}: {exc}"[:500]
+        reason, cut = llm_failure(exc, timeout_s, env_name("answer_llm_timeout_s"))
+        reason = reason[:500]
         if stream is not None:
             stream.reset(reason)
         offline.fallback_reason = reason
-        offline.info = {**offline.info, "degraded": True}
+        offline.info = {**offline.info, "degraded": True, **({"llm_cut": cut} if cut else {})}
         return _streamed(offline, stream)
     verdicts, check = judge_sentences(draft.sentences, documents, embed=embed, language=language)
     judge_info = _judge(llm, verdicts, documents, judge_timeout_s)
@@ -127,7 +132,8 @@ def _judge(llm, verdicts: list[SentenceVerdict], documents: list[Document], time
     try:
         judged, info = judge_claims(llm, claims, documents, timeout_s=timeout_s)
     except Exception as exc:  # noqa: BLE001 - the offline verdicts stand, and the record says why
-        return {"judge": "offline only", "judge_error": f"{type(exc).__name__}: {exc}"[:300]}
+        reason, cut = llm_failure(exc, timeout_s, env_name("judge_llm_timeout_s"))
+        return {"judge": "offline only", "judge_error": reason[:300], **({"judge_cut": cut} if cut else {})}
     lowered = lower_by_judge(verdicts, {kept[k]: verdict for k, verdict in judged.items()})
     return {"judge": "llm", **info, "lowered_by_llm": lowered}
 

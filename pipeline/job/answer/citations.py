@@ -42,12 +42,13 @@ from pipeline.documents import Citation, Document, location_of
 from pipeline.job.answer.entailment import CONTRADICTED, entailment_verdicts
 from pipeline.job.answer.extractive import _analyzer, _cosine
 from pipeline.job.answer.result import Embed
+from pipeline.platform.settings import JUDGE_LLM_TIMEOUT_S
 from pipeline.text import words
 from pipeline.text.spans import Sentence, find_loose, sentence_spans, squeeze
 
-# The LLM check's whole budget. The answer step's Celery limit is 120 s and the answer's own LLM budget 60 s
-# (``ANSWER_LLM_TIMEOUT_S``): the two together stay below it.
-CITATION_LLM_TIMEOUT_S = 20.0
+# The LLM check's whole budget: the default of AGENTSEARCH_JUDGE_LLM_TIMEOUT_S, the answer step's judge's budget.
+# The answer step's Celery limit leaves room for it beside the answer's own (worker.canvas.answer_limit_s).
+CITATION_LLM_TIMEOUT_S = JUDGE_LLM_TIMEOUT_S
 
 # Thresholds on the share of weighted terms found (coverage) and the embedding cosine. Chosen on hand-made
 # sentences and the SciFact training claims (docs/citations.md): a supported claim of a real answer holds nearly

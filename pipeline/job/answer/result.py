@@ -7,12 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pipeline.documents import Citation, CotStep, Document, Source, location_of
+from pipeline.platform.settings import ANSWER_LLM_TIMEOUT_S as ANSWER_LLM_TIMEOUT_S
 
 NO_RESULTS = "No documents in the collection matched the query."
 NO_TEXT = "The documents that matched the query hold no text to quote."
-# The answer step's Celery limit is 120 s (worker.canvas.STEP_LIMIT_S); the LLM's whole budget, retries included,
-# stays well below it so a slow endpoint ends in the extractive fallback, not a killed task.
-ANSWER_LLM_TIMEOUT_S = 60.0
+# ANSWER_LLM_TIMEOUT_S, the LLM's whole budget for the answer (retries included), is the default of
+# AGENTSEARCH_ANSWER_LLM_TIMEOUT_S. The answer step's Celery limit follows the setting (worker.canvas.answer_limit_s),
+# so a slow endpoint ends in the extractive fallback, not a killed task.
 DEFAULT_MAX_SENTENCES = 3
 
 Embed = Callable[[list[str]], list[list[float]]]
@@ -41,6 +42,17 @@ class Answer:
     def metadata(self) -> dict[str, Any]:
         """What the job records in ``metadata.answer``."""
         return {"method": self.method, "fallback_reason": self.fallback_reason, **self.info}
+
+
+def llm_failure(exc: Exception, budget_s: float, setting: str) -> tuple[str, dict[str, Any] | None]:
+    """Why an LLM call of the answer step gave nothing, and, when its budget ran out, the cut as the record keeps
+    it (``{"setting": ..., "budget_s": ...}``): the reason then begins by naming the setting, so a user who sees
+    the offline answer sees what to raise."""
+    error = f"{type(exc).__name__}: {exc}"
+    if not getattr(exc, "budget_spent", False):
+        return error, None
+    return f"the LLM's reply was cut at {budget_s:g} s by {setting} ({error})", {"setting": setting,
+                                                                                  "budget_s": budget_s}
 
 
 def sources_of(documents: list[Document]) -> list[Source]:

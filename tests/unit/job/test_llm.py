@@ -251,6 +251,34 @@ def test_a_judge_that_fails_leaves_the_offline_verdicts(fake, llm):
     assert "not JSON" in answer.info["check"]["judge_error"]
 
 
+def test_an_answer_its_budget_cuts_is_recorded_with_the_setting_that_cut_it(fake, llm):
+    fake.script(FakeLLM.delay(5, reply(PATRIOTS)))
+    started = time.monotonic()
+    answer = generate_answer(QUESTION, DOCS, llm=llm, timeout_s=0.5)
+    assert time.monotonic() - started < 3
+    assert answer.method == "extractive" and answer.info["degraded"]
+    assert answer.fallback_reason.startswith(
+        "the LLM's reply was cut at 0.5 s by AGENTSEARCH_ANSWER_LLM_TIMEOUT_S (LLMError: ")
+    assert answer.metadata()["llm_cut"] == {"setting": "AGENTSEARCH_ANSWER_LLM_TIMEOUT_S", "budget_s": 0.5}
+
+
+def test_a_judge_its_budget_cuts_is_recorded_with_the_setting_that_cut_it(fake, llm):
+    fake.script(reply(WON), FakeLLM.delay(5, AGREES))
+    answer = generate_answer(QUESTION, DOCS, llm=llm, judge_timeout_s=0.5)
+    check = answer.info["check"]
+    assert answer.method == "llm" and check["judge"] == "offline only"  # the offline verdicts stand
+    assert check["judge_error"].startswith("the LLM's reply was cut at 0.5 s by AGENTSEARCH_JUDGE_LLM_TIMEOUT_S")
+    assert check["judge_cut"] == {"setting": "AGENTSEARCH_JUDGE_LLM_TIMEOUT_S", "budget_s": 0.5}
+    assert "llm_cut" not in answer.info
+
+
+def test_a_failure_that_is_not_the_budgets_names_no_setting(fake, llm):
+    fake.script(FakeLLM.error(401, "invalid api key"))
+    answer = generate_answer(QUESTION, DOCS, llm=llm)
+    assert answer.fallback_reason.startswith("LLMError: ") and "invalid api key" in answer.fallback_reason
+    assert "llm_cut" not in answer.info and "TIMEOUT_S" not in answer.fallback_reason
+
+
 def test_a_judge_that_disagrees_lowers_the_verdict_and_the_offline_answer_is_delivered(fake, llm):
     fake.script(reply(WON), FakeLLM.entailment(lambda claim, source: ("unsupported", "")))
     answer = generate_answer(QUESTION, DOCS, llm=llm)
@@ -284,11 +312,12 @@ def test_the_llm_is_told_the_users_question_and_what_was_searched(fake, llm):
 
 
 @pytest.fixture
-def services_with_llm(tmp_path, install_services, fake):
+def services_with_llm(request, tmp_path, install_services, fake):
     import pipeline.services as services_module
 
+    budgets = getattr(request, "param", {})  # the LLM budgets of a test's own
     settings = Settings(data_dir=tmp_path, openai_base_url=fake.base_url, openai_model="fake-model",
-                        openai_api_key="sk-task")
+                        openai_api_key="sk-task", **budgets)
     from migrations import upgrade
 
     upgrade(settings.database_url)  # the task records its progress in the jobs table (no row: nothing written)
@@ -319,3 +348,17 @@ def test_the_generate_answer_task_falls_back_with_embeddings_when_the_llm_refuse
     assert out.metadata["answer"]["scoring"] == "embedding+lexical"
     assert "Patriots won Super Bowl XLIX [2]" in out.answer
     assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("services_with_llm", [{"answer_llm_timeout_s": 0.5}], indirect=True)
+def test_the_generate_answer_task_holds_the_llm_to_the_budget_of_the_settings(services_with_llm, fake):
+    from worker.job_tasks import write_answer
+
+    fake.script(FakeLLM.delay(5, reply(PATRIOTS)))
+    started = time.monotonic()
+    out = JobState.load(write_answer(state().dump()))
+    assert time.monotonic() - started < 4
+    meta = out.metadata["answer"]
+    assert meta["method"] == "extractive"
+    assert meta["fallback_reason"].startswith("the LLM's reply was cut at 0.5 s by AGENTSEARCH_ANSWER_LLM_TIMEOUT_S")
+    assert meta["llm_cut"] == {"setting": "AGENTSEARCH_ANSWER_LLM_TIMEOUT_S", "budget_s": 0.5}

@@ -10,7 +10,15 @@ from kombu.utils.json import dumps, loads
 
 from pipeline.agents.base import Stage
 from pipeline.agents.records import AgentSpec
-from worker.canvas import HARD_LIMIT_MARGIN_S, SOFT_LIMIT_MARGIN_S, STEP_LIMIT_S, build_job_canvas
+from pipeline.platform.settings import get_settings
+from worker.canvas import (
+    ANSWER_SPARE_S,
+    HARD_LIMIT_MARGIN_S,
+    SOFT_LIMIT_MARGIN_S,
+    STEP_LIMIT_S,
+    build_agentic_tail,
+    build_job_canvas,
+)
 
 JOB = "6f1c2a8e-3d4b-4c1e-9a7f-2b8d5e0c9a11"
 
@@ -147,6 +155,28 @@ def test_fixed_steps_use_the_step_limit(canvas):
         if "spec" not in sig.kwargs:
             assert sig.options["soft_time_limit"] == STEP_LIMIT_S + SOFT_LIMIT_MARGIN_S
             assert sig.options["time_limit"] == STEP_LIMIT_S + HARD_LIMIT_MARGIN_S
+
+
+@pytest.mark.parametrize("answer_s, judge_s, limit_s", [
+    ("60", "20", STEP_LIMIT_S),                     # the defaults fit the step limit as they always did
+    ("5", "1", STEP_LIMIT_S),                       # shorter budgets never shorten it
+    ("300", "120", 300 + 120 + ANSWER_SPARE_S),     # a model on CPU cores: the step waits for its budgets
+])
+def test_the_answer_steps_limit_follows_the_llm_budgets(monkeypatch, answer_s, judge_s, limit_s):
+    monkeypatch.setenv("AGENTSEARCH_ANSWER_LLM_TIMEOUT_S", answer_s)
+    monkeypatch.setenv("AGENTSEARCH_JUDGE_LLM_TIMEOUT_S", judge_s)
+    get_settings.cache_clear()
+    try:
+        job, tail = build_job_canvas(JOB, SPECS), build_agentic_tail(JOB, SPECS)
+    finally:
+        get_settings.cache_clear()
+    for canvas_ in (job, tail):
+        (answer,) = [t for t in canvas_.tasks if t.task == "agentsearch.generate_answer"]
+        assert answer.options["soft_time_limit"] == limit_s + SOFT_LIMIT_MARGIN_S
+        assert answer.options["time_limit"] == limit_s + HARD_LIMIT_MARGIN_S
+        assert answer.options["ignore_result"]
+        search = next(t for t in canvas_.tasks if t.task in ("agentsearch.core_search", "agentsearch.agentic_compress"))
+        assert search.options["soft_time_limit"] == STEP_LIMIT_S + SOFT_LIMIT_MARGIN_S  # the other steps keep theirs
 
 
 def test_a_failing_step_marks_the_job_failed(canvas):
