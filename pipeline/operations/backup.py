@@ -16,7 +16,7 @@ Usage::
 
     manifest = make_backup("postgresql+psycopg://host/agentsearch", Path("/backups/2026-11-27"))
     manifest["rows"]["jobs"], manifest["files"]["database.dump"]["sha256"]
-    verify_backup(Path("/backups/2026-11-27"))              # BackupInvalid naming the file that does not match
+    verify_backup(Path("/backups/2026-11-27"))              # BackupInvalid naming the file or field that does not match
     restore_backup(Path("/backups/2026-11-27"), "postgresql+psycopg://host/agentsearch_restored")
 """
 
@@ -36,6 +36,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from sqlalchemy.engine import make_url
+
+from pipeline.operations.backup_manifest import manifest_problems
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -92,8 +94,14 @@ def verify_backup(directory: Path) -> dict[str, Any]:
         raise BackupInvalid(f"{path}: no manifest; not a backup directory") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BackupInvalid(f"{path}: not a readable manifest ({exc})") from None
-    if manifest.get("format") != FORMAT:
+    if isinstance(manifest, dict) and manifest.get("format") != FORMAT:
         raise BackupInvalid(f"{path}: format {manifest.get('format')!r}, this version reads format {FORMAT}")
+    # Checked whole first: a restore must not stop half-way on a field it reads later.
+    if problems := manifest_problems(manifest):
+        raise BackupInvalid(f"{path}: not a manifest this version can restore: {'; '.join(problems)}")
+    dump = SQLITE_FILE if manifest["database"] == "sqlite" else PG_DUMP_FILE
+    if dump not in manifest["files"]:
+        raise BackupInvalid(f"{path}: files: no {dump}, the dump of a {manifest['database']} backup")
     for name, expected in manifest["files"].items():
         file = directory / name
         if not file.is_file():
