@@ -29,13 +29,11 @@ from dataclasses import replace
 from pathlib import Path, PurePath
 from typing import Any
 
-from sqlalchemy import select
-
 from pipeline.ingest import IngestError, file_document
+from pipeline.ingestion.attachments import store_attachments, take_over
 from pipeline.ingestion.lease import claim, finish, queue
-from pipeline.parsing import Attachment, ParsedFile, ParseLimits, ParseRefused, Part, read_file, sniff
-from pipeline.platform.db import Collection, DocumentFile, DocumentRow
-from pipeline.security.document_access import document_groups, set_document_groups
+from pipeline.parsing import ParsedFile, ParseLimits, ParseRefused, Part, read_file
+from pipeline.platform.db import DocumentFile, DocumentRow
 from pipeline.services import Services, get_services
 from worker.app import DB_RETRY, INGEST_QUEUE, NEW_WORK_PRIORITY, app
 from worker.ingestion import ingest_documents
@@ -107,6 +105,7 @@ def parse_document(self, collection_id: str, document_id: str, start: int = 0) -
         row = s.get(DocumentRow, row_id)
         if row is None or row.task_id != self.request.id:
             return {"status": "gone"}
+        take_over(s, row, state)  # an attachment's replaced document changes only now that its text is read
         row.title = document.title if row.title in ("", PurePath(name).stem) else row.title
         row.text, row.parts, row.notes = document.text, document.parts, document.notes
         row.metadata_ = {**document.metadata, **(row.metadata_ or {})}
@@ -115,7 +114,8 @@ def parse_document(self, collection_id: str, document_id: str, start: int = 0) -
         if upload is not None:
             s.delete(upload)
         queue(row, next_task, fresh=False)
-        attached = _store_attachments(s, row, parsed.attachments)
+        # Each attachment a document of its own, or refused with the reason in this one's notes.
+        attached = store_attachments(s, row, parsed.attachments, state, services.settings)
     for child_id, child_task in attached:
         parse_document.apply_async((collection_id, child_id), queue=INGEST_QUEUE, priority=NEW_WORK_PRIORITY,
                                    task_id=child_task)
@@ -132,51 +132,18 @@ def _window_pages(state: dict[str, Any], window_s: float) -> int:
 
 
 def _merged(state: dict[str, Any], parsed: ParsedFile, window: range | None, seconds: float) -> dict[str, Any]:
-    """The pages read so far with this window's added (up to where the reader stopped, when it stopped early)."""
+    """The pages read so far with this window's added (up to where the reader stopped, when it stopped early); the
+    rest of the state (the file's sender, what its attachments may become) as it was."""
     end = window.stop if window is not None and parsed.read_until is None else parsed.read_until or 0
     read = (min(end, parsed.pages or end) - window.start) if window is not None else 0
     return {
+        **state,
         "title": state.get("title") or parsed.title,
         "parts": [*state.get("parts", []), *({"text": p.text, "location": p.location} for p in parsed.parts)],
         "notes": [*state.get("notes", []), *parsed.notes],
         "next": (window.start + read) if window is not None else 0,
         "pages_per_s": (read / seconds) if read and seconds > 0 else state.get("pages_per_s"),
     }
-
-
-def _store_attachments(s: Any, parent: DocumentRow, attachments: list[Attachment]) -> list[tuple[str, str]]:
-    """Each attachment a document of its own (``<parent id>/<its name without the extension>``), parsed next: the
-    rows' ids, each with the id of the task that parses it. An attachment is found by whoever finds its parent: it
-    takes the parent's document groups."""
-    created = []
-    collection = s.get(Collection, parent.collection_id)
-    groups = document_groups(s, [parent.id]).get(parent.id)
-    for attachment in attachments:
-        try:
-            file_format = sniff(attachment.data, attachment.name)
-        except ParseRefused as exc:
-            parent.notes = [*(parent.notes or []), f"attachment {attachment.name}: {exc}"]
-            continue
-        if file_format == "jsonl":
-            file_format = "text"  # an attachment is one document, whatever its lines look like
-        external_id = f"{parent.external_id}/{PurePath(attachment.name).stem}"[:400]
-        row = s.scalar(select(DocumentRow).where(DocumentRow.collection_id == parent.collection_id,
-                                                 DocumentRow.external_id == external_id))
-        if row is None:
-            row = DocumentRow(collection_id=parent.collection_id, external_id=external_id, text="")
-            s.add(row)
-        row.title, row.metadata_ = PurePath(attachment.name).stem, {"attached_to": parent.external_id}
-        task_id = str(uuid.uuid4())
-        queue(row, task_id)
-        s.flush()
-        set_document_groups(s, row, collection, groups)
-        existing = s.get(DocumentFile, row.id)
-        if existing is not None:
-            s.delete(existing)
-            s.flush()
-        s.add(DocumentFile(document_id=row.id, name=attachment.name, format=file_format, data=attachment.data))
-        created.append((str(row.id), task_id))
-    return created
 
 
 def _progress_writer(services: Services, row_id: uuid.UUID):

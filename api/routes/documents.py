@@ -38,7 +38,7 @@ from api.roles import Reach
 from api.routes.collections import add_documents, documents_within_quota, refused_if_hidden
 from api.schemas import DocumentsIn, FilesAccepted
 from api.services import AppServices
-from pipeline.ingestion.documents import document_page, keep_file, visible_document
+from pipeline.ingestion.documents import document_page, keep_file, upload_state, visible_document
 from pipeline.ingestion.lease import queue
 from pipeline.platform.db import Collection, DocumentRow
 from pipeline.platform.settings import get_settings
@@ -239,7 +239,7 @@ def _store_files(request: Request, services: Services, collection_id: uuid.UUID,
             row.metadata_ = {"source": stored.name, "format": stored.format}
             s.flush()
             set_document_groups(s, row, collection, groups_for(collection, access, ("body", "access")))
-            keep_file(s, row, stored.name, stored.format, stored.data)
+            keep_file(s, row, stored.name, stored.format, stored.data, upload_state(user_id))
             rows.append((row.id, task_id, stored))
         audit(request, s, "document.upload", collection_id=collection_id, target=("documents", len(rows)),
               details={"ids": [stored.document_id for _, _, stored in rows[:20]]})

@@ -12,13 +12,14 @@ Usage::
         row = visible_document(s, collection, tokens, "q4-report")     # None: missing, or not for this reader
         existing = documents_by_id(s, collection.id, ["q4-report", "q3-report"])
         remove_document(s, row)                                          # the collection's epoch moves on
-        keep_file(s, row, "q4.pdf", "pdf", data)                         # replaces a file not yet read
+        keep_file(s, row, "q4.pdf", "pdf", data, upload_state(user_id))  # replaces a file not yet read
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -68,11 +69,18 @@ def remove_document(s: Session, row: DocumentRow) -> None:
               .values(index_epoch=Collection.index_epoch + 1))
 
 
-def keep_file(s: Session, row: DocumentRow, name: str, file_format: str, data: bytes) -> None:
-    """The file the document is parsed from, beside its row; one sent before and not read yet is replaced (the newer
-    one is read)."""
+def upload_state(uploader: uuid.UUID | None) -> dict[str, Any]:
+    """The reading state an uploaded file starts with: who sent it, whose groups say which documents its attachments
+    may replace (``pipeline.ingestion.attachments``)."""
+    return {"uploader": str(uploader)} if uploader is not None else {}
+
+
+def keep_file(s: Session, row: DocumentRow, name: str, file_format: str, data: bytes,
+              state: dict[str, Any] | None = None) -> None:
+    """The file the document is parsed from, beside its row, with its reading state (``DocumentFile.parsed``); one
+    sent before and not read yet is replaced (the newer one is read)."""
     earlier = s.get(DocumentFile, row.id)
     if earlier is not None:
         s.delete(earlier)
         s.flush()
-    s.add(DocumentFile(document_id=row.id, name=name[-255:], format=file_format, data=data))
+    s.add(DocumentFile(document_id=row.id, name=name[-255:], format=file_format, data=data, parsed=state or None))

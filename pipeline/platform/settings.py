@@ -396,6 +396,12 @@ class Settings(BaseSettings):
         100_000, ge=0, description="Documents one user may store across its collections; an ingest past it is "
                                    "refused with 413 and stores nothing."
     )
+    # An e-mail of 20 e-mails of 20 attachments each is 421 documents from 85 KB: the attachments a worker finds are
+    # held to this as well as to the quota above (pipeline/ingestion/attachments.py).
+    max_documents_per_upload: int = Field(
+        100, ge=1, le=1_000_000, description="Documents one uploaded file may become with its attachments (an "
+        "e-mail's, however deeply nested); an attachment past it is refused, named in its e-mail's notes."
+    )
 
     @field_validator("answer_llm_timeout_s", "judge_llm_timeout_s", mode="before")
     @classmethod
