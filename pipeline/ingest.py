@@ -163,7 +163,7 @@ def read_file_document(path: Path, file_format: str, limits: ParseLimits, on_pro
         parsed = read_file(path, file_format, limits, on_progress)
     except ParseRefused as exc:
         raise IngestError(f"{name}: {exc}") from None
-    return file_document(parsed, name, file_format)
+    return file_document(parsed, name, parsed.format or file_format)
 
 
 def file_document(parsed: ParsedFile, name: str, file_format: str) -> FileDocument:

@@ -33,9 +33,11 @@ from pipeline.ingest import IngestError, file_document
 from pipeline.ingestion.attachments import store_attachments, take_over
 from pipeline.ingestion.lease import claim, finish, queue
 from pipeline.parsing import ParsedFile, ParseLimits, ParseRefused, Part, read_file
+from pipeline.parsing.file_names import bare_name
+from pipeline.parsing.sandbox import Progress
 from pipeline.platform.db import DocumentFile, DocumentRow
 from pipeline.services import Services, get_services
-from worker.app import DB_RETRY, INGEST_QUEUE, NEW_WORK_PRIORITY, app
+from worker.app import DB_RETRY, DB_UNAVAILABLE, INGEST_QUEUE, NEW_WORK_PRIORITY, app
 from worker.ingestion import ingest_documents
 
 log = logging.getLogger("agentsearch.worker")
@@ -75,13 +77,17 @@ def parse_document(self, collection_id: str, document_id: str, start: int = 0) -
                      window_s=services.settings.parse_window_s if paged else 0)
     window = range(start, start + _window_pages(state, services.settings.parse_window_s)) if paged else None
     began = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="agentsearch-parse-") as workdir:
-        path = Path(workdir) / name
-        path.write_bytes(data)
-        try:
-            parsed = read_file(path, file_format, limits, _progress_writer(services, row_id), window)
-        except ParseRefused as exc:
-            return _fail(services, row_id, self.request.id, f"{name}: {exc}")
+    try:
+        parsed = _read(name, data, file_format, limits, _progress_writer(services, row_id), window)
+    except ParseRefused as exc:
+        return _fail(services, row_id, self.request.id, f"{name}: {exc}")
+    except DB_UNAVAILABLE:
+        raise  # waited out by the task's retries (a progress write)
+    except Exception as exc:  # the document ends with the reason, not pending until the reaper gives it up
+        log.exception("document %s: parsing %s failed", row_id, name)
+        return _fail(services, row_id, self.request.id, f"{name}: the file could not be parsed "
+                                                        f"({type(exc).__name__}: {exc})"[:1000])
+    file_format = parsed.format or file_format  # an Office file, told apart by its reader
     state = _merged(state, parsed, window, time.monotonic() - began)
     next_task = str(uuid.uuid4())
     if paged and state["next"] < (parsed.pages or 0):
@@ -108,7 +114,7 @@ def parse_document(self, collection_id: str, document_id: str, start: int = 0) -
         take_over(s, row, state)  # an attachment's replaced document changes only now that its text is read
         row.title = document.title if row.title in ("", PurePath(name).stem) else row.title
         row.text, row.parts, row.notes = document.text, document.parts, document.notes
-        row.metadata_ = {**document.metadata, **(row.metadata_ or {})}
+        row.metadata_ = {**document.metadata, **(row.metadata_ or {}), "format": file_format}
         row.pages_done = row.pages_total = parsed.pages
         upload = s.get(DocumentFile, row_id)
         if upload is not None:
@@ -121,6 +127,16 @@ def parse_document(self, collection_id: str, document_id: str, start: int = 0) -
                                    task_id=child_task)
     ingest_documents.apply_async((collection_id, [document_id]), queue=INGEST_QUEUE, task_id=next_task)
     return {"status": "parsed", "parts": len(document.parts), "attachments": len(attached)}
+
+
+def _read(name: str, data: bytes, file_format: str, limits: ParseLimits, on_progress: Progress,
+          window: range | None) -> ParsedFile:
+    """The file read in the parsing child, from a folder of its own. The sender's name is no path: the file is
+    written under its bare form (``bare_name``), which keeps the extension and the stem a CSV's sheet is named by."""
+    with tempfile.TemporaryDirectory(prefix="agentsearch-parse-") as workdir:
+        path = Path(workdir) / bare_name(name, "upload")
+        path.write_bytes(data)
+        return read_file(path, file_format, limits, on_progress, window)
 
 
 def _window_pages(state: dict[str, Any], window_s: float) -> int:

@@ -36,10 +36,11 @@ export async function renderCollections(main, [collectionId], ctx) {
 // bytes, so the extension only guides the picker).
 const UPLOAD_ACCEPT = ['.pdf', '.png', '.jpg', '.jpeg', '.tif', '.tiff', '.docx', '.pptx', '.xlsx', '.csv', '.tsv',
   '.html', '.htm', '.md', '.markdown', '.txt', '.eml', '.jsonl', '.ndjson'].join(',');
-// A document's `metadata.format` as its reader calls it.
+// A document's `metadata.format` as its reader calls it ("office": an Office file not yet told Word, PowerPoint or
+// Excel, which its parsing does).
 const FORMATS = {
-  pdf: 'PDF', image: 'image', docx: 'Word', pptx: 'PowerPoint', xlsx: 'Excel', csv: 'CSV', html: 'HTML',
-  markdown: 'Markdown', text: 'text', eml: 'e-mail', jsonl: 'JSON Lines',
+  pdf: 'PDF', image: 'image', office: 'Office file', docx: 'Word', pptx: 'PowerPoint', xlsx: 'Excel', csv: 'CSV',
+  html: 'HTML', markdown: 'Markdown', text: 'text', eml: 'e-mail', jsonl: 'JSON Lines',
 };
 
 /** How far a worker has read a pending document: 'parsing, 12 of 200 pages' (null for a format without pages). */

@@ -56,8 +56,6 @@ from pipeline.services import Services
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
 
 MAX_UPLOAD_FILES = 20
-# A file's name becomes a file of the upload's own temporary directory while it is read.
-MAX_NAME_BYTES = 200
 
 
 @router.get("/{collection_id}/documents")
@@ -124,6 +122,7 @@ def upload_files(
     are taken. When every file is refused, the answer is 422 naming each."""
     from pipeline.ingest import IngestError, parse_jsonl
     from pipeline.parsing import ParseRefused, sniff
+    from pipeline.parsing.file_names import upload_name
 
     if len(files) > MAX_UPLOAD_FILES:
         raise unprocessable(("body", "files"), f"at most {MAX_UPLOAD_FILES} files per request")
@@ -139,13 +138,10 @@ def upload_files(
     rejected: list[dict[str, Any]] = []
     first_file: dict[str, str] = {}
     for i, upload in enumerate(files):
-        name = PurePath((upload.filename or "").replace("\\", "/")).name
+        name = upload.filename or ""
         data = upload.file.read()
         try:
-            if "\x00" in name:
-                raise ParseRefused("the file name holds a NUL character; rename the file")
-            if len(name.encode("utf-8", "replace")) > MAX_NAME_BYTES:
-                raise ParseRefused(f"the file name is longer than {MAX_NAME_BYTES} bytes; rename the file")
+            name = upload_name(name)
             file_format = sniff(data, name)
             if file_format == "jsonl":
                 read = [d if d.access is not None or given is None else d.model_copy(update={"access": given})

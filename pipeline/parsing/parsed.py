@@ -66,6 +66,8 @@ class ParsedFile:
     attachments: list[Attachment] = field(default_factory=list)
     # A window of pages cut short by ``ParseLimits.window_s``: the page (0-based) the next window starts at.
     read_until: int | None = None
+    # The format the reader found the file to be, where it was sent as a kind of container ("office": "docx").
+    format: str | None = None
 
     @property
     def text(self) -> str:
@@ -74,14 +76,14 @@ class ParsedFile:
     def to_json(self) -> dict[str, Any]:
         return {"title": self.title, "parts": [asdict(p) for p in self.parts], "pages": self.pages,
                 "notes": list(self.notes), "attachments": [a.to_json() for a in self.attachments],
-                "read_until": self.read_until}
+                "read_until": self.read_until, "format": self.format}
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> ParsedFile:
         return cls(title=value.get("title"), parts=[Part(p["text"], p.get("location") or {}) for p in value["parts"]],
                    pages=value.get("pages"), notes=list(value.get("notes") or []),
                    attachments=[Attachment.from_json(a) for a in value.get("attachments") or []],
-                   read_until=value.get("read_until"))
+                   read_until=value.get("read_until"), format=value.get("format"))
 
 
 @dataclass(frozen=True)

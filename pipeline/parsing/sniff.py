@@ -1,9 +1,14 @@
 """A file's format, told from its bytes: the name's extension only settles what the bytes leave open (Markdown or
 plain text, CSV or plain text), so a Word file called ``report.pdf`` is read as the Word file it is.
 
+An Office file (a ZIP) is ``"office"`` here: which of Word, PowerPoint or Excel it is stands in its central
+directory, and that directory is read only by the parsing child (``pipeline.parsing.formats.office``), which holds
+the reading to its limits. What sniffing reads of a ZIP is its end record and its first entry's name, a few bytes
+whatever the directory's size (``pipeline.parsing.zip_end``): the API and the workers call this for every file.
+
 Usage::
 
-    sniff(Path("upload.bin").read_bytes(), "report.pdf")   # "docx"
+    sniff(Path("upload.bin").read_bytes(), "report.pdf")   # "office" (a Word file, read as one)
     sniff(b"", "empty.txt")                                 # ParseRefused("the file is empty")
 """
 
@@ -11,12 +16,14 @@ from __future__ import annotations
 
 import io
 import re
-import zipfile
+import struct
 
 from pipeline.parsing.parsed import ParseRefused
 from pipeline.parsing.text_encoding import decode_text
+from pipeline.parsing.zip_end import check_directory, end_record
 
-FORMATS = ("pdf", "image", "docx", "pptx", "xlsx", "csv", "html", "markdown", "text", "eml", "jsonl")
+# "office" is told apart into "docx", "pptx" and "xlsx" as the parsing child reads it.
+FORMATS = ("pdf", "image", "office", "docx", "pptx", "xlsx", "csv", "html", "markdown", "text", "eml", "jsonl")
 # What a name's extension says, where the bytes alone cannot tell text formats apart.
 TEXT_EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl",
                    ".ndjson": "jsonl", ".eml": "eml", ".html": "html", ".htm": "html", ".txt": "text"}
@@ -24,7 +31,8 @@ _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 # An encrypted Word, Excel or PowerPoint file is an OLE container holding this stream (its name in UTF-16).
 _ENCRYPTION_INFO = "EncryptionInfo".encode("utf-16-le")
-_OFFICE_MAIN_PARTS = {"word/document.xml": "docx", "ppt/presentation.xml": "pptx", "xl/workbook.xml": "xlsx"}
+# A ZIP entry's local header: signature, versions, flags, method, time, date, CRC, sizes, name and extra lengths.
+_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 # Header names as long as Exchange writes them (X-MS-Exchange-CrossTenant-OriginalArrivalTime); a value may be empty.
 _HEADER_LINE = re.compile(rb"^[A-Za-z][A-Za-z0-9-]{1,76}:(?:[ \t]|$)", re.MULTILINE)
 _MAIL_HEADERS = (b"from:", b"subject:", b"date:", b"message-id:", b"mime-version:", b"received:", b"to:")
@@ -36,7 +44,7 @@ _ATX_HEADING = re.compile(r"^#{1,6}\s+\S", re.MULTILINE)
 
 
 def sniff(data: bytes, name: str) -> str:
-    """One of ``FORMATS`` for a file's bytes (all of them: a ZIP is told by its directory, at its end)."""
+    """One of ``FORMATS`` for a file's bytes (never "docx", "pptx" or "xlsx": an Office file is "office")."""
     if not data:
         raise ParseRefused("the file is empty")
     extension = _extension(name)
@@ -73,18 +81,17 @@ def _extension(name: str) -> str:
 
 
 def _office_format(data: bytes) -> str:
-    try:
-        names = set(zipfile.ZipFile(io.BytesIO(data)).namelist())
-    except zipfile.BadZipFile:
-        raise ParseRefused("a damaged ZIP file (Office files are ZIP files): it cannot be opened") from None
-    for part, found in _OFFICE_MAIN_PARTS.items():
-        if part in names:
-            return found
-    if "xl/workbook.bin" in names:
-        raise ParseRefused("an Excel binary workbook (.xlsb); save it as .xlsx")
-    if "mimetype" in names or "content.xml" in names:
-        raise ParseRefused("an OpenDocument file (.odt, .ods, .odp); save it as .docx, .xlsx or .pptx")
-    raise ParseRefused("a ZIP archive that is no Word, PowerPoint or Excel file; upload the files inside it")
+    """``"office"`` for a ZIP whose end record is whole and whose directory is of a size Office writes. OpenDocument
+    and EPUB store an uncompressed ``mimetype`` entry first (their specifications say so): refused from its name."""
+    check_directory(end_record(io.BytesIO(data)))
+    if len(data) >= _LOCAL_HEADER.size:
+        *_, name_length, extra_length = _LOCAL_HEADER.unpack_from(data)
+        start = _LOCAL_HEADER.size + name_length + extra_length
+        if data[_LOCAL_HEADER.size:_LOCAL_HEADER.size + name_length] == b"mimetype":
+            if data[start:start + 64].startswith(b"application/vnd.oasis.opendocument"):
+                raise ParseRefused("an OpenDocument file (.odt, .ods, .odp); save it as .docx, .xlsx or .pptx")
+            raise ParseRefused("a ZIP archive that is no Word, PowerPoint or Excel file; upload the files inside it")
+    return "office"
 
 
 def _looks_like_mail(head: bytes) -> bool:

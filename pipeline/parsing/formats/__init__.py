@@ -10,6 +10,7 @@ total)`` reports pages read. A reader refuses a file with ``ParseRefused`` and a
 READERS = {
     "pdf": "pipeline.parsing.formats.pdf",
     "image": "pipeline.parsing.formats.image",
+    "office": "pipeline.parsing.formats.office",
     "docx": "pipeline.parsing.formats.docx",
     "pptx": "pipeline.parsing.formats.pptx",
     "xlsx": "pipeline.parsing.formats.sheets",

@@ -9,8 +9,9 @@
 - Attachments: parts marked as attachments, non-text parts with a file name, and attached e-mails (``.eml``),
   as ``Attachment(name, bytes)``; the worker stores each as a document of its own. Past ``limits.max_attachments``
   the rest are left out and the notes say how many: the mail's own text is worth keeping for them.
-- Names are bare file names: no folders, no control characters, at most ``_MAX_NAME_BYTES`` bytes in UTF-8 (the
-  extension kept), ``attachment-N`` plus an extension for its type when there is none.
+- Names are bare file names (``pipeline.parsing.file_names.bare_name``): no folders, no control characters, at most
+  ``MAX_NAME_BYTES`` bytes in UTF-8 (the extension kept), ``attachment-N`` plus an extension for its type when
+  there is none.
 - Parts nested more than ``limits.max_depth`` deep (multiparts in multiparts, e-mails attached to attached e-mails)
   are refused: a file of a few kilobytes could otherwise unpack to thousands of documents.
 
@@ -20,13 +21,13 @@ The title is the subject.
 from __future__ import annotations
 
 import mimetypes
-import re
 from collections.abc import Callable
 from email import policy
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
 from pathlib import Path, PurePosixPath
 
+from pipeline.parsing.file_names import MAX_NAME_BYTES, bare_name
 from pipeline.parsing.formats.html import decode_html, read_page
 from pipeline.parsing.formats.markdown import Sections
 from pipeline.parsing.formats.plain import too_long
@@ -34,8 +35,6 @@ from pipeline.parsing.parsed import Attachment, ParsedFile, ParseLimits, ParseRe
 from pipeline.parsing.text_encoding import decode_text
 
 _HEADERS = ("From", "To", "Cc", "Date", "Subject")
-_MAX_NAME_BYTES = 200
-_UNSAFE_IN_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def parse(path: Path, limits: ParseLimits, progress: Callable[[int, int], None], pages: range | None) -> ParsedFile:
@@ -182,7 +181,7 @@ def _distinct_names(attachments: list[Attachment]) -> list[Attachment]:
         stem, name, copy = path.stem, attachment.name, 1
         while PurePosixPath(name).stem.lower() in seen:
             copy += 1
-            short = stem.encode("utf-8")[:_MAX_NAME_BYTES - 40].decode("utf-8", "ignore")
+            short = stem.encode("utf-8")[:MAX_NAME_BYTES - 40].decode("utf-8", "ignore")
             name = f"{short} ({copy}){path.suffix}"
         seen.add(PurePosixPath(name).stem.lower())
         named.append(Attachment(name, attachment.data))
@@ -190,16 +189,5 @@ def _distinct_names(attachments: list[Attachment]) -> list[Attachment]:
 
 
 def _file_name(name: str, index: int, extension: str) -> str:
-    """``name`` as a bare file name: its last path segment, without control characters, at most ``_MAX_NAME_BYTES``
-    bytes (the extension kept); ``attachment-N`` plus ``extension`` when nothing is left."""
-    name = _UNSAFE_IN_NAME.sub("", name).replace("\\", "/")
-    name = PurePosixPath(name).name.strip().lstrip(".")
-    if not name:
-        name = f"attachment-{index + 1}{extension}"
-    if len(name.encode("utf-8")) > _MAX_NAME_BYTES:
-        stem, dot, suffix = name.rpartition(".")
-        suffix = f".{suffix}" if dot and len(suffix.encode("utf-8")) <= 16 else ""
-        stem = stem if suffix else name
-        budget = _MAX_NAME_BYTES - len(suffix.encode("utf-8"))
-        name = stem.encode("utf-8")[:budget].decode("utf-8", "ignore") + suffix
-    return name
+    """``name`` as a bare file name; ``attachment-N`` plus ``extension`` when nothing is left."""
+    return bare_name(name, f"attachment-{index + 1}{extension}")

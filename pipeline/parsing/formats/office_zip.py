@@ -2,11 +2,13 @@
 before any library opens the file, and the pieces every reader builds its parts with (``TextBudget``, ``row_line``,
 ``table_lines``, ``core_title``).
 
-An Office file is a ZIP archive of XML parts, and both layers can be bombs. ``check`` reads the ZIP directory first
-and refuses a file whose parts unpack to more than ``limits.max_unpacked_mb`` in all, one part that unpacks to more
-than 200 times its packed size (past 10 MB: 300 MB of zeros packs into 300 KB), or more than 10,000 parts. The sizes
-it reads are the ones ``zipfile`` holds every part to as it unpacks it, for the libraries too: a part that inflates
-past its stated size is cut there and fails its checksum. Then it reads the start of every XML part up to its first
+An Office file is a ZIP archive of XML parts, and both layers can be bombs. ``check`` reads the ZIP's end record
+first and refuses a directory larger than Office writes before ``zipfile`` reads it (``pipeline.parsing.zip_end``:
+a million tiny entries would cost seconds and hundreds of MB). Then it reads the directory and refuses a file whose
+parts unpack to more than ``limits.max_unpacked_mb`` in all, one part that unpacks to more than 200 times its packed
+size (past 10 MB: 300 MB of zeros packs into 300 KB), or more than 10,000 parts. The sizes it reads are the ones
+``zipfile`` holds every part to as it unpacks it, for the libraries too: a part that inflates past its stated size
+is cut there and fails its checksum. Then it reads the start of every XML part up to its first
 element and refuses one that declares a document type, the place where entities are defined: no Office application
 writes one, and "a billion laughs" (ten entities, each ten of the one before) needs one. The libraries are safe
 from entities on their own as well (measured with lxml 6.1 / libxml2 2.14 and defusedxml 0.7): python-docx and
@@ -35,8 +37,8 @@ from typing import IO, Any
 from xml.parsers import expat
 
 from pipeline.parsing.parsed import ParseLimits, ParseRefused
+from pipeline.parsing.zip_end import MAX_PARTS, check_directory, end_record
 
-MAX_PARTS = 10_000
 # A part that unpacks to more than this many times its packed size, past RATIO_FROM bytes, is a bomb: real parts pack
 # 5 to 20 times (a sheet of a million empty rows: 7 times).
 MAX_RATIO = 200
@@ -49,6 +51,8 @@ _CORE_PROPERTIES = "http://schemas.openxmlformats.org/package/2006/relationships
 
 def check(path: Path, limits: ParseLimits) -> None:
     """Refuse the Office file at ``path`` if unpacking it or parsing its XML could take more than ``limits`` allow."""
+    with path.open("rb") as file:
+        check_directory(end_record(file))
     try:
         with zipfile.ZipFile(path) as archive:
             members = archive.infolist()

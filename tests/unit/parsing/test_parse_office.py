@@ -308,9 +308,9 @@ def test_a_zip_bomb_named_as_a_word_file_is_refused_before_it_is_unpacked(tmp_pa
             for _ in range(300):
                 member.write(zeros)
     assert path.stat().st_size < 2 * 2**20
-    assert sniff(path.read_bytes(), "bomb.docx") == "docx"
+    assert sniff(path.read_bytes(), "bomb.docx") == "office"
     with pytest.raises(ParseRefused, match=r"^the file unpacks to more than 256 MB \(Office files are ZIP archives\)"):
-        read(path, "docx")
+        read(path, "office")
 
 
 def test_a_part_that_unpacks_to_hundreds_of_times_its_size_is_refused_in_a_workbook(tmp_path):
@@ -320,9 +320,9 @@ def test_a_part_that_unpacks_to_hundreds_of_times_its_size_is_refused_in_a_workb
         with archive.open(XLSX_SHEET, "w") as member:
             for _ in range(40):
                 member.write(bytes(2**20))
-    assert sniff(path.read_bytes(), "bomb.xlsx") == "xlsx"
+    assert sniff(path.read_bytes(), "bomb.xlsx") == "office"
     with pytest.raises(ParseRefused, match=r"^a part of the file unpacks to more than 200 times its packed size"):
-        read(path, "xlsx")
+        read(path, "office")
 
 
 XML_BOMB = r"^the file holds XML with a document type declaration, which Office never writes"
@@ -369,13 +369,21 @@ def test_a_damaged_word_file_is_refused(tmp_path):
 
 def test_office_files_and_csv_are_told_apart_by_their_bytes_and_an_encrypted_one_is_refused(tmp_path):
     document, deck, book = docx.Document(), Presentation(), openpyxl.Workbook()
+    document.add_paragraph("Minutes.")
+    deck.slides.add_slide(deck.slide_layouts[0]).shapes.title.text = "Agenda"
+    book.active.append(["Region", "Revenue"])
+    book.active.append(["North", 412])
     saved = {}
     for name, office_file in (("a.docx", document), ("a.pptx", deck), ("a.xlsx", book)):
         buffer = io.BytesIO()
         office_file.save(buffer)
         saved[name] = buffer.getvalue()
-    # The bytes decide, whatever the name says.
-    assert [sniff(saved[name], "upload.csv") for name in ("a.docx", "a.pptx", "a.xlsx")] == ["docx", "pptx", "xlsx"]
+    # The bytes decide, whatever the name says: an Office file is "office" to sniffing, and the parsing child tells
+    # which one from its directory.
+    assert [sniff(saved[name], "upload.csv") for name in saved] == ["office"] * 3
+    for name, data in saved.items():
+        (tmp_path / name).write_bytes(data)
+    assert [read(tmp_path / name, "office")[0].format for name in saved] == ["docx", "pptx", "xlsx"]
     assert sniff(b"Region;Revenue\nNorth;412\n", "sales.csv") == "csv"
     assert sniff(b"Region\tRevenue\nNorth\t412\n", "sales.tsv") == "csv"
 
@@ -391,6 +399,7 @@ def test_a_workbook_named_as_csv_is_read_as_the_workbook_it_is(tmp_path):
     book.active.append(["North", 412])
     path = tmp_path / "export.csv"
     book.save(path)
-    assert sniff(path.read_bytes(), path.name) == "xlsx"
-    parsed, _ = read(path, "xlsx")
+    assert sniff(path.read_bytes(), path.name) == "office"
+    parsed, _ = read(path, "office")
+    assert parsed.format == "xlsx"
     assert places(parsed) == [({"sheet": "Sheet", "row": 2}, "Region: North; Revenue: 412")]

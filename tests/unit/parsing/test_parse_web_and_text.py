@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import io
 from email.message import EmailMessage
 from pathlib import Path
 
-import docx
 import pytest
 
 from pipeline.parsing import ParseLimits, ParseRefused, read_file, sniff
+from tests.support.zips import word_file
 
 DOCS_PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -232,14 +231,6 @@ def test_a_text_longer_than_the_limit_is_refused(tmp_path):
         _read(tmp_path, "long.md", b"# Title\n\n" + b"word " * 500, "markdown", limits)
 
 
-def _docx_bytes() -> bytes:
-    document = docx.Document()
-    document.add_paragraph("Travel budget by team")
-    buffer = io.BytesIO()
-    document.save(buffer)
-    return buffer.getvalue()
-
-
 def _mail(subject: str) -> EmailMessage:
     message = EmailMessage()
     message["From"] = "Alice Example <alice@example.com>"
@@ -253,7 +244,7 @@ def test_an_email_is_read_as_its_headers_and_text_body_with_its_attachments(tmp_
     message = _mail("Budget für Q3")
     message.set_content("Hi Bob,\n\nthe Q3 draft is attached. Travel is down 12%.\n\nAlice")
     message.add_alternative("<p>Hi Bob,</p><p>the <b>HTML</b> draft is attached.</p>", subtype="html")
-    notes, sheet = b"Meeting notes\nsecond line\n", _docx_bytes()
+    notes, sheet = b"Meeting notes\nsecond line\n", word_file("Travel budget by team")
     message.add_attachment(notes, maintype="text", subtype="plain", filename="notes.txt")
     message.add_attachment(sheet, maintype="application", filename="budget.docx",
                            subtype="vnd.openxmlformats-officedocument.wordprocessingml.document")
@@ -263,7 +254,7 @@ def test_an_email_is_read_as_its_headers_and_text_body_with_its_attachments(tmp_
         "From: Alice Example <alice@example.com>\nTo: Bob <bob@example.com>\nDate: Mon, 01 Jul 2024 09:30:00 +0200\n"
         "Subject: Budget für Q3\n\nHi Bob,\n\nthe Q3 draft is attached. Travel is down 12%.\n\nAlice", {})]
     assert [(a.name, a.data) for a in parsed.attachments] == [("notes.txt", notes), ("budget.docx", sheet)]
-    assert sniff(parsed.attachments[1].data, "budget.docx") == "docx"
+    assert sniff(parsed.attachments[1].data, "budget.docx") == "office"
 
 
 def test_an_html_only_email_is_read_by_the_web_page_reader(tmp_path):
