@@ -37,6 +37,7 @@ import pytest
 from pipeline.platform.settings import Settings
 from tests.integration.conftest import search
 from tests.support.pdfs import page_text, pdf_file
+from tests.support.zips import huge_directory, word_file
 
 pytestmark = pytest.mark.integration
 
@@ -50,17 +51,6 @@ ZEROS_MB = bytes(2**20)
 
 
 # -- files ----------------------------------------------------------------------------------------------------------
-
-
-def docx_file(*paragraphs: str) -> bytes:
-    import docx
-
-    document = docx.Document()
-    for text in paragraphs:
-        document.add_paragraph(text)
-    out = io.BytesIO()
-    document.save(out)
-    return out.getvalue()
 
 
 def xlsx_file(*rows: list[str]) -> bytes:
@@ -109,7 +99,7 @@ def entity_bomb(word: str) -> bytes:
     body = (b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<!DOCTYPE w:document [<!ENTITY lol0 "lol">'
             + entities + b']><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
             b"<w:body><w:p><w:r><w:t>" + word.encode() + b" &lol9;</w:t></w:r></w:p></w:body></w:document>")
-    with zipfile.ZipFile(io.BytesIO(docx_file(word))) as source:
+    with zipfile.ZipFile(io.BytesIO(word_file(word))) as source:
         out = io.BytesIO()
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
             for member in source.infolist():
@@ -228,7 +218,7 @@ def bombs(tmp_path_factory) -> dict[str, bytes]:
     picture unpacks to 200 MB (1000 times its packed size), an entity bomb in a DOCX, a PNG of 20000 x 20000."""
     folder = tmp_path_factory.mktemp("bombs")
     return {
-        "memo.docx": zip_bomb(docx_file("The Wolverhampton memo."), folder / "memo.docx", "word/media/image1.png",
+        "memo.docx": zip_bomb(word_file("The Wolverhampton memo."), folder / "memo.docx", "word/media/image1.png",
                               300),
         "sheet.xlsx": zip_bomb(xlsx_file(["Region", "Revenue"], ["Galloway", "412"]), folder / "sheet.xlsx",
                                "xl/media/image1.png", 200),
@@ -364,6 +354,8 @@ AT_ONCE = {
     "empty": ("blank.txt", lambda: b"", [("empty",)]),
     "nul-in-name": ("minutes\x00.txt", lambda: b"Minutes of the Ravenglass meeting.", [("nul",), ("name",)]),
     "name-of-300-bytes": ("n" * 296 + ".txt", lambda: b"A long-named Ravenglass note.", [("200 bytes",), ("name",)]),
+    "name-dot-dot": ("..", lambda: b"A note named for the folder above.", [("'..' names no file",)]),
+    "name-folder-dot-dot": ("a/..", lambda: b"A note named for its own folder.", [("'..' names no file",)]),
 }
 
 
@@ -453,11 +445,12 @@ def test_a_file_a_worker_cannot_read_ends_failed_naming_it_with_nothing_kept(sta
 
 
 def test_a_docx_named_pdf_is_read_as_the_docx_it_is(stack, http):
-    sent = send(http, "docx-named-pdf", "report.pdf", docx_file("The Penzance ferry timetable changed in May."),
+    sent = send(http, "docx-named-pdf", "report.pdf", word_file("The Penzance ferry timetable changed in May."),
                 "Lyonesse")
     print(f"\nreport.pdf (a DOCX): {sent.document['status']} in {sent.took:.1f} s")
-    assert sent.answer["documents"][0] == {"id": "report", "file": "report.pdf", "format": "docx"}
-    assert sent.document["status"] == "indexed", sent.document
+    # The API stores an Office file unread ("office"); the parsing child tells it is Word.
+    assert sent.answer["documents"][0] == {"id": "report", "file": "report.pdf", "format": "office"}
+    assert sent.document["status"] == "indexed" and sent.document["metadata"]["format"] == "docx", sent.document
     assert sent.document["text"] == "The Penzance ferry timetable changed in May."
     assert "report" in found(http, sent.collection_id, "Penzance ferry timetable")
     sent.good_found(http)
@@ -492,7 +485,7 @@ def test_a_sheet_of_a_million_empty_rows_ends_within_the_bound_with_its_real_row
     sent.good_found(http)
 
 
-@pytest.mark.parametrize("name, kept", [("../../etc/passwd.txt", "passwd.txt"),
+@pytest.mark.parametrize("name, kept", [("../../etc/passwd.txt", "passwd.txt"), ("../x.txt", "x.txt"),
                                         ("..\\..\\Windows\\win.ini", "win.ini")])
 def test_a_name_with_folders_is_stored_under_its_bare_name(stack, http, name, kept):
     sent = send(http, f"bare-name-{kept}", name, b"root:x:0:0:Ravenscar keeper:/root:/bin/sh\n", "Dunwich")
@@ -599,3 +592,101 @@ def test_the_workers_memory_stays_bounded_while_they_read_bombs(stack, http, bom
     children = [s for s in watch.seen.values() if "pipeline.parsing.child" in s["command"]]
     assert len(children) >= len(bombs), watch.report()  # every file read by a parsing child of its own
     assert all(s["peak"] < MAX_RSS_MB * 1024 for s in watch.seen.values()), watch.report()
+
+
+# -- a ZIP directory of a million entries ------------------------------------------------------------------------------
+
+
+def own_cpu_s(pids: set[int]) -> dict[int, float]:
+    """The CPU seconds each of ``pids`` used itself (what its children used is not counted)."""
+    used = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        used[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return used
+
+
+def outside_the_sandbox(stack) -> set[int]:
+    """The worker's own processes (its pool), not the parsing children they start."""
+    watch = MemoryWatch([proc.pid for proc in stack.worker_procs])
+    return {pid for pid in watch.descendants()
+            if b"pipeline.parsing.child" not in Path(f"/proc/{pid}/cmdline").read_bytes()}
+
+
+def test_a_docx_listing_a_million_entries_is_refused_by_the_api_at_once_and_the_api_stays_responsive(stack, http):
+    """Three uploads at once of a 47 MB Word file whose directory lists a million tiny entries: the API reads only
+    the end record, refuses each with a 422 naming the limit, and answers other requests meanwhile."""
+    big = huge_directory(word_file("The Aberdaron harbour memo."), 1_000_000)
+    collection_id = new_collection(http, "huge-directory")
+    api = stack.api_proc.pid
+    before = own_cpu_s({api})[api]
+    answers: list[httpx.Response] = []
+
+    def send_big() -> None:
+        with stack.http(timeout_s=120) as own:
+            answers.append(upload(own, collection_id, [("big.docx", big)]))
+
+    senders = [threading.Thread(target=send_big) for _ in range(3)]
+    began = time.monotonic()
+    for sender in senders:
+        sender.start()
+    lags = []
+    while any(sender.is_alive() for sender in senders):
+        asked = time.monotonic()
+        assert http.get(f"/v1/collections/{collection_id}/documents").status_code == 200
+        lags.append(time.monotonic() - asked)
+        time.sleep(0.05)
+    took = time.monotonic() - began
+    for sender in senders:
+        sender.join()
+    cpu = own_cpu_s({api})[api] - before
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{api}/status").read_text().splitlines())
+    print(f"\n3 x big.docx ({len(big):,} bytes, 1,000,0xx entries): answered in {took:.2f} s; the API used "
+          f"{cpu:.2f} s of CPU; other requests meanwhile: {len(lags)}, slowest {max(lags, default=0):.3f} s; "
+          f"API resident {status['VmRSS'].strip()}, peak {status['VmHWM'].strip()}")
+    for answer in answers:
+        assert answer.status_code == 422, answer.text
+        (detail,) = answer.json()["detail"]
+        assert detail["loc"] == ["body", "files", 0], detail
+        assert detail["msg"].startswith("big.docx: the file lists 1,000,0") and "more than the 10,000" in detail["msg"]
+    assert len(answers) == 3
+    assert cpu < 3, f"the API used {cpu:.1f} s of CPU for three uploads"  # reading each directory: 10 s
+    assert max(lags, default=0) < 2, lags
+    assert http.get(f"/v1/collections/{collection_id}/documents").json()["total"] == 0
+    assert stored_files(stack, collection_id) == []
+
+
+def test_a_mailed_docx_listing_a_million_entries_is_refused_without_a_worker_reading_its_directory(stack, http):
+    """The e-mail is read in the parsing child; its attachment's format is told in the worker's own process, from the
+    end record only: the attachment is refused in the mail's notes, and the worker's processes outside the sandbox
+    spend no seconds on the directory (reading it took 17 s and 580 MB there)."""
+    from email.message import EmailMessage
+
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = "a@example.com", "b@example.com", "Aberffraw minutes"
+    message["Date"] = "Mon, 01 Jul 2024 09:30:00 +0200"
+    message.set_content("The Aberffraw minutes are attached.")
+    message.add_attachment(huge_directory(word_file("The Aberffraw minutes."), 800_000), maintype="application",
+                           subtype="vnd.openxmlformats-officedocument.wordprocessingml.document",
+                           filename="minutes.docx")
+    mail = message.as_bytes()
+    collection_id = new_collection(http, "mailed-huge-directory")
+    pool = outside_the_sandbox(stack)
+    before = own_cpu_s(pool)
+    began = time.monotonic()
+    answer = upload(http, collection_id, [("aberffraw.eml", mail)])
+    assert answer.status_code == 202, answer.text
+    document = outcome(http, collection_id, "aberffraw", began)
+    after = own_cpu_s(pool | outside_the_sandbox(stack))
+    cpu = sum(used - before.get(pid, 0.0) for pid, used in after.items())
+    print(f"\naberffraw.eml ({len(mail):,} bytes, an attachment of 800,0xx entries): {document['status']} in "
+          f"{time.monotonic() - began:.1f} s; the worker's own processes used {cpu:.2f} s of CPU; "
+          f"notes {document['notes']}")
+    assert document["status"] == "indexed", document
+    assert any("minutes.docx" in note and "more than the 10,000" in note for note in document["notes"]), document
+    listed = http.get(f"/v1/collections/{collection_id}/documents").json()
+    assert [d["id"] for d in listed["items"]] == ["aberffraw"]  # the attachment became no document
+    assert cpu < 4, f"the worker's processes outside the sandbox used {cpu:.1f} s of CPU"
