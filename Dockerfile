@@ -34,8 +34,16 @@ COPY devstack/ devstack/
 COPY bench/ bench/
 # The constraint keeps a dependency from swapping the CPU torch for PyPI's CUDA one. The multilingual extra (about
 # 100 MB) lets an operator switch AGENTSEARCH_EMBEDDING_MODEL to multilingual-e5-small without a new image.
+# Then the bytecode of everything installed (the project too: it is installed here, not run from /src), compiled
+# once: the runtime user may not write into /opt/venv, so without it every process, and every file's parsing child
+# (pipeline/parsing/sandbox.py, a fresh interpreter per file), compiles what it imports at each start. Hash-based
+# and unchecked: the image's files never change, and no copy between stages can make a timestamp disagree. A file
+# this interpreter cannot compile (a Python 2 leftover, a later Python's test) it cannot import either, hence `|| true`;
+# tests/unit/parsing/test_child_bytecode.py checks what the child imports.
 RUN pip install --constraint /opt/torch-constraint.txt ".[multilingual]" \
-    && find /opt/venv -name '__pycache__' -type d -prune -exec rm -rf {} +
+    && find /opt/venv -name '__pycache__' -type d -prune -exec rm -rf {} + \
+    && (python -m compileall -qq -j 0 --invalidation-mode unchecked-hash \
+        "$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || true)
 # The packaged model exported for ONNX Runtime (the default runtime) from its own weights, and the language model
 # unpacked for mapping, once, into the image: otherwise every container would build them on first use.
 RUN AGENTSEARCH_MODEL_CACHE_DIR=/opt/models python -m pipeline.retrieval.onnx_export \
@@ -61,6 +69,11 @@ RUN apt-get update \
        tesseract-ocr-nld tesseract-ocr-rus tesseract-ocr-ara tesseract-ocr-ell tesseract-ocr-tur tesseract-ocr-ron \
        tesseract-ocr-vie tesseract-ocr-hin tesseract-ocr-tha tesseract-ocr-chi-sim \
     && rm -rf /var/lib/apt/lists/*
+
+# The interpreter's own library, compiled as the venv is: the base image ships it without bytecode (its build
+# removes the .pyc files), and the runtime user may not write any there either.
+RUN python -m compileall -qq -j 0 --invalidation-mode unchecked-hash \
+        "$(python -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')" || true
 
 RUN groupadd --system --gid 10001 agentsearch \
     && useradd --system --uid 10001 --gid 10001 --home-dir /tmp --no-create-home --shell /usr/sbin/nologin agentsearch \

@@ -12,6 +12,12 @@ $(STAMP): pyproject.toml
 	# The CPU build of torch, pinned first: an unpinned torch would pull a multi-GB CUDA build.
 	$(PYTHON) -m pip install -q torch==2.13.0
 	$(PYTHON) -m pip install -q -e '.[test,multilingual]'
+	# Bytecode for the libraries and the project, compiled once here: every file's parsing child (a fresh interpreter,
+	# pipeline/parsing/sandbox.py) would otherwise compile what it imports wherever it may not write a cache. A file
+	# this interpreter cannot compile (olefile's Python 2 module, torch's Python 3.12 test) it cannot import either,
+	# so compileall's status is not the check: tests/unit/parsing/test_child_bytecode.py is.
+	$(PYTHON) -m compileall -qq -j 0 "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+		pipeline api cli worker migrations devstack bench || true
 	# The packaged model exported for ONNX Runtime, from its own weights, into ~/.cache/agentsearch/models (~30 s once),
 	# and the language model unpacked there for the processes to map.
 	$(PYTHON) -m pipeline.retrieval.onnx_export

@@ -41,6 +41,10 @@ WALL_CLOCK_FACTOR = 3
 WALL_CLOCK_START_S = 5
 # The folder that holds the ``pipeline`` package: the child imports its readers from there and from nowhere else.
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+# The child's whole environment. Its imports read the bytecode compiled at install (make install, the Dockerfile):
+# where it may not write a cache, nothing it imports is compiled again at each start.
+CHILD_ENVIRONMENT = {"PYTHONPATH": _PACKAGE_ROOT, "PATH": "/usr/local/bin:/usr/bin:/bin", "OMP_THREAD_LIMIT": "1",
+                     "LANG": "C.UTF-8"}
 
 Progress = Callable[[int, int], None]
 
@@ -53,11 +57,9 @@ def read_file(path: Path, file_format: str, limits: ParseLimits, on_progress: Pr
     window = [pages.start, pages.stop] if pages is not None else None
     command = [sys.executable, "-P", "-m", "pipeline.parsing.child", str(path.resolve()), file_format,
                json.dumps(asdict(limits)), json.dumps(window)]
-    environment = {"PYTHONPATH": _PACKAGE_ROOT, "PATH": "/usr/local/bin:/usr/bin:/bin", "OMP_THREAD_LIMIT": "1",
-                   "LANG": "C.UTF-8"}
     too_slow = ParseRefused(f"reading the file took longer than {limits.time_s} s")
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                             env=environment, start_new_session=True)
+                             env=dict(CHILD_ENVIRONMENT), start_new_session=True)
     # The backstop kills the child's whole process group: its OCR engine too.
     timer = threading.Timer(WALL_CLOCK_FACTOR * limits.time_s + WALL_CLOCK_START_S, _kill_group, (child.pid,))
     timer.start()

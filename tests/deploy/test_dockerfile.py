@@ -75,3 +75,38 @@ def test_builder_copies_every_package_the_project_ships(stages):
     copied = {source.rstrip("/") for c in stages[0] if c.cmd == "COPY" for source in c.value[:-1]}
     assert packages <= copied, f"pip install . in the image would miss {packages - copied}"
     assert {"pyproject.toml", "README.md"} <= copied
+
+
+def compiles(run: str, where: str) -> bool:
+    """Whether the shell of ``run`` compiles the bytecode of sysconfig's ``where`` (``purelib``: the venv's
+    site-packages, the project installed into it; ``stdlib``), hash-based and unchecked."""
+    return ("-m compileall" in run and "--invalidation-mode unchecked-hash" in run
+            and f'sysconfig.get_path("{where}")' in run)
+
+
+def removes_bytecode(run: str) -> bool:
+    return "__pycache__" in run or ".pyc" in run
+
+
+def test_the_bytecode_is_compiled_into_the_image_where_no_process_may_write_it(stages):
+    """The runtime user may not write into /opt/venv nor the interpreter's library: without bytecode compiled at
+    build time, every process, and every file's parsing child, compiles what it imports at each start."""
+    builder, runtime = stages[0], stages[-1]
+    runs = args_of(builder, "RUN")
+    (install,) = [i for i, r in enumerate(runs) if "pip install --constraint" in r]  # the project's install
+    compiled = [i for i, r in enumerate(runs) if compiles(r, "purelib")]
+    assert compiled and compiled[-1] >= install, "the venv's bytecode is not compiled after the project is installed"
+    last = runs[compiled[-1]]
+    if compiled[-1] == install:  # in the install's own RUN: after its pip install and after its removal of caches
+        assert last.index("-m compileall") > last.rindex("pip install")
+        if removes_bytecode(last):
+            assert last.index("-m compileall") > last.rindex("__pycache__")
+    assert not any(removes_bytecode(r) for r in runs[compiled[-1] + 1:]), "bytecode removed after it was compiled"
+    assert any(c.cmd == "COPY" and "--from=builder" in c.flags and c.value[0] == "/opt/venv" for c in runtime)
+    # The interpreter's own library, as root: before the stage's USER, and nothing removes it after.
+    first_user = next(i for i, c in enumerate(runtime) if c.cmd == "USER")
+    stdlib = [i for i, c in enumerate(runtime) if c.cmd == "RUN" and compiles(" ".join(c.value), "stdlib")]
+    assert stdlib and stdlib[0] < first_user, "the interpreter's library is not compiled as root"
+    assert not any(removes_bytecode(r) for r in args_of(runtime, "RUN"))
+    # A cache prefix would send every import to another directory, where no bytecode was compiled.
+    assert not any("PYTHONPYCACHEPREFIX" in " ".join(c.value) for s in stages for c in s if c.cmd in ("ENV", "ARG"))
