@@ -35,7 +35,7 @@ from pipeline.agents.records import AgentSpec
 from pipeline.job.stage_budget import start_clock
 from pipeline.job.state import JobState
 from pipeline.job.step_protocol import Step
-from pipeline.job.store import JobStore
+from pipeline.job.store import JobStore, MissingState
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.outcome import SearchOutcome
 from pipeline.services import Services, get_services
@@ -49,6 +49,7 @@ from worker.canvas import (
     iteration_signature,
 )
 from worker.job_tasks import step_task
+from worker.missing_state import ends_without_state
 
 log = logging.getLogger("agentsearch.worker")
 
@@ -91,6 +92,7 @@ def _start_loops(services: Services, state: JobState) -> None:
 
 
 @app.task(name=AGENTIC_ITERATION)
+@ends_without_state
 def agentic_iteration(job_id: str, profile: str, loop_state: dict[str, Any]) -> dict[str, Any]:
     services = get_services()
     jobs = JobStore(services.db)
@@ -111,6 +113,8 @@ def agentic_iteration(job_id: str, profile: str, loop_state: dict[str, Any]) -> 
         tools = build_tools(services.retriever, services.analyzer, plan.targets, loop.config,
                             model=services.settings.embedding_model, defaults=defaults, llm=llm, skip_seen=skip)
         loop = run_iteration(loop, tools)
+    except MissingState:
+        raise  # not an iteration that failed: the job has no state to iterate on (ends_without_state)
     except Exception as exc:
         log.exception("iteration of job %s (%s) failed", job_id, profile or "query")
         jobs.fail(job_id, f"agentic iteration failed: {type(exc).__name__}: {exc}")
@@ -126,6 +130,7 @@ def agentic_iteration(job_id: str, profile: str, loop_state: dict[str, Any]) -> 
 
 
 @app.task(name="agentsearch.agentic_finish")
+@ends_without_state
 def agentic_finish(job_id: str) -> dict[str, Any]:
     services = get_services()
     jobs = JobStore(services.db)

@@ -51,13 +51,14 @@ from pipeline.job.answer_stream import AnswerChannel
 from pipeline.job.ledger import StepLedger, step_key
 from pipeline.job.state import JobState
 from pipeline.job.step_protocol import Cancelled, Retry, Step, run_step
-from pipeline.job.store import TERMINAL, JobStore
+from pipeline.job.store import TERMINAL, JobStore, MissingState
 from pipeline.platform.backoff import backoff_delay
 from pipeline.platform.kv import connect_redis
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.outcome import SearchFailed, SearchOutcome
 from pipeline.services import Services, get_services
 from worker.app import DB_RETRY, DB_UNAVAILABLE, LONGEST_RETRY_DELAY_S, app
+from worker.missing_state import ends_without_state
 from worker.observability import end_job_trace
 
 log = logging.getLogger("agentsearch.worker")
@@ -361,6 +362,7 @@ def _response_runs(job_id: str, snapshot: list[dict[str, Any]],
 
 
 @app.task(name="agentsearch.assemble", bind=True, **DB_RETRY)
+@ends_without_state
 def assemble(self, records: list[dict[str, Any]], job_id: str) -> dict[str, Any]:
     started = time.perf_counter()  # as every step's time, from the task's start: its reading of the job counts
     services = get_services()
@@ -372,7 +374,7 @@ def assemble(self, records: list[dict[str, Any]], job_id: str) -> dict[str, Any]
     if status in TERMINAL:
         return {"job_id": job_id, "status": status}  # a second run: the first one already ended the job
     if state is None:
-        raise LookupError(f"job {job_id} has no saved state")
+        raise MissingState(job_id, status)
     runs, missing = _response_runs(job_id, snapshot, records)
     if missing:
         if self.request.retries < ASSEMBLE_WAITS:

@@ -54,6 +54,18 @@ def set_worker_node(name: str | None) -> None:
     _node = name
 
 
+class MissingState(LookupError):
+    """A job's saved (or initial) state that is not there: the job's row is gone (deleted with its collection or
+    its user, or pruned) or the job never saved one. A task meeting it has nothing to go on: it ends, ``reason``
+    logged (``worker.missing_state``)."""
+
+    def __init__(self, job_id: str, status: str | None, what: str = "saved state") -> None:
+        self.job_id, self.status = job_id, status
+        self.reason = (f"it has no {what}: the job is gone (deleted with its collection or user, or pruned)"
+                       if status is None else f"it has no {what}: the job is {status} and never saved one")
+        super().__init__(f"job {job_id}: {self.reason}")
+
+
 @dataclass(frozen=True)
 class ReapResult:
     failed: list[str]
@@ -193,10 +205,11 @@ class JobStore:
         return progress_sqlite.append_runs(self.db, job_id, runs, probe)
 
     def load_state(self, job_id: str) -> JobState:
+        """The state the job saved (a step's ``keep_state``); ``MissingState`` when there is none to load."""
         with self.db.session() as s:
             job = self._job(s, job_id)
             if job is None or job.state is None:
-                raise LookupError(f"job {job_id} has no saved state")
+                raise MissingState(job_id, job.status if job is not None else None)
             return JobState.load(job.state)
 
     def succeed(self, job_id: str, response: dict[str, Any], runs: list[AgentRun], timings: dict[str, float]) -> bool:
@@ -362,7 +375,7 @@ class JobStore:
         with self.db.session() as s:
             job = self._job(s, job_id)
             if job is None or job.initial_state is None:
-                raise LookupError(f"job {job_id} has no initial state")
+                raise MissingState(job_id, job.status if job is not None else None, "initial state")
             return JobState.load(job.initial_state), list(job.config_snapshot or [])
 
     def record_tasks(self, job_id: str, task_ids: list[str]) -> None:
