@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, Field
-from sqlalchemy import case, func, select
+from sqlalchemy import ColumnElement, and_, case, func, or_, select
 from sqlalchemy.orm import Session
 
 from pipeline.platform.db import DocumentRow, utcnow
@@ -77,30 +77,65 @@ def estimate(pending: int, done: Ended, recent: Ended, span_s: float,
 
 
 def collection_progress(s: Session, collection_id: uuid.UUID, now: datetime | None = None) -> IngestionProgress:
-    """The collection's current ingestion, from its documents' ``queued_at`` and ``finished_at``."""
+    """The collection's current ingestion, from its documents' ``queued_at`` and ``finished_at``.
+
+    What is pending, what ended and what ended lately are counted by one statement: each statement sees the
+    documents as they were when it began, and a task that ends a batch between two of them would be counted both
+    pending and done (more documents in all than were sent), or among the recent ends but not among the done (a
+    rate and a time left with nothing done).
+    """
     now = now or utcnow()
     of_collection = DocumentRow.collection_id == collection_id
+    started_at = _started_at(s, of_collection)
+    if started_at is None:
+        return IngestionProgress()
+    is_pending = DocumentRow.status == "pending"
+    ended = and_(DocumentRow.status != "pending", DocumentRow.finished_at >= started_at)
+    # While anything is pending the rate runs up to now, so its window is known before the statement.
+    recent_from = now - timedelta(seconds=_span_s(started_at, now))
+    recent = and_(ended, DocumentRow.finished_at >= recent_from)
+    pending, documents, chunks, failed, last_end, recent_documents, recent_chunks = s.execute(select(
+        _count(is_pending), _count(ended), _chunks(ended), _count(and_(ended, DocumentRow.status == "failed")),
+        func.max(case((ended, DocumentRow.finished_at))), _count(recent), _chunks(recent),
+    ).where(of_collection, or_(is_pending, ended))).one()
+    done = Ended(documents, chunks, failed)
+    if pending or last_end is None:
+        return estimate(pending, done, Ended(recent_documents, recent_chunks), _span_s(started_at, now), started_at)
+    # Nothing pending: the rate runs up to the last end, read once the statement told it. Bounded by that end too,
+    # so what a new upload ends meanwhile is not counted among what this ingestion ended.
+    end = _aware(last_end)
+    span_s = _span_s(started_at, end)
+    recent_documents, recent_chunks = s.execute(select(_count(ended), _chunks(ended)).where(
+        of_collection, ended, DocumentRow.finished_at >= end - timedelta(seconds=span_s),
+        DocumentRow.finished_at <= end)).one()
+    return estimate(0, done, Ended(recent_documents, recent_chunks), span_s, started_at)
+
+
+def _started_at(s: Session, of_collection: ColumnElement[bool]) -> datetime | None:
+    """When the current ingestion began: the oldest of what is pending and of what ended since the last documents
+    were queued (pending then), else that last queueing; None when nothing was ever queued."""
     last_queued = s.scalar(select(func.max(DocumentRow.queued_at)).where(of_collection))
     if last_queued is None:
-        return IngestionProgress()
-    pending, oldest_pending = s.execute(select(func.count(), func.min(DocumentRow.queued_at)).where(
-        of_collection, DocumentRow.status == "pending")).one()
+        return None
+    oldest_pending = s.scalar(select(func.min(DocumentRow.queued_at)).where(
+        of_collection, DocumentRow.status == "pending"))
     # Pending when the last documents were queued, and ended since: the oldest of them began the ingestion.
     oldest_ended = s.scalar(select(func.min(DocumentRow.queued_at)).where(
         of_collection, DocumentRow.finished_at >= last_queued))
-    started_at = min(_aware(t) for t in (oldest_pending, oldest_ended, last_queued) if t is not None)
-    ended = (of_collection, DocumentRow.status != "pending", DocumentRow.finished_at >= started_at)
-    documents, chunks, failed, last_end = s.execute(select(
-        func.count(), func.coalesce(func.sum(DocumentRow.chunks), 0),
-        func.coalesce(func.sum(case((DocumentRow.status == "failed", 1), else_=0)), 0),
-        func.max(DocumentRow.finished_at)).where(*ended)).one()
-    end = now if pending or last_end is None else _aware(last_end)
-    span_s = max(0.0, min(RATE_WINDOW_S, (end - started_at).total_seconds()))
-    recent = DocumentRow.finished_at >= end - timedelta(seconds=span_s)
-    recent_documents, recent_chunks = s.execute(select(
-        func.count(), func.coalesce(func.sum(DocumentRow.chunks), 0)).where(*ended, recent)).one()
-    return estimate(pending, Ended(documents, chunks, failed), Ended(recent_documents, recent_chunks or 0), span_s,
-                    started_at)
+    return min(_aware(t) for t in (oldest_pending, oldest_ended, last_queued) if t is not None)
+
+
+def _span_s(started_at: datetime, end: datetime) -> float:
+    """The rate's window ending at ``end``: the last ``RATE_WINDOW_S``, or since the ingestion began if shorter."""
+    return max(0.0, min(RATE_WINDOW_S, (end - started_at).total_seconds()))
+
+
+def _count(condition: ColumnElement[bool]) -> ColumnElement[int]:
+    return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
+
+
+def _chunks(condition: ColumnElement[bool]) -> ColumnElement[int]:
+    return func.coalesce(func.sum(case((condition, DocumentRow.chunks), else_=0)), 0)
 
 
 def _aware(moment: datetime) -> datetime:

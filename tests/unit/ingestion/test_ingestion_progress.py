@@ -7,9 +7,10 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import event, select, update
 
 from pipeline.ingestion.progress import MIN_SPAN_S, RATE_WINDOW_S, Ended, collection_progress, estimate
-from pipeline.platform.db import DocumentRow
+from pipeline.platform.db import Database, DocumentRow
 
 T0 = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
 
@@ -102,3 +103,32 @@ def test_once_nothing_is_pending_the_last_ingestion_stays_shown_whole_with_no_ti
     # Measured up to the last end (30 s), not to now: the rate the ingestion went at.
     assert progress.documents_per_s == pytest.approx(50 / 30) and progress.chunks_per_s == pytest.approx(150 / 30)
     assert progress.started_at == T0
+
+
+def test_documents_ended_while_the_progress_is_read_are_counted_once_and_their_rate_with_them(db, collection_id):
+    # An upload of 100 under way, and a worker that ends 10 more of them after each statement the progress reads:
+    # whatever moment the figures are of, they are of one (100 in all, the recent ends among those done).
+    _documents(db, collection_id, 100, queued_s=0)
+    with db.session() as s:
+        waiting = list(s.scalars(select(DocumentRow.id).where(DocumentRow.collection_id == collection_id)))
+    worker = Database(db.url)
+
+    def end_ten(_conn, _cursor, statement: str, *_args) -> None:
+        if not statement.lstrip().upper().startswith("SELECT") or not waiting:
+            return
+        batch = [waiting.pop() for _ in range(10)]
+        with worker.session() as w:
+            w.execute(update(DocumentRow).where(DocumentRow.id.in_(batch)).values(
+                status="indexed", chunks=2, finished_at=T0 + timedelta(seconds=20)))
+
+    event.listen(db.engine, "after_cursor_execute", end_ten)
+    try:
+        progress = _progress(db, collection_id, 30)
+    finally:
+        event.remove(db.engine, "after_cursor_execute", end_ten)
+        worker.dispose()
+    assert progress.documents_done > 0 and progress.documents_total == 100
+    assert progress.pending == 100 - progress.documents_done and progress.chunks == 2 * progress.documents_done
+    # All of them ended within the last minute: the rate counts each done, over the 30 s since the upload began.
+    assert progress.documents_per_s == pytest.approx(progress.documents_done / 30)
+    assert progress.eta_s == pytest.approx(progress.pending / progress.documents_per_s)
