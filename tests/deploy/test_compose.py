@@ -164,6 +164,13 @@ def test_worker_stop_grace_exceeds_the_hard_time_limit(compose_config):
         assert seconds(service["stop_grace_period"]) > limit, name
 
 
+def test_the_longest_hard_time_limit_grows_with_the_llm_budgets():
+    from worker.canvas import ANSWER_SPARE_S, HARD_LIMIT_MARGIN_S
+
+    raised = settings_from({"AGENTSEARCH_ANSWER_LLM_TIMEOUT_S": "300", "AGENTSEARCH_JUDGE_LLM_TIMEOUT_S": "100"})
+    assert longest_hard_time_limit_s(raised) == 300 + 100 + ANSWER_SPARE_S + HARD_LIMIT_MARGIN_S
+
+
 @pytest.mark.parametrize("name", HEARTBEAT_CHECKED)
 def test_liveness_is_the_heartbeat_file_age(compose_config, name, tmp_path):
     service = compose_config["services"][name]
