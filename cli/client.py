@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -105,12 +104,18 @@ class ApiClient:
     def upload_files(self, collection_id: str, files: list[tuple[Path, str]], access: dict | None = None) -> dict:
         """Send files (each with its document's id) in one upload, found by the groups of ``access`` when given;
         the answer lists the documents taken and the files refused with their reasons."""
-        with ExitStack() as opened:
-            parts = [("files", (path.name, opened.enter_context(path.open("rb")))) for path, _ in files]
-            data: dict = {"document_ids": [document_id for _, document_id in files]}
-            if access is not None:
-                data["access"] = json.dumps(access)
-            return self._call("POST", f"/v1/collections/{collection_id}/files", files=parts, data=data)
+        return self.upload_contents(collection_id, [(path.name, path.read_bytes(), document_id)
+                                                    for path, document_id in files], access)
+
+    def upload_contents(self, collection_id: str, files: list[tuple[str, bytes, str]],
+                        access: dict | None = None) -> dict:
+        """``upload_files`` of files already read, each as ``(name, bytes, document id)``: the request's length is
+        that of the bytes read, whatever the files on disk do meanwhile."""
+        parts = [("files", (name, data)) for name, data, _ in files]
+        form: dict = {"document_ids": [document_id for _, _, document_id in files]}
+        if access is not None:
+            form["access"] = json.dumps(access)
+        return self._call("POST", f"/v1/collections/{collection_id}/files", files=parts, data=form)
 
     def documents(self, collection_id: str) -> list[dict]:
         """Every document of the collection, as the listing gives them (without their text)."""

@@ -3,9 +3,12 @@ location; a collection's documents read back; a folder kept in step by ``agentse
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import time
 from email.message import EmailMessage
+from urllib.parse import quote
 
 from docx import Document as WordDocument
 from reportlab.lib.pagesizes import A4
@@ -174,6 +177,50 @@ def test_sync_adds_changes_and_removes_and_a_second_run_reads_nothing(stack, tmp
         assert "thirty days" in leave["text"]
         answer = search(http, collection["id"], "How many days of annual leave?")["response"]
         assert "thirty" in answer["answer"] and [s["document_id"] for s in answer["sources"]] == ["hr/leave"]
+
+
+def test_sync_skips_links_out_of_the_folder_and_fifos_and_syncs_the_rest_past_a_bad_file(stack, tmp_path):
+    """A link to a file outside the folder (or to a hidden one), a FIFO, a name that is not UTF-8 and a file the
+    service refuses: each is named with what happened to it, the other files are synced, nothing waits on the FIFO,
+    and the exit status says a file failed."""
+    folder = tmp_path / "synced"
+    folder.mkdir()
+    (folder / "canteen.txt").write_text("The canteen serves lunch from noon.\n")
+    (tmp_path / "secret.txt").write_text("The vault code is ZEBRA4471QUARTZ.\n")
+    (tmp_path / ".hidden-secret.txt").write_text("The alarm code is OTTER9902BASALT.\n")
+    (folder / "passwd.txt").symlink_to(tmp_path / "secret.txt")
+    (folder / "alarm.txt").symlink_to(tmp_path / ".hidden-secret.txt")
+    os.mkfifo(folder / "pipe.txt")
+    with open(os.path.join(os.fsencode(folder), b"caf\xe9.txt"), "wb") as latin1:
+        latin1.write("The café opens at seven.\n".encode())
+    (folder / "empty.txt").write_bytes(b"")
+    env = {**stack.env, "AGENTSEARCH_API_KEY": stack.api_key}
+
+    def sync() -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN / "agentsearch"), "sync", str(folder), "--collection", "synced"], env=env,
+                              capture_output=True, text=True, timeout=180)
+
+    done = sync()
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "3 added, 0 changed, 0 deleted, 0 unchanged, 1 failed, 3 skipped" in done.stdout, done.stdout
+    said = done.stderr
+    assert f"skipped: {folder / 'passwd.txt'}: a link to {tmp_path / 'secret.txt'}, outside the folder" in said, said
+    assert f"skipped: {folder / 'alarm.txt'}: a link to" in said
+    assert f"skipped: {folder / 'pipe.txt'}: not a regular file but a FIFO" in said
+    assert f"renamed: {folder}/caf\\xe9.txt: its name is not UTF-8; sent as document 'caf\ufffd'" in said, said
+    assert f"failed: {folder / 'empty.txt'}: " in said
+    with stack.http() as http:
+        (collection,) = http.get("/v1/collections", params={"name": "synced"}).json()
+        listed = http.get(f"/v1/collections/{collection['id']}/documents").json()["items"]
+        assert {d["id"]: d["status"] for d in listed} == {"canteen": "indexed", "caf\ufffd": "indexed"}, listed
+        texts = [http.get(f"/v1/collections/{collection['id']}/documents/{quote(d['id'], safe='')}").json()["text"]
+                 for d in listed]
+        assert "seven" in "".join(texts) and not any("ZEBRA" in t or "OTTER" in t for t in texts)
+        for secret in ("ZEBRA4471QUARTZ", "OTTER9902BASALT"):
+            found = search(http, collection["id"], f"What is the code {secret}?", use_cache=False)["response"]
+            assert secret not in json.dumps([found["answer"], found["sources"]]), found
+    again = sync()  # the renamed file keeps its document; the refused one is tried again
+    assert "1 added, 0 changed, 0 deleted, 2 unchanged, 1 failed, 3 skipped" in again.stdout, again.stdout
 
 
 def test_an_email_s_attachments_become_documents_of_their_own(stack):
