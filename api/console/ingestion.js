@@ -39,6 +39,8 @@ export function ingestionText(ingestion) {
     parts.push(`${rate(ingestion.documents_per_s)} documents/s, ${rate(ingestion.chunks_per_s)} chunks/s`);
   }
   const eta = ingestion.eta_s;
-  parts.push(typeof eta === 'number' ? `${timeLeft(eta)} left` : 'time left: once the first documents are done');
+  // No time left before anything ended, nor after a minute without an end (a stalled ingestion): which of the two.
+  const measuredBy = ingestion.documents_done ? 'more' : 'the first';
+  parts.push(typeof eta === 'number' ? `${timeLeft(eta)} left` : `time left: once ${measuredBy} documents are done`);
   return parts.join(' · ');
 }
