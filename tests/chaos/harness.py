@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from devstack import REPO, DevStack
+from devstack import REPO, DevStack, wait_for
 
 SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
 RESULTS = Path(os.environ.get("CHAOS_RESULTS", REPO / ".agentsearch" / "chaos" / "results.json"))
@@ -66,6 +66,29 @@ class ChaosStack(DevStack):
         path = self.call_logs / f"{name}.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines() if line] if path.exists() else []
 
+    def calls(self, name: str, queries: set[str], in_flight: bool = False) -> int:
+        """How many of these jobs (by query) have started a call of the drill agent ``name``; ``in_flight``: are in
+        one now (started more calls than they finished), as its call log says."""
+        started: Counter = Counter()
+        finished: Counter = Counter()
+        for event in self.events(name):
+            if event["query"] in queries:
+                (started if event["event"] == "start" else finished)[event["query"]] += 1
+        return sum(1 for query, n in started.items() if not in_flight or n > finished[query])
+
+    def wait_calls(self, name: str, queries: set[str], at_least: int = 1, in_flight: bool = False,
+                   timeout_s: float = 120) -> None:
+        """Wait until ``at_least`` of these jobs have started a call of the drill agent ``name`` (``in_flight``: are
+        in one at the same time): the moment a fault has to land for the drill to test anything."""
+        state = "in a {} call at once" if in_flight else "past the start of a {} call"
+        wait_until(lambda: self.calls(name, queries, in_flight) >= at_least, timeout_s,
+                   f"{at_least} drill job(s) {state.format(name)}")
+
+    def wait_worker_gone(self, index: int, timeout_s: float = 30) -> None:
+        """Wait until a worker node's main process has exited (after ``kill_worker``)."""
+        wait_until(lambda: self.worker_procs[index].poll() is not None, timeout_s,
+                   f"worker {index} ({self.worker_names[index]}) gone")
+
     def jobs(self, job_ids: list[str]) -> dict[str, dict]:
         rows = self.sql(
             "SELECT id::text, status, error, query, attempts, created_at, finished_at, deadline_at, stage_log, "
@@ -82,6 +105,15 @@ class ChaosStack(DevStack):
             if all(rows.get(j) in TERMINAL for j in job_ids) or time.monotonic() > deadline:
                 return self.jobs(job_ids)
             time.sleep(1.0)
+
+
+def wait_until(predicate, timeout_s: float, what: str) -> None:
+    """``devstack.wait_for`` for a state a drill waits for (a predicate that raises counts as not yet), failing with
+    the state that was not reached."""
+    try:
+        wait_for(predicate, timeout_s, what)
+    except TimeoutError:
+        raise AssertionError(f"not reached within {timeout_s:g} s: {what}") from None
 
 
 def use_agents(stack: ChaosStack, *configs: dict) -> list[str]:

@@ -22,6 +22,7 @@ from tests.chaos.harness import (
     side_effects,
     submit_paced,
     use_drill_agents,
+    wait_until,
 )
 
 IN_FLIGHT = 12
@@ -35,7 +36,7 @@ def test_postgres_stopped_answers_503_and_jobs_in_flight_finish_after(stack):
     tag = uuid.uuid4().hex[:6]
     queries = [f"What is Northwind's wind capacity? [pg-{tag}-{i}]" for i in range(IN_FLIGHT)]
     ids, _ = submit_paced(stack, [search_body(stack, q) for q in queries], per_second=6)
-    time.sleep(1.0)
+    stack.wait_calls("step", set(queries), in_flight=True)
 
     down_at = datetime.now(UTC)
     stack.stop_postgres("fast")
@@ -49,12 +50,12 @@ def test_postgres_stopped_answers_503_and_jobs_in_flight_finish_after(stack):
             read_codes[http.get(f"/v1/jobs/{ids[0]}").status_code] += 1
             ready_codes[httpx.get(f"{stack.api_url}/readyz", timeout=10).status_code] += 1
             n += 1
+            # The probes' pace while the outage lasts its DOWN_S: the outage's length is the drill's fault.
             time.sleep(0.5)
-        stack.start_postgres()
+        stack.start_postgres()  # pg_ctl -w: back once it takes connections
         up_at, up = datetime.now(UTC), time.monotonic()
-        while http.post("/v1/search", json=search_body(stack, f"Back [pg-{tag}-up]")).status_code != 202:
-            assert time.monotonic() - up < 60, "the API did not take jobs again"
-            time.sleep(0.2)
+        wait_until(lambda: http.post("/v1/search", json=search_body(stack, f"Back [pg-{tag}-up]")).status_code == 202,
+                   60, "the API taking jobs again after PostgreSQL came back")
         api_back_s = round(time.monotonic() - up, 2)
 
     rows = stack.wait_terminal(ids, timeout_s=JOB_DEADLINE_S + 60)

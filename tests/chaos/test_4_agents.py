@@ -18,7 +18,7 @@ from pipeline.agents.runner import breaker_name
 from pipeline.platform.breakers import AgentBreaker
 from pipeline.platform.kv import canonical_hash
 from tests.chaos.agents import ChaosFlapper
-from tests.chaos.harness import record, search_body, submit, use_agents
+from tests.chaos.harness import record, search_body, submit, use_agents, wait_until
 
 AGENT_TIMEOUT_S = 3.0
 # A job takes 1-2 s here: the reset timeout must outlast a few of them, or the "open" phase would already see the
@@ -95,13 +95,13 @@ def test_a_flapping_agents_breaker_opens_everywhere_half_opens_and_closes(stack)
     open_phase_s = time.monotonic() - opened_at
     assert open_phase_s < RESET_S, "the open phase outlasted the reset timeout: the measurement would be void"
 
-    time.sleep(max(0.0, opened_at + RESET_S + 0.5 - time.monotonic()))
+    wait_until(breaker.admits, RESET_S + 10, "the open circuit admitting a trial call once its reset timeout is over")
     # Half-open, still failing: one trial call, and the circuit opens again at once.
     trial_failed = status_of(run_job(stack, f"Flap [{tag}-{next(n)}]"))
-    reopened, reopened_at = breaker.state, time.monotonic()
+    reopened = breaker.state
     after_failed_trial = status_of(run_job(stack, f"Flap [{tag}-{next(n)}]"))
 
-    time.sleep(max(0.0, reopened_at + RESET_S + 0.5 - time.monotonic()))
+    wait_until(breaker.admits, RESET_S + 10, "the reopened circuit admitting a trial call again")
     switch.write_text("ok")
     trial_ok = status_of(run_job(stack, f"Flap [{tag}-{next(n)}]"))
     closed = breaker.state

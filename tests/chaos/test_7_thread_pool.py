@@ -37,7 +37,8 @@ THREADS = 32
 ABANDONED_CAP = 4
 JOBS = 80
 SUBMIT_PER_S = 8.0
-KILL_AT_S = 6.0
+# Steps running in the thread-pool worker when it is killed: every one of them has to come back.
+RUNNING_AT_KILL = 4
 AGENT_TIMEOUT_S = 3.0
 
 
@@ -65,11 +66,11 @@ def test_a_killed_thread_pool_worker_loses_no_job(pool_stack):
     started = time.monotonic()
 
     def kill_then_replace() -> None:
-        time.sleep(KILL_AT_S)
+        stack.wait_calls("step", set(queries), at_least=RUNNING_AT_KILL, in_flight=True)
         victim = stack.threads_index
         kills.append((stack.worker_procs[victim].pid, time.time()))
         stack.kill_worker(victim, signal.SIGKILL)
-        time.sleep(2)
+        stack.wait_worker_gone(victim)
         stack.threads_index = add_thread_pool_worker(stack)
 
     with ThreadPoolExecutor(1) as killer:

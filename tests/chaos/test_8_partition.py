@@ -23,6 +23,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import httpx
@@ -44,7 +45,8 @@ CUT_S = 30.0
 SINGLE_JOBS = 12
 ITERATIVE_JOBS = 3
 SUBMIT_PER_S = 2.0
-CUT_AT_S = 3.0
+# Jobs mid-way (in their step) when the cut comes.
+IN_FLIGHT_AT_CUT = 1
 # The promise: every job in flight at the heal ends within this long after it (docs/reliability.md).
 BOUND_AFTER_HEAL_S = 60.0
 # The longest the API may take to answer anything during a cut: past it, the request counts as a hang.
@@ -190,18 +192,20 @@ def run_scenario(stack: HostsStack, name: str, host: str, service: str, directio
     outage: dict = {}
 
     def cut_and_heal() -> None:
-        time.sleep(CUT_AT_S)
+        stack.wait_calls("step", {b["query"] for b in work}, at_least=IN_FLIGHT_AT_CUT, in_flight=True)
         outage["cut_at"] = datetime.now(UTC)
         stack.hosts.cut(host, "data", PORTS[service], direction)
-        time.sleep(CUT_S)
-        stack.hosts.heal(host)
+        try:
+            # The cut lasts CUT_S: its length is the drill's fault, not a state to wait for.
+            time.sleep(CUT_S)
+        finally:
+            stack.hosts.heal(host)
         outage["healed_at"] = datetime.now(UTC)
 
-    cutter = threading.Thread(target=cut_and_heal, daemon=True)
-    cutter.start()
-    with ApiProbe(stack, tag) as probe:
+    with ApiProbe(stack, tag) as probe, ThreadPoolExecutor(1) as cutter:
+        cut = cutter.submit(cut_and_heal)
         ids, codes = submit_paced(stack, work, SUBMIT_PER_S, retry_s=CUT_S + 60, threads=4)
-        cutter.join(CUT_S + 30)
+        cut.result(timeout=CUT_S + 180)  # its wait is bounded; a failed one fails the scenario here
     accepted = [j for j in ids if j]
     probed = [j for j, in stack.sql("SELECT id::text FROM jobs WHERE query LIKE %s", f"%[{tag}-probe-%")]
     all_jobs = accepted + probed

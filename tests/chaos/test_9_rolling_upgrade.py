@@ -27,7 +27,7 @@ import httpx
 
 from devstack import BIN, DevStack, free_port, start_process, stop_process, wait_for
 from pipeline.job.store import ORPHAN_GRACE_S
-from tests.chaos.harness import SAMPLE_CORPUS, TERMINAL, record, submit
+from tests.chaos.harness import SAMPLE_CORPUS, TERMINAL, record, submit, wait_until
 from tests.support.previous_release.tree import release_tree
 
 JOBS_PER_PHASE = 20
@@ -107,10 +107,18 @@ def _drill(stack: DevStack, release_index: int, release_url: str, release_api) -
 
         # The release node's pool processes: an agent's record names the process that ran it.
         release_pids = set(stack.worker_children(release_index))
+
+        def release_took_a_step(job_ids: list[str]) -> bool:
+            release_pids.update(stack.worker_children(release_index))  # a pool process may have been replaced
+            return any(int(run["worker"].rsplit(":", 1)[1]) in release_pids
+                       for (runs,) in stack.sql("SELECT agent_runs FROM jobs WHERE id = ANY(%s::uuid[])", job_ids)
+                       for run in runs or [] if run.get("worker"))
+
         with ThreadPoolExecutor(8) as pool:
             mixed = list(pool.map(lambda n: run(previous, n), range(JOBS_PER_PHASE)))
-            time.sleep(2.0)
-            release_pids |= set(stack.worker_children(release_index))
+            # The release's node goes once it has run a step of these jobs: their other steps run on the current one.
+            wait_until(lambda: release_took_a_step([j for j in mixed if j]), 120,
+                       "a step of the first jobs run by the previous release's node")
             stack.kill_worker(release_index, signal.SIGTERM)  # the roll replaces the release's node, jobs in flight
             rolled = list(pool.map(lambda n: run(current, n), range(JOBS_PER_PHASE, 2 * JOBS_PER_PHASE)))
         stop_process(release_api)  # the API last
