@@ -13,6 +13,7 @@ Usage::
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from fastapi import Request
@@ -20,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from api.auth import key_grant
 from api.session_auth import SESSION_STATE
-from pipeline.security.audit import Actor, record
+from pipeline.security.audit import Actor, record, record_reads
 
 REQUEST_ID_HEADER = "x-request-id"
 
@@ -38,3 +39,9 @@ def audit(request: Request, s: Session, action: str, *, team_id: uuid.UUID | Non
           details: dict[str, Any] | None = None) -> None:
     record(s, actor_of(request), action, team_id=team_id, collection_id=collection_id, target=target,
            details=details)
+
+
+def audit_reads(request: Request, s: Session, action: str, collections: Iterable[uuid.UUID], *,
+                target: tuple[str, Any] = ("", ""), details: dict[str, Any] | None = None) -> None:
+    """One row per collection read, each in its own team's trail (``pipeline.security.audit.record_reads``)."""
+    record_reads(s, actor_of(request), action, collections, target=target, details=details)

@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from sqlalchemy.exc import IntegrityError
 
-from api.audit import audit
+from api.audit import audit_reads
 from api.auth import CurrentUser
 from api.errors import http_error, not_found, unprocessable
 from api.request_guard import GuardedRoute
@@ -109,9 +109,9 @@ def run_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request, s
     enqueue(services, job_id, [], state)  # with the broker down, the run is taken back and the client told (503)
     job = JobStore(services.db).get(str(job_id))
     assert job is not None  # made a moment ago: a run's job outlives this request
-    with services.db.session() as s:  # a run is a search, in the trail as the one of POST /v1/search
-        audit(request, s, "search", collection_id=job.collection_id, target=("job", job_id),
-              details={"profile_set": str(set_id)})
+    with services.db.session() as s:  # a run is a search, in the trail of each collection it reads as POST /v1/search
+        audit_reads(request, s, "search", [job.collection_id, *map(uuid.UUID, state.collections)],
+                    target=("job", job_id), details={"profile_set": str(set_id)})
     return {"job_id": job_id, "status": "queued", "url": f"/v1/jobs/{job_id}"}
 
 

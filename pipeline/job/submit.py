@@ -49,7 +49,7 @@ from pipeline.refusal import Refusal, invalid, invalid_fields, missing
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import MetadataFilter, filter_problems
 from pipeline.security.access import Access
-from pipeline.security.audit import Actor, record
+from pipeline.security.audit import Actor, record_reads
 from pipeline.security.document_access import job_access
 from pipeline.security.key_limits import KeyLimits
 from pipeline.services import Services
@@ -61,7 +61,9 @@ CONTEXTUALIZER = "query_contextualizer"
 class Submission:
     """What a submit decided. ``state`` is set for a new job, which the caller enqueues; without it an earlier job
     answered: the same Idempotency-Key (``replayed``) or a stored response (``cache_hit``, a new row pointing at
-    it). ``audited``: its search is in the audit trail already (``submit_job`` was given the actor)."""
+    it). ``audited``: its search is in the audit trail already (``submit_job`` was given the actor).
+    ``collections``: every collection the request reads (its own first, ``also_search``, its profiles'), each
+    once: the search is in the trail of each."""
 
     job_id: uuid.UUID
     status: str
@@ -69,6 +71,7 @@ class Submission:
     replayed: bool = False
     cache_hit: bool = False
     audited: bool = False
+    collections: tuple[uuid.UUID, ...] = ()
     specs: list[AgentSpec] = field(default_factory=list)
     state: JobState | None = None
 
@@ -86,6 +89,7 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
     settings = services.settings
     query, top_k, search, agentic = _checked(request, settings, services.registry)
     named_at = _where_named(request, agentic)
+    read = tuple(named_at)
     jobs = JobStore(services.db)
     with services.db.session() as s:
         if idempotency_key:
@@ -95,7 +99,7 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
                 raise Refusal(409, "this Idempotency-Key belongs to a job over collections this API key does not "
                                    "see; send another Idempotency-Key")
             if earlier is not None:
-                return _audited(s, actor, request, Submission.of(earlier, replayed=True))
+                return _audited(s, actor, request, Submission.of(earlier, replayed=True, collections=read))
         epochs, collections = _epochs(s, named_at, user_id, settings, within)
         # Over a team collection with restricted documents every search of the job finds only what the caller's
         # document groups let it: the filter rides in the search overrides, so each search applies it and the
@@ -158,15 +162,17 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
             raise Refusal(409, "a job with this Idempotency-Key is being created") from None
         if hit is not None:
             # The whole job is answered from the stored response: no Celery, no agents.
-            return _audited(s, actor, request, Submission.of(job, cache_hit=True))
-        return Submission.of(job, specs=specs, state=state)
+            return _audited(s, actor, request, Submission.of(job, cache_hit=True, collections=read))
+        return Submission.of(job, specs=specs, state=state, collections=read)
 
 
 def audit_search(s: Session, actor: Actor, request: SearchRequest, submitted: Submission) -> None:
-    """The search's row in the audit trail, in the caller's transaction."""
-    record(s, actor, "search", collection_id=request.collection_id, target=("job", submitted.job_id),
-           details={"query": request.query, "cache_hit": submitted.cache_hit, "replayed": submitted.replayed,
-                    "also_search": [str(c) for c in request.also_search or []][:20]})
+    """The search's rows in the audit trail, in the caller's transaction: one per collection it reads, so a team
+    whose collection was searched beside another (``also_search``, a profile's) has the search in its own trail."""
+    record_reads(s, actor, "search", submitted.collections or (request.collection_id,),
+                 target=("job", submitted.job_id),
+                 details={"query": request.query, "cache_hit": submitted.cache_hit, "replayed": submitted.replayed,
+                          "also_search": [str(c) for c in request.also_search or []][:20]})
 
 
 def _audited(s: Session, actor: Actor | None, request: SearchRequest, submitted: Submission) -> Submission:

@@ -16,6 +16,7 @@ Usage::
 
     with db.session() as s:
         record(s, Actor(user_id, "as_XXXXXXXX"), "document.add", collection_id=c.id, target=("document", "leave"))
+        record_reads(s, actor, "search", [mine.id, team_collection.id], target=("job", job_id))  # a row each
         page = events(s, team_id=team.id, action="team.*", since=yesterday, limit=50)   # newest first
         events(s, team_id=team.id, before=page[-1].id)                                  # the next page
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -66,6 +68,14 @@ def record(s: Session, actor: Actor, action: str, *, team_id: uuid.UUID | None =
         at=utcnow(), actor_id=actor.user_id, key_prefix=actor.key_prefix[:16], team_id=team,
         collection_id=collection_id, action=action, target_type=target[0], target_id=str(target[1])[:512],
         details=_small(details or {}), request_id=actor.request_id, ip=actor.ip))
+
+
+def record_reads(s: Session, actor: Actor, action: str, collections: Iterable[uuid.UUID], *,
+                 target: tuple[str, Any] = ("", ""), details: dict[str, Any] | None = None) -> None:
+    """One row per collection read (each once, in the order given), each in its own team's trail: a search over a
+    member's own collection and a team's is the team's to see as much as one over the team's alone."""
+    for collection_id in dict.fromkeys(collections):
+        record(s, actor, action, collection_id=collection_id, target=target, details=details)
 
 
 def events(s: Session, *, team_id: uuid.UUID | None = None, actor_id: uuid.UUID | None = None,

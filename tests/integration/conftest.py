@@ -112,11 +112,16 @@ def own_collection(http: httpx.Client, name: str, documents: list[dict] | None =
     if documents:
         assert http.post(f"/v1/collections/{collection_id}/documents",
                          json={"documents": documents}).status_code == 202
-        deadline = time.monotonic() + timeout_s
-        while http.get(f"/v1/collections/{collection_id}").json()["documents"]["pending"]:
-            assert time.monotonic() < deadline, "indexing stuck"
-            time.sleep(0.2)
+        wait_indexed(http, collection_id, timeout_s)
     return collection_id
+
+
+def wait_indexed(http: httpx.Client, collection_id: str, timeout_s: float = 60) -> None:
+    """Until the collection has no document pending."""
+    deadline = time.monotonic() + timeout_s
+    while http.get(f"/v1/collections/{collection_id}").json()["documents"]["pending"]:
+        assert time.monotonic() < deadline, "indexing stuck"
+        time.sleep(0.2)
 
 
 def wait_job(http: httpx.Client, job_id: str, timeout_s: float = 90) -> dict:

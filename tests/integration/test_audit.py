@@ -14,7 +14,7 @@ from sqlalchemy import delete, update
 from sqlalchemy.exc import DatabaseError
 
 from pipeline.platform.db import AuditEvent, Database
-from tests.integration.conftest import search
+from tests.integration.conftest import own_collection, search, wait_indexed
 from tests.integration.test_metrics import scrape, total
 
 pytestmark = pytest.mark.integration
@@ -131,3 +131,35 @@ def test_the_retention_run_prunes_audit_rows_past_their_days(stack, trail):
     pruned = total(after, "agentsearch_retention_pruned_total", kind="audit_events") - total(
         before, "agentsearch_retention_pruned_total", kind="audit_events")
     assert pruned == report["counts"]["audit_events"]
+
+
+def test_a_search_of_a_members_own_collection_beside_the_teams_is_in_the_teams_trail(stack):
+    """Searched from the member's own collection with the team's in ``also_search``: the team's admin sees the
+    search over its collection, the new job's and the one answered from its stored response alike; the member's own
+    collection has its row too (the operator's trail), one per collection read."""
+    tag = uuid.uuid4().hex[:6]
+    names = {role: f"audit-also-{role}-{tag}" for role in ("admin", "member")}
+    keys = {role: stack.create_user(name) for role, name in names.items()}
+    with stack.http(keys["admin"]) as admin:
+        team_id = admin.post("/v1/teams", json={"name": f"also-{tag}"}).json()["id"]
+        assert admin.put(f"/v1/teams/{team_id}/members/{names['member']}",
+                         json={"role": "viewer"}).status_code == 200
+        shared = admin.post("/v1/collections", json={"name": "handbook", "team_id": team_id}).json()["id"]
+        assert admin.post(f"/v1/collections/{shared}/documents", json={"documents": DOCS}).status_code == 202
+        wait_indexed(admin, shared)
+    with stack.http(keys["member"]) as member:
+        mine = own_collection(member, "notes", [{"id": "n1", "title": "Notes", "text": "Notice is given in writing."}])
+        asked = {"collection_id": mine, "query": "How long is the notice period?", "agents": [],
+                 "also_search": [shared]}
+        first = search(member, **asked)
+        again = member.post("/v1/search", json=asked)  # answered from the first job's stored response
+    assert first["status"] == "succeeded" and again.status_code == 200 and again.json()["cached"], again.text
+    with stack.http(keys["admin"]) as admin:
+        page = admin.get(f"/v1/teams/{team_id}/audit", params={"action": "search"})
+    assert page.status_code == 200, page.text
+    assert [(e["actor"], e["target_id"], e["collection_id"], e["details"]["cache_hit"])
+            for e in reversed(page.json()["items"])] == [(names["member"], first["job_id"], shared, False),
+                                                         (names["member"], again.json()["job_id"], shared, True)]
+    rows = [json.loads(line) for line in stack.cli("audit", "--actor", names["member"], "--json").splitlines()]
+    assert sorted((e["target_id"], e["collection_id"]) for e in rows if e["action"] == "search") == sorted(
+        (job, collection) for job in (first["job_id"], again.json()["job_id"]) for collection in (mine, shared))
