@@ -30,13 +30,13 @@ from __future__ import annotations
 import uuid
 from typing import Protocol, TypeVar
 
-from sqlalchemy import func, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session, load_only
 
 from pipeline.platform.db import Collection, Job, Team, TeamMember
 from pipeline.refusal import missing
 from pipeline.security.document_access import groups_within, held_tokens, job_visible
-from pipeline.security.key_limits import searched_collections
+from pipeline.security.key_limits import KeyLimits, searched_collections
 from pipeline.security.roles import Held, Role, beyond_role, covers
 
 
@@ -46,6 +46,11 @@ class _PersonalRow(Protocol):
 
 # A user's personal thing: a webhook, a profile set, a conversation, an agent config (a row with its user's id).
 Owned = TypeVar("Owned", bound=_PersonalRow)
+
+
+# What a listing shows of a job and what ``sees_job`` reads of it (not its state, response or logs).
+LISTED_COLUMNS = (Job.id, Job.user_id, Job.collection_id, Job.query, Job.status, Job.stage, Job.request,
+                  Job.initial_state, Job.access_groups, Job.cached_from, Job.created_at, Job.finished_at)
 
 
 class Access:
@@ -159,10 +164,14 @@ class Access:
         return personal if self.s.scalar(select(personal.exists())) else query
 
     def listed_jobs(self):
-        """A query of the jobs the caller may see, before ``sees_job`` (which the page is filtered by): its own, and
-        those over its teams' collections; of either, those run with no document group the caller lacks."""
+        """A query of the jobs the caller may see, before ``sees_job``: its own over a collection it still reaches,
+        and every member's over its teams' collections; of these, those run with no document group the caller
+        lacks. Narrowed in SQL by the job's own collection; what only the row's JSON says (another collection it
+        searched, a source since restricted) is ``sees_job``'s."""
         shared = select(Collection.id).where(Collection.team_id.in_(self.team_ids()))
-        return select(Job).where(or_(Job.user_id == self.user_id, Job.collection_id.in_(shared)),
+        reached = self.listed_collections().with_only_columns(Collection.id)
+        return select(Job).where(or_((Job.user_id == self.user_id) & Job.collection_id.in_(reached),
+                                     Job.collection_id.in_(shared)),
                                  groups_within(Job.access_groups, self.tokens, self.s.bind.dialect.name))
 
     def collection_page(self, name: str | None, within: frozenset[uuid.UUID] | None) -> list[Collection]:
@@ -179,13 +188,23 @@ class Access:
 
     def job_page(self, status: str | None, within: frozenset[uuid.UUID] | None, limit: int,
                  offset: int) -> tuple[int, list[Job]]:
-        """A page of the jobs the caller may see, newest first, and how many match before ``sees_job`` (which the
-        page is filtered by). ``within``: only those submitted to these collections."""
+        """A page of the jobs the caller sees, newest first, and how many it sees in all: the count and the page are
+        one filtered list, so ``total`` counts exactly what the pages list. ``within``: the collections of the
+        caller's key, which sees a job only when it searched nothing else (``KeyLimits.sees_job``)."""
         query = self.listed_jobs()
         if within is not None:
             query = query.where(Job.collection_id.in_(within))
         if status:
             query = query.where(Job.status == status)
-        total = self.s.scalar(select(func.count()).select_from(query.subquery())) or 0
-        jobs = self.s.scalars(query.order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset)).all()
-        return total, [job for job in jobs if self.sees_job(job)]
+        key = KeyLimits(collections=within)
+        # Every candidate is checked, since what a job searched besides its own collection is in its JSON; the
+        # large columns are left unread (a job searched with document groups reads its sources on demand).
+        candidates = self.s.scalars(query.options(load_only(*LISTED_COLUMNS))
+                                    .order_by(Job.created_at.desc(), Job.id))
+        total, page = 0, []
+        for job in candidates:
+            if key.sees_job(job) and self.sees_job(job):
+                if offset <= total < offset + limit:
+                    page.append(job)
+                total += 1
+        return total, page

@@ -172,6 +172,33 @@ def test_a_member_removed_mid_job_loses_it_at_its_next_request_and_the_job_finis
             editor.put(f"/v1/collections/{c}/agents", json={"agents": []})
 
 
+def test_a_removed_members_job_listing_counts_only_the_jobs_it_still_reads(stack, team):
+    """Its jobs over the team's collection, and over its own with the team's in ``also_search``, are no longer its
+    to read: ``total`` counts the jobs over its own collection alone, and every page of two agrees with it."""
+    tag = uuid.uuid4().hex[:6]
+    name = f"departing-{tag}"
+    key = stack.create_user(name)
+    with stack.http(team["keys"]["admin"]) as admin:
+        assert admin.put(f"/v1/teams/{team['id']}/members/{name}", json={"role": "viewer"}).status_code == 200
+    with stack.http(key) as member:
+        mine = member.post("/v1/collections", json={"name": f"own-{tag}"}).json()["id"]
+        asked = [(team["collection"], {}), (team["collection"], {}), (mine, {"also_search": [team["collection"]]}),
+                 (mine, {}), (mine, {"also_search": [team["collection"]]}), (mine, {}), (mine, {})]
+        jobs = [search(member, c, f"question {i}", agents=[], use_cache=False, **extra)["job_id"]
+                for i, (c, extra) in enumerate(asked)]
+        before = member.get("/v1/jobs", params={"limit": 200}).json()  # other members' over the team's too
+        assert set(jobs) <= {j["job_id"] for j in before["items"]} and before["total"] == len(before["items"])
+    with stack.http(team["keys"]["admin"]) as admin:
+        assert admin.delete(f"/v1/teams/{team['id']}/members/{name}").status_code == 204
+    readable = [job for job, (c, extra) in zip(jobs, asked, strict=True) if c == mine and not extra][::-1]
+    with stack.http(key) as member:
+        whole = member.get("/v1/jobs", params={"limit": 200}).json()
+        assert ([j["job_id"] for j in whole["items"]], whole["total"]) == (readable, len(readable)), whole
+        paged = [member.get("/v1/jobs", params={"limit": 2, "offset": offset}).json() for offset in (0, 2, 4)]
+    assert [p["total"] for p in paged] == [len(readable)] * 3
+    assert [j["job_id"] for p in paged for j in p["items"]] == readable
+
+
 def test_an_admin_puts_a_member_in_a_document_group_and_takes_it_out(stack, team):
     t, viewer_name = team["id"], team["names"]["viewer"]
     path, groups = f"/v1/teams/{t}/groups/hr/members/{viewer_name}", f"/v1/teams/{t}/groups"
