@@ -1,9 +1,11 @@
 // Agents: the catalogue with each agent's description; a collection's agent set by stage (priority order,
 // enabled, reorder, remove); and a config form generated from the chosen agent's JSON schema, whose 422 is shown
-// next to the field at fault.
+// next to the field at fault. A role below editor reads the set as it is, with nothing to change it (roles.js);
+// the API's 403 stays the rule.
 
 import { api } from './api.js';
 import { clear, clearInvalid, h, showFieldErrors, toast, uid } from './dom.js';
+import { may } from './roles.js';
 import { schemaForm } from './schema_form.js';
 
 const STAGES = [['pre_search', 'Pre-search'], ['post_search', 'Post-search'], ['response', 'Response']];
@@ -23,14 +25,20 @@ export async function renderAgents(main, [collectionId], ctx) {
       collections.length ? h('div', { class: 'field field-inline' }, h('label', { for: 'agents-collection' }, 'Collection'), picker) : null),
     h('div', { class: 'agents-layout' }, h('div', { class: 'agents-main' }, setCard, addCard), catalogueCard)));
 
-  const addForm = renderAddForm(addCard, catalogue, collection, () => loadSet());
-  renderCatalogue(catalogueCard, catalogue, (agentId) => addForm.choose(agentId));
+  const editable = !collection || may(collection, 'editAgents'); // no collection yet: the form shows, disabled
+  const addForm = editable ? renderAddForm(addCard, catalogue, collection, () => loadSet()) : null;
+  if (!editable) addCard.remove();
+  renderCatalogue(catalogueCard, catalogue, addForm ? (agentId) => addForm.choose(agentId) : null);
 
   async function loadSet() {
     clear(setCard).append(h('h2', { class: 'card-title', id: 'set-title' }, collection ? `Agent set of ${collection.name}` : 'Agent set'));
     if (!collection) { setCard.append(h('p', { class: 'muted' }, 'Create a collection first (Collections).')); return; }
     const [set, configs] = await Promise.all([api(`/v1/collections/${collection.id}/agents`), api('/v1/agent-configs')]);
-    renderSet(setCard, collection, set.agents, new Map(configs.map((c) => [c.id, c])), loadSet);
+    if (!editable) {
+      setCard.append(h('p', { class: 'notice role-note' },
+        `Your role in team ${collection.team} is ${collection.role}: an editor changes this set.`));
+    }
+    renderSet(setCard, collection, set.agents, new Map(configs.map((c) => [c.id, c])), loadSet, editable);
   }
   await loadSet();
 }
@@ -39,7 +47,9 @@ function effectivePriority(entry, config) {
   return entry.priority !== null && entry.priority !== undefined ? entry.priority : config.priority;
 }
 
-function renderSet(card, collection, entries, configs, reload) {
+/** The set by stage; with `editable`, each entry's controls (enabled, priority, move, remove), else its state as
+ * words. */
+function renderSet(card, collection, entries, configs, reload, editable) {
   const status = h('p', { class: 'muted', 'aria-live': 'polite' });
 
   async function save(next, message) {
@@ -54,7 +64,7 @@ function renderSet(card, collection, entries, configs, reload) {
 
   const known = entries.filter((e) => configs.has(e.agent_config_id));
   if (!known.length) {
-    card.append(h('p', { class: 'muted' }, 'No agents yet: the job searches and answers only. Add agents below.'));
+    card.append(h('p', { class: 'muted' }, `No agents yet: the job searches and answers only.${editable ? ' Add agents below.' : ''}`));
   }
   for (const [stage, label] of STAGES) {
     const rows = known.filter((e) => configs.get(e.agent_config_id).trigger_stage === stage);
@@ -87,13 +97,15 @@ function renderSet(card, collection, entries, configs, reload) {
         h('div', { class: 'set-name' }, h('strong', null, name),
           name !== config.agent_id ? h('span', { class: 'muted' }, ` ${config.agent_id}`) : null,
           summary ? h('div', { class: 'muted set-config' }, summary) : null),
-        h('div', { class: 'set-controls' },
+        editable ? h('div', { class: 'set-controls' },
           h('span', { class: 'field-check' }, enabled, h('label', { for: enabledId }, 'Enabled')),
           h('span', { class: 'priority' }, h('label', { for: priorityId }, 'Priority'), priority),
           h('button', { type: 'button', class: 'button-icon', disabled: index === 0, 'aria-label': `Move ${name} up`, onclick: () => move(-1) }, '↑'),
           h('button', { type: 'button', class: 'button-icon', disabled: index === rows.length - 1, 'aria-label': `Move ${name} down`, onclick: () => move(1) }, '↓'),
           h('button', { type: 'button', class: 'button-quiet button-danger', 'aria-label': `Remove ${name} from ${collection.name}`,
-            onclick: () => save(entries.filter((e) => e !== entry), `${name} removed`) }, 'Remove'))));
+            onclick: () => save(entries.filter((e) => e !== entry), `${name} removed`) }, 'Remove'))
+          : h('div', { class: 'set-controls muted' },
+            `${entry.enabled ? 'Enabled' : 'Disabled'} · priority ${effectivePriority(entry, config)}`)));
     });
     card.append(list);
   }
@@ -180,6 +192,7 @@ function renderAddForm(card, catalogue, collection, onAdded) {
   };
 }
 
+/** The catalogue; `choose` (none: the caller may not change the set) opens an agent's config form. */
 function renderCatalogue(card, catalogue, choose) {
   card.append(h('h2', { class: 'card-title', id: 'catalogue-title' }, 'Catalogue'),
     h('p', { class: 'muted' }, `${catalogue.length} agents in three stages: before the search (the query), after it (the documents), and on the answer (artifacts).`));
@@ -187,7 +200,7 @@ function renderCatalogue(card, catalogue, choose) {
     card.append(h('h3', { class: 'card-subtitle' }, label),
       h('ul', { class: 'catalogue-list' }, catalogue.filter((a) => a.stage === stage).map((agent) => h('li', { dataset: { agent: agent.agent_id } },
         h('div', { class: 'catalogue-head' }, h('strong', null, agent.agent_id),
-          h('button', { type: 'button', class: 'button-quiet', 'aria-label': `Configure ${agent.agent_id}`, onclick: () => choose(agent.agent_id) }, 'Configure')),
+          choose ? h('button', { type: 'button', class: 'button-quiet', 'aria-label': `Configure ${agent.agent_id}`, onclick: () => choose(agent.agent_id) }, 'Configure') : null),
         h('p', { class: 'catalogue-description' }, agent.description),
         h('p', { class: 'catalogue-meta muted' }, `version ${agent.version} · timeout ${agent.default_timeout_s} s${agent.cacheable ? ' · results cached' : ''}`)))));
   }

@@ -1,11 +1,13 @@
 // Collections: list and create them; upload files (PDF, scans, Office files, CSV, HTML, Markdown, text, e-mail, JSON
 // Lines) with the indexing's progress (documents and chunks done, the rate, the time left: ingestion.js) and the
 // files refused with their reasons; read and delete a collection's documents, each with its format, the pages a
-// worker has parsed so far, what the reading noted and why one failed.
+// worker has parsed so far, what the reading noted and why one failed. Upload and delete are offered only to a
+// role that may take them (roles.js); the API's 403 stays the rule.
 
 import { api } from './api.js';
 import { badge, clear, formatTime, h, showFieldErrors, clearInvalid, toast, uid } from './dom.js';
 import { ingestionText } from './ingestion.js';
+import { may } from './roles.js';
 
 export async function renderCollections(main, [collectionId], ctx) {
   // The teams the caller may add a collection to (a key that may not read teams offers none).
@@ -51,7 +53,7 @@ export function parsingText(doc) {
 }
 
 /** A document's row: its title with its format, what the reading noted and why it failed; its status with the
- * pages parsed so far while a worker reads it. */
+ * pages parsed so far while a worker reads it; its Delete button when `remove` is given (the caller's role may). */
 function documentRow(doc, remove) {
   const format = doc.metadata && typeof doc.metadata.format === 'string' ? doc.metadata.format : null;
   const notes = Array.isArray(doc.notes) ? doc.notes.filter((note) => typeof note === 'string' && note) : [];
@@ -67,10 +69,10 @@ function documentRow(doc, remove) {
       parsing ? h('p', { class: 'hint doc-progress' }, parsing,
         h('progress', { class: 'progress', max: String(doc.pages_total || 1), value: String(doc.pages_done || 0),
           'aria-label': `Pages of ${doc.title || doc.id} parsed` })) : null),
-    h('td', { class: 'cell-actions' }, h('button', {
+    remove ? h('td', { class: 'cell-actions' }, h('button', {
       type: 'button', class: 'button-quiet button-danger', 'aria-label': `Delete document ${doc.title || doc.id}`,
       onclick: () => remove(doc),
-    }, 'Delete')));
+    }, 'Delete')) : null);
 }
 
 /** The files an upload refused, each with the API's reason: its answer's `rejected`, or a 422 refusing every file
@@ -130,6 +132,8 @@ function createForm(teams) {
 }
 
 async function renderDetail(detail, collection, ctx, onCounts) {
+  const canUpload = may(collection, 'upload');
+  const canDelete = may(collection, 'deleteDocument');
   const counts = h('p', { class: 'muted counts', 'aria-live': 'polite' });
   const fileInput = h('input', { id: 'upload-files', type: 'file', multiple: true, accept: UPLOAD_ACCEPT,
     'aria-describedby': 'upload-hint upload-error upload-rejected' });
@@ -151,8 +155,9 @@ async function renderDetail(detail, collection, ctx, onCounts) {
   async function loadDocuments() {
     const page = await api(`/v1/collections/${collection.id}/documents?limit=500`, { signal: ctx.signal });
     clear(docsBody);
-    for (const doc of page.items) docsBody.append(documentRow(doc, remove));
-    docsNote.textContent = page.total ? `${page.total} document${page.total === 1 ? '' : 's'}${page.total > page.items.length ? ` (first ${page.items.length} shown)` : ''}` : 'No documents yet: upload some above.';
+    for (const doc of page.items) docsBody.append(documentRow(doc, canDelete ? remove : null));
+    docsNote.textContent = page.total ? `${page.total} document${page.total === 1 ? '' : 's'}${page.total > page.items.length ? ` (first ${page.items.length} shown)` : ''}`
+      : `No documents yet${canUpload ? ': upload some above' : ''}.`;
   }
 
   async function remove(doc) {
@@ -243,17 +248,21 @@ async function renderDetail(detail, collection, ctx, onCounts) {
     }
   });
 
+  // A member below the role reads the documents; the page says who may change them instead of offering it.
+  const readOnly = canUpload ? null : h('p', { class: 'notice role-note' },
+    `Your role in team ${collection.team} is ${collection.role}: an editor uploads and deletes documents.`);
   detail.append(
     h('div', { class: 'card' },
       h('div', { class: 'card-head' }, h('h2', { class: 'card-title' }, collection.name),
         h('a', { href: `#/agents/${collection.id}`, class: 'button-quiet' }, 'Agents of this collection')),
       collection.description ? h('p', null, collection.description) : null,
-      counts, uploadForm),
+      counts, canUpload ? uploadForm : readOnly),
     h('div', { class: 'card table-card' },
       h('h3', { class: 'card-subtitle' }, 'Documents'), docsNote,
       h('table', { class: 'table' }, h('caption', { class: 'visually-hidden' }, `Documents of ${collection.name}`),
         h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'Title'), h('th', { scope: 'col' }, 'Id'),
-          h('th', { scope: 'col' }, 'Status'), h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Actions')))),
+          h('th', { scope: 'col' }, 'Status'),
+          canDelete ? h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Actions')) : null)),
         docsBody)));
   await loadDocuments();
   if (collection.documents.pending) watchIndexing(collection.documents.pending + collection.documents.indexed + collection.documents.failed).catch(() => {});
