@@ -35,14 +35,18 @@ INGEST_QUEUE = "ingest"
 # Webhook deliveries wait on other people's servers: a queue of their own, so a slow receiver never delays a job.
 WEBHOOKS_QUEUE = "webhooks"
 ALL_QUEUES = (DEFAULT_QUEUE, ARTIFACTS_QUEUE, INGEST_QUEUE, WEBHOOKS_QUEUE)
+# How long a task's own Redis work (storing its result, a chord counting it, publishing its next step) waits for a
+# Redis that went away (a restart, a failover) before the task gives up: worker.canvas leaves this much room in
+# every task's time limits beside its work's own bound, so the wait never cuts a step that did its work in time.
+REDIS_OUTAGE_WAIT_S = 60
 # The longest a task may run: the largest agent timeout a config may set (api.schemas, 3600 s) plus the hard-limit
 # margin of worker.canvas; and the longest a retry waits before it runs again (the backoff cap of the steps).
-LONGEST_TASK_S = 3600 + 15
+LONGEST_TASK_S = 3600 + 15 + REDIS_OUTAGE_WAIT_S
 LONGEST_RETRY_DELAY_S = 30
 # Redis consumes a queue's priority 0 list first and 9 last; a message without a priority goes to 0.
 NEW_WORK_PRIORITY = 9
 PUBLISH_RETRY = {"max_retries": 6, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 2}
-# About a minute: a job's next step is not given up while a broker restarts or fails over.
+# About a minute (REDIS_OUTAGE_WAIT_S): a job's next step is not given up while a broker restarts or fails over.
 WORKER_PUBLISH_RETRY = {"max_retries": 22, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 3}
 # The database going away (a restart, a failover) is waited out by retrying the step with backoff (1, 2, 4 ... 30 s,
 # about four minutes in all), not turned into a failed job. A step's output is in the ledger before its last write,
@@ -50,6 +54,12 @@ WORKER_PUBLISH_RETRY = {"max_retries": 22, "interval_start": 0.2, "interval_step
 DB_UNAVAILABLE = (sql_errors.OperationalError, sql_errors.InterfaceError, sql_errors.TimeoutError)
 DB_RETRY = dict(autoretry_for=DB_UNAVAILABLE, retry_backoff=1, retry_backoff_max=LONGEST_RETRY_DELAY_S,
                 retry_jitter=False, max_retries=12)
+# The result backend's retries of a read or write while Redis is away: each sleep drawn between 0 and min(1 s,
+# 10 ms x 2^n), so about REDIS_OUTAGE_WAIT_S in all. Celery's sleeps grow to 10 s: a chord's response agent that
+# stored its result during a 10 s restart woke up to 10 s after Redis was back, and its soft time limit (15 s for
+# a 10 s agent) ended it, failing its job's chord.
+RESULT_RETRY_SLEEP_MAX_MS = 1000
+RESULT_RETRIES = 2 * REDIS_OUTAGE_WAIT_S + 8
 # What a worker (and beat) imports as it starts: every task, and the modules whose functions Celery's signals call.
 TASK_MODULES = ["worker.job_tasks", "worker.ingestion", "worker.parsing", "worker.reaper", "worker.agentic_tasks",
                 "worker.webhooks", "worker.retention"]
@@ -140,7 +150,13 @@ def create_app() -> Celery:
         # the API's bound (about 8 s, then 503 and the client retries); workers wait longer (worker.lifecycle).
         task_publish_retry_policy=PUBLISH_RETRY,
         result_backend_always_retry=True,
-        result_backend_max_retries=20,
+        result_backend_max_retries=RESULT_RETRIES,
+        result_backend_max_sleep_between_retries_ms=RESULT_RETRY_SLEEP_MAX_MS,
+        # Kept off, as Celery 5 has it (6 turns it on): a running step outlives the broker connection it came on.
+        # Cancelled, its agent would be called again from the start; running on, it hands its output on, its
+        # acknowledgement reaches Redis after the reconnect, and a copy Redis handed out again meanwhile finds the
+        # output in the step ledger.
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         # A process that grew past this (a leaky agent, a huge document set) is replaced after its task.
         worker_max_memory_per_child=(settings.worker_max_memory_per_child_mb * 1024) or None,
         # Soft shutdown (Celery 5.5+): on SIGTERM running tasks get this long, then go back to the queue; also

@@ -45,6 +45,7 @@ from pipeline.job.artifact_names import name_ranks, rank_key
 from pipeline.job.stage_budget import start_clock
 from pipeline.job.state import JobState
 from pipeline.platform.settings import Settings, get_settings
+from worker.app import REDIS_OUTAGE_WAIT_S
 from worker.job_tasks import (
     agentic_compress,
     assemble,
@@ -58,10 +59,12 @@ from worker.job_tasks import (
     write_answer,
 )
 
-# Celery's own limits are a backstop behind the runner's deadline: the soft limit lands a little later,
-# the hard limit kills a worker process whose agent thread will not come back.
-SOFT_LIMIT_MARGIN_S = 5.0
-HARD_LIMIT_MARGIN_S = 15.0
+# Celery's own limits are a backstop behind the runner's deadline: the soft limit lands a little later, the hard
+# limit kills a worker process whose agent thread will not come back. Both leave room for the task's Redis work to
+# wait out a restart (worker.app.REDIS_OUTAGE_WAIT_S): a step that did its work in time is never cut while it waits
+# to store its result or publish the next step.
+SOFT_LIMIT_MARGIN_S = 5.0 + REDIS_OUTAGE_WAIT_S
+HARD_LIMIT_MARGIN_S = 15.0 + REDIS_OUTAGE_WAIT_S
 STEP_LIMIT_S = 120.0
 # The answer step's work beside its two LLM calls (the offline answer, its sentences embedded and checked, the
 # stream's writes): what STEP_LIMIT_S leaves beside the calls' default budgets of 60 and 20 s.

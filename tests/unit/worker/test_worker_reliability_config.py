@@ -7,6 +7,7 @@ import os
 from types import SimpleNamespace
 
 import worker.app as worker_app
+import worker.canvas as canvas
 import worker.lifecycle as lifecycle
 from pipeline.platform.settings import Settings
 
@@ -24,6 +25,24 @@ def test_delivery_settings_hold_together():
     assert conf.result_expires > 2 * settings.job_deadline_s
     assert conf.worker_max_memory_per_child == settings.worker_max_memory_per_child_mb * 1024
     assert conf.worker_soft_shutdown_timeout == settings.worker_soft_shutdown_timeout_s > 0
+
+
+def test_a_task_waits_out_a_redis_restart_inside_its_time_limits():
+    """The result backend keeps trying about REDIS_OUTAGE_WAIT_S, each try within 1 s of the one before, and a task's
+    soft limit leaves that wait beside its work: a chord's response agent that ended its 10 s of work while Redis
+    restarted was cut by its 15 s soft limit (Celery's sleeps between tries grow to 10 s) and failed its job."""
+    conf = worker_app.app.conf
+    assert conf.result_backend_always_retry
+    sleep_caps_ms = [min(conf.result_backend_max_sleep_between_retries_ms,
+                         conf.result_backend_base_sleep_between_retries_ms * 2 ** n)
+                     for n in range(1, conf.result_backend_max_retries + 1)]
+    assert sum(sleep_caps_ms) / 2 / 1000 >= worker_app.REDIS_OUTAGE_WAIT_S  # each sleep is drawn from [0, cap]
+    assert conf.result_backend_max_sleep_between_retries_ms <= 1000
+    assert canvas.SOFT_LIMIT_MARGIN_S >= worker_app.REDIS_OUTAGE_WAIT_S + 5
+    assert canvas.HARD_LIMIT_MARGIN_S > canvas.SOFT_LIMIT_MARGIN_S
+    assert worker_app.LONGEST_TASK_S >= 3600 + canvas.HARD_LIMIT_MARGIN_S  # the visibility timeout is above it
+    # A step running when the broker connection drops runs on; cancelled, its agent would be called again.
+    assert conf.worker_cancel_long_running_tasks_on_connection_loss is False
 
 
 def test_messages_sent_from_outside_a_task_yield_to_steps_of_jobs_under_way(monkeypatch):
