@@ -4,7 +4,7 @@ PYTHON  := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 SYSTEM_PYTHON ?= python3
 
-.PHONY: install services embedding-server llm-server demo lint test unit integration deploy-check chaos bench clean
+.PHONY: install services embedding-server llm-server demo lint test unit integration deploy-check chaos bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv $(VENV)
@@ -61,6 +61,11 @@ lint: install
 # suite mostly waits on its stacks (load average about 1 on two cores), so two take 15 min where one took 23.5.
 test: lint services embedding-server llm-server
 	$(PYTHON) -m pytest -q -n 2 --dist loadfile
+
+# docs/ as a site (mkdocs.yml, the Material theme from the test extra) into site/, which git ignores; --strict, as
+# tests/unit/test_docs_site.py builds it: a broken link or a page missing from nav fails.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 unit: install
 	$(PYTHON) -m pytest -q tests/unit
