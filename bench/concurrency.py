@@ -9,7 +9,7 @@ in turn, each one worker host of this machine:
   pool: a process per core);
 - ``thread_pool``: ``agentsearch worker --pool threads --queues celery --concurrency THREADS`` for the job's steps,
   beside ``agentsearch worker --pool prefork --queues artifacts,ingest --concurrency 1`` for the CPU-heavy queues
-  (the layout the README recommends).
+  (the layout docs/deployment.md recommends).
 
 Jobs/s = jobs / (last ``finished_at`` - first ``created_at``); a job's latency is ``finished_at - created_at``;
 errors are jobs that did not succeed (or were not accepted). Each stack gets a small warm-up batch first.

@@ -66,7 +66,7 @@ def api(host: str | None, port: int | None) -> None:
 @click.option("--hostname", default=None, help="Node name (Celery's -n), e.g. w1@%h for several workers on one host.")
 def worker(pool: str | None, queues: str | None, concurrency: int | None, loglevel: str, beat: bool,
            hostname: str | None) -> None:
-    """Run a Celery worker (distributed mode): README "Two kinds of worker" says which pool for which queue."""
+    """Run a Celery worker (distributed mode): which pool for which queue is in docs/deployment.md."""
     settings = get_settings()
     if settings.embedded:
         fail("the worker needs a shared broker: set AGENTSEARCH_BROKER_URL (e.g. redis://127.0.0.1:6379/0); "

@@ -3,7 +3,7 @@
 A custom ``prometheus_client`` collector: nothing is held in the API process, so every API replica exposes the same
 numbers (the totals of every worker host) and a restarted API loses nothing.
 
-Metrics (see README "Observability"):
+Metrics (see docs/observability.md):
 
 - ``agentsearch_agent_runs_total{agent,status}``         ok, cached, error, timeout, circuit_open, skipped
 - ``agentsearch_agent_duration_seconds{agent}``          histogram of the runner's measured duration

@@ -1,6 +1,6 @@
 """A thread-pool worker (``agentsearch worker --pool threads``): one process runs many jobs' steps at once.
 
-The stack is the layout the README recommends: a thread-pool worker on the job's queue (``celery``) and a prefork
+The stack is the layout docs/deployment.md gives: a thread-pool worker on the job's queue (``celery``) and a prefork
 worker on the CPU-heavy queues (``artifacts``, ``ingest``). Fifty jobs are in flight at once in the thread pool,
 sharing its breakers, caches, database pool and step ledger; each must come back with its own query, its own
 document and its own answer. Agents that hang past their deadline are abandoned, counted in ``/metrics``, and past
