@@ -11,20 +11,14 @@ Usage::
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from cli.client import ApiClient, ApiError
+from pipeline.platform.ports import free_port
 from pipeline.platform.settings import Settings
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 @contextmanager

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Self
 
-from cli.session import free_port
+from pipeline.platform.ports import free_port
 
 __all__ = ["BIN", "REPO", "free_port", "log_tails", "start_process", "stop_process", "wait_for",
            "watch_log"]

@@ -36,8 +36,8 @@ from pydantic.json_schema import SkipJsonSchema
 from pipeline.documents import Citation, CotStep, Document, Source
 
 if TYPE_CHECKING:  # types only: the contract stays free of the LLM client and the database
+    from pipeline.platform.egress import EgressPolicy
     from pipeline.platform.llm import LLMClient
-    from pipeline.security.egress import EgressPolicy
     from pipeline.security.registered_tools import RegisteredTool
 
 T = TypeVar("T")

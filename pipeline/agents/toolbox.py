@@ -39,12 +39,12 @@ from pipeline.agents.references import UserResources, collection_missing
 from pipeline.documents import Document
 from pipeline.platform.breakers import ADMIT_ALL
 from pipeline.platform.db import Collection, DocumentGroup, DocumentRow, milvus_collection_name
+from pipeline.platform.egress import EgressPolicy
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import MetadataFilter
 from pipeline.retrieval.sentence_vectors import KnownVectors, stored_for
 from pipeline.security.document_access import access_filter, held_tokens, team_groups_held, token, visible_documents
-from pipeline.security.egress import EgressPolicy
 from pipeline.security.registered_tools import RegisteredTool
 from pipeline.text import words
 from pipeline.text.acronyms import mine_acronyms

@@ -23,6 +23,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from pipeline.platform.egress import EgressPolicy
+
 ENV_PREFIX = "AGENTSEARCH_"
 # The LLM's budgets in the answer step, retries included (README "Configuration" and docs/citations.md have values
 # for a model on CPU cores and for a hosted one). Past one, the answer step goes on without that reply, and the job's
@@ -233,7 +235,7 @@ class Settings(BaseSettings):
         default_factory=list, description="Extra modules each worker imports at start: Celery tasks of plugins."
     )
     # Outbound calls made on a user's behalf (enricher, MCP over HTTP) reach public addresses only
-    # (pipeline.security.egress); this is the operator's way past that for every such call.
+    # (pipeline.platform.egress); this is the operator's way past that for every such call.
     egress_allow: list[str] = Field(
         default_factory=list,
         description='JSON list of CIDRs, addresses or host names user-triggered calls may reach although not public, '
@@ -435,15 +437,11 @@ class Settings(BaseSettings):
                 f"{env_name('answer_llm_timeout_s')} ({self.answer_llm_timeout_s:g}) + "
                 f"{env_name('judge_llm_timeout_s')} ({self.judge_llm_timeout_s:g}) must stay below "
                 f"{env_name('job_deadline_s')} ({self.job_deadline_s:g}): raise the job deadline with them")
-        from pipeline.security.egress import EgressPolicy
-
         EgressPolicy.parse(self.egress_allow)  # a bad entry stops the process at start, with its name
         return self
 
-    def egress_policy(self):
-        """The operator's egress allowlist as a ``pipeline.security.egress.EgressPolicy``."""
-        from pipeline.security.egress import EgressPolicy
-
+    def egress_policy(self) -> EgressPolicy:
+        """The operator's egress allowlist as a ``pipeline.platform.egress.EgressPolicy``."""
         return EgressPolicy.parse(self.egress_allow)
 
     def search_defaults(self) -> dict:

@@ -11,7 +11,7 @@ never by the user API: a user's agent config names a registered tool (``mcp``: `
   ``{metadata.<key>}`` placeholders, fixed scheme and host) and its ``headers``.
 
 ``server_tool`` is the tool's name on an MCP server when it differs from the registered name. ``allow_internal``
-lets calls reach the tool's own host although it is loopback or private (``pipeline.security.egress``); stdio
+lets calls reach the tool's own host although it is loopback or private (``pipeline.platform.egress``); stdio
 tools connect nowhere and take no such flag. Registered tools are shared by every user: they hold operator
 secrets (headers, env), which listings show by name only.
 
@@ -40,8 +40,8 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
 from pipeline.platform.db import Database, RegisteredToolRow, changed_rows
+from pipeline.platform.egress import EgressPolicy
 from pipeline.security.audit import Actor, record
-from pipeline.security.egress import EgressPolicy
 
 KINDS = ("mcp", "http")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

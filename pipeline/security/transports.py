@@ -35,7 +35,7 @@ import httpcore2
 import httpx
 import httpx2
 
-from pipeline.security.egress import EgressGuard, EgressPolicy, EgressRefused, Resolver
+from pipeline.platform.egress import EgressGuard, EgressPolicy, EgressRefused, Resolver
 
 
 class _SyncRefused(EgressRefused, httpcore.ConnectError):

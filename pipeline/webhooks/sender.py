@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import httpx
 
 from pipeline.platform.db import utcnow
-from pipeline.security.egress import EgressPolicy, Resolver
+from pipeline.platform.egress import EgressPolicy, Resolver
 from pipeline.security.transports import egress_refusal, guarded_client
 from pipeline.webhooks.deadline import DeadlineBackend
 from pipeline.webhooks.signer import signed_headers

@@ -3,7 +3,7 @@
 Only ``http`` and ``https``, with a host, no longer than ``MAX_URL_CHARS``, with no control character (a tab, CR,
 LF: ``urlsplit`` quietly drops them, so the URL looks fine here, but the HTTP client refuses it at every delivery,
 and it is a header-injection shape besides), and one the HTTP client itself parses as every delivery will. The
-host goes through the egress guard (``pipeline.security.egress``) as a delivery's connection will: a literal
+host goes through the egress guard (``pipeline.platform.egress``) as a delivery's connection will: a literal
 loopback, private, link-local or metadata address, or a name that resolves to one, is refused unless the operator
 allowed it (``AGENTSEARCH_EGRESS_ALLOW``); so is a name that does not resolve at all. This check is for the user's
 benefit (a clear 422 at once instead of a
@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from pipeline.security.egress import EgressGuard, EgressPolicy, EgressRefused, Resolver
+from pipeline.platform.egress import EgressGuard, EgressPolicy, EgressRefused, Resolver
 
 MAX_URL_CHARS = 2048
 SCHEMES = ("http", "https")

@@ -66,7 +66,7 @@ class HostsStack(ChaosStack):
         data = self.hosts.address("data")
         receiver_log = Path(workdir) / "deliveries.jsonl"
         super().__init__(workdir, workers=len(WORKER_HOSTS), concurrency=1, extra_env={
-            # The receiver's private address: webhooks may reach it (pipeline.security.egress refuses it otherwise).
+            # The receiver's private address: webhooks may reach it (pipeline.platform.egress refuses it otherwise).
             "AGENTSEARCH_EGRESS_ALLOW": json.dumps([f"{data}/32"]),
             **kwargs.pop("extra_env", {})}, **kwargs)
         self.postgres.remove()  # DevStack's own server on the machine, made but never started: this one instead

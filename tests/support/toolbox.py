@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pipeline.agents.references import collection_missing, tool_missing
-from pipeline.security.egress import EgressPolicy
+from pipeline.platform.egress import EgressPolicy
 from pipeline.security.registered_tools import RegisteredTool
 
 

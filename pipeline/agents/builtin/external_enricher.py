@@ -75,8 +75,8 @@ from pipeline.agents.base import (
 )
 from pipeline.agents.references import OperatorOnly, ToolReference, operator_only, resolve_references
 from pipeline.platform.breakers import AgentBreaker
+from pipeline.platform.egress import EgressPolicy
 from pipeline.platform.kv import canonical_hash
-from pipeline.security.egress import EgressPolicy
 from pipeline.security.registered_tools import PLACEHOLDER as _PLACEHOLDER, RegisteredTool
 from pipeline.security.storable import DEPTH_MESSAGE, deeper_than
 from pipeline.security.transports import egress_refusal, guarded_client

@@ -67,7 +67,7 @@ from pydantic import Field, model_validator
 
 from pipeline.agents.base import AgentArtifact, AgentConfig, AgentContext, ResponseAgent, ResponseAgentInput
 from pipeline.agents.references import OperatorOnly, ToolReference, operator_only, resolve_references
-from pipeline.security.egress import EgressPolicy
+from pipeline.platform.egress import EgressPolicy
 from pipeline.security.registered_tools import RegisteredTool
 
 FIELDS = ("query", "original_query", "answer", "documents", "sources", "cot_steps", "collection_id", "user_id",

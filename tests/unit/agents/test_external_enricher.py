@@ -21,7 +21,7 @@ from pipeline.agents.builtin.relevance_filter import RelevanceFilter
 from pipeline.agents.builtin.reranker import Reranker
 from pipeline.agents.references import UnresolvedReference
 from pipeline.platform.breakers import AgentBreaker
-from pipeline.security.egress import EgressPolicy
+from pipeline.platform.egress import EgressPolicy
 from pipeline.security.registered_tools import RegisteredTool
 from tests.support.toolbox import RegisteredToolbox
 from tests.unit.agents.post_search_fakes import ctx_with, run

@@ -21,8 +21,8 @@ from pipeline.agents.builtin.llm_prompt import LlmPrompt
 from pipeline.agents.builtin.mcp_tool import McpTool, McpToolError
 from pipeline.agents.references import ToolReference, UnresolvedReference
 from pipeline.agents.registry import AgentRegistry
+from pipeline.platform.egress import EgressPolicy
 from pipeline.platform.llm import LLMClient, LLMError
-from pipeline.security.egress import EgressPolicy
 from pipeline.security.registered_tools import RegisteredTool
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM

@@ -16,8 +16,7 @@ import httpx2
 import pytest
 from pydantic import ValidationError
 
-from pipeline.platform.settings import Settings
-from pipeline.security.egress import (
+from pipeline.platform.egress import (
     EgressGuard,
     EgressPolicy,
     EgressRefused,
@@ -25,6 +24,7 @@ from pipeline.security.egress import (
     literal_address,
     system_resolver,
 )
+from pipeline.platform.settings import Settings
 from pipeline.security.transports import egress_refusal, guarded_async_client, guarded_client
 from tests.support.json_server import JsonServer
 

@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from pipeline.job.store import JobStore
+from pipeline.job.job_store import JobStore
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, WebhookAttemptRow, WebhookDeliveryRow, WebhookRow, utcnow
-from pipeline.security.egress import EgressPolicy
+from pipeline.platform.egress import EgressPolicy
 from pipeline.webhooks import outbox
 from pipeline.webhooks.courier import Courier
 from pipeline.webhooks.events import encode

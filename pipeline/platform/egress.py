@@ -24,7 +24,8 @@ broad internal range or ``--allow-internal`` never opens them.
 
 The check runs at connect time, inside the HTTP client (``pipeline.security.transports``), and the connection
 goes to the address that was checked: a name that resolved to a public address when a config was saved and to
-127.0.0.1 now (DNS rebinding), or a redirect to an internal host, is refused all the same.
+127.0.0.1 now (DNS rebinding), or a redirect to an internal host, is refused all the same. The policy is here, with
+the platform, because the settings check ``AGENTSEARCH_EGRESS_ALLOW`` with it when a process starts.
 
 Usage::
 
