@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sql_errors
 
+from api.errors import refusal_answer
 from api.mcp_server.endpoint import McpEndpoint
 from api.rate_limits import RateLimited, RateLimitHeaders
 from api.request_guard import validation_error
@@ -41,6 +42,7 @@ from migrations import upgrade
 from pipeline.job.store import JobStore
 from pipeline.observability.tracing import configure_tracing
 from pipeline.platform.ticker import Ticker
+from pipeline.refusal import Refusal
 from pipeline.security.rate_windows import RateWindows
 from pipeline.services import get_services
 from worker.agentic_tasks import run_due_profile_sets
@@ -131,6 +133,8 @@ def create_app() -> FastAPI:
     app.add_middleware(RateLimitHeaders)
     app.add_middleware(SecurityHeaders)  # nosniff on every answer, errors and /mcp included
     app.add_exception_handler(RequestValidationError, validation_error)
+    # A pipeline refusal a route lets go (pipeline/refusal.py): its status and words, or its fields at fault.
+    app.add_exception_handler(Refusal, refusal_answer)
     for error in (sql_errors.OperationalError, sql_errors.InterfaceError, sql_errors.TimeoutError):
         app.add_exception_handler(error, _database_unavailable)
     app.add_exception_handler(sql_errors.DataError, _value_not_storable)

@@ -1,7 +1,7 @@
 // What the caller's role over a collection lets it do, so the console offers only that. The collections listing
 // gives each collection's `role` ('owner' of a personal one, else the team role); the API refuses the rest (403)
 // whatever the page shows: this only hides. Each action names the route it calls and the role that route needs,
-// as api/roles.py's ROUTE_ROLES has it (tests/unit/api/test_console_files.py holds the two together).
+// as api/route_rules.py's ROUTE_RULES declares it (tests/unit/api/test_console_files.py holds the two together).
 
 // Each role covers those before it (pipeline/security/roles.py RANK).
 const RANK = { viewer: 0, editor: 1, admin: 2, owner: 3 };

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from api.audit import audit
 from api.auth import CurrentUser, key_limits
-from api.errors import http_error, not_found, unprocessable
+from api.errors import not_found, unprocessable
 from api.rate_limits import effective_limits
 from api.request_guard import GuardedRoute
 from api.roles import Reach
@@ -32,15 +32,8 @@ from pipeline.ingestion.lease import queue_in_tasks
 from pipeline.ingestion.progress import collection_progress
 from pipeline.job.stage_budget import StageTimeouts, over_deadline
 from pipeline.platform.db import Collection, DocumentRow
-from pipeline.refusal import Refusal
 from pipeline.security.access import Access
-from pipeline.security.document_access import (
-    DocumentAccess,
-    groups_for,
-    held_tokens,
-    refuse_hidden,
-    set_document_groups,
-)
+from pipeline.security.document_access import groups_for, held_tokens, refuse_hidden, set_document_groups
 from pipeline.security.quotas import check_document_quota
 from pipeline.security.teams import team_name
 
@@ -147,7 +140,7 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
         seen[doc.id] = i
     with services.db.session() as s:
         collection = Reach(request, s, user_id).collection(collection_id)
-        groups = [_groups(collection, doc.access, ("body", "documents", i, "access"))
+        groups = [groups_for(collection, doc.access, ("body", "documents", i, "access"))
                   for i, doc in enumerate(body.documents)]
         # A team collection's documents count against the quota of the member who made it, not the sender's.
         existing = documents_within_quota(s, request, collection.user_id, collection_id, list(seen))
@@ -174,18 +167,8 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
                              task_ids=[task_id for task_id, _ in tasks])
 
 
-def _groups(collection: Collection, access: DocumentAccess | None, loc: tuple) -> list[str] | None:
-    try:
-        return groups_for(collection, access, loc)
-    except Refusal as exc:
-        raise http_error(exc) from None
-
-
 def refused_if_hidden(s: Session, rows: Iterable[DocumentRow], collection: Collection, user_id: uuid.UUID) -> None:
-    try:
-        refuse_hidden(s, rows, collection, held_tokens(s, user_id))
-    except Refusal as exc:
-        raise http_error(exc) from None
+    refuse_hidden(s, rows, collection, held_tokens(s, user_id))
 
 
 def documents_within_quota(s: Session, request: Request, user_id: uuid.UUID, collection_id: uuid.UUID,
@@ -194,11 +177,8 @@ def documents_within_quota(s: Session, request: Request, user_id: uuid.UUID, col
     others would take the user past the document quota. Called before anything is written, so a request past the
     quota stores none of its documents."""
     existing = documents_by_id(s, collection_id, document_ids)
-    try:
-        check_document_quota(s, user_id, adding=len(set(document_ids)) - len(existing),
-                             limit=effective_limits(request, user_id).max_documents)
-    except Refusal as exc:
-        raise http_error(exc) from None
+    check_document_quota(s, user_id, adding=len(set(document_ids)) - len(existing),
+                         limit=effective_limits(request, user_id).max_documents)
     return existing
 
 

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from api.audit import audit
 from api.auth import CurrentUser
-from api.errors import http_error, not_found, unprocessable
+from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
 from api.roles import Reach
 from api.routes.collections import add_documents, documents_within_quota, refused_if_hidden
@@ -42,7 +42,6 @@ from pipeline.ingestion.documents import document_page, keep_file, upload_state,
 from pipeline.ingestion.lease import queue
 from pipeline.platform.db import Collection, DocumentRow
 from pipeline.platform.settings import get_settings
-from pipeline.refusal import Refusal
 from pipeline.security.document_access import (
     DocumentAccess,
     document_groups,
@@ -186,10 +185,7 @@ def _form_access(raw: str | None, collection: Collection) -> DocumentAccess | No
     except ValidationError as exc:
         first = exc.errors()[0]
         raise unprocessable(("body", "access", *first["loc"]), first["msg"]) from None
-    try:
-        groups_for(collection, given, ("body", "access"))
-    except Refusal as exc:
-        raise http_error(exc) from None
+    groups_for(collection, given, ("body", "access"))
     return given
 
 

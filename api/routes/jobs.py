@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.audit import actor_of
 from api.auth import CurrentUser, key_limits, still_valid
-from api.errors import http_error, not_found
+from api.errors import not_found
 from api.job_events import WAIT_POLL_S, JobEvents
 from api.rate_limits import job_admission
 from api.request_guard import GuardedRoute
@@ -34,7 +34,6 @@ from pipeline.job.state import JobState
 from pipeline.job.store import TERMINAL, JobStore
 from pipeline.job.submit import Submission, audit_search, submit_job
 from pipeline.platform.db import Job
-from pipeline.refusal import Refusal
 from pipeline.security.audit import Actor
 from pipeline.security.rate_windows import Admission
 from pipeline.services import Services
@@ -94,8 +93,6 @@ def _submit(services: Services, user_id: uuid.UUID, body: SearchRequest, idempot
     while the request waits for it (released in this thread, not another one's hop)."""
     try:
         submitted = submit_job(services, user_id, body, idempotency_key, within=within, actor=actor)
-    except Refusal as exc:
-        raise http_error(exc) from None
     finally:
         if admission is not None:
             admission.release()

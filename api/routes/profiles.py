@@ -16,28 +16,20 @@ from sqlalchemy.exc import IntegrityError
 
 from api.audit import audit_reads
 from api.auth import CurrentUser
-from api.errors import http_error, not_found, unprocessable
+from api.errors import not_found, unprocessable
 from api.request_guard import GuardedRoute
 from api.roles import Reach
 from api.routes.jobs import enqueue
 from api.schemas import ProfileSetCreate
 from api.services import AppServices
 from pipeline.agentic.schedule import create_run, profile_sets_of, remove_profile_set, run_page
-from pipeline.agentic.spec import AgenticSpec, checked_spec
+from pipeline.agentic.spec import checked_spec
 from pipeline.job.store import JobStore
 from pipeline.platform.db import ProfileSetRow, utcnow
-from pipeline.platform.settings import Settings
 from pipeline.refusal import Refusal
 
 router = APIRouter(prefix="/v1/profile-sets", tags=["profiles"], route_class=GuardedRoute)
 log = logging.getLogger("agentsearch.api")
-
-
-def _validated(body: ProfileSetCreate, settings: Settings) -> AgenticSpec:
-    try:
-        return checked_spec(body.iterative, body.profiles, body.seen, settings)
-    except Refusal as exc:
-        raise http_error(exc) from None
 
 
 def _out(row: ProfileSetRow) -> dict[str, Any]:
@@ -53,7 +45,7 @@ def _out(row: ProfileSetRow) -> dict[str, Any]:
 @router.post("", status_code=201)
 def create_profile_set(body: ProfileSetCreate, user_id: CurrentUser, request: Request,
                        services: AppServices) -> dict[str, Any]:
-    spec = _validated(body, services.settings)
+    spec = checked_spec(body.iterative, body.profiles, body.seen, services.settings)
     with services.db.session() as s:
         reach = Reach(request, s, user_id)
         reach.collection(body.collection_id)
@@ -61,7 +53,7 @@ def create_profile_set(body: ProfileSetCreate, user_id: CurrentUser, request: Re
             for j, collection_id in enumerate(profile.collections):
                 try:
                     reach.collection(collection_id)
-                except HTTPException:
+                except Refusal:  # not reached here (missing, another user's, short of the role): the field named
                     raise unprocessable(("body", "profiles", i, "collections", j),
                                         f"collection {collection_id} not found") from None
         now = utcnow()

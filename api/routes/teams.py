@@ -41,12 +41,10 @@ from sqlalchemy.orm import Session
 
 from api.audit import actor_of
 from api.auth import CurrentUser
-from api.errors import http_error
 from api.request_guard import GuardedRoute
 from api.roles import Reach
 from api.services import AppServices
 from pipeline.platform.db import Team
-from pipeline.refusal import Refusal
 from pipeline.security.audit import MAX_LIMIT, events, shown
 from pipeline.security.document_access import held_tokens, team_groups_held
 from pipeline.security.groups import GROUP_MANAGER, GroupMember, groups_of_team, remove_group_member, set_group_member
@@ -107,12 +105,9 @@ def _group_member(g: GroupMember) -> dict[str, Any]:
 
 
 def _answer(services: Services, work: Callable[[Session], Any]) -> Any:
-    """``work`` in one session (its check and its change one transaction), a refusal as its HTTP error."""
-    try:
-        with services.db.session() as s:
-            return work(s)
-    except Refusal as exc:
-        raise http_error(exc) from None
+    """``work`` in one session: its check and its change one transaction (a refusal rolls both back)."""
+    with services.db.session() as s:
+        return work(s)
 
 
 @router.post("", status_code=201)
@@ -196,19 +191,16 @@ def read_audit(team_id: uuid.UUID, user_id: CurrentUser, request: Request, servi
                limit: int = Query(50, ge=1, le=MAX_LIMIT)) -> dict[str, Any]:
     """The team's audit trail, newest first: its membership, and every change and search over its collections.
     For the team's admins (403 naming ``admin`` for other members, 404 for anyone else)."""
-    try:
-        with services.db.session() as s:
-            Reach(request, s, user_id).team(team_id)
-            actor_id = None
-            if actor is not None:
-                named = user_named(s, actor)
-                if named is None:  # nobody of that name: no event of theirs
-                    return {"items": [], "next_cursor": None}
-                actor_id = named.id
-            page = events(s, team_id=team_id, actor_id=actor_id, action=action, since=since, until=until,
-                          before=cursor, limit=limit)
-            names = user_names(s, (e.actor_id for e in page))
-            return {"items": [shown(e, names) for e in page],
-                    "next_cursor": page[-1].id if len(page) == limit else None}
-    except Refusal as exc:
-        raise http_error(exc) from None
+    with services.db.session() as s:
+        Reach(request, s, user_id).team(team_id)
+        actor_id = None
+        if actor is not None:
+            named = user_named(s, actor)
+            if named is None:  # nobody of that name: no event of theirs
+                return {"items": [], "next_cursor": None}
+            actor_id = named.id
+        page = events(s, team_id=team_id, actor_id=actor_id, action=action, since=since, until=until,
+                      before=cursor, limit=limit)
+        names = user_names(s, (e.actor_id for e in page))
+        return {"items": [shown(e, names) for e in page],
+                "next_cursor": page[-1].id if len(page) == limit else None}

@@ -40,7 +40,7 @@ from pipeline.security.document_access import GROUP_NAME
 from pipeline.security.roles import Role
 from pipeline.security.teams import Member, recorded_as, user_named
 
-# The role that changes who is in a team's groups (``api.roles`` declares it for the routes).
+# The role that changes who is in a team's groups (``api.route_rules`` declares it for the routes).
 GROUP_MANAGER: Role = "admin"
 
 

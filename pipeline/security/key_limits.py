@@ -4,7 +4,7 @@ A key without limits (every column NULL, as every key issued before limits exist
 limited key carries any of three: ``scopes`` (``search``: submit searches and read their jobs; ``read``: read
 collections, documents, jobs and configs; ``write``: change them), ``collections`` (the only ones it sees; the
 others answer 404 as another user's do), and ``expires_at`` (after it, 401 as for a revoked key). Which scope each
-route needs is ``api.scopes``.
+route needs is declared in ``api.route_rules``.
 
 Usage::
 

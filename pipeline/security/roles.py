@@ -3,7 +3,8 @@
 Roles, each covering those below it: ``admin`` (the team's members, and everything an editor does), ``editor`` (the
 documents, agent sets, settings and webhooks of the team's collections), ``viewer`` (search them, read their
 documents and jobs). The owner of a personal collection holds ``owner`` over it, which covers every role. Which
-role each route needs is ``api.roles``; finding a collection or job with it is ``pipeline.security.access``.
+role each route needs is declared in ``api.route_rules``; finding a collection or job with it is
+``pipeline.security.access``.
 
 Membership rules (``change_problem``): only an admin adds, removes or changes a member; nobody changes their own
 role (an admin cannot be demoted by mistake, a member never raises itself); any member may leave; the team's last

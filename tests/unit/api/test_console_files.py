@@ -7,7 +7,7 @@ import re
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from api.roles import ROUTE_ROLES
+from api.route_rules import ROUTE_RULES
 from api.routes import console
 from pipeline.security.roles import RANK
 
@@ -61,13 +61,13 @@ def test_no_markup_is_built_from_strings_and_nothing_inline():
 
 
 def test_the_roles_the_console_offers_each_action_to_are_the_ones_its_route_needs():
-    """The console hides what a role may not do (roles.js); each action names its route and role as api/roles.py
-    has them, and the roles rank as pipeline/security/roles.py ranks them."""
+    """The console hides what a role may not do (roles.js); each action names its route and role as
+    api/route_rules.py declares them, and the roles rank as pipeline/security/roles.py ranks them."""
     code = (console.CONSOLE_DIR / "roles.js").read_text()
     actions = re.findall(r"(\w+): \{ method: '(\w+)', route: '([^']+)', role: '(\w+)' \}", code)
     assert {name for name, *_ in actions} == {"upload", "deleteDocument", "editAgents"}
     for name, method, route, role in actions:
-        assert ROUTE_ROLES[(method, route)] == role, name
+        assert ROUTE_RULES[(method, route)].role == role, name
     rank = re.search(r"const RANK = \{([^}]*)\}", code)
     assert rank and dict(re.findall(r"(\w+): (\d+)", rank.group(1))) == {k: str(v) for k, v in RANK.items()}
     used = set()

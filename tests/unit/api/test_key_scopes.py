@@ -14,7 +14,8 @@ from starlette.routing import Route
 
 import api.routes
 from api.auth import current_user
-from api.scopes import FRAMEWORK_PATHS, ROUTE_NEEDS, need_of, template
+from api.route_rules import FRAMEWORK_PATHS, ROUTE_RULES, template
+from api.scopes import need_of
 from pipeline.platform.db import Job
 from pipeline.security.key_limits import KeyLimitError, KeyLimits, checked_scopes, parse_duration, searched_collections
 from pipeline.security.users import SHOWN_CHARS, UserStore
@@ -101,9 +102,9 @@ def test_every_route_of_the_app_has_a_declared_need(app):
     routes |= {("*", r.path) for r in app.routes if type(r) is Route and r.path not in FRAMEWORK_PATHS}
     assert ("POST", "/v1/keys") in routes and ("*", "/mcp") in routes and ("GET", "/metrics") in routes
     undeclared = sorted(route for route in routes if need_of(*route) is None)
-    assert undeclared == [], f"routes with no scope in api/scopes.py ROUTE_NEEDS: {undeclared}"
+    assert undeclared == [], f"routes with no line in api/route_rules.py ROUTE_RULES: {undeclared}"
     # And the table names no route the app does not have (a renamed route would leave a stale line).
-    assert sorted(set(ROUTE_NEEDS) - routes) == []
+    assert sorted(set(ROUTE_RULES) - routes) == []
 
 
 def test_a_route_is_public_exactly_when_it_takes_no_key():

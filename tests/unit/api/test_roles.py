@@ -4,14 +4,20 @@ SQLite)."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import uuid
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from fastapi import Request
 
 import api.routes
-from api.roles import ROUTE_ROLES
-from api.scopes import ROUTE_NEEDS
+from api import route_rules
+from api.roles import role_needed
+from api.route_rules import ROUTE_RULES
+from api.scopes import need_of
 from pipeline.security.roles import ROLES, RoleError, change_problem, checked_role, covers
 from pipeline.security.users import UserStore
 from tests.unit.api.test_key_scopes import _module_routes
@@ -63,9 +69,32 @@ def test_every_route_reaching_a_collection_or_a_job_declares_its_role():
     routes = {(m, r.path.replace("{document_id:path}", "{document_id}")) for r in _module_routes() for m in r.methods}
     reaching = {route for route in routes if "{collection_id}" in route[1] or "{job_id}" in route[1]}
     assert ("POST", "/v1/collections/{collection_id}/documents") in reaching
-    assert sorted(reaching - set(ROUTE_ROLES)) == [], "routes with no role in api/roles.py ROUTE_ROLES"
-    # Each line names a route the app has (and one the scopes' table knows).
-    assert sorted(set(ROUTE_ROLES) - routes) == [] and set(ROUTE_ROLES) <= set(ROUTE_NEEDS)
+    roles = {route: rule.role for route, rule in ROUTE_RULES.items() if rule.role is not None}
+    assert sorted(reaching - set(roles)) == [], "routes with no role in api/route_rules.py ROUTE_RULES"
+    assert sorted(set(roles) - routes) == []  # each role is of a route the app has
+
+
+def test_the_scope_check_and_the_role_check_read_one_line_per_route(monkeypatch):
+    route = ("PATCH", "/v1/collections/{collection_id}")
+    monkeypatch.setitem(ROUTE_RULES, route, route_rules.RouteRule(route_rules.READ, "admin"))
+    request = Request({"type": "http", "method": "PATCH", "path": "/v1/collections/c", "headers": [],
+                       "query_string": b"", "route": SimpleNamespace(path=route[1])})
+    assert need_of(*route) == route_rules.READ and role_needed(request) == "admin"
+
+
+def _route_keyed(node: ast.AST) -> bool:
+    """A dict literal keyed by (method, path) pairs: a table of routes."""
+    return isinstance(node, ast.Dict) and any(
+        isinstance(key, ast.Tuple) and len(key.elts) == 2 and isinstance(key.elts[0], ast.Constant)
+        and str(key.elts[0].value) in {"GET", "POST", "PUT", "PATCH", "DELETE", "*"} for key in node.keys)
+
+
+def test_routes_are_declared_in_one_table_only():
+    """A second table of routes (a scope here, a role there) drifts from the first: there is one, route_rules."""
+    api_dir = Path(route_rules.__file__).parent
+    tables = sorted(str(path.relative_to(api_dir)) for path in api_dir.rglob("*.py")
+                    if any(_route_keyed(node) for node in ast.walk(ast.parse(path.read_text()))))
+    assert tables == ["route_rules.py"]
 
 
 def test_no_route_checks_a_collections_owner_itself():
@@ -81,13 +110,13 @@ def test_no_route_checks_a_collections_owner_itself():
 
 
 def test_each_role_reaches_what_it_should():
-    assert ROUTE_ROLES[("GET", "/v1/collections/{collection_id}/documents")] == "viewer"
-    assert ROUTE_ROLES[("POST", "/v1/search")] == "viewer"
+    assert ROUTE_RULES[("GET", "/v1/collections/{collection_id}/documents")].role == "viewer"
+    assert ROUTE_RULES[("POST", "/v1/search")].role == "viewer"
     collection = "/v1/collections/{collection_id}"
     for writes in (("POST", f"{collection}/documents"), ("PUT", f"{collection}/agents"), ("POST", "/v1/webhooks"),
                    ("DELETE", f"{collection}/documents/{{document_id}}"), ("PATCH", collection)):
-        assert ROUTE_ROLES[writes] == "editor", writes
-    assert ROUTE_ROLES[("POST", "/v1/collections")] == "admin"
+        assert ROUTE_RULES[writes].role == "editor", writes
+    assert ROUTE_RULES[("POST", "/v1/collections")].role == "admin"
 
 
 # -- the API ------------------------------------------------------------------------------------------------------

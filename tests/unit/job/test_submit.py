@@ -7,11 +7,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from fastapi import HTTPException
-from fastapi.exceptions import RequestValidationError
 from sqlalchemy import func, select
 
-from api.errors import http_error
 from pipeline.job.request import SearchRequest
 from pipeline.job.store import JobStore
 from pipeline.job.submit import audit_search, submit_job
@@ -55,15 +52,6 @@ def test_a_missing_collection_is_a_404_as_reading_it_would_be(services):
         submit(services, collection_id=MISSING, query="Q4 revenue")
     assert (refused.value.status, refused.value.detail) == (404, f"collection {MISSING} not found")
     assert refused.value.errors is None
-
-
-def test_the_api_turns_a_refusal_into_its_own_errors():
-    invalid = http_error(Refusal(422, "query must not be empty",
-                                 [{"loc": ("body", "query"), "msg": "query must not be empty", "type": "value_error"}]))
-    assert isinstance(invalid, RequestValidationError) and invalid.errors()[0]["loc"] == ("body", "query")
-    conflict = http_error(Refusal(409, "a job with this Idempotency-Key is being created"))
-    assert isinstance(conflict, HTTPException) and (conflict.status_code, conflict.detail) == (
-        409, "a job with this Idempotency-Key is being created")
 
 
 def test_a_new_job_is_queued_with_its_first_state_for_the_caller_to_enqueue(services, collection_id):
