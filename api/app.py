@@ -38,6 +38,7 @@ from api.routes import (
 )
 from api.security_headers import SecurityHeaders
 from api.waits import WaitSlots
+from api.worker_side import EmbeddedWorker, celery_app, prune_retained, run_due_profile_sets, sweep_webhooks
 from migrations import upgrade
 from pipeline.job.store import JobStore
 from pipeline.observability.tracing import configure_tracing
@@ -45,11 +46,6 @@ from pipeline.platform.ticker import Ticker
 from pipeline.refusal import Refusal
 from pipeline.security.rate_windows import RateWindows
 from pipeline.services import get_services
-from worker.agentic_tasks import run_due_profile_sets
-from worker.app import app as celery_app
-from worker.embedded import EmbeddedWorker
-from worker.retention import prune_retained
-from worker.webhooks import sweep_webhooks
 
 log = logging.getLogger("agentsearch.api")
 

@@ -27,6 +27,7 @@ from api.roles import Reach
 from api.schemas import JobOut
 from api.security_headers import attachment
 from api.services import AppServices
+from api.worker_side import enqueue_job
 from pipeline.agents.records import AgentSpec
 from pipeline.job.request import SearchRequest
 from pipeline.job.response import JobResponse
@@ -37,7 +38,6 @@ from pipeline.platform.db import Job
 from pipeline.security.audit import Actor
 from pipeline.security.rate_windows import Admission
 from pipeline.services import Services
-from worker.canvas import enqueue_job
 
 router = APIRouter(tags=["jobs"], route_class=GuardedRoute)
 log = logging.getLogger("agentsearch.api")

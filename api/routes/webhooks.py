@@ -23,13 +23,13 @@ from api.request_guard import GuardedRoute
 from api.roles import Reach
 from api.schemas import WebhookCreate, WebhookUpdate
 from api.services import AppServices
+from api.worker_side import deliver_webhook
 from pipeline.platform.db import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
 from pipeline.platform.settings import Settings
 from pipeline.webhooks.listing import deliveries_of, delivery_of, remove_webhook, webhooks_of
 from pipeline.webhooks.quota import hold_user, webhook_count
 from pipeline.webhooks.secret import new_secret
 from pipeline.webhooks.target import TargetRefused, checked_url
-from worker.webhooks import deliver_webhook
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], route_class=GuardedRoute)
 log = logging.getLogger("agentsearch.api")
