@@ -22,7 +22,6 @@ import redis
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
 from pipeline.agents.toolbox import AgentTools
-from pipeline.job.artifacts import ArtifactStore
 from pipeline.observability.metrics import MetricsRecorder
 from pipeline.platform.breakers import BreakerBoard
 from pipeline.platform.cache import ResultCache
@@ -87,10 +86,6 @@ class Services:
     def metrics(self) -> MetricsRecorder:
         # In the store shared by every worker host: the API reads it back for /metrics.
         return MetricsRecorder(self.redis)
-
-    @cached_property
-    def artifacts(self) -> ArtifactStore:
-        return ArtifactStore(self.db, self.settings.artifact_max_bytes)
 
     @property
     def embedder(self) -> TextEmbedder:

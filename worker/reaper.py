@@ -24,16 +24,16 @@ from collections.abc import Callable
 from celery import Task, states
 from celery.signals import task_prerun
 
-from pipeline.agents.records import AgentSpec
 from pipeline.ingestion.recovery import find_lost, send_again
-from pipeline.job.store import ORPHAN_GRACE_S, JobStore
+from pipeline.job.job_store import ORPHAN_GRACE_S, JobStore
+from pipeline.job.workflow import end_job_trace
 from pipeline.platform.db import utcnow
+from pipeline.records.agent_runs import AgentSpec
 from pipeline.services import get_services
 from worker.app import INGEST_QUEUE, app
 from worker.broker_tasks import broker_client, held_tasks, ingest_view
 from worker.canvas import enqueue_job
 from worker.liveness import alive_nodes
-from worker.observability import end_job_trace
 
 log = logging.getLogger("agentsearch.worker")
 

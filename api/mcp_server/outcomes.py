@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from pipeline.job.response import InlinedArtifact, JobResponse
+from pipeline.records.job_response import InlinedArtifact, JobResponse
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 

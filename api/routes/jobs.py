@@ -28,13 +28,14 @@ from api.schemas import JobOut
 from api.security_headers import attachment
 from api.services import AppServices
 from api.worker_side import enqueue_job
-from pipeline.agents.records import AgentSpec
+from pipeline.job.artifacts import ArtifactStore
+from pipeline.job.job_state import JobState
+from pipeline.job.job_store import TERMINAL, JobStore
 from pipeline.job.request import SearchRequest
-from pipeline.job.response import JobResponse
-from pipeline.job.state import JobState
-from pipeline.job.store import TERMINAL, JobStore
 from pipeline.job.submit import Submission, audit_search, submit_job
 from pipeline.platform.db import Job
+from pipeline.records.agent_runs import AgentSpec
+from pipeline.records.job_response import JobResponse
 from pipeline.security.audit import Actor
 from pipeline.security.rate_windows import Admission
 from pipeline.services import Services
@@ -178,7 +179,7 @@ def job_view(services: Services, job: Job) -> dict:
     if not job.response:
         return view
     # The artifacts' bytes are stored once, in the job that made them (a cached copy's are its source's).
-    rows = services.artifacts.for_job(str(job.cached_from or job.id))
+    rows = ArtifactStore.of(services).for_job(str(job.cached_from or job.id))
     stored = JobResponse.load(job.response)
     view["response"] = stored.with_artifacts_inlined({ref: row.data for ref, row in rows.items()}, str(job.id)).dump()
     return view
@@ -277,7 +278,7 @@ def download_artifact(job_id: uuid.UUID, filename: str, user_id: CurrentUser, re
     with services.db.session() as s:
         job = Reach(request, s, user_id).job(job_id)
         owner = job.cached_from or job.id
-    row = services.artifacts.get(str(owner), filename)
+    row = ArtifactStore.of(services).get(str(owner), filename)
     if row is None:
         raise not_found("artifact", filename)
     return Response(

@@ -22,9 +22,9 @@ from api.roles import Reach
 from api.routes.jobs import enqueue
 from api.schemas import ProfileSetCreate
 from api.services import AppServices
-from pipeline.agentic.schedule import create_run, profile_sets_of, remove_profile_set, run_page
 from pipeline.agentic.spec import checked_spec
-from pipeline.job.store import JobStore
+from pipeline.job.job_store import JobStore
+from pipeline.job.profile_sets import create_run, profile_sets_of, remove_profile_set, run_page
 from pipeline.platform.db import ProfileSetRow, utcnow
 from pipeline.refusal import Refusal
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
@@ -35,18 +34,16 @@ from pydantic.json_schema import SkipJsonSchema
 
 from pipeline.documents import Citation, CotStep, Document, Source
 
+# The stages and a run's record are the records' (below the agents, so metrics and traces read them without the
+# agents); an agent imports them from here, with the rest of its contract.
+from pipeline.records.agent_runs import AgentResult, Stage
+
 if TYPE_CHECKING:  # types only: the contract stays free of the LLM client and the database
     from pipeline.platform.egress import EgressPolicy
     from pipeline.platform.llm import LLMClient
     from pipeline.security.registered_tools import RegisteredTool
 
 T = TypeVar("T")
-
-
-class Stage(StrEnum):
-    PRE_SEARCH = "pre_search"
-    POST_SEARCH = "post_search"
-    RESPONSE = "response"
 
 
 class PreSearchInput(BaseModel):
@@ -101,24 +98,6 @@ class AgentArtifact(BaseModel):
     filename: str
     content_type: str
     metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class AgentResult(BaseModel):
-    """One agent invocation as recorded in the job: what it returned (``data``, ``metadata``, ``errors``), whether it
-    succeeded, and how: status, timing and cache use."""
-
-    agent_id: str
-    config_id: str | None = None
-    stage: Stage
-    success: bool
-    status: str  # ok | error | timeout | circuit_open | skipped
-    data: dict[str, Any] = Field(default_factory=dict)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    errors: list[str] | None = None
-    duration_ms: float = 0.0
-    cache_hit: bool = False
-    next_agent_id: str | None = Field(
-        None, description="The agent of the same stage this one named to run next (pipeline.job.routing).")
 
 
 class Gate(Protocol):

@@ -23,7 +23,7 @@ from typing import Protocol
 from pydantic import BaseModel
 
 from pipeline.agents.base import AgentContext
-from pipeline.agents.records import AgentRun, AgentSpec
+from pipeline.records.agent_runs import AgentRun, AgentSpec
 
 FAILED = frozenset({"error", "timeout", "circuit_open"})
 

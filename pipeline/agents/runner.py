@@ -36,7 +36,6 @@ from redis.exceptions import RedisError
 
 from pipeline.agents.base import Agent, AgentArtifact, AgentContext, AgentSkipped
 from pipeline.agents.deadline import AgentTimeout, call_with_deadline
-from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.agents.registry import AgentRegistry, UnknownAgent
 from pipeline.agents.toolbox import AgentTools
 from pipeline.observability.logs import log_context
@@ -45,8 +44,9 @@ from pipeline.observability.tracing import agent_span, finish_agent_span
 from pipeline.platform.breakers import ADMIT_ALL, AdmitAll, AgentBreaker, BreakerBoard
 from pipeline.platform.cache import Lookup, ResultCache
 from pipeline.platform.kv import canonical_hash
-from pipeline.platform.overlap import send
+from pipeline.platform.redis_pipelining import send
 from pipeline.platform.settings import Settings
+from pipeline.records.agent_runs import AgentRun, AgentSpec
 
 T = TypeVar("T")
 
@@ -92,7 +92,7 @@ class AgentRunner:
     def run(self, spec: AgentSpec, inp: BaseModel, ctx: AgentContext) -> tuple[AgentRun, BaseModel | None]:
         # What a run leaves in Redis after the call, the cached result with its lock's release and the metrics,
         # goes in one round trip at its end (sent even when the run raises: the lock must not wait to expire),
-        # whose answer a job step reads later (``pipeline.platform.overlap``).
+        # whose answer a job step reads later (``pipeline.platform.redis_pipelining``).
         end_of_run_writes = self._redis.pipeline(transaction=False)
         shared = self.metrics.redis is self._redis  # else the metrics go to their own Redis on their own
         try:

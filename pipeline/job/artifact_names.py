@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pipeline.agents.records import AgentSpec
+from pipeline.records.agent_runs import AgentSpec
 
 RankKey = tuple[str, str, int]
 

@@ -3,6 +3,7 @@
 Usage::
 
     store = ArtifactStore(db, max_bytes=20 * 1024 * 1024)
+    store = ArtifactStore.of(services)           # the process's database, AGENTSEARCH_ARTIFACT_MAX_BYTES
     ref = store.save(job_id, artifact)           # ArtifactRef, the claim check the canvas carries
     row = store.get(job_id, "summary.txt")       # bytes and content type for the download endpoint
 
@@ -18,9 +19,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from pipeline.agents.base import AgentArtifact
-from pipeline.agents.records import ArtifactRef
-from pipeline.job.store import TERMINAL
+from pipeline.job.job_store import TERMINAL
 from pipeline.platform.db import ArtifactRow, Database, Job
+from pipeline.records.agent_runs import ArtifactRef
+from pipeline.services import Services
 
 
 class ArtifactTooLarge(ValueError):
@@ -35,6 +37,12 @@ class ArtifactStore:
     def __init__(self, db: Database, max_bytes: int) -> None:
         self.db = db
         self.max_bytes = max_bytes
+
+    @classmethod
+    def of(cls, services: Services) -> ArtifactStore:
+        """The store in the services' database, holding each artifact to ``artifact_max_bytes``. The job's, not the
+        services': the artifacts are a job's, and the services stand below the job."""
+        return cls(services.db, services.settings.artifact_max_bytes)
 
     def save(self, job_id: str, artifact: AgentArtifact) -> ArtifactRef:
         size = len(artifact.data)

@@ -30,8 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from pipeline.job.response import JobResponse
 from pipeline.platform.db import ConversationRow, ConversationTurnRow, Job, utcnow
+from pipeline.records.job_response import JobResponse
 from pipeline.security.access import Access
 
 # The turns of a conversation a job is given: enough for a follow-up to be read, bounded so a long conversation

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from pipeline.platform.overlap import send_commands
+from pipeline.platform.redis_pipelining import send_commands
 
 if TYPE_CHECKING:  # for annotations only: the ledger keeps JSON
     from pipeline.agents.base import Stage
-    from pipeline.agents.records import AgentSpec
+    from pipeline.records.agent_runs import AgentSpec
 
 log = logging.getLogger("agentsearch.jobs")
 

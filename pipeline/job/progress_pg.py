@@ -27,9 +27,9 @@ from pydantic import TypeAdapter
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
-from pipeline.agents.records import AgentRun
-from pipeline.job.state import JobState
+from pipeline.job.job_state import JobState
 from pipeline.platform.db import Database, utcnow
+from pipeline.records.agent_runs import AgentRun
 
 RUNS = TypeAdapter(list[AgentRun])
 

@@ -22,10 +22,10 @@ import threading
 import uuid
 from typing import Any
 
-from pipeline.agents.records import AgentRun
+from pipeline.job.job_state import JobState
 from pipeline.job.progress_pg import RUNS, record_params, statements
-from pipeline.job.state import JobState
 from pipeline.platform.db import Database, utcnow
+from pipeline.records.agent_runs import AgentRun
 
 _STORED_TIME = "%Y-%m-%d %H:%M:%S.%f"
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeline.agents.base import Stage
-from pipeline.agents.records import AgentRun, AgentSpec
-from pipeline.job.state import JobState
+from pipeline.job.job_state import JobState
+from pipeline.records.agent_runs import AgentRun, AgentSpec
 
 ROUTED = "routed"
 StageAgent = tuple[str, str | None]  # (agent_id, config_id)

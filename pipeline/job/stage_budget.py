@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
 from pipeline.agents.base import AgentContext, Stage
-from pipeline.agents.records import AgentRun, AgentSpec
-from pipeline.job.state import JobState
+from pipeline.job.job_state import JobState
+from pipeline.records.agent_runs import AgentRun, AgentSpec
 
 STAGE_TIMEOUT = "stage_timeout"
 

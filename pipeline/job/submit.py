@@ -35,16 +35,16 @@ from sqlalchemy.orm import Session
 
 from pipeline.agentic.spec import AgenticSpec, checked_spec
 from pipeline.agents.base import Stage
-from pipeline.agents.records import AgentSpec
 from pipeline.agents.registry import AgentRegistry
 from pipeline.job.conversation import conversation_history, explicit_history
+from pipeline.job.job_state import JobState
+from pipeline.job.job_store import JobStore
 from pipeline.job.request import SearchRequest
 from pipeline.job.stage_budget import effective, over_deadline
-from pipeline.job.state import JobState
-from pipeline.job.store import JobStore
 from pipeline.platform.db import AgentConfigRow, Collection, CollectionAgent, Job
 from pipeline.platform.kv import canonical_hash
 from pipeline.platform.settings import Settings
+from pipeline.records.agent_runs import AgentSpec
 from pipeline.refusal import Refusal, invalid, invalid_fields, missing
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import MetadataFilter, filter_problems

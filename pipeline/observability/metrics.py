@@ -34,7 +34,7 @@ from typing import Any
 import redis
 from redis.client import Pipeline
 
-from pipeline.agents.records import AgentRun
+from pipeline.records.agent_runs import AgentRun
 from pipeline.retrieval.outcome import SearchOutcome
 
 log = logging.getLogger("agentsearch.metrics")

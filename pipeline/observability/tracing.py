@@ -47,14 +47,14 @@ from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-from pipeline.agents.records import AgentRun
 from pipeline.observability.logs import current_ids, log_context
+from pipeline.records.agent_runs import AgentRun
 
 log = logging.getLogger("agentsearch.tracing")
 
 TRACER_NAME = "agentsearch"
 EXPORTERS = ("none", "console", "otlp")
-# What makes a job incomplete (see stages.assemble_response) is what makes its span red.
+# What makes a job incomplete (see pipeline.job.assembly) is what makes its span red.
 FAILED_STATUSES = frozenset({"error", "timeout", "circuit_open"})
 
 _PROPAGATOR = TraceContextTextMapPropagator()

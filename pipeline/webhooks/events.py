@@ -16,8 +16,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from pipeline.job.response import JobResponse
 from pipeline.platform.db import Job
+from pipeline.records.job_response import JobResponse
 
 JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED = "job.succeeded", "job.failed", "job.cancelled"
 EVENT_TYPES: tuple[str, ...] = (JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED)

@@ -11,10 +11,10 @@ from sqlalchemy import event, text
 
 from devstack import PG_ADMIN
 from pipeline.agents.base import Stage
-from pipeline.agents.records import AgentRun
-from pipeline.job.state import JobState
-from pipeline.job.store import JobStore, set_worker_node
+from pipeline.job.job_state import JobState
+from pipeline.job.job_store import JobStore, set_worker_node
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Database, Job
+from pipeline.records.agent_runs import AgentRun
 
 pytestmark = pytest.mark.integration
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from pipeline.agents.records import AgentSpec
 from pipeline.documents import Source
-from pipeline.job.state import JobState
-from pipeline.job.store import JobStore
+from pipeline.job.job_state import JobState
+from pipeline.job.job_store import JobStore
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job, utcnow
+from pipeline.records.agent_runs import AgentSpec
 
 ANSWER = "Q4 2025 revenue reached $412 million [1]."
 

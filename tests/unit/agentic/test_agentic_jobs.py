@@ -13,14 +13,14 @@ from pydantic import ValidationError
 from migrations import upgrade
 from pipeline.agentic.config import IterativeConfig
 from pipeline.agentic.loop import IterationRecord, JudgedDocument, LoopState
-from pipeline.agentic.schedule import claim_due, create_run
 from pipeline.agentic.scoring import Evaluation
 from pipeline.agentic.spec import AgenticSpec, LoopStore, job_documents
 from pipeline.agents.base import Document, Stage
-from pipeline.agents.records import AgentSpec
-from pipeline.job.state import JobState
+from pipeline.job.job_state import JobState
+from pipeline.job.profile_sets import claim_due, create_run
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Database, Job, ProfileRun, ProfileSetRow, User, utcnow
 from pipeline.platform.settings import Settings
+from pipeline.records.agent_runs import AgentSpec
 from worker.canvas import build_agentic_head, build_agentic_tail, build_loops
 
 COLLECTION = str(uuid.uuid4())

@@ -14,9 +14,10 @@ from pipeline.agents.base import (
     Stage,
 )
 from pipeline.agents.fallback import CriticalAgentFailed, run_with_fallback
-from pipeline.agents.records import AgentRun, AgentSpec
-from pipeline.job.stages import critical_response_failure, pre_search_step, response_step
-from pipeline.job.state import JobState
+from pipeline.job.agent_call import pre_search_step, response_step
+from pipeline.job.job_state import JobState
+from pipeline.job.workflow import critical_response_failure
+from pipeline.records.agent_runs import AgentRun, AgentSpec
 from tests.support.slow_agent import SlowAgent
 
 SEEN: list[tuple[str, str]] = []  # (agent id, query) of every input a fallback received
@@ -171,7 +172,7 @@ def test_pre_search_step_of_a_critical_agent_without_fallback_raises(make_runner
 
 class _Artifacts:
     def save(self, job_id, artifact):
-        from pipeline.agents.records import ArtifactRef
+        from pipeline.records.agent_runs import ArtifactRef
 
         return ArtifactRef(id="a1", agent_id="x", type=artifact.type, filename=artifact.filename,
                            content_type=artifact.content_type, size=len(artifact.data))

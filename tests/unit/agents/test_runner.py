@@ -26,11 +26,11 @@ from pipeline.agents.base import (
     Source,
     Stage,
 )
-from pipeline.agents.records import AgentSpec
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
 from pipeline.platform.cache import ResultCache
 from pipeline.platform.settings import Settings
+from pipeline.records.agent_runs import AgentSpec
 
 CALLS: Counter[str] = Counter()
 _CALLS_LOCK = threading.Lock()

@@ -10,13 +10,13 @@ from pydantic import ValidationError
 
 from pipeline.agents.base import AgentSkipped, Stage
 from pipeline.agents.builtin.translator import Translator
-from pipeline.agents.records import AgentSpec
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
-from pipeline.job.stages import pre_search_step
-from pipeline.job.state import JobState
+from pipeline.job.agent_call import pre_search_step
+from pipeline.job.job_state import JobState
 from pipeline.platform.llm import LLMClient
 from pipeline.platform.settings import Settings
+from pipeline.records.agent_runs import AgentSpec
 from tests.unit.agents.pre_search_fakes import COLLECTION, CORPUS, PLAIN, FakeTools, StubLLM, ctx_with, inp
 
 # --- translator -----------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from urllib.parse import quote
 import pytest
 
 from pipeline.agents.base import AgentArtifact
+from pipeline.job.artifacts import ArtifactStore
 from pipeline.platform.db import Job
 from pipeline.security.users import UserStore
 from tests.support.api_checks import new_collection
@@ -33,7 +34,7 @@ def job_id(app, client) -> str:
     with services.db.session() as s:
         s.add(Job(id=job, user_id=user_id, collection_id=uuid.UUID(collection_id), query="q", status="running"))
     for name in NAMES:
-        services.artifacts.save(str(job), AgentArtifact(agent_id="mcp_tool", type="txt", filename=name,
+        ArtifactStore.of(services).save(str(job), AgentArtifact(agent_id="mcp_tool", type="txt", filename=name,
                                                         content_type="text/plain", data=b"<script>alert(1)</script>"))
     with services.db.session() as s:
         s.get(Job, job).status = "succeeded"

@@ -7,14 +7,14 @@ import pytest
 
 from migrations import upgrade
 from pipeline.agents.base import AgentArtifact, Source, Stage
-from pipeline.agents.records import AgentSpec
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
+from pipeline.job.agent_call import response_step
 from pipeline.job.artifacts import ArtifactStore, ArtifactTooLarge
-from pipeline.job.stages import response_step
-from pipeline.job.state import JobState
+from pipeline.job.job_state import JobState
 from pipeline.platform.db import Database
 from pipeline.platform.settings import Settings
+from pipeline.records.agent_runs import AgentSpec
 
 JOB_ID = "7f1d2c3b-0000-4000-8000-000000000001"
 

@@ -14,15 +14,15 @@ import pytest
 from migrations import upgrade
 from pipeline import services as services_module
 from pipeline.agents.base import AgentArtifact, Stage
-from pipeline.agents.records import AgentRun, AgentSpec
+from pipeline.job.agent_call import response_step
 from pipeline.job.artifact_names import name_ranks, numbered, rank_key
-from pipeline.job.artifacts import JobEnded
+from pipeline.job.artifacts import ArtifactStore, JobEnded
+from pipeline.job.job_state import JobState
+from pipeline.job.job_store import JobStore
 from pipeline.job.ledger import StepLedger
-from pipeline.job.stages import response_step
-from pipeline.job.state import JobState
-from pipeline.job.store import JobStore
 from pipeline.platform.db import ArtifactRow
 from pipeline.platform.settings import Settings
+from pipeline.records.agent_runs import AgentRun, AgentSpec
 from tests.support.jobs import answered, new_job
 from worker import job_tasks
 from worker.canvas import build_job_canvas, response_signatures
@@ -120,7 +120,7 @@ class CancellingRunner:
 def test_a_cancel_landing_while_an_agent_renders_wins(services):
     state = answered_job(services, [SHORT])
     jobs = JobStore(services.db)
-    run = response_step(state, SHORT, CancellingRunner(jobs, state.job_id), services.artifacts)
+    run = response_step(state, SHORT, CancellingRunner(jobs, state.job_id), ArtifactStore.of(services))
     assert run.status == "skipped" and run.artifact is None and "cancelled" in run.errors[0]
     assert artifact_rows(services, state.job_id) == {}
     assert jobs.status(state.job_id) == "cancelled"
@@ -130,13 +130,13 @@ def test_the_store_refuses_an_ended_job_and_a_cancel_takes_the_stored_artifacts_
     state = answered_job(services, [SHORT, LONG])
     artifact = AgentArtifact(agent_id="executive_summary", type="txt", data=b"x", filename="early.txt",
                              content_type="text/plain")
-    services.artifacts.save(state.job_id, artifact)
+    ArtifactStore.of(services).save(state.job_id, artifact)
     assert set(artifact_rows(services, state.job_id)) == {"early.txt"}
     assert JobStore(services.db).cancel(state.job_id)
     assert artifact_rows(services, state.job_id) == {}  # a cancelled job keeps no artifact
     with pytest.raises(JobEnded, match="job cancelled"):
-        services.artifacts.save(state.job_id, artifact)
+        ArtifactStore.of(services).save(state.job_id, artifact)
     finished = answered_job(services, [SHORT])
     JobStore(services.db).fail(finished.job_id, "deadline passed (reaped)")
     with pytest.raises(JobEnded, match="job failed"):
-        services.artifacts.save(finished.job_id, artifact)
+        ArtifactStore.of(services).save(finished.job_id, artifact)

@@ -11,15 +11,15 @@ from pydantic import ValidationError
 from sqlalchemy import func, select
 
 from pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
-from pipeline.agents.records import AgentSpec
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
 from pipeline.job.conversation import HISTORY_TURNS, conversation_history
+from pipeline.job.job_store import JobStore
 from pipeline.job.request import SearchRequest
-from pipeline.job.store import JobStore
 from pipeline.job.submit import submit_job
 from pipeline.platform.db import DEFAULT_USER_ID, ConversationRow, ConversationTurnRow, Job, User
 from pipeline.platform.settings import Settings
+from pipeline.records.agent_runs import AgentSpec
 from pipeline.refusal import Refusal
 from tests.support import submission
 

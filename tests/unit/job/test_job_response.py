@@ -1,6 +1,6 @@
 """The typed hand-offs of a job: its search outcome (pipeline.retrieval.outcome), the translations the search takes
-(pipeline.retrieval.translations) and its response (pipeline.job.response), each read and written back as the JSON
-it was, a stored job's included.
+(pipeline.retrieval.translations) and its response (pipeline.records.job_response, assembled by
+pipeline.job.assembly), each read and written back as the JSON it was, a stored job's included.
 """
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 
 from pipeline.agents.base import Stage
-from pipeline.agents.records import AgentRun, ArtifactRef
 from pipeline.documents import Source
-from pipeline.job.response import InlinedArtifact, JobResponse, StoredArtifact
-from pipeline.job.state import JobState
+from pipeline.job.assembly import job_response
+from pipeline.job.job_state import JobState
+from pipeline.records.agent_runs import AgentRun, ArtifactRef
+from pipeline.records.job_response import InlinedArtifact, JobResponse, StoredArtifact
 from pipeline.retrieval.outcome import SearchOutcome
 from pipeline.retrieval.translations import Translations
 from tests.support.previous_release.rows import captured
@@ -72,7 +73,7 @@ def test_the_response_is_built_once_with_the_keys_a_job_always_stored():
     summary = AgentRun(agent_id="executive_summary", stage=Stage.RESPONSE, success=True, status="ok",
                        artifact=ArtifactRef(id="a1", agent_id="executive_summary", type="summary",
                                             filename="summary.md", content_type="text/markdown", size=5))
-    stored = JobResponse.assemble(_state(), [summary]).dump()
+    stored = job_response(_state(), [summary]).dump()
     assert list(stored) == ["job_id", "complete", "degraded", "degraded_reasons", "query", "search_query", "answer",
                             "sources", "cot_steps", "citations", "agent_artifacts", "agents", "skipped", "metadata",
                             "timings_ms", "stage_timeouts"]

@@ -9,10 +9,10 @@ import uuid
 import pytest
 
 from pipeline.agents.base import Stage
-from pipeline.agents.records import AgentRun
-from pipeline.job.store import JobStore, in_arrival_order
+from pipeline.job.job_store import JobStore, in_arrival_order
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job
 from pipeline.platform.settings import Settings
+from pipeline.records.agent_runs import AgentRun
 
 
 @pytest.fixture

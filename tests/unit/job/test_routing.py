@@ -9,10 +9,10 @@ from pydantic import ValidationError
 from pipeline.agents.base import AgentConfig, PreSearchAgent, PreSearchOutput, Stage
 from pipeline.agents.builtin.intent_classifier import IntentClassifier
 from pipeline.agents.fallback import CriticalAgentFailed
-from pipeline.agents.records import AgentSpec
+from pipeline.job.agent_call import post_search_step, pre_search_step
+from pipeline.job.job_state import JobState
 from pipeline.job.routing import ROUTED, RouteRefused, table_problem, target
-from pipeline.job.stages import post_search_step, pre_search_step
-from pipeline.job.state import JobState
+from pipeline.records.agent_runs import AgentSpec
 
 PEERS = [("router", "c-router"), ("a", "c-a"), ("b", "c-b"), ("c", "c-c")]
 

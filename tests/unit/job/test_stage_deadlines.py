@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.agents.base import AgentArtifact, PreSearchAgent, PreSearchOutput, ResponseAgent, Stage
-from pipeline.agents.records import AgentRun, AgentSpec
+from pipeline.job.agent_call import pre_search_step, response_step
+from pipeline.job.job_state import JobState
 from pipeline.job.stage_budget import (
     STAGE_TIMEOUT,
     StageBudget,
@@ -19,8 +20,8 @@ from pipeline.job.stage_budget import (
     stage_timed_out,
     start_clock,
 )
-from pipeline.job.stages import assemble_response, pre_search_step, response_step
-from pipeline.job.state import JobState
+from pipeline.job.workflow import assemble_response
+from pipeline.records.agent_runs import AgentRun, AgentSpec
 from tests.support.slow_agent import SlowAgent
 
 

@@ -11,11 +11,11 @@ import pytest
 from sqlalchemy import event
 
 from pipeline.agents.base import Stage
-from pipeline.agents.records import AgentSpec
-from pipeline.job.state import JobState
-from pipeline.job.store import JobStore
+from pipeline.job.job_state import JobState
+from pipeline.job.job_store import JobStore
 from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job
 from pipeline.platform.settings import Settings
+from pipeline.records.agent_runs import AgentSpec
 
 
 @pytest.fixture

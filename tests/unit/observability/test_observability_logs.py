@@ -10,9 +10,9 @@ import pytest
 from celery.signals import task_postrun, task_prerun
 
 from pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
-from pipeline.agents.records import AgentSpec
 from pipeline.agents.runner import AgentRunner
 from pipeline.observability.logs import configure_logging, current_ids, log_context
+from pipeline.records.agent_runs import AgentSpec
 from worker.observability import job_id_of
 
 agent_log = logging.getLogger("agentsearch.test.chatty")

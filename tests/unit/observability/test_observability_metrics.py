@@ -23,11 +23,11 @@ from pipeline.agents.base import (
     ResponseAgentInput,
     Stage,
 )
-from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.agents.runner import AgentRunner
 from pipeline.observability.exposition import AgentSearchCollector
 from pipeline.observability.metrics import MetricsRecorder
 from pipeline.platform.settings import Settings
+from pipeline.records.agent_runs import AgentRun, AgentSpec
 
 
 class Echo(PreSearchAgent):

@@ -9,8 +9,8 @@ from celery.canvas import Signature, _chain, _chord
 from kombu.utils.json import dumps, loads
 
 from pipeline.agents.base import Stage
-from pipeline.agents.records import AgentSpec
 from pipeline.platform.settings import get_settings
+from pipeline.records.agent_runs import AgentSpec
 from worker.canvas import (
     ANSWER_SPARE_S,
     HARD_LIMIT_MARGIN_S,

@@ -1,8 +1,10 @@
-"""What a job keeps of its agents: the spec it runs one with (``AgentSpec``), the record of each run (``AgentRun``)
-and the artifact a response agent stored (``ArtifactRef``, a claim check: the bytes stay in the database).
+"""What a job keeps of its agents: the stage an agent runs in (``Stage``), the spec it runs one with (``AgentSpec``),
+the record of each run (``AgentResult``; ``AgentRun`` as the job keeps it) and the artifact a response agent stored
+(``ArtifactRef``, a claim check: the bytes stay in the database).
 
-They sit beside the agent contract, below the job: the runner, the fallbacks, metrics and tracing read and write
-them without knowing a job's state (``pipeline.job.state.JobState`` carries them).
+They sit below the agents and the job: the runner, the fallbacks, metrics and tracing read and write them without
+knowing a job's state (``pipeline.job.job_state.JobState`` carries them). The agent contract
+(``pipeline.agents.base``) builds on ``Stage`` and ``AgentResult``, and an agent imports them from there.
 
 Usage::
 
@@ -13,11 +15,34 @@ Usage::
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from pipeline.agents.base import AgentResult, Stage
+
+class Stage(StrEnum):
+    PRE_SEARCH = "pre_search"
+    POST_SEARCH = "post_search"
+    RESPONSE = "response"
+
+
+class AgentResult(BaseModel):
+    """One agent invocation as recorded in the job: what it returned (``data``, ``metadata``, ``errors``), whether it
+    succeeded, and how: status, timing and cache use."""
+
+    agent_id: str
+    config_id: str | None = None
+    stage: Stage
+    success: bool
+    status: str  # ok | error | timeout | circuit_open | skipped
+    data: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    errors: list[str] | None = None
+    duration_ms: float = 0.0
+    cache_hit: bool = False
+    next_agent_id: str | None = Field(
+        None, description="The agent of the same stage this one named to run next (pipeline.job.routing).")
 
 
 class AgentSpec(BaseModel):

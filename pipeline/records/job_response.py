@@ -1,5 +1,5 @@
-"""A finished job's response: built once, as the job's last step assembles it, and served as it was stored by the
-API (``GET /v1/jobs/{id}``, a search that waits), the MCP tools and the webhooks.
+"""A finished job's response: built once, as the job's last step assembles it (``pipeline.job.assembly``), and
+served as it was stored by the API (``GET /v1/jobs/{id}``, a search that waits), the MCP tools and the webhooks.
 
 The job's row keeps the response as JSON with its artifacts by reference (``ArtifactRef``); the API serves it with
 each artifact's bytes inlined (``InlinedArtifact``, base64) and a link to download it, the MCP tools with the links
@@ -9,7 +9,7 @@ cache carries ``cached`` and ``cached_from`` beside its source's keys.
 
 Usage::
 
-    response = JobResponse.assemble(state, response_runs)   # the job's last step
+    response = job_response(state, response_runs)            # the job's last step (pipeline.job.assembly)
     jobs.succeed(job_id, response.dump(), runs, timings)     # the JSON the job's row keeps
     stored = JobResponse.load(job.response)
     stored.with_artifacts_inlined({ref_id: data, ...}, job_id).dump()   # what the API serves
@@ -24,13 +24,9 @@ from typing import Any
 
 from pydantic import Field
 
-from pipeline.agents.base import Stage
-from pipeline.agents.records import AgentRun, ArtifactRef
 from pipeline.documents import Citation, CotStep, Source
-from pipeline.job.stage_budget import stage_timed_out
-from pipeline.job.state import JobState
 from pipeline.platform.json_record import JsonRecord
-from pipeline.retrieval.outcome import SearchOutcome
+from pipeline.records.agent_runs import AgentRun, ArtifactRef, Stage
 
 # The records a response nests, read and written back as they were stored (``JsonRecord``).
 
@@ -129,41 +125,6 @@ class JobResponse(JsonRecord):
     stage_timeouts: dict[str, float | int] | None = None
     cached: bool | None = Field(None, description="Answered from an identical earlier job (its response copied).")
     cached_from: str | None = None
-
-    @classmethod
-    def assemble(cls, state: JobState, response_runs: list[AgentRun]) -> JobResponse:
-        """The response of a job whose steps have all run: ``state`` as the answer left it, ``response_runs`` the
-        response agents' records (a fallback's run beside the run it stood in for)."""
-        runs = [*state.agent_runs, *response_runs]
-        # A search that failed outright never gets here (the job fails); one that failed in part is said to be so,
-        # and so is an answer the configured LLM failed to give (the offline answer stood in).
-        degraded = SearchOutcome.read(state.metadata).degraded_reasons()
-        answer = state.metadata.get("answer") or {}
-        if answer.get("degraded"):
-            degraded = [*degraded,
-                        f"answer: the LLM failed, the offline answer was given ({answer.get('fallback_reason')})"]
-        # Nested records go in as JSON, so every key of theirs is one the response was written with (``dump``).
-        return cls.model_validate({
-            "job_id": state.job_id,
-            # Only a complete response is reused by the whole-job cache (JobStore.find_cached). An agent the
-            # stage's budget skipped or cut may run in full next time: such a response is not reused.
-            "complete": not degraded and all(r.status in ("ok", "skipped") and not stage_timed_out(r) for r in runs),
-            "degraded": bool(degraded),
-            "degraded_reasons": degraded,
-            "query": state.original_query or state.query,
-            "search_query": state.query,
-            "answer": state.answer,
-            "sources": [s.model_dump(mode="json") for s in state.sources],
-            "cot_steps": [c.model_dump(mode="json") for c in state.cot_steps] if state.cot else None,
-            "citations": [c.model_dump(mode="json") for c in state.citations],
-            "agent_artifacts": [r.artifact.model_dump(mode="json") for r in response_runs if r.artifact is not None],
-            "agents": [AgentLine.of(r) for r in runs],
-            "skipped": [{"agent_id": r.agent_id, "stage": r.stage, "status": r.status,
-                         "reason": (r.errors or [""])[0]} for r in runs if r.status != "ok"],
-            "metadata": state.metadata,
-            "timings_ms": state.timings_ms,
-            **({"stage_timeouts": state.stage_timeouts} if state.stage_timeouts else {}),
-        })
 
     @classmethod
     def load(cls, stored: Mapping[str, Any]) -> JobResponse:

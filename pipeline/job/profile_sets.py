@@ -21,8 +21,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from pipeline.agentic.spec import AgenticSpec
-from pipeline.job.state import JobState
-from pipeline.job.store import JobStore
+from pipeline.job.job_state import JobState
+from pipeline.job.job_store import JobStore
 from pipeline.platform.db import Collection, Database, Job, ProfileRun, ProfileSetRow, utcnow
 from pipeline.platform.settings import Settings
 from pipeline.security.access import Access
