@@ -13,6 +13,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 
 SETTINGS = ((1.2, 0.75), (0.9, 0.4), (1.2, 0.5), (1.5, 0.75), (0.9, 0.75), (1.2, 0.9), (2.0, 0.75))
@@ -21,7 +22,8 @@ SETTINGS = ((1.2, 0.75), (0.9, 0.4), (1.2, 0.5), (1.5, 0.75), (0.9, 0.75), (1.2,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/eval/scifact"))
-    parser.add_argument("--milvus", default="/tmp/bm25-parameters.db", help="A Milvus Lite file, or a server's URI.")
+    parser.add_argument("--milvus", default=str(Path(tempfile.gettempdir()) / "bm25-parameters.db"),
+                        help="A Milvus Lite file, or a server's URI.")
     args = parser.parse_args()
 
     from pymilvus import DataType, Function, FunctionType, MilvusClient

@@ -333,7 +333,9 @@ class LLMClient:
         ``LLMError`` when that sleep would not leave the budget any time for it."""
         delay = _retry_after_s(exc)
         if delay is None:
-            delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * (1 - 0.25 * random.random())
+            # Jitter spreads the retries of many workers apart; it guards nothing, so random's generator is enough.
+            jitter = 1 - 0.25 * random.random()  # noqa: S311
+            delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)) * jitter
         if time.monotonic() + delay >= deadline:
             raise LLMError(f"{what}; no time left in the {timeout_s:g} s budget to retry", status=status,
                            transient=True, attempts=attempt, budget_spent=True) from exc

@@ -223,7 +223,9 @@ class Settings(BaseSettings):
     )
     # Liveness probes (compose, k8s) read this file's age; keep them in step when changing it.
     worker_heartbeat_file: Path = Field(
-        Path("/tmp/agentsearch-worker-heartbeat"), description="Touched every 10 s by a live worker or beat."
+        # The container's own /tmp, the fixed path its liveness probe reads.
+        Path("/tmp/agentsearch-worker-heartbeat"),  # noqa: S108
+        description="Touched every 10 s by a live worker or beat."
     )
     flower_basic_auth: SecretStr | None = Field(
         None, description="user:password[,user2:password2] for `agentsearch flower`; required to start it."

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from pipeline.platform.db import Collection, Database, DocumentRow, Job, User, UserLimitRow
 from pipeline.platform.settings import Settings
 from pipeline.refusal import Refusal
+from pipeline.security.users import user_id_named
 
 RouteClass = Literal["search", "ingest", "read"]
 ROUTE_CLASSES: tuple[RouteClass, ...] = ("search", "ingest", "read")
@@ -195,11 +196,7 @@ class QuotaStore:
             return has_idempotent_job(s, user_id, idempotency_key)
 
     def user_id(self, name: str) -> uuid.UUID:
-        with self.db.session() as s:
-            user_id = s.scalar(select(User.id).where(User.name == name))
-        if user_id is None:
-            raise QuotaError(f"no user named {name!r}")
-        return user_id
+        return user_id_named(self.db, name, QuotaError)
 
     def overrides(self, name: str) -> LimitOverrides:
         user_id = self.user_id(name)

@@ -19,6 +19,7 @@ import hashlib
 import re
 import secrets
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -41,6 +42,15 @@ class UserError(ValueError):
 
 def digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def user_id_named(db: Database, name: str, refusal: Callable[[str], Exception]) -> uuid.UUID:
+    """The id of the user called ``name``; ``refusal`` is the error raised (the caller's kind) when there is none."""
+    with db.session() as s:
+        user_id = s.scalar(select(User.id).where(User.name == name))
+    if user_id is None:
+        raise refusal(f"no user named {name!r}")
+    return user_id
 
 
 def new_key() -> str:
@@ -113,11 +123,7 @@ class UserStore:
         return user_id, key
 
     def user_id(self, name: str) -> uuid.UUID:
-        with self.db.session() as s:
-            user_id = s.scalar(select(User.id).where(User.name == name))
-        if user_id is None:
-            raise UserError(f"no user named {name!r}")
-        return user_id
+        return user_id_named(self.db, name, UserError)
 
     def issue_key(self, name: str, label: str = "", limits: KeyLimits = KeyLimits()) -> str:
         """Another key for an existing user (to rotate: issue, switch clients over, revoke the old one)."""

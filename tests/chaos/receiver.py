@@ -23,7 +23,7 @@ _write = threading.Lock()
 
 def handler(log: Path) -> type[BaseHTTPRequestHandler]:
     class Deliveries(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
             try:
                 payload = json.loads(body)

@@ -27,7 +27,7 @@ class JsonServer:
             def log_message(self, *args) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 server.requests.append((self.path, self.headers.get("Host", "")))
                 if self.path == "/hop" and server.redirect_to:
                     self.send_response(302)

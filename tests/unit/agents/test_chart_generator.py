@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import io
 import math
-import xml.etree.ElementTree as ET
 
 import pytest
+from defusedxml import ElementTree
 from PIL import Image
 from pydantic import ValidationError
 
@@ -74,7 +74,7 @@ def test_chart_png_is_the_declared_size_with_one_bar_per_value():
 def test_chart_svg_parses_with_one_bar_element_per_value():
     artifact = ChartGenerator({"format": "svg"}).run(make_input(), CTX)
     assert artifact.filename == "chart.svg" and artifact.content_type == "image/svg+xml"
-    root = ET.fromstring(artifact.data)
+    root = ElementTree.fromstring(artifact.data)
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     bars = [el for el in root.iter() if el.get("id", "").startswith("bar-")]
     assert len(bars) == len(artifact.metadata["points"]) == 5

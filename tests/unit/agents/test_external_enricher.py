@@ -47,7 +47,7 @@ class CompanyServer:
             def log_message(self, *args) -> None:
                 pass
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 server.requests.append(self.path)
                 server.headers.append({k.lower(): v for k, v in self.headers.items()})
                 path = urlsplit(self.path).path

@@ -379,11 +379,13 @@ def test_the_toolbox_search_of_a_filtered_job_applies_the_filter():
     class Services:
         db = None  # the toolbox reads no collection row here: its ownership check is stubbed below
 
-        class settings:
+        class Settings:
             search_fusion = "weighted"
             embedding_model = "m"
 
-        class retriever:
+        settings = Settings
+
+        class Retriever:
             @staticmethod
             def search(name, query, config, epoch=0, model=""):
                 seen.append(config.filter)
@@ -391,6 +393,8 @@ def test_the_toolbox_search_of_a_filtered_job_applies_the_filter():
                 class Result:
                     documents: ClassVar[list] = []
                 return Result()
+
+        retriever = Retriever
 
     tools = AgentTools(Services(), user_id="6b0f9a52-1d4e-4c8a-9a55-0e1c2f3d4b5a").with_filter(eq("region", "emea"))
     # Ownership is another test's concern: a personal collection of the user's, so no document groups either.
