@@ -66,6 +66,7 @@ class SleepPre(PreSearchAgent):
     agent_id = "bench_sleep_pre"
     description = "Sleeps, then hands the query back (an LLM's latency without its CPU)."
     Config = SleepConfig
+    config: SleepConfig
     cacheable = False
 
     def run(self, inp: PreSearchInput, ctx: AgentContext) -> PreSearchOutput:
@@ -77,6 +78,7 @@ class SleepPost(PostSearchAgent):
     agent_id = "bench_sleep_post"
     description = "Sleeps, then hands the documents back (an LLM's latency without its CPU)."
     Config = SleepConfig
+    config: SleepConfig
     cacheable = False
 
     def run(self, inp: PostSearchInput, ctx: AgentContext) -> PostSearchOutput:

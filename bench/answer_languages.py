@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 import os
 import statistics
 import subprocess
@@ -67,7 +68,7 @@ def measure(data: Path, language: str, offset: int, limit: int, diagnose: bool) 
     if diagnose:  # an earlier version, measured without diagnostics, has no score_sentences
         from pipeline.job.answer import score_sentences
     # An earlier version's answer step may not take the model's name.
-    named = {"embedding_model": settings.embedding_model} if "embedding_model" in inspect.signature(
+    named: dict[str, Any] = {"embedding_model": settings.embedding_model} if "embedding_model" in inspect.signature(
         stages.answer_step).parameters else {}
     hits = 0
     answer_ms: list[float] = []

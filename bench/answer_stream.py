@@ -30,7 +30,7 @@ import redis
 
 from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, machine
 from pipeline.documents import Document
-from pipeline.job.answer import llm_answer
+from pipeline.job.answer import generate_answer
 from pipeline.job.answer_stream import AnswerChannel
 from pipeline.job.stages import answer_step
 from pipeline.job.state import JobState
@@ -82,7 +82,8 @@ def channel_cost(redis_url: str, repeat: int) -> dict[str, float]:
     client = redis.Redis.from_url(redis_url)
     state = JobState(job_id="bench", collection_id="c", query="What was the revenue in Q4 2025?",
                      documents=documents)
-    plain, streamed = [], []
+    plain: list[float] = []
+    streamed: list[float] = []
     for _ in range(repeat):
         for out, stream in ((plain, None), (streamed, AnswerChannel(client, str(uuid.uuid4())))):
             started = time.perf_counter()
@@ -91,24 +92,36 @@ def channel_cost(redis_url: str, repeat: int) -> dict[str, float]:
     return {"plain_ms": statistics.median(plain), "streamed_ms": statistics.median(streamed)}
 
 
+class Discard:
+    """A stream that keeps nothing: the answer is read sentence by sentence as for a stream, and sent nowhere."""
+
+    def write(self, piece: str) -> None:
+        pass
+
+    def reset(self, reason: str) -> None:
+        pass
+
+
 def llm_path_cost(redis_url: str, tokens: int, repeat: int) -> dict[str, float]:
     """The LLM answer's time (ms) for a reply of ``tokens`` sent without pause: asked whole (``complete``) against
     streamed into the channel: what the stream's parsing, text filter and batched writes cost beside the model."""
     documents = [Document(id="d1", title="Report", text="Revenue rose 12%.", score=0.9)]
     client = redis.Redis.from_url(redis_url)
-    whole, parsed, streamed = [], [], []
+    whole: list[float] = []
+    parsed: list[float] = []
+    streamed: list[float] = []
     with FakeLLM(default=reply_of(tokens)) as fast:
         llm = LLMClient(fast.base_url, model="fake-model")
         for _ in range(repeat):
             started = time.perf_counter()
-            llm_answer(llm, "What rose?", documents)
+            generate_answer("What rose?", documents, llm=llm)
             whole.append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
-            llm_answer(llm, "What rose?", documents, on_text=lambda text: None)
+            generate_answer("What rose?", documents, llm=llm, stream=Discard())
             parsed.append((time.perf_counter() - started) * 1000)
             channel = AnswerChannel(client, str(uuid.uuid4()))
             started = time.perf_counter()
-            answer = llm_answer(llm, "What rose?", documents, on_text=channel.write)
+            answer = generate_answer("What rose?", documents, llm=llm, stream=channel)
             channel.finish(answer.text, method=answer.method)
             streamed.append((time.perf_counter() - started) * 1000)
     return {"complete_ms": statistics.median(whole), "parse_ms": statistics.median(parsed),

@@ -42,6 +42,7 @@ import uuid
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -189,8 +190,8 @@ def measure(polls: list[str], jobs: int, rounds: int, idle_s: float, agents: boo
             _, key = UserStore(app.state.services.db).create(f"bench-{uuid.uuid4().hex[:8]}")
             client.headers["Authorization"] = f"Bearer {key}"
             collection_id = ingest_through_api(client, "sample", documents)
-            for kind in kinds.values():  # the model and every agent loaded before anything is timed
-                run_job(client, collection_id, "warm-up: what was the revenue?", kind)
+            for names in kinds.values():  # the model and every agent loaded before anything is timed
+                run_job(client, collection_id, "warm-up: what was the revenue?", names)
         for round_number in range(rounds):
             shift = round_number % len(polls)
             for poll_s in polls[shift:] + polls[:shift]:
@@ -204,7 +205,7 @@ def measure(polls: list[str], jobs: int, rounds: int, idle_s: float, agents: boo
                             counter += 1
                             query = f"{QUESTIONS[counter % len(QUESTIONS)]} (question {counter})?"
                             side[kind].append(run_job(client, collection_id, query, names))
-    figures = {"polls": polls, "jobs_per_kind": jobs * rounds, "rounds": rounds, "idle_s": idle_s,
+    figures: dict[str, Any] = {"polls": polls, "jobs_per_kind": jobs * rounds, "rounds": rounds, "idle_s": idle_s,
                "documents": len(documents), "sides": {}}
     for poll, side in raw.items():
         figures["sides"][poll] = {"idle_cpu_per_s": statistics.median(side["idle_cpu"]),

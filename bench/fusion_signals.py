@@ -35,8 +35,12 @@ import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pipeline.retrieval.vector_store import Hit
 
 POOL = 100
 WEIGHTS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
@@ -64,7 +68,7 @@ def collect(corpus: Path, queries: Path, qrels: Path, limit: int | None) -> tupl
         vector, _ = retriever.embed_query(query, model)
         analysed = retriever._analyse_query(query, languages, {}, [])
         per_doc: dict[str, list] = {}
-        chunks_of: dict[str, dict[str, object]] = {}
+        chunks_of: dict[str, dict[str, Hit]] = {}
         for slot, hits in ((0, store.dense_search(collection, vector, POOL)),
                            (1, store.keyword_search(collection, analysed, POOL))):
             for hit in hits:

@@ -118,7 +118,7 @@ def measure_side_by_side(targets: dict[str, Target], agents: int = 20, jobs: int
     """``measure`` on several stacks at once, by label: each round runs every kind on every stack, in an order
     that rotates from round to round, so that the stacks share the machine's load."""
     agent_ids = noop_agent_ids(agents)
-    walls = {label: {kind: [] for kind in KINDS} for label in targets}
+    walls: dict[str, dict[str, list[float]]] = {label: {kind: [] for kind in KINDS} for label in targets}
     with contextlib.ExitStack() as open_:
         run = {}
         for label, target in targets.items():
@@ -180,7 +180,8 @@ def run_standalone(agents: int, jobs: int, attach: bool = False) -> dict:
         from pipeline.platform.settings import get_settings
 
         settings = get_settings()
-        if not (settings.api_url and settings.api_key) or settings.embedded:
+        if not (settings.api_url and settings.api_key and settings.broker_url and settings.result_backend) \
+                or settings.embedded:
             raise RuntimeError("attach needs AGENTSEARCH_API_URL, AGENTSEARCH_API_KEY and a Redis broker "
                                "(AGENTSEARCH_BROKER_URL, AGENTSEARCH_RESULT_BACKEND)")
         return measure(Target(settings.api_url, settings.api_key, settings.broker_url, settings.result_backend),

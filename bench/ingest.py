@@ -43,6 +43,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.common import SCIFACT, Target, bench_stack, ingest, load_average, wait_idle, write_result
 from devstack import ingest_through_api
@@ -159,9 +160,11 @@ def settle(stack) -> float:
 
 
 def _stack(side: Side, workdir: Path, baseline: Path | None):
-    options = {"workers": 1, "concurrency": side.workers, "queues": "ingest"}
+    options: dict[str, Any] = {"workers": 1, "concurrency": side.workers, "queues": "ingest"}
     if side.tree == "baseline":
         from bench.hop import _stack_of
+
+        assert baseline is not None  # sides_of makes a baseline side only when a baseline tree is given
 
         return _stack_of(baseline, workdir, **options)
     threads = str(side.threads)
@@ -183,7 +186,7 @@ def measure(docs: int | None = 1000, workers: tuple[int, ...] = (1, 2), rounds: 
     texts = chunk_texts(documents, chunking)
     sides = sides_of(workers, threads, baseline is not None, plain)
     model = _plain_model() if plain else None
-    result = {"docs": len(documents), "chunks": len(texts), "chunk_chars": chunking.max_chars,
+    result: dict[str, Any] = {"docs": len(documents), "chunks": len(texts), "chunk_chars": chunking.max_chars,
               "overlap_chars": chunking.overlap_chars, "rounds": rounds, "cores": cores(),
               "runtime": getattr(settings, "embedding_runtime", "torch"),
               "baseline_tree": str(baseline) if baseline else None, "load_at_start": load_average(),

@@ -50,7 +50,7 @@ CELERY = "Celery's own, per task (started, result, next message)"
 
 def breakdown(raw: Path, anchor: str, depth: int = 1, top: int = 25) -> list[tuple[float, str]]:
     """Inclusive share of the samples under ``anchor`` for each frame up to ``depth`` levels below it."""
-    total, shares = 0, collections.Counter()
+    total, shares = 0, collections.Counter[str]()
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         frames = stack.split(";")
@@ -72,7 +72,7 @@ def tree(raw: Path, anchor: str, depth: int = 3, min_share: float = 1.0, lines: 
     """The frames below ``anchor`` nested ``depth`` levels deep, each with its inclusive share of the samples under
     ``anchor``; those under ``min_share`` percent left out. Call sites of one function are merged unless
     ``lines``."""
-    total, root = 0, {}
+    total, root = 0, dict[str, list]()
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         frames = stack.split(";")
@@ -101,7 +101,7 @@ def tree(raw: Path, anchor: str, depth: int = 3, min_share: float = 1.0, lines: 
 def costs(raw: Path, jobs: int, agents: int, rate: int) -> list[tuple[str, float]]:
     """Milliseconds of sampled wall time per agent step for each part of ``COSTS``, then Celery's own per task (what
     every task of a job pays outside its function: a job has ``agents`` + 1 agent tasks and 3 others)."""
-    parts, celery = collections.Counter(), 0
+    parts, celery = collections.Counter[str](), 0
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         frames = stack.split(";")

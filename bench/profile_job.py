@@ -97,7 +97,8 @@ def breakdown(raw: Path, top: int = 20) -> dict:
     The denominator is the samples of the tasks' own threads (wall time inside tasks, both prefork processes); a
     watched function is counted on any thread, so the work of a helper thread is set against its waiting task.
     """
-    total, tasks, watched, leaves = 0, collections.Counter(), collections.Counter(), collections.Counter()
+    total = 0
+    tasks, watched, leaves = collections.Counter[str](), collections.Counter[str](), collections.Counter[str]()
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         frames = _frames(stack)

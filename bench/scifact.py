@@ -94,7 +94,7 @@ def measure_side_by_side(stacks: dict[str, tuple[Target, str, str]], claims: lis
     import redis
 
     agents = {"with_artifacts": PRE_SEARCH + POST_SEARCH + RESPONSE, "without_artifacts": PRE_SEARCH + POST_SEARCH}
-    walls = {label: {kind: [] for kind in KINDS} for label in stacks}
+    walls: dict[str, dict[str, list[float]]] = {label: {kind: [] for kind in KINDS} for label in stacks}
     stages: dict[str, dict[str, dict[str, list[float]]]] = {label: {kind: {} for kind in KINDS} for label in stacks}
     statuses: dict[str, dict[str, int]] = {label: {} for label in stacks}
     with contextlib.ExitStack() as open_:
@@ -139,7 +139,8 @@ def run_standalone(docs: int, queries: int, attach: bool = False) -> dict:
         from pipeline.platform.settings import get_settings
 
         settings = get_settings()
-        if not (settings.api_url and settings.api_key and settings.redis_url) or settings.embedded:
+        if not (settings.api_url and settings.api_key and settings.redis_url and settings.broker_url
+                and settings.result_backend) or settings.embedded:
             raise RuntimeError("attach needs AGENTSEARCH_API_URL, AGENTSEARCH_API_KEY, AGENTSEARCH_REDIS_URL and a "
                                "Redis broker (AGENTSEARCH_BROKER_URL, AGENTSEARCH_RESULT_BACKEND)")
         target = Target(settings.api_url, settings.api_key, settings.broker_url, settings.result_backend)

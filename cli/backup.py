@@ -29,7 +29,7 @@ def backup(directory: Path) -> None:
 
     started = time.monotonic()
     try:
-        manifest = make_backup(get_settings().database_url, directory)
+        manifest = make_backup(get_settings().resolved_database_url, directory)
     except BackupError as exc:
         fail(str(exc))
     for name, file in manifest["files"].items():
@@ -49,7 +49,7 @@ def restore(directory: Path, database_url: str | None, force: bool, then_reindex
     from pipeline.operations.backup import BackupError, restore_backup
 
     settings = get_settings()
-    url = database_url or settings.database_url
+    url = database_url or settings.resolved_database_url
     started = time.monotonic()
     try:
         manifest = restore_backup(directory, url, force=force)

@@ -27,5 +27,5 @@ def operator_database() -> Database:
     settings = get_settings()
     if settings.embedded:
         settings.ensure_data_dir()
-        upgrade(settings.database_url)
-    return Database(settings.database_url)
+        upgrade(settings.resolved_database_url)
+    return Database(settings.resolved_database_url)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -24,7 +25,7 @@ from pipeline.platform.settings import get_settings
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_CORPUS = REPO_ROOT / "examples" / "sample_corpus.jsonl"
 DEMO_QUERY = "What was Northwind Energy's revenue in Q4 2025, and how did it compare with Q4 2024?"
-DEMO_AGENTS = [
+DEMO_AGENTS: list[dict[str, Any]] = [
     {"agent_id": "language_detector", "priority": 0},
     {
         "agent_id": "acronym_resolver",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 from pydantic import ValidationError
@@ -75,7 +76,8 @@ def filter_option(filter_json: str | None) -> dict:
     from pipeline.retrieval.filters import parse_filter
 
     try:
-        return {"filter": parse_filter(json.loads(filter_json)).as_json()}
+        parsed = parse_filter(json.loads(filter_json))  # `null` is JSON too: no filter, as without --filter
+        return {"filter": parsed.as_json()} if parsed is not None else {}
     except json.JSONDecodeError as exc:
         fail(f"--filter is not JSON: {exc}")
     except ValueError as exc:
@@ -118,7 +120,7 @@ def eval_retrieval(corpus: Path, queries: Path, qrels: Path, strategy: str | Non
     if limit:
         asked = dict(list(asked.items())[:limit])
     settings = get_settings()
-    overrides = {k: v for k, v in {"strategy": strategy, "fusion": fusion}.items() if v}
+    overrides: dict[str, Any] = {k: v for k, v in {"strategy": strategy, "fusion": fusion}.items() if v}
     if sentence_weight is not None:
         overrides["sentence_weight"] = sentence_weight
     overrides.update(filter_option(filter_json))

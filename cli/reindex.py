@@ -84,7 +84,7 @@ def chosen_collections(database: Database, ref: str | None, user_name: str | Non
         if ref is not None and not found:
             fail(f"no collection {ref!r}" + (f" of user {user_name!r}" if user_name else ""))
         if ref is not None and len(found) > 1:
-            owners = ", ".join(sorted(s.get(User, c.user_id).name for c in found))
+            owners = ", ".join(sorted(s.get_one(User, c.user_id).name for c in found))
             fail(f"{len(found)} collections are named {ref!r} (users {owners}): say which with --user, or give its id")
         counts = dict(s.execute(select(DocumentRow.collection_id, func.count()).where(
             DocumentRow.status == "indexed").group_by(DocumentRow.collection_id)).all())

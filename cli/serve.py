@@ -31,8 +31,8 @@ def migrate() -> None:
 
     settings = get_settings()
     settings.ensure_data_dir()
-    upgrade(settings.database_url)
-    click.echo(f"database at head: {settings.database_url.split('@')[-1]}")
+    upgrade(settings.resolved_database_url)
+    click.echo(f"database at head: {settings.resolved_database_url.split('@')[-1]}")
 
 
 @click.command()

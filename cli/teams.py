@@ -18,10 +18,15 @@ Usage::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from cli.database import operator_database
 from cli.errors import fail
+
+if TYPE_CHECKING:
+    from pipeline.security.roles import Role
 
 # Each command imports the team functions when it runs (SQLAlchemy: see cli/__init__.py).
 ROLE_NAMES = ("viewer", "editor", "admin")
@@ -80,7 +85,7 @@ def teams_create(name: str, admin: str | None) -> None:
 @click.argument("team")
 @click.argument("user")
 @click.option("--role", type=click.Choice(ROLE_NAMES), default="viewer", show_default=True)
-def teams_add_member(team: str, user: str, role: str) -> None:
+def teams_add_member(team: str, user: str, role: Role) -> None:
     """Add a user to a team with a role, or give a member another role."""
     from pipeline.security.teams import set_role
 

@@ -159,7 +159,9 @@ class LocalServer(Started):
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         with self:
             print(f"{settings}  (log: {self.log}; Ctrl-C stops it)", flush=True)
+            proc = self.proc
+            assert proc is not None  # started by `with self`
             try:
-                self.proc.wait()
+                proc.wait()
             except KeyboardInterrupt:
                 pass

@@ -53,8 +53,11 @@ def start_milvus_lite(data_dir: Path, port: int, env: dict[str, str], log: Path)
     """``milvus-lite server`` on 127.0.0.1:``port`` with its data in ``data_dir``, once it takes connections."""
     proc = start_process([str(BIN / "milvus-lite"), "server", "--data-dir", str(data_dir), "--host", "127.0.0.1",
                           "--port", str(port)], env, log)
-    wait_for(lambda: socket.create_connection(("127.0.0.1", port), 1).close() or True, 60, "milvus-lite server",
-             proc, log)
+    def listening() -> bool:
+        socket.create_connection(("127.0.0.1", port), 1).close()
+        return True
+
+    wait_for(listening, 60, "milvus-lite server", proc, log)
     return proc
 
 
@@ -157,7 +160,8 @@ class DevStack(Started):
 
     def restart_redis(self, down_s: float = 2.0) -> None:
         """Stop Redis (the broker and caches) and bring it back with its append-only file, as a restart does."""
-        stop_process(self.redis_proc)
+        if self.redis_proc is not None:
+            stop_process(self.redis_proc)
         time.sleep(down_s)
         self.start_redis()
 

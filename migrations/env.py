@@ -3,6 +3,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool
 
+import pipeline.platform.tables  # noqa: F401  (every table on Base.metadata)
 from pipeline.platform.db import Base
 
 config = context.config
@@ -16,7 +17,10 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
-    engine = create_engine(config.get_main_option("sqlalchemy.url"), poolclass=pool.NullPool)
+    url = config.get_main_option("sqlalchemy.url")
+    if url is None:
+        raise RuntimeError("the Alembic config names no sqlalchemy.url: migrations.upgrade sets it")
+    engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as connection:
         context.configure(
             connection=connection,

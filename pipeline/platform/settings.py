@@ -412,6 +412,13 @@ class Settings(BaseSettings):
     def _llm_budget(cls, value: object, info: ValidationInfo) -> float:
         return positive_seconds(value, env_name(str(info.field_name)))
 
+    @property
+    def resolved_database_url(self) -> str:
+        """``database_url`` as validation resolved it (the SQLite file in the data dir when none was given)."""
+        if self.database_url is None:
+            raise RuntimeError("database_url is resolved when the settings are validated")
+        return self.database_url
+
     @model_validator(mode="after")
     def _resolve_defaults(self) -> Settings:
         self.data_dir = self.data_dir.expanduser()
