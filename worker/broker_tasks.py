@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import cast
 
 import redis
 
@@ -37,7 +38,7 @@ def broker_client() -> redis.Redis | None:
     return connect_redis(url) if url.startswith(("redis://", "rediss://")) else None
 
 
-def _task_id(raw: bytes) -> str | None:
+def _task_id(raw: bytes | str) -> str | None:
     """The task id of a message as kombu stores it: the message itself in a queue's list, ``[message, exchange,
     routing key]`` in the ``unacked`` hash."""
     try:
@@ -49,7 +50,8 @@ def _task_id(raw: bytes) -> str | None:
 
 def held_tasks(client: redis.Redis) -> dict[str, float]:
     """The task ids a consumer took and has not acknowledged, each with when it took it (epoch seconds)."""
-    taken = dict(client.zrange("unacked_index", 0, -1, withscores=True))
+    # redis-py's stubs give zrange one return type for all its modes; with scores it is (member, score) pairs.
+    taken = dict(cast("list[tuple[bytes | str, float]]", client.zrange("unacked_index", 0, -1, withscores=True)))
     held = {}
     for tag, raw in client.hgetall("unacked").items():
         task_id = _task_id(raw)

@@ -35,7 +35,7 @@ log = logging.getLogger("agentsearch.worker")
 EX_RECYCLE = 75
 
 _lock = threading.Lock()
-_watching = {"threads_pool": False, "published": (0, 0), "recycling": False}
+_watching: dict[str, Any] = {"threads_pool": False, "published": (0, 0), "recycling": False}
 
 
 def watch(threads_pool: bool) -> None:

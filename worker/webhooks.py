@@ -55,11 +55,11 @@ def _courier() -> Courier:
 @app.task(name="agentsearch.deliver_webhook", **DB_RETRY)
 def deliver_webhook(delivery_id: str, due: str | None = None, manual: bool = False) -> dict[str, Any]:
     report = _courier().attempt(delivery_id, due=due, manual=manual)
-    again = report.outcome in ("retry", "deferred") and report.retry_in_s is not None
-    if again and report.retry_in_s <= COUNTDOWN_MAX_S:
+    retry_in_s = report.retry_in_s if report.outcome in ("retry", "deferred") else None
+    if retry_in_s is not None and retry_in_s <= COUNTDOWN_MAX_S:
         try:
             deliver_webhook.apply_async((delivery_id, report.due), {"manual": True} if manual else None,
-                                        countdown=report.retry_in_s)
+                                        countdown=retry_in_s)
         except Exception:  # an automatic one is in the database: the sweep sends it once it is due
             log.warning("could not enqueue webhook delivery %s again%s", delivery_id,
                         "; the manual attempt is lost" if manual else "; the sweep will", exc_info=True)
