@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.agents.base import Stage
 from pipeline.documents import Citation
-from pipeline.ingest import DocumentIn
+from pipeline.ingestion.documents_in import DocumentIn
 from pipeline.ingestion.progress import IngestionProgress
 from pipeline.job.stage_budget import StageTimeouts
 
@@ -160,7 +160,7 @@ class WebhookUpdate(Strict):
 
 
 class JobResponseOut(BaseModel):
-    """A finished job's response (``pipeline.job.stages.assemble_response``): the answer, its sources and the
+    """A finished job's response (``pipeline.job.assembly.job_response``): the answer, its sources and the
     check of its citations; the other fields (agents, artifacts, metadata, timings) pass through as stored."""
 
     model_config = ConfigDict(extra="allow")

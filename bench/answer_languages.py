@@ -1,8 +1,8 @@
 """Where the offline answer finds or loses the gold sentence, per XQuAD language, and what the answer step costs.
 
 For each question of a language's development half (``--offset``, ``--limit``), the search runs as a job's does
-(the service's defaults, on the embedded stack), then ``stages.answer_step`` answers it (the extractive answer, the
-service's embedder) and is timed. Reported per language:
+(the service's defaults, on the embedded stack), then ``pipeline.job.answer_step`` answers it (the extractive answer,
+the service's embedder) and is timed. Reported per language:
 
 - ``gold_paragraph``: the question's paragraph (qrels) among the retrieved documents;
 - ``span_in_documents``: a gold span in the retrieved documents' text (a document is its best chunk, so the right
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 import os
 import statistics
 import subprocess
@@ -37,6 +36,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 SIGNALS = ("lexical", "semantic", "kind", "retrieval")
 
@@ -56,8 +56,9 @@ def measure(data: Path, language: str, offset: int, limit: int, diagnose: bool) 
 
     from pipeline.eval.answers import holds_gold_span
     from pipeline.eval.retrieval import ensure_corpus_indexed
-    from pipeline.job import stages
-    from pipeline.job.state import JobState
+    from pipeline.job.answer_step import answer_step
+    from pipeline.job.job_state import JobState
+    from pipeline.job.search import search_config
     from pipeline.services import get_services
 
     services = get_services()
@@ -69,7 +70,7 @@ def measure(data: Path, language: str, offset: int, limit: int, diagnose: bool) 
         from pipeline.job.answer import score_sentences
     # An earlier version's answer step may not take the model's name.
     named: dict[str, Any] = {"embedding_model": settings.embedding_model} if "embedding_model" in inspect.signature(
-        stages.answer_step).parameters else {}
+        answer_step).parameters else {}
     hits = 0
     answer_ms: list[float] = []
     paragraph = in_documents = in_sentence = 0
@@ -78,10 +79,10 @@ def measure(data: Path, language: str, offset: int, limit: int, diagnose: bool) 
     for question_id, text in asked:
         state = JobState(job_id=f"bench-{question_id}", collection_id=collection, query=text, original_query=text,
                          top_k=settings.default_top_k)
-        config = stages.search_config(state, settings.search_defaults())
+        config = search_config(state, settings.search_defaults())
         state.documents = retriever.search(collection, text, config, model=settings.embedding_model).documents
         started = time.perf_counter()
-        answered = stages.answer_step(state, embed=services.embedder.embed, language=settings.keyword_language,
+        answered = answer_step(state, embed=services.embedder.embed, language=settings.keyword_language,
                                      **named)
         answer_ms.append((time.perf_counter() - started) * 1000)
         spans = gold[question_id]

@@ -31,9 +31,9 @@ import redis
 from bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, machine
 from pipeline.documents import Document
 from pipeline.job.answer import generate_answer
+from pipeline.job.answer_step import answer_step
 from pipeline.job.answer_stream import AnswerChannel
-from pipeline.job.stages import answer_step
-from pipeline.job.state import JobState
+from pipeline.job.job_state import JobState
 from pipeline.platform.llm import LLMClient
 from tests.support.fake_llm import FakeLLM
 

@@ -25,8 +25,8 @@ import time
 
 from celery import Celery
 from celery.signals import before_task_publish
-from sqlalchemy import exc as sql_errors
 
+from pipeline.job import step_protocol
 from pipeline.platform.settings import Settings, get_settings
 
 DEFAULT_QUEUE = "celery"
@@ -42,18 +42,16 @@ REDIS_OUTAGE_WAIT_S = 60
 # The longest a task may run: the largest agent timeout a config may set (api.schemas, 3600 s) plus the hard-limit
 # margin of worker.canvas; and the longest a retry waits before it runs again (the backoff cap of the steps).
 LONGEST_TASK_S = 3600 + 15 + REDIS_OUTAGE_WAIT_S
-LONGEST_RETRY_DELAY_S = 30
+LONGEST_RETRY_DELAY_S = step_protocol.LONGEST_RETRY_DELAY_S
 # Redis consumes a queue's priority 0 list first and 9 last; a message without a priority goes to 0.
 NEW_WORK_PRIORITY = 9
 PUBLISH_RETRY = {"max_retries": 6, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 2}
 # About a minute (REDIS_OUTAGE_WAIT_S): a job's next step is not given up while a broker restarts or fails over.
 WORKER_PUBLISH_RETRY = {"max_retries": 22, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 3}
-# The database going away (a restart, a failover) is waited out by retrying the step with backoff (1, 2, 4 ... 30 s,
-# about four minutes in all), not turned into a failed job. A step's output is in the ledger before its last write,
-# so a retry after the work is done does not do the work again (worker.job_tasks).
-DB_UNAVAILABLE = (sql_errors.OperationalError, sql_errors.InterfaceError, sql_errors.TimeoutError)
+# The database going away is waited out by retrying the step with backoff (pipeline.job.step_protocol).
+DB_UNAVAILABLE = step_protocol.DATABASE_AWAY
 DB_RETRY = dict(autoretry_for=DB_UNAVAILABLE, retry_backoff=1, retry_backoff_max=LONGEST_RETRY_DELAY_S,
-                retry_jitter=False, max_retries=12)
+                retry_jitter=False, max_retries=step_protocol.DATABASE_RETRIES)
 # The result backend's retries of a read or write while Redis is away: each sleep drawn between 0 and min(1 s,
 # 10 ms x 2^n), so about REDIS_OUTAGE_WAIT_S in all. Celery's sleeps grow to 10 s: a chord's response agent that
 # stored its result during a 10 s restart woke up to 10 s after Redis was back, and its soft time limit (15 s for

@@ -1,14 +1,14 @@
-"""A job's graph as plain data (pure functions from its agent specs to a Celery canvas), and ``enqueue_job``, which
-puts it on the queues.
+"""A job's graph put on the queues: ``pipeline.job.workflow``'s nodes made Celery signatures, mechanically, and
+``enqueue_job``.
 
     chain(pre_search agents by priority -> core_search -> post_search agents by priority -> write_answer
           -> chord(group(response agents), assemble))
 
-With several collections, core_search becomes chord(group(core_search per collection), merge_search).
-
-Each agent invocation is its own task; the pre- and post-search agents are told their stage's agents (``peers``),
-which a ``next_agent_id`` may name (``pipeline.job.routing``: passed-over agents are no-op hops). Signatures are
-made from the task objects of ``worker.job_tasks``, so each name here leads to its task.
+Each node of the graph becomes its task's signatures (``node_signatures``): one; one per agent of its stage, in
+order (a chain's links) or side by side (a chord's header, joined by the node's ``joined_by``); one per collection
+(with several collections core_search becomes chord(group(core_search per collection), merge_search)). The pre-
+and post-search agents are told their stage's agents (``peers``), which a ``next_agent_id`` may name
+(``pipeline.job.routing``: passed-over agents are no-op hops). Each task is limited by its node's ``limit``.
 
 An agentic job runs in two canvases with the loops between them::
 
@@ -18,9 +18,9 @@ An agentic job runs in two canvases with the loops between them::
     chain(post_search agents -> agentic_compress -> write_answer
           -> chord(group(response agents), assemble))                the tail, applied by agentic_finish
 
-The loop's own tasks (``worker.agentic_tasks``) are named here instead, and register under these names: they apply
-these canvases themselves (begin starts the loops, each iteration its successor, finish the tail), so importing
-them here would make an import circle.
+The loop's own tasks (``worker.agentic_tasks``) are named rather than imported: they apply these canvases
+themselves (begin starts the loops, each iteration its successor, finish the tail), so importing them here would
+make an import circle.
 
 Usage::
 
@@ -34,30 +34,21 @@ Usage::
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from celery import Task, chain, chord, group, signature
 from celery.canvas import Signature
 from celery.result import AsyncResult, ResultSet
 
 from pipeline.agents.base import Stage
-from pipeline.agents.records import AgentSpec
 from pipeline.job.artifact_names import name_ranks, rank_key
+from pipeline.job.job_state import JobState
 from pipeline.job.stage_budget import start_clock
-from pipeline.job.state import JobState
+from pipeline.job.workflow import AGENTIC_ITERATION, ITERATIVE_HEAD, ITERATIVE_TAIL, JOB, RESPONSE_AGENT, Node, ordered
 from pipeline.platform.settings import Settings, get_settings
+from pipeline.records.agent_runs import AgentSpec
 from worker.app import REDIS_OUTAGE_WAIT_S
-from worker.job_tasks import (
-    agentic_compress,
-    assemble,
-    core_search,
-    job_failed,
-    merge_search,
-    ordered,
-    post_search_agent,
-    pre_search_agent,
-    response_agent,
-    write_answer,
-)
+from worker.job_tasks import TASKS, job_failed
 
 # Celery's own limits are a backstop behind the runner's deadline: the soft limit lands a little later, the hard
 # limit kills a worker process whose agent thread will not come back. Both leave room for the task's Redis work to
@@ -69,9 +60,6 @@ STEP_LIMIT_S = 120.0
 # The answer step's work beside its two LLM calls (the offline answer, its sentences embedded and checked, the
 # stream's writes): what STEP_LIMIT_S leaves beside the calls' default budgets of 60 and 20 s.
 ANSWER_SPARE_S = 40.0
-# The tasks worker.agentic_tasks.agentic_begin and worker.agentic_tasks.agentic_iteration.
-AGENTIC_BEGIN = "agentsearch.agentic_begin"
-AGENTIC_ITERATION = "agentsearch.agentic_iteration"
 # An iteration searches, evaluates (one LLM call, or offline signals), maybe grades and refines (an LLM call each).
 ITERATION_LIMIT_S = 180.0
 # A step's output travels to the next step inside that step's message: the result backend needs it only where a
@@ -92,9 +80,17 @@ def answer_limit_s(settings: Settings) -> float:
     return max(STEP_LIMIT_S, settings.answer_llm_timeout_s + settings.judge_llm_timeout_s + ANSWER_SPARE_S)
 
 
-def answer_signature() -> Signature:
-    """The answer step, limited by ``answer_limit_s`` of this process's settings."""
-    return step_signature(write_answer).set(**limits(answer_limit_s(get_settings())))
+def node_signature(node: Node, **kwargs: Any) -> Signature:
+    """One task of ``node`` outside the agents, limited by its node's limit (a step's, the answer's, a loop's start),
+    its output handed on, not stored (but a loop's start, whose output ends its canvas)."""
+    task = TASKS.get(node.task)
+    step = task.s(**kwargs) if task is not None else signature(node.task, kwargs=kwargs)
+    if node.limit == "loop":
+        return step.set(**limits(STEP_LIMIT_S))
+    step = step.set(**limits(STEP_LIMIT_S), **HANDED_ON)
+    if node.limit == "answer":
+        step = step.set(**limits(answer_limit_s(get_settings())))
+    return step
 
 
 def agent_signature(task: Task, spec: AgentSpec, default_timeout_s: float) -> Signature:
@@ -105,53 +101,75 @@ def agent_signature(task: Task, spec: AgentSpec, default_timeout_s: float) -> Si
     return task.s(spec=spec.model_dump(mode="json")).set(**limits(timeout_s))
 
 
-def stage_signatures(task: Task, specs: Iterable[AgentSpec], stage: Stage,
-                     default_timeout_s: float) -> list[Signature]:
-    """The pre- or post-search agents' tasks in order, each told its stage's agents (``peers``): a routed stage
-    stays one task per agent, and an agent passed over by an earlier one's ``next_agent_id`` is a no-op hop
+def stage_signatures(node: Node, specs: Iterable[AgentSpec], default_timeout_s: float) -> list[Signature]:
+    """The node's agents' tasks in order, one after the other, each told its stage's agents (``peers``): a routed
+    stage stays one task per agent, and an agent passed over by an earlier one's ``next_agent_id`` is a no-op hop
     (``pipeline.job.routing``)."""
-    agents = ordered(specs, stage)
+    agents = ordered(specs, node.step.agent_stage or Stage.PRE_SEARCH)
     peers = [[s.agent_id, s.config_id] for s in agents]
     steps = []
     for spec in agents:
-        step = agent_signature(task, spec, default_timeout_s).set(**HANDED_ON)
+        step = agent_signature(TASKS[node.task], spec, default_timeout_s).set(**HANDED_ON)
         if len(agents) > 1:  # alone in its stage, an agent has nothing to route to
             step.kwargs["peers"] = peers
         steps.append(step)
     return steps
 
 
-def step_signature(task: Task, **kwargs) -> Signature:
-    """A step outside the agents (search, merge, answer, assemble), limited by ``STEP_LIMIT_S``, its output handed
-    on, not stored."""
-    return task.s(**kwargs).set(**limits(STEP_LIMIT_S), **HANDED_ON)
-
-
-def response_signatures(specs: Iterable[AgentSpec], default_timeout_s: float) -> list[Signature]:
-    """The response agents' tasks, in order; a second config of one agent is told its rank, so that its artifact
-    gets a name of its own (``pipeline.job.artifact_names``). Rank 1 sends no rank: the message stays as before."""
-    responders = ordered(specs, Stage.RESPONSE)
+def response_signatures(specs: Iterable[AgentSpec], default_timeout_s: float,
+                        node: Node = RESPONSE_AGENT) -> list[Signature]:
+    """The node's agents' tasks side by side (a chord's header, whose outputs are stored for its callback), in
+    order; a second config of one agent is told its rank, so that its artifact gets a name of its own
+    (``pipeline.job.artifact_names``). Rank 1 sends no rank: the message stays as before."""
+    responders = ordered(specs, node.step.agent_stage or Stage.RESPONSE)
     ranks = name_ranks(responders)
     steps = []
     for spec in responders:
-        step = agent_signature(response_agent, spec, default_timeout_s)
+        step = agent_signature(TASKS[node.task], spec, default_timeout_s)
         if ranks[rank_key(spec)] > 1:
             step.kwargs["name_rank"] = ranks[rank_key(spec)]
         steps.append(step)
     return steps
 
 
-def respond_and_assemble(job_id: str, specs: Iterable[AgentSpec], default_timeout_s: float) -> Signature:
-    """The end of every job: its response agents side by side (a chord), then ``assemble`` with their records.
+def respond_and_assemble(node: Node, job_id: str, specs: Iterable[AgentSpec], default_timeout_s: float) -> Signature:
+    """The end of every job: its response agents side by side (a chord), then the node's ``joined_by``
+    (``assemble``) with their records.
 
     With no response agents, ``assemble`` alone with no records: an empty chord header would leave nothing to
     trigger the body.
     """
-    finish = step_signature(assemble, job_id=job_id)
-    responders = response_signatures(specs, default_timeout_s)
+    assert node.joined_by is not None
+    finish = node_signature(node.joined_by, job_id=job_id)
+    responders = response_signatures(specs, default_timeout_s, node)
     if responders:
         return chord(group(responders), finish)
     return finish.clone(args=([],)).set(immutable=True)
+
+
+def search_signature(node: Node, collection_ids: list[str] | None) -> Signature:
+    """One collection: one task. Several: searched in parallel (a group), then merged (the node's ``joined_by``)."""
+    if not collection_ids or len(collection_ids) == 1 or node.joined_by is None:
+        return node_signature(node)
+    # The chord gathers each collection's search from the result backend: stored.
+    header = group(node_signature(node, collection_id=c).set(ignore_result=False) for c in collection_ids)
+    return chord(header, node_signature(node.joined_by))
+
+
+def graph_signatures(graph: tuple[Node, ...], job_id: str, specs: list[AgentSpec], default_timeout_s: float,
+                     collection_ids: list[str] | None = None) -> list[Signature]:
+    """Each node of ``graph`` in order, as its tasks (see the module's docstring)."""
+    steps: list[Signature] = []
+    for node in graph:
+        if node.each == "agent" and node.side_by_side:
+            steps.append(respond_and_assemble(node, job_id, specs, default_timeout_s))
+        elif node.each == "agent":
+            steps += stage_signatures(node, specs, default_timeout_s)
+        elif node.each == "collection":
+            steps.append(search_signature(node, collection_ids))
+        else:
+            steps.append(node_signature(node))
+    return steps
 
 
 def fail_job_on_error(canvas: Signature, job_id: str) -> Signature:
@@ -160,31 +178,14 @@ def fail_job_on_error(canvas: Signature, job_id: str) -> Signature:
     return canvas
 
 
-def search_signature(collection_ids: list[str] | None) -> Signature:
-    """One collection: one task. Several: searched in parallel (a group), then merged."""
-    if not collection_ids or len(collection_ids) == 1:
-        return step_signature(core_search)
-    # The chord gathers each collection's search from the result backend: stored.
-    header = group(step_signature(core_search, collection_id=c).set(ignore_result=False) for c in collection_ids)
-    return chord(header, step_signature(merge_search))
-
-
 def build_job_canvas(
     job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0, collection_ids: list[str] | None = None
 ) -> Signature:
-    steps: list[Signature] = []
-    steps += stage_signatures(pre_search_agent, specs, Stage.PRE_SEARCH, default_timeout_s)
-    steps.append(search_signature(collection_ids))
-    steps += stage_signatures(post_search_agent, specs, Stage.POST_SEARCH, default_timeout_s)
-    steps.append(answer_signature())
-    steps.append(respond_and_assemble(job_id, specs, default_timeout_s))
-    return fail_job_on_error(chain(*steps), job_id)
+    return fail_job_on_error(chain(*graph_signatures(JOB, job_id, specs, default_timeout_s, collection_ids)), job_id)
 
 
 def build_agentic_head(job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0) -> Signature:
-    steps = stage_signatures(pre_search_agent, specs, Stage.PRE_SEARCH, default_timeout_s)
-    steps.append(signature(AGENTIC_BEGIN).set(**limits(STEP_LIMIT_S)))
-    return fail_job_on_error(chain(*steps), job_id)
+    return fail_job_on_error(chain(*graph_signatures(ITERATIVE_HEAD, job_id, specs, default_timeout_s)), job_id)
 
 
 def iteration_signature(job_id: str, profile: str, loop_state: dict) -> Signature:
@@ -198,11 +199,7 @@ def build_loops(job_id: str, loops: dict[str, dict]) -> Signature:
 
 
 def build_agentic_tail(job_id: str, specs: list[AgentSpec], default_timeout_s: float = 30.0) -> Signature:
-    steps = stage_signatures(post_search_agent, specs, Stage.POST_SEARCH, default_timeout_s)
-    steps.append(step_signature(agentic_compress))
-    steps.append(answer_signature())
-    steps.append(respond_and_assemble(job_id, specs, default_timeout_s))
-    return fail_job_on_error(chain(*steps), job_id)
+    return fail_job_on_error(chain(*graph_signatures(ITERATIVE_TAIL, job_id, specs, default_timeout_s)), job_id)
 
 
 def task_ids(result: AsyncResult | None) -> list[str]:

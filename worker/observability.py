@@ -5,9 +5,7 @@
 - ``worker_process_init``/``worker_process_shutdown``: each prefork process has its own tracer provider (its
   exporter thread would not survive the fork) and flushes it on the way out.
 
-Usage (from a task)::
-
-    end_job_trace(JobStore(db), job_id)      # once the job has ended: emits the trace's root span
+A job's own trace ends with it: ``pipeline.job.workflow.end_job_trace`` emits its root span.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ from typing import Any
 
 from celery.signals import setup_logging, task_postrun, task_prerun, worker_process_init, worker_process_shutdown
 
-from pipeline.job.store import JobStore
 from pipeline.observability import tracing
 from pipeline.observability.logs import configure_logging, push_context
 from pipeline.platform.settings import get_settings
@@ -79,15 +76,3 @@ def _start_tracing(**_kwargs: Any) -> None:
 def _stop_tracing(**_kwargs: Any) -> None:
     tracing.shutdown_tracing()
 
-
-def end_job_trace(jobs: JobStore, job_id: str) -> None:
-    """Emit the job's root span from its row (submission to end, final status); never raises into the task."""
-    if not tracing.enabled():
-        return
-    try:
-        timeline = jobs.timeline(job_id)
-        if timeline is not None:
-            tracing.emit_job_span(job_id, timeline.status, timeline.created_at, timeline.finished_at,
-                                  timeline.traceparent, timeline.error)
-    except Exception:  # a lost span must not fail the job's last step
-        log.debug("job span of %s not emitted", job_id, exc_info=True)

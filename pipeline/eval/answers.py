@@ -1,11 +1,11 @@
 """Answer evaluation on question-answering data in BEIR layout (XQuAD): how often the answer holds a gold span.
 
 Every question goes through the path a job takes: ``Retriever.search`` with the service's default search config
-(the job's ``search_config`` with the default top-k), then ``stages.answer_step`` (the LLM when one is configured,
+(the job's ``search_config`` with the default top-k), then ``pipeline.job.answer_step`` (the LLM when one is configured,
 else the extractive answer, with the service's embedder). A hit is a gold span found in the answer text,
 case-insensitive, its citation marks read past. Each answer's citations are checked as a job checks them
-(``pipeline.eval.citations``): the share of answers whose every cited sentence is supported, and how often the gold
-span lies inside a verified span.
+(``pipeline.eval.citation_scores``): the share of answers whose every cited sentence is supported, and how often
+the gold span lies inside a verified span.
 
 With an LLM, each question is also answered offline on the same documents, so one run gives the delivered
 answer's gold-span rate beside the extractive one's (``offline``), how the delivery rule chose (``grounding``:
@@ -62,9 +62,10 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
 
     With ``gold`` None every question is answered and only the citation figures are measured (claims with no
     gold answer, as SciFact's)."""
-    from pipeline.eval.citations import CitationTally
-    from pipeline.job import stages
-    from pipeline.job.state import JobState
+    from pipeline.eval.citation_scores import CitationTally
+    from pipeline.job.answer_step import answer_step
+    from pipeline.job.job_state import JobState
+    from pipeline.job.search import search_config
     from pipeline.retrieval.sentence_vectors import KnownVectors, stored_for
 
     settings = services.settings
@@ -83,12 +84,12 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
         started = time.perf_counter()
         state = JobState(job_id=f"eval-{question_id}", collection_id=collection, query=text, original_query=text,
                          top_k=settings.default_top_k)
-        config = stages.search_config(state, settings.search_defaults())
+        config = search_config(state, settings.search_defaults())
         result = retriever.search(collection, text, config, model=settings.embedding_model)
         state.documents = result.documents
         searched = state
         first = FirstDelta()
-        state = stages.answer_step(searched, llm=llm, embed=services.embedder.embed, language=settings.keyword_language,
+        state = answer_step(searched, llm=llm, embed=services.embedder.embed, language=settings.keyword_language,
                                   embedding_model=settings.embedding_model, stream=first,
                                   timeout_s=settings.answer_llm_timeout_s, judge_timeout_s=settings.judge_llm_timeout_s)
         latencies.append((time.perf_counter() - started) * 1000)
@@ -102,7 +103,7 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
         extra: dict = {}
         if grounding is not None:
             offline_first = FirstDelta()
-            offline = stages.answer_step(searched, embed=services.embedder.embed, language=settings.keyword_language,
+            offline = answer_step(searched, embed=services.embedder.embed, language=settings.keyword_language,
                                         embedding_model=settings.embedding_model, stream=offline_first)
             extra = grounding.add(state, offline, spans, hit, first, offline_first)
         # The probes embed as a job does: the source sentences' vectors stored at ingest are read, not recomputed.

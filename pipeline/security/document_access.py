@@ -49,7 +49,10 @@ from sqlalchemy import ColumnElement, Select, cast, delete, exists, func, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import Collection, DocumentGroup, DocumentRow, Job, TeamGroupMember, TeamMember, UserIdentity
+from pipeline.platform.tables.collections import CollectionRow, DocumentGroupRow, DocumentRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.teams import TeamGroupMemberRow, TeamMemberRow
+from pipeline.platform.tables.users import UserIdentityRow
 from pipeline.refusal import Refusal, invalid
 from pipeline.retrieval.filters import MAX_DEPTH, MAX_IN_VALUES, MAX_NODES, MetadataFilter, filter_problems
 from pipeline.security.key_limits import searched_collections
@@ -68,25 +71,25 @@ def token(team_id: uuid.UUID | str | None, group: str) -> str:
 def held_tokens(s: Session, user_id: uuid.UUID | str) -> frozenset[str]:
     """The tokens of every group the user holds, in every team it is a member of."""
     user_id = uuid.UUID(str(user_id))
-    given = s.execute(select(TeamGroupMember.team_id, TeamGroupMember.name)
-                      .join(TeamMember, (TeamMember.team_id == TeamGroupMember.team_id)
-                            & (TeamMember.user_id == TeamGroupMember.user_id))
-                      .where(TeamGroupMember.user_id == user_id)).all()
+    given = s.execute(select(TeamGroupMemberRow.team_id, TeamGroupMemberRow.name)
+                      .join(TeamMemberRow, (TeamMemberRow.team_id == TeamGroupMemberRow.team_id)
+                            & (TeamMemberRow.user_id == TeamGroupMemberRow.user_id))
+                      .where(TeamGroupMemberRow.user_id == user_id)).all()
     tokens = {token(team_id, name) for team_id, name in given}
-    claimed = sorted({group for groups in s.scalars(select(UserIdentity.groups)
-                                                       .where(UserIdentity.user_id == user_id))
+    claimed = sorted({group for groups in s.scalars(select(UserIdentityRow.groups)
+                                                       .where(UserIdentityRow.user_id == user_id))
                       for group in groups or []})
     if claimed:
         # The provider's groups map to the groups of the same name in the teams the user is a member of: those
         # some member was put in, and those some document of the team is restricted to (a group may be the
         # provider's alone). Only names in use count, so a provider listing hundreds of groups adds a few tokens.
-        teams = select(TeamMember.team_id).where(TeamMember.user_id == user_id)
-        given_names = (select(TeamGroupMember.team_id, TeamGroupMember.name)
-                       .where(TeamGroupMember.team_id.in_(teams), TeamGroupMember.name.in_(claimed)))
-        document_names = (select(Collection.team_id, DocumentGroup.name)
-                          .join(DocumentRow, DocumentRow.id == DocumentGroup.document_id)
-                          .join(Collection, Collection.id == DocumentRow.collection_id)
-                          .where(Collection.team_id.in_(teams), DocumentGroup.name.in_(claimed)))
+        teams = select(TeamMemberRow.team_id).where(TeamMemberRow.user_id == user_id)
+        given_names = (select(TeamGroupMemberRow.team_id, TeamGroupMemberRow.name)
+                       .where(TeamGroupMemberRow.team_id.in_(teams), TeamGroupMemberRow.name.in_(claimed)))
+        document_names = (select(CollectionRow.team_id, DocumentGroupRow.name)
+                          .join(DocumentRow, DocumentRow.id == DocumentGroupRow.document_id)
+                          .join(CollectionRow, CollectionRow.id == DocumentRow.collection_id)
+                          .where(CollectionRow.team_id.in_(teams), DocumentGroupRow.name.in_(claimed)))
         named: list[Any] = list(s.execute(union(given_names, document_names)))
         tokens |= {token(team_id, name) for team_id, name in named}
     return frozenset(tokens)
@@ -144,7 +147,8 @@ class DocumentAccess(BaseModel):
                                     description="Group names of the collection's team.")
 
 
-def groups_for(collection: Collection, access: DocumentAccess | None, loc: tuple[str | int, ...]) -> list[str] | None:
+def groups_for(collection: CollectionRow, access: DocumentAccess | None,
+               loc: tuple[str | int, ...]) -> list[str] | None:
     """The group names a document is stored with (sorted, None for one every member finds); 422 at ``loc`` on a
     personal collection, which has no groups."""
     if access is None:
@@ -161,14 +165,14 @@ def reserved_key_problem(metadata: dict[str, Any]) -> str | None:
     return None
 
 
-def set_document_groups(s: Session, row: DocumentRow, collection: Collection, groups: list[str] | None) -> None:
+def set_document_groups(s: Session, row: DocumentRow, collection: CollectionRow, groups: list[str] | None) -> None:
     """Restrict the document to ``groups`` (None: to nobody, found by every member): its ``document_groups`` rows
     now, its chunks' metadata when it is indexed next (the row's metadata carries the tokens there). The row is
     flushed already (its id is the groups' key)."""
-    s.execute(delete(DocumentGroup).where(DocumentGroup.document_id == row.id))
+    s.execute(delete(DocumentGroupRow).where(DocumentGroupRow.document_id == row.id))
     metadata = {k: v for k, v in (row.metadata_ or {}).items() if k != ACCESS_KEY}
     if groups:
-        s.add_all(DocumentGroup(document_id=row.id, name=name) for name in groups)
+        s.add_all(DocumentGroupRow(document_id=row.id, name=name) for name in groups)
         metadata[ACCESS_KEY] = [token(collection.team_id, name) for name in groups]
     row.metadata_ = metadata
 
@@ -176,14 +180,15 @@ def set_document_groups(s: Session, row: DocumentRow, collection: Collection, gr
 def document_groups(s: Session, document_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, list[str]]:
     """The groups of each restricted document among ``document_ids`` (an unrestricted one is absent)."""
     groups: dict[uuid.UUID, list[str]] = {}
-    for document_id, name in s.execute(select(DocumentGroup.document_id, DocumentGroup.name)
-                                       .where(DocumentGroup.document_id.in_(list(document_ids)))
-                                       .order_by(DocumentGroup.name)):
+    for document_id, name in s.execute(select(DocumentGroupRow.document_id, DocumentGroupRow.name)
+                                       .where(DocumentGroupRow.document_id.in_(list(document_ids)))
+                                       .order_by(DocumentGroupRow.name)):
         groups.setdefault(document_id, []).append(name)
     return groups
 
 
-def hidden_among(s: Session, rows: Iterable[DocumentRow], collection: Collection, tokens: Iterable[str]) -> list[str]:
+def hidden_among(s: Session, rows: Iterable[DocumentRow], collection: CollectionRow,
+                 tokens: Iterable[str]) -> list[str]:
     """The ids of the documents among ``rows`` a holder of ``tokens`` does not find: what it may not replace."""
     rows = list(rows)
     if collection.team_id is None or not rows:
@@ -193,7 +198,7 @@ def hidden_among(s: Session, rows: Iterable[DocumentRow], collection: Collection
     return [row.external_id for row in rows if row.id in groups and not held & set(groups[row.id])]
 
 
-def refuse_hidden(s: Session, rows: Iterable[DocumentRow], collection: Collection, tokens: Iterable[str]) -> None:
+def refuse_hidden(s: Session, rows: Iterable[DocumentRow], collection: CollectionRow, tokens: Iterable[str]) -> None:
     """409 when the sender would replace a document it does not find: its content and groups are not the sender's
     to change, and a missing-id answer would be a lie the next listing contradicts."""
     hidden = hidden_among(s, rows, collection, tokens)
@@ -207,13 +212,13 @@ def shown_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (metadata or {}).items() if k != ACCESS_KEY}
 
 
-def visible_documents(query: Select, collection: Collection, tokens: Iterable[str]) -> Select:
+def visible_documents(query: Select, collection: CollectionRow, tokens: Iterable[str]) -> Select:
     """``query`` over ``DocumentRow`` narrowed to the documents a holder of ``tokens`` finds in the collection."""
     if collection.team_id is None:
         return query
-    restricted_doc = exists().where(DocumentGroup.document_id == DocumentRow.id)
-    shared = exists().where(DocumentGroup.document_id == DocumentRow.id,
-                            DocumentGroup.name.in_(team_groups_held(tokens, collection.team_id)))
+    restricted_doc = exists().where(DocumentGroupRow.document_id == DocumentRow.id)
+    shared = exists().where(DocumentGroupRow.document_id == DocumentRow.id,
+                            DocumentGroupRow.name.in_(team_groups_held(tokens, collection.team_id)))
     return query.where(~restricted_doc | shared)
 
 
@@ -243,12 +248,13 @@ def job_access(s: Session, collection_ids: Iterable[uuid.UUID | str], user_id: u
     ids = [uuid.UUID(str(c)) for c in collection_ids]
     user_id = uuid.UUID(str(user_id))
     if teams is None:
-        teams = s.scalars(select(Collection.team_id).where(Collection.id.in_(ids), Collection.team_id.is_not(None)))
+        teams = s.scalars(select(CollectionRow.team_id)
+                          .where(CollectionRow.id.in_(ids), CollectionRow.team_id.is_not(None)))
     team_ids = {str(team_id) for team_id in teams if team_id is not None}
-    if not team_ids and not s.scalar(select(exists().where(TeamMember.user_id == user_id))):
+    if not team_ids and not s.scalar(select(exists().where(TeamMemberRow.user_id == user_id))):
         return None
     held = sorted(held_tokens(s, user_id))
-    if not team_ids or not s.scalar(select(exists().where(DocumentGroup.document_id == DocumentRow.id,
+    if not team_ids or not s.scalar(select(exists().where(DocumentGroupRow.document_id == DocumentRow.id,
                                                           DocumentRow.collection_id.in_(ids)))):
         return JobAccess(held=held, searched=None)
     return JobAccess(held=held, searched=[t for t in held if t.split(":", 1)[0] in team_ids])
@@ -264,7 +270,7 @@ def groups_within(column: Any, tokens: Iterable[str], dialect: str) -> ColumnEle
     return column.is_(None) | ~exists(select(1).select_from(held).where(held.c.value.not_in(tokens)))
 
 
-def job_visible(s: Session, job: Job, tokens: Iterable[str]) -> bool:
+def job_visible(s: Session, job: JobRow, tokens: Iterable[str]) -> bool:
     """Whether a holder of ``tokens`` may read the job: it holds every token the job was run with, and none of the
     job's sources (while it runs, the documents its answer is written from) is now a document restricted to groups
     it does not hold."""
@@ -275,15 +281,15 @@ def job_visible(s: Session, job: Job, tokens: Iterable[str]) -> bool:
         return False
     if job.response is not None:
         sources = [src.get("document_id") for src in job.response.get("sources") or [] if isinstance(src, dict)]
-    else:  # running: the documents its answer is being written from, once it has started (worker.job_tasks)
+    else:  # running: the documents its answer is being written from, once it has started (workflow.ANSWER)
         sources = [doc.get("id") for doc in (job.state or {}).get("documents") or [] if isinstance(doc, dict)]
     if not sources:
         return True
     searched = searched_collections(job) or frozenset({job.collection_id})
     # A source restricted to groups, none of which the reader holds: the job now shows what it may not find.
-    restricted_rows = s.execute(select(DocumentRow.id, Collection.team_id, DocumentGroup.name)
-                                .join(Collection, Collection.id == DocumentRow.collection_id)
-                                .join(DocumentGroup, DocumentGroup.document_id == DocumentRow.id)
+    restricted_rows = s.execute(select(DocumentRow.id, CollectionRow.team_id, DocumentGroupRow.name)
+                                .join(CollectionRow, CollectionRow.id == DocumentRow.collection_id)
+                                .join(DocumentGroupRow, DocumentGroupRow.document_id == DocumentRow.id)
                                 .where(DocumentRow.collection_id.in_(list(searched)),
                                        DocumentRow.external_id.in_([str(d) for d in sources]))).all()
     held: dict[uuid.UUID, bool] = {}

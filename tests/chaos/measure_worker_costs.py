@@ -17,8 +17,8 @@ import torch
 
 from devstack import REPO
 from pipeline.agents.base import Document
-from pipeline.job.stages import answer_step
-from pipeline.job.state import JobState
+from pipeline.job.answer_step import answer_step
+from pipeline.job.job_state import JobState
 from pipeline.retrieval.embedder import Embedder
 
 ROUNDS = 10

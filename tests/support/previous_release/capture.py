@@ -68,8 +68,9 @@ def use_tree(tree: Path) -> None:
 
 
 def job_states() -> dict[str, Any]:
-    from pipeline.documents import Citation, CotStep, Document, Source
     from pipeline.job.state import AgentRun, AgentSpec, ArtifactRef, JobState
+
+    from pipeline.documents import Citation, CotStep, Document, Source
 
     specs = [AgentSpec.model_validate(spec) for spec in SPECS]
     queued = JobState(job_id=JOB_ID, collection_id=COLLECTION_ID, user_id=USER_ID, query=QUERY, original_query=QUERY,
@@ -105,7 +106,7 @@ def job_states() -> dict[str, Any]:
     responded = answered.model_copy(deep=True, update={"agent_runs": [pre, summary], "timings_ms": {
         "pre_search": 2.0, "core_search": 30.0, "answer": 4.0, "response": 12.0}})
     agentic = queued.model_copy(deep=True, update={"agentic": agentic_spec()})
-    from pipeline.job.stages import assemble_response
+    from pipeline.job.workflow import assemble_response
 
     return {
         "states": {"queued": queued.dump(), "searched": searched.dump(), "answered": answered.dump(),
@@ -125,6 +126,7 @@ def agentic_spec() -> dict[str, Any]:
 def job_messages() -> dict[str, Any]:
     """The first message of each canvas, as the release's ``enqueue_job`` sends it (its canvas rides inside)."""
     from pipeline.job.state import AgentSpec, JobState
+
     from worker.app import app
     from worker.canvas import enqueue_job
 
@@ -195,10 +197,10 @@ def read_database(url: str) -> dict[str, Any]:
     from datetime import UTC, datetime
     from uuid import uuid4
 
+    from pipeline.job.state import JobState
     from sqlalchemy import create_engine, select
     from sqlalchemy.orm import Session
 
-    from pipeline.job.state import JobState
     from pipeline.platform.db import Base, DocumentRow, Job
 
     engine = create_engine(url)

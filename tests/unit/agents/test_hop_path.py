@@ -11,16 +11,16 @@ import pytest
 import redis
 
 from pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
-from pipeline.agents.records import AgentRun, AgentSpec
 from pipeline.agents.registry import AgentRegistry
 from pipeline.agents.runner import AgentRunner
+from pipeline.job.agent_call import pre_search_step
+from pipeline.job.job_state import JobState
 from pipeline.job.ledger import StepLedger
-from pipeline.job.stages import pre_search_step
-from pipeline.job.state import JobState
-from pipeline.platform import overlap
+from pipeline.platform import redis_pipelining
 from pipeline.platform.cache import ResultCache
-from pipeline.platform.overlap import send
+from pipeline.platform.redis_pipelining import send
 from pipeline.platform.settings import Settings
+from pipeline.records.agent_runs import AgentRun, AgentSpec
 
 CTX = AgentContext(pipeline_stage=Stage.PRE_SEARCH, user_id="u1")
 QUERY = PreSearchInput(query="Q4 revenue of the solar segment", collection_id="c-energy")
@@ -237,7 +237,7 @@ def test_within_a_scope_writes_are_sent_at_once_and_their_answers_read_when_it_e
     writes.set("k", "v")
     writes.hincrby("counts", "runs", 1)
     trips()
-    with overlap.scope():
+    with redis_pipelining.scope():
         assert send(writes)
         assert trips() == 1 and client.get("k") == b"v"  # the server has it; the answers wait in the socket
         assert len(client.connection_pool._in_use_connections) == 1
@@ -249,7 +249,7 @@ def test_a_thread_other_than_the_scopes_reads_its_answers_at_once(client):
 
     writes = client.pipeline(transaction=False)
     writes.set("k", "v")
-    with overlap.scope():
+    with redis_pipelining.scope():
         context = contextvars.copy_context()  # what an agent's deadline thread starts with
         sent = []
         thread = threading.Thread(target=lambda: sent.append(context.run(send, writes)))
@@ -260,7 +260,7 @@ def test_a_thread_other_than_the_scopes_reads_its_answers_at_once(client):
 
 def test_answers_read_later_come_in_order_with_an_error_in_its_place(client):
     client.set("text", "not a number")
-    read = overlap.send_commands(client, [("INCR", "text"), ("GET", "text")])
+    read = redis_pipelining.send_commands(client, [("INCR", "text"), ("GET", "text")])
     error, value = read()
     assert isinstance(error, redis.ResponseError) and value == b"not a number"
     assert not client.connection_pool._in_use_connections
@@ -270,6 +270,6 @@ def test_writes_to_a_redis_that_is_down_are_reported_and_nothing_is_held(fake_se
     writes = client.pipeline(transaction=False)
     writes.set("k", "v")
     fake_server.connected = False
-    with overlap.scope():
+    with redis_pipelining.scope():
         assert not send(writes)
     assert not client.connection_pool._in_use_connections

@@ -143,13 +143,13 @@ def test_the_hop_profile_nests_frames_under_the_anchor_with_their_shares(tmp_pat
 
     raw = tmp_path / "stacks.txt"
     raw.write_text(
-        "main (w.py:1);run_step (worker/job_tasks.py:9);JobStore.progress (pipeline/job/store.py:3) 6\n"
+        "main (w.py:1);run_step (worker/job_tasks.py:9);JobStore.progress (pipeline/job/job_store.py:3) 6\n"
         "main (w.py:1);run_step (worker/job_tasks.py:9);StepLedger.put (pipeline/job/ledger.py:5) 3\n"
-        "main (w.py:1);run_step (worker/job_tasks.py:12);JobStore.progress (pipeline/job/store.py:4) 1\n"
+        "main (w.py:1);run_step (worker/job_tasks.py:12);JobStore.progress (pipeline/job/job_store.py:4) 1\n"
         "main (w.py:1);idle (w.py:2) 90\n")
     assert profile_hop.tree(raw, "run_step", depth=1, min_share=5) == [
-        " 70.0%  JobStore.progress (pipeline/job/store.py)", " 30.0%  StepLedger.put (pipeline/job/ledger.py)"]
-    assert profile_hop.breakdown(raw, "run_step")[0] == (60.0, "JobStore.progress (pipeline/job/store.py:3)")
+        " 70.0%  JobStore.progress (pipeline/job/job_store.py)", " 30.0%  StepLedger.put (pipeline/job/ledger.py)"]
+    assert profile_hop.breakdown(raw, "run_step")[0] == (60.0, "JobStore.progress (pipeline/job/job_store.py:3)")
 
 
 def test_the_hop_profile_splits_an_agent_step_into_its_parts_and_celerys_own(tmp_path):
@@ -158,8 +158,8 @@ def test_the_hop_profile_splits_an_agent_step_into_its_parts_and_celerys_own(tmp
     task = "fast_trace_task (celery/app/trace.py:1);trace_task (celery/app/trace.py:2)"
     step = f"{task};__protected_call__ (celery/app/trace.py:3);pre_search_agent (worker/job_tasks.py:4);run_step (w:5)"
     raw = tmp_path / "stacks.txt"
-    raw.write_text(f"{step};JobStore.progress (pipeline/job/store.py:6) 50\n"
-                   f"{step};x (pipeline/job/stages.py:7);AgentRunner.run (r:8);call_with_deadline (d:9) 25\n"
+    raw.write_text(f"{step};JobStore.progress (pipeline/job/job_store.py:6) 50\n"
+                   f"{step};x (pipeline/job/agent_call.py:7);AgentRunner.run (r:8);call_with_deadline (d:9) 25\n"
                    f"{task};Backend.store_result (celery/backends/base.py:10) 40\n")
     parts = dict(profile_hop.costs(raw, jobs=1, agents=1, rate=100))  # 2 agent steps, 5 tasks
     assert parts["progress report (PostgreSQL)"] == 250.0 and parts["agent deadline thread (start, wait)"] == 125.0
@@ -167,7 +167,8 @@ def test_the_hop_profile_splits_an_agent_step_into_its_parts_and_celerys_own(tmp
 
 
 def test_the_plain_model_embeds_exactly_the_chunks_the_stack_embeds():
-    from pipeline.ingest import ChunkingConfig, index_documents
+    from pipeline.ingestion.chunking import ChunkingConfig
+    from pipeline.ingestion.indexing import index_documents
     from pipeline.retrieval.analyzer import KeywordAnalyzer
 
     long = " ".join(f"Sentence number {i} says something about solar panels and their output." for i in range(30))

@@ -23,9 +23,9 @@ from cli.search import search
 from pipeline.agents.base import Document
 from pipeline.job.answer import generate_answer
 from pipeline.job.answer.llm import SentenceReader
+from pipeline.job.answer_step import answer_step
 from pipeline.job.answer_stream import AnswerChannel, AnswerStreamReader, DeltaBatcher, stream_key
-from pipeline.job.stages import answer_step
-from pipeline.job.state import JobState
+from pipeline.job.job_state import JobState
 from pipeline.platform.llm import LLMError
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM

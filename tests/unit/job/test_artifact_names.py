@@ -20,8 +20,8 @@ from pipeline.job.artifacts import ArtifactStore, JobEnded
 from pipeline.job.job_state import JobState
 from pipeline.job.job_store import JobStore
 from pipeline.job.ledger import StepLedger
-from pipeline.platform.db import ArtifactRow
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.jobs import ArtifactRow
 from pipeline.records.agent_runs import AgentRun, AgentSpec
 from tests.support.jobs import answered, new_job
 from worker import job_tasks

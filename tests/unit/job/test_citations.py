@@ -14,8 +14,9 @@ import pytest
 
 from pipeline.documents import Citation, Document
 from pipeline.job.answer.citations import cited_sentences, fully_supported, numbers_in, verify_citations
-from pipeline.job.stages import answer_step, assemble_response
-from pipeline.job.state import JobState
+from pipeline.job.answer_step import answer_step
+from pipeline.job.job_state import JobState
+from pipeline.job.workflow import assemble_response
 from pipeline.text import whole_sentences
 from pipeline.text.spans import find_loose, sentence_spans
 from tests.support import llm_fixtures
@@ -286,7 +287,7 @@ def test_the_answer_step_judges_an_llm_answer_before_delivering_it(fake, llm):
 # --- the evaluation's citation figures -----------------------------------------------------------------------------
 
 def test_the_tally_counts_supported_answers_gold_spans_and_caught_probes():
-    from pipeline.eval.citations import CitationTally, probe_texts
+    from pipeline.eval.citation_scores import CitationTally, probe_texts
 
     out = answer_step(job_state())
     probes = probe_texts(out.answer, DOCS)

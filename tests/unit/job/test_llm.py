@@ -11,8 +11,8 @@ import pytest
 from pipeline.agents.base import Document
 from pipeline.job.answer import ANSWER_LLM_TIMEOUT_S, NO_RESULTS, draft_answer, generate_answer
 from pipeline.job.answer.llm import ANSWER_MAX_TOKENS, ANSWER_SCHEMA, ANSWER_SCHEMA_COT, read_reply
-from pipeline.job.stages import answer_step
-from pipeline.job.state import JobState
+from pipeline.job.answer_step import answer_step
+from pipeline.job.job_state import JobState
 from pipeline.platform.llm import LLMClient, LLMError, parse_json_reply
 from pipeline.platform.settings import Settings
 from tests.support import llm_fixtures

@@ -20,11 +20,13 @@ from sqlalchemy.exc import OperationalError
 from migrations import upgrade
 from pipeline import services as services_module
 from pipeline.agents.base import Stage
-from pipeline.agents.records import AgentSpec
+from pipeline.job import workflow
+from pipeline.job.job_store import JobStore
 from pipeline.job.ledger import StepLedger
-from pipeline.job.store import JobStore
-from pipeline.platform.db import ArtifactRow, Job, utcnow
+from pipeline.platform.db import utcnow
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.jobs import ArtifactRow, JobRow
+from pipeline.records.agent_runs import AgentSpec
 from tests.support.jobs import answered, new_job
 from worker import job_tasks
 
@@ -46,9 +48,9 @@ def services(tmp_path, monkeypatch, install_services):
     services.close()
 
 
-def job_row(services, job_id: str) -> Job:
+def job_row(services, job_id: str) -> JobRow:
     with services.db.session() as s:
-        return s.get(Job, uuid.UUID(job_id))
+        return s.get(JobRow, uuid.UUID(job_id))
 
 
 def test_an_agent_step_run_twice_calls_its_agent_once_and_hands_on_the_same_state(services):
@@ -141,7 +143,7 @@ def test_reaper_retries_a_job_whose_response_agent_died_with_its_node(services):
     state = answered(services, new_job(services, [NOTE]))
     jobs = JobStore(services.db)
     with services.db.session() as s:
-        job = s.get(Job, uuid.UUID(state.job_id))
+        job = s.get(JobRow, uuid.UUID(state.job_id))
         job.worker, job.task_ids = "w-alive@host", ["t-answer", "t-note"]
         job.updated_at = utcnow() - timedelta(minutes=5)
     later = utcnow()
@@ -171,9 +173,9 @@ class _FlakyStore:
 
 def test_a_finished_artifact_waits_for_the_database_instead_of_being_lost():
     store = _FlakyStore(failures=2)
-    assert job_tasks.RetryingArtifacts(store, wait_s=5).save("j", object()) == "ref" and store.calls == 3
+    assert workflow.RetryingArtifacts(store, wait_s=5).save("j", object()) == "ref" and store.calls == 3
     gone = _FlakyStore(failures=100)
     with pytest.raises(OperationalError):
         # Room for the first retry, 0.5 s on (with 0.9 s to spare), never for the second, 1 s after that.
-        job_tasks.RetryingArtifacts(gone, wait_s=1.4).save("j", object())
+        workflow.RetryingArtifacts(gone, wait_s=1.4).save("j", object())
     assert gone.calls == 2

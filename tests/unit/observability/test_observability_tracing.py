@@ -21,10 +21,10 @@ from pipeline.agents.base import (
     ResponseAgent,
     Stage,
 )
-from pipeline.agents.records import AgentSpec, ArtifactRef
-from pipeline.job import stages
-from pipeline.job.state import JobState
+from pipeline.job import agent_call, answer_step, search
+from pipeline.job.job_state import JobState
 from pipeline.observability import tracing
+from pipeline.records.agent_runs import AgentSpec, ArtifactRef
 from pipeline.retrieval.retriever import RetrievalResult
 
 SEEN_IN_AGENT: list[trace.SpanContext] = []
@@ -93,12 +93,13 @@ def hop(state: JobState) -> JobState:
 
 def run_job(services, job_id: str) -> None:
     state = JobState(job_id=job_id, collection_id=str(uuid.uuid4()), query="offshore wind capacity")
-    state = hop(stages.pre_search_step(state, AgentSpec(agent_id="expander", stage=Stage.PRE_SEARCH), services.runner))
-    state = hop(stages.core_search_step(state, services))
-    state = hop(stages.post_search_step(state, AgentSpec(agent_id="broken_filter", stage=Stage.POST_SEARCH),
+    state = hop(agent_call.pre_search_step(state, AgentSpec(agent_id="expander", stage=Stage.PRE_SEARCH),
+                                           services.runner))
+    state = hop(search.core_search_step(state, services))
+    state = hop(agent_call.post_search_step(state, AgentSpec(agent_id="broken_filter", stage=Stage.POST_SEARCH),
                                         services.runner))
-    state = hop(stages.answer_step(state))
-    run = stages.response_step(state, AgentSpec(agent_id="summary", stage=Stage.RESPONSE), services.runner,
+    state = hop(answer_step.answer_step(state))
+    run = agent_call.response_step(state, AgentSpec(agent_id="summary", stage=Stage.RESPONSE), services.runner,
                                services.artifacts)
     assert [r.status for r in [*state.agent_runs, run]] == ["ok", "error", "ok"]
     ended = datetime.now(UTC)
@@ -149,13 +150,13 @@ def test_the_first_step_puts_the_job_trace_context_in_the_state(spans, services)
     state = JobState(job_id=job_id, collection_id=str(uuid.uuid4()), query="q")
     assert state.traceparent is None
     # Two searches of a group start from the same state, each in its own process: they agree without talking.
-    first = stages.core_search_step(state, services)
-    second = stages.core_search_step(state, services, str(uuid.uuid4()))
+    first = search.core_search_step(state, services)
+    second = search.core_search_step(state, services, str(uuid.uuid4()))
     assert first.traceparent == second.traceparent == tracing.job_traceparent(job_id)
     assert first.traceparent == f"00-{uuid.UUID(job_id).hex}-{first.traceparent.split('-')[2]}-01"
     # A later step keeps what it was given, even a context from elsewhere.
     given = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    later = stages.answer_step(state.model_copy(update={"traceparent": given}))
+    later = answer_step.answer_step(state.model_copy(update={"traceparent": given}))
     assert later.traceparent == given
     answer_span = next(s for s in spans.get_finished_spans() if s.name == "answer")
     assert answer_span.parent.span_id == 0xB7AD6B7169203331
@@ -181,6 +182,6 @@ def test_a_state_saved_before_the_field_existed_still_loads():
 def test_without_tracing_configured_steps_record_nothing_and_still_run(services):
     assert not tracing.enabled()
     state = JobState(job_id=str(uuid.uuid4()), collection_id=str(uuid.uuid4()), query="q")
-    out = stages.pre_search_step(state, AgentSpec(agent_id="expander", stage=Stage.PRE_SEARCH), services.runner)
+    out = agent_call.pre_search_step(state, AgentSpec(agent_id="expander", stage=Stage.PRE_SEARCH), services.runner)
     assert out.query == "q turbines"
     tracing.emit_job_span(state.job_id, "succeeded", datetime.now(UTC))  # a no-op, not an error

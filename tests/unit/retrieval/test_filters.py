@@ -20,8 +20,8 @@ from milvus_lite.search.filter.tokens import TokenKind, tokenize
 from pydantic import ValidationError
 
 from pipeline.agents.base import AgentContext, Stage
-from pipeline.job.stages import agent_context
-from pipeline.job.state import JobState
+from pipeline.job.agent_call import agent_context
+from pipeline.job.job_state import JobState
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import (
@@ -493,7 +493,7 @@ def test_the_iterative_loop_takes_the_jobs_filter_and_refuses_one_of_its_own():
 
 def test_the_runner_binds_an_agents_toolbox_to_the_jobs_filter(make_runner):
     from pipeline.agents.base import PreSearchAgent, PreSearchInput, PreSearchOutput
-    from pipeline.agents.records import AgentSpec
+    from pipeline.records.agent_runs import AgentSpec
 
     class Tools:
         def __init__(self, search_filter=None):

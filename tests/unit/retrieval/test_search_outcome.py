@@ -18,12 +18,16 @@ from celery.exceptions import Retry
 from migrations import upgrade
 from pipeline import services as services_module
 from pipeline.agents.base import Document
+from pipeline.job.job_state import JobState
 from pipeline.job.ledger import StepLedger
-from pipeline.job.stages import assemble_response, merge_search_step
-from pipeline.job.state import JobState
+from pipeline.job.search import merge_search_step
+from pipeline.job.workflow import assemble_response
 from pipeline.platform.backoff import backoff_delay
-from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job, utcnow
+from pipeline.platform.db import utcnow
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.outcome import SearchFailed, degraded_reasons, search_failure
@@ -205,9 +209,9 @@ def services(tmp_path, monkeypatch, install_services):
 def new_job(services) -> JobState:
     collection_id = uuid.uuid4()
     with services.db.session() as s:
-        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name="c", embedding_model="m"))
+        s.add(CollectionRow(id=collection_id, user_id=DEFAULT_USER_ID, name="c", embedding_model="m"))
         s.flush()
-        job = Job(user_id=DEFAULT_USER_ID, collection_id=collection_id, query="Q4 revenue?", status="queued",
+        job = JobRow(user_id=DEFAULT_USER_ID, collection_id=collection_id, query="Q4 revenue?", status="queued",
                   deadline_at=utcnow() + timedelta(minutes=10))
         s.add(job)
         s.flush()

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from pipeline.documents import Document
-from pipeline.ingest import ChunkingConfig, index_documents
+from pipeline.ingestion.chunking import ChunkingConfig
+from pipeline.ingestion.indexing import index_documents
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.sentence_vectors import (
     MAX_STORED,
@@ -182,9 +183,9 @@ def test_the_answers_embed_reads_the_jobs_own_collections_and_the_cached_query_o
     import uuid
     from types import SimpleNamespace
 
-    from pipeline.job.stages import answer_embedder
-    from pipeline.job.state import JobState
-    from pipeline.platform.db import milvus_collection_name
+    from pipeline.job.answer_step import answer_embedder
+    from pipeline.job.job_state import JobState
+    from pipeline.platform.tables.collections import milvus_collection_name
 
     mine, theirs = str(uuid.uuid4()), str(uuid.uuid4())
     own, other = chunk_units("", "Own fact."), chunk_units("", "Other fact.")
@@ -238,7 +239,7 @@ def test_sentences_read_in_their_chunks_pass_are_not_embedded_again_but_titles_a
 
 
 def test_sentence_spans_point_at_each_sentence_in_the_embedded_text():
-    from pipeline.ingest import sentence_spans
+    from pipeline.ingestion.indexing import sentence_spans
 
     piece = "First one here. Second  one\nthere. Third."
     text = f"Title. {piece}"

@@ -1,0 +1,381 @@
+"""A job's graph, read top to bottom: its steps in the order a job runs them, each a named function of the state.
+
+    pre_search_agent*  ->  core_search (or per collection, side by side, then merge_search)  ->  post_search_agent*
+      ->  generate_answer  ->  response_agent* (side by side: a chord)  ->  assemble (the chord's callback: the end)
+
+The iterative mode runs the same steps with its loops in place of the search (``ITERATIVE_*`` below)::
+
+    pre_search_agent*  ->  agentic_begin  ->  agentic_iteration* per loop (each enqueues the next)  ->  agentic_finish
+      ->  post_search_agent*  ->  agentic_compress  ->  generate_answer  ->  response_agent*  ->  assemble
+
+Each step is a ``Step`` (``pipeline.job.step_protocol``): its stage, its ledger key and its work, a plain function
+``(StepCall, input) -> output`` defined here, each calling the one module of its concern: an agent through
+``pipeline.job.agent_call``, the search ``pipeline.job.search``, the answer ``pipeline.job.answer_step``, the loops
+``pipeline.job.iterative``. ``run_step`` runs every one in the same frame (the job's check, the step ledger, the
+time). Each graph is a tuple of ``Node``: the Celery task that runs a step, and how many (one; one per agent of a
+stage, in order or side by side; one per collection). ``worker.job_tasks`` makes each node's task and
+``worker.canvas`` its canvas from these tuples, mechanically: a new step is a function and a node here, then its
+task there.
+
+Usage::
+
+    for node in JOB:                     # the job's graph, in order
+        node.task, node.step.stage       # "agentsearch.pre_search_agent", "pre_search"
+    run_step(ANSWER, StepCall(services, ledger), state.dump())
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from pipeline.agents.base import AgentArtifact, Stage
+from pipeline.agents.fallback import critical_reason, failed
+from pipeline.agents.runner import worker_name
+from pipeline.job import iterative
+from pipeline.job.agent_call import SavesArtifacts, post_search_step, pre_search_step, response_step
+from pipeline.job.answer_step import answer_with_settings
+from pipeline.job.artifacts import ArtifactStore
+from pipeline.job.assembly import job_response
+from pipeline.job.job_state import JobState
+from pipeline.job.job_store import TERMINAL, JobStore, MissingState
+from pipeline.job.ledger import step_key
+from pipeline.job.search import found_in_some, merged_searches, search_or_retry
+from pipeline.job.step_protocol import (
+    DATABASE_AWAY,
+    DATABASE_RETRIES,
+    LONGEST_RETRY_DELAY_S,
+    Cancelled,
+    Retry,
+    Step,
+    StepCall,
+    status_check,
+)
+from pipeline.observability import tracing
+from pipeline.records.agent_runs import AgentRun, AgentSpec, ArtifactRef
+
+log = logging.getLogger("agentsearch.worker")
+
+# How long assemble waits for a response agent's record the chord did not bring: 10 tries, 2 s apart (within the
+# task's database retries, whose count it shares).
+ASSEMBLE_WAITS, ASSEMBLE_WAIT_S = 10, 2
+# How long a finished response agent's artifact waits for the database to come back before it is given up.
+ARTIFACT_SAVE_WAIT_S = 30.0
+
+
+def ordered(specs: Iterable[AgentSpec], stage: Stage) -> list[AgentSpec]:
+    """The agents of one stage in the order the job runs them: by priority, then agent id."""
+    return sorted((s for s in specs if s.stage == stage), key=lambda s: (s.priority, s.agent_id))
+
+
+# The pre-search chain: one step per agent, in order.
+
+
+def pre_search_agent(call: StepCall, state: JobState) -> JobState:
+    """One pre-search agent on the query; ``call.peers`` are its stage's agents, which its route may name."""
+    return pre_search_step(state, call.agent, call.services.runner, stage_agents=list(call.peers),
+                           default_timeout_s=call.services.settings.default_agent_timeout_s)
+
+
+# The search: the job's collection, or each of several side by side and then merged.
+
+
+def core_search(call: StepCall, state: JobState) -> JobState | Retry:
+    """One collection searched; a search that failed outright asks to run again (``search.search_or_retry``)."""
+    return search_or_retry(state, call.services, call.collection_id, call.retries)
+
+
+def merged_search(call: StepCall, handed: list[dict[str, Any]]) -> JobState:
+    """The merge step's input: the collections' searches its chord gathered, merged."""
+    return merged_searches(handed)
+
+
+def merge_search(call: StepCall, state: JobState) -> JobState:
+    """The merged searches, unless every collection failed: then the job fails with why."""
+    return found_in_some(state)
+
+
+# The post-search chain: one step per agent, in order.
+
+
+def post_search_agent(call: StepCall, state: JobState) -> JobState:
+    """One post-search agent on the documents; ``call.peers`` are its stage's agents, which its route may name."""
+    return post_search_step(state, call.agent, call.services.runner, stage_agents=list(call.peers),
+                            default_timeout_s=call.services.settings.default_agent_timeout_s)
+
+
+# The answer.
+
+
+def answer(call: StepCall, state: JobState) -> JobState:
+    """The answer with citations, streamed to the job's events as it is written (``answer_step``)."""
+    return answer_with_settings(call.services, state)
+
+
+def keep_for_assembly(call: StepCall, done: dict[str, Any]) -> None:
+    """The answered state saved for the chord's callback, which receives only the response agents' records."""
+    JobStore(call.services.db).progress(done["job_id"], "response", JobState.load(done), keep_state=True)
+
+
+# The response chord: one step per response agent, side by side; each never raises, so the chord always ends.
+
+
+def response_agent(call: StepCall, state: JobState) -> AgentRun:
+    """One response agent: its artifact stored (named by ``call.name_rank``), its record handed to the chord."""
+    artifacts = RetryingArtifacts(ArtifactStore.of(call.services), ARTIFACT_SAVE_WAIT_S)
+    return response_step(state, call.agent, call.services.runner, artifacts, name_rank=call.name_rank,
+                         default_timeout_s=call.services.settings.default_agent_timeout_s)
+
+
+def response_error(call: StepCall, exc: BaseException) -> AgentRun | Retry:
+    """A response agent's error outside its runner is its record, never the chord's: only a database outage asks
+    for the task again first (a retry is not a failure: the chord counts this header task when the retry returns)."""
+    if isinstance(exc, DATABASE_AWAY):
+        if call.retries < DATABASE_RETRIES:
+            return Retry(min(2 ** call.retries, LONGEST_RETRY_DELAY_S), cause=exc)
+        return failed_run(call.agent, "error", exc)
+    log.exception("response agent %s failed outside the runner", call.agent.agent_id)
+    # Celery's soft time limit, told by name: the worker's exception, which this layer does not import.
+    return failed_run(call.agent, "timeout" if type(exc).__name__ == "SoftTimeLimitExceeded" else "error", exc)
+
+
+def announce(call: StepCall, record: dict[str, Any]) -> None:
+    """The agent's record (and its stand-in's) added to the job's records now, so the job's events carry it as
+    this agent ends rather than when the last one does. Best effort: assembly records it in any case."""
+    job_id = call.job_id or ""
+    try:
+        JobStore(call.services.db).record_runs(job_id, AgentRun.model_validate(record).flat())
+    except Exception:  # the chord must get the record whatever the database does
+        log.warning("job %s: the record of %s did not reach the job's events early", job_id,
+                    record.get("agent_id"), exc_info=True)
+
+
+def response_skipped(call: StepCall, outcome: Cancelled) -> AgentRun:
+    """A response agent's record of a job that did not wait for it."""
+    why = "job cancelled" if outcome.status == "cancelled" else f"job already {outcome.status}"
+    return AgentRun(agent_id=call.agent.agent_id, config_id=call.agent.config_id, stage=Stage.RESPONSE,
+                    success=False, status="skipped", errors=[why])
+
+
+def failed_run(spec: AgentSpec, status: str, exc: BaseException) -> AgentRun:
+    return AgentRun(agent_id=spec.agent_id, config_id=spec.config_id, stage=Stage.RESPONSE, success=False,
+                    status=status, errors=[f"{type(exc).__name__}: {exc}"], worker=worker_name())
+
+
+class RetryingArtifacts:
+    """Artifact storage whose ``save`` waits out a short database outage instead of losing a finished agent's
+    artifact.
+
+    Measured in the PostgreSQL drill (docs/reliability.md): 1 of 12 jobs in flight lost its artifact, recorded as
+    the agent's error, because the database went away while the agent was rendering. Retrying the whole task would
+    call the agent again; waiting here keeps its work. The task's soft time limit still bounds the wait.
+    """
+
+    def __init__(self, store: SavesArtifacts, wait_s: float) -> None:
+        self.store, self.wait_s = store, wait_s
+
+    def save(self, job_id: str, artifact: AgentArtifact) -> ArtifactRef:
+        deadline, delay = time.monotonic() + self.wait_s, 0.5
+        while True:
+            try:
+                return self.store.save(job_id, artifact)
+            except DATABASE_AWAY:
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def __getattr__(self, name: str):
+        return getattr(self.store, name)
+
+
+# The end: the chord's callback, handed the response agents' records; it reads the state the answer kept.
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """The end's input: the job as its last step reads it (status, kept state, agents) and the chord's records."""
+
+    job_id: str
+    status: str | None
+    state: JobState | None
+    snapshot: list[dict[str, Any]]
+    records: list[dict[str, Any]]
+
+
+class Ended(BaseModel):
+    """What the end hands back: the job and how it ended."""
+
+    job_id: str
+    status: str
+
+
+def for_assembly(call: StepCall, records: list[dict[str, Any]]) -> Assembly:
+    """The end's input, read in one round trip."""
+    job_id = call.job_id or ""
+    status, state, snapshot = JobStore(call.services.db).for_assembly(job_id)
+    return Assembly(job_id, status, state, snapshot, records)
+
+
+def assembly_check(step: Step, call: StepCall, job: Assembly, jobs: JobStore) -> Cancelled | None:
+    """The end's check, on the status its input read: a job cancelled or already ended is not assembled again."""
+    if job.status == "cancelled" or job.status in TERMINAL:
+        return Cancelled(job.status)  # a second run: the first one already ended the job
+    if job.state is None:
+        raise MissingState(job.job_id, job.status)
+    return None
+
+
+def assemble(call: StepCall, job: Assembly) -> Ended | Retry:
+    """The job's response from its kept state and one record per response agent, and the job ended: succeeded, or
+    failed when a critical response agent failed. A record nowhere yet is waited for, then recorded as lost."""
+    jobs, state = JobStore(call.services.db), job.state
+    assert state is not None  # assembly_check
+    runs, missing = response_runs(call, job)
+    if missing:
+        if call.retries < ASSEMBLE_WAITS:
+            return Retry(ASSEMBLE_WAIT_S)
+        log.error("job %s assembled without the records of %s", job.job_id, missing)
+        runs += [AgentRun(agent_id=a, stage=Stage.RESPONSE, success=False, status="error",
+                          errors=["its record never reached the job"]) for a in missing]
+    specs = ordered([AgentSpec.model_validate(s) for s in job.snapshot], Stage.RESPONSE)
+    if reason := critical_response_failure(specs, runs):
+        jobs.fail(job.job_id, reason)
+        end_job(call, jobs, job.job_id)
+        return Ended(job_id=job.job_id, status="failed")
+    runs = [flat for run in runs for flat in run.flat()]  # a fallback's run beside the run it stood in for
+    if runs:
+        state.timings_ms["response"] = max(r.duration_ms for r in runs)
+    response = assemble_response(state, runs)
+    state.timings_ms["assemble"] = round((time.perf_counter() - call.started) * 1000, 3)
+    response["timings_ms"] = state.timings_ms
+    if jobs.succeed(job.job_id, response, [*state.agent_runs, *runs], state.timings_ms):
+        end_job(call, jobs, job.job_id)
+    return Ended(job_id=job.job_id, status="succeeded")
+
+
+def assembly_ended(call: StepCall, outcome: Cancelled) -> Ended:
+    """The end's record of a job that was cancelled (its trace then ends) or had ended already."""
+    if outcome.status == "cancelled":
+        end_job_trace(JobStore(call.services.db), call.job_id or "")
+    return Ended(job_id=call.job_id or "", status=outcome.status or "gone")
+
+
+def response_runs(call: StepCall, job: Assembly) -> tuple[list[AgentRun], list[str]]:
+    """The response agents' records, exactly one per agent of the job, in the canvas's order.
+
+    Each comes from the ledger (the first record its agent stored), else from the chord. The chord's list is not
+    trusted alone: a result backend that counted a header task's duplicate (Celery's Redis backend before 5.7)
+    fires the callback with a record twice and another missing. The missing agents are named for the caller.
+    """
+    chord_records: dict[tuple, dict[str, Any]] = {}
+    for record in job.records:
+        if record:
+            chord_records.setdefault((record.get("agent_id"), record.get("config_id")), record)
+    specs = ordered([AgentSpec.model_validate(s) for s in job.snapshot], Stage.RESPONSE)
+    if not specs:
+        return [AgentRun.model_validate(r) for r in chord_records.values()], []
+    stored = call.ledger.steps(job.job_id)
+    runs: list[AgentRun] = []
+    missing: list[str] = []
+    for spec in specs:
+        found = stored.get(step_key(Stage.RESPONSE, spec)) or chord_records.get((spec.agent_id, spec.config_id))
+        if found is None:
+            missing.append(spec.agent_id)
+        else:
+            runs.append(AgentRun.model_validate(found))
+    return runs, missing
+
+
+def critical_response_failure(specs: list[AgentSpec], records: list[AgentRun]) -> str | None:
+    """Why the job fails at assembly, or None: a critical response agent whose last run (its fallback's, if one
+    stood in) failed. ``records`` are the steps' records, each the agent's own run carrying its stand-in's."""
+    by_step = {(r.agent_id, r.config_id): r for r in records}
+    for spec in specs:
+        record = by_step.get((spec.agent_id, spec.config_id))
+        if spec.critical and record is not None and failed(record.flat()[-1]):
+            return critical_reason(spec, [r for r in record.flat() if failed(r)])
+    return None
+
+
+def assemble_response(state: JobState, response_runs: list[AgentRun]) -> dict:
+    """The job's response (answer, sources, reasoning steps, every agent's outcome, artifacts, metadata, timings),
+    with artifacts by reference (the API inlines their bytes): ``job_response``, as the job's row keeps it."""
+    return job_response(state, response_runs).dump()
+
+
+def end_job(call: StepCall, jobs: JobStore, job_id: str) -> None:
+    """The job has ended: its trace's root span emitted, its ledger cleared (a late copy of any step now stops at
+    its first check)."""
+    end_job_trace(jobs, job_id)
+    call.ledger.clear(job_id)
+
+
+def end_job_trace(jobs: JobStore, job_id: str) -> None:
+    """Emit the job's root span from its row (submission to end, final status); never raises into the task."""
+    if not tracing.enabled():
+        return
+    try:
+        timeline = jobs.timeline(job_id)
+        if timeline is not None:
+            tracing.emit_job_span(job_id, timeline.status, timeline.created_at, timeline.finished_at,
+                                  timeline.traceparent, timeline.error)
+    except Exception:  # a lost span must not fail the job's last step
+        log.debug("job span of %s not emitted", job_id, exc_info=True)
+
+
+# The graph, as data: the steps above in order, each with the task that runs it.
+
+Each = Literal["one", "agent", "collection"]
+
+
+@dataclass(frozen=True)
+class Node:
+    """One place in a job's graph: the Celery task ``task`` running ``step``, once (``each="one"``), once per agent
+    of ``step.agent_stage`` (one after another, or ``side_by_side``), or once per collection searched (side by
+    side). ``joined_by`` is the node a side-by-side group's outputs go to (its chord's callback). ``limit`` is the
+    time limit the task gets: an agent's (its timeout), a step's, the answer's (its LLM's budgets) or a loop's."""
+
+    task: str
+    step: Step
+    each: Each = "one"
+    side_by_side: bool = False
+    joined_by: Node | None = None
+    limit: Literal["agent", "step", "answer", "loop"] = "step"
+
+
+PRE_SEARCH_AGENT = Node("agentsearch.pre_search_agent", Step(
+    "pre_search", "", pre_search_agent, agent_stage=Stage.PRE_SEARCH), each="agent", limit="agent")
+MERGE_SEARCH = Node("agentsearch.merge_search", Step(
+    "core_search", "merge_search", merge_search, load=merged_search, timed_as="", hands_over=Stage.POST_SEARCH))
+CORE_SEARCH = Node("agentsearch.core_search", Step(
+    "core_search", "core_search", core_search, per_collection=True, hands_over=Stage.POST_SEARCH),
+    each="collection", joined_by=MERGE_SEARCH)
+POST_SEARCH_AGENT = Node("agentsearch.post_search_agent", Step(
+    "post_search", "", post_search_agent, agent_stage=Stage.POST_SEARCH), each="agent", limit="agent")
+ANSWER = Node("agentsearch.generate_answer", Step(
+    "answer", "answer", answer, keep_state=True, hands_over=Stage.RESPONSE, then=keep_for_assembly), limit="answer")
+ASSEMBLE = Node("agentsearch.assemble", Step(
+    "assemble", "", assemble, load=for_assembly, check=assembly_check, cancelled=assembly_ended))
+RESPONSE_AGENT = Node("agentsearch.response_agent", Step(
+    "response", "", response_agent, agent_stage=Stage.RESPONSE, check=status_check, on_error=response_error,
+    then=announce, cancelled=response_skipped), each="agent", side_by_side=True, joined_by=ASSEMBLE, limit="agent")
+
+# A job, top to bottom.
+JOB = (PRE_SEARCH_AGENT, CORE_SEARCH, POST_SEARCH_AGENT, ANSWER, RESPONSE_AGENT)
+
+# The iterative mode: the head applied at submission, its loops (each iteration enqueues the next, the last loop to
+# end the finish), and the tail the finish applies.
+AGENTIC_BEGIN = Node("agentsearch.agentic_begin", Step(
+    "agentic", "agentic_begin", iterative.begin, timed_as="", keep_state=True), limit="loop")
+AGENTIC_ITERATION = "agentsearch.agentic_iteration"  # iterative.iterate, one iteration of one loop per task
+AGENTIC_FINISH = "agentsearch.agentic_finish"  # iterative.merge_loops, then the tail
+AGENTIC_COMPRESS = Node("agentsearch.agentic_compress", Step(
+    "compress", "compress", iterative.compress, timed_as=iterative.compress_timed_as))
+ITERATIVE_HEAD = (PRE_SEARCH_AGENT, AGENTIC_BEGIN)
+ITERATIVE_TAIL = (POST_SEARCH_AGENT, AGENTIC_COMPRESS, ANSWER, RESPONSE_AGENT)
