@@ -8,13 +8,17 @@ Usage::
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import cast
 
 from celery._state import _set_task_join_will_block
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import exc as sql_errors
+from starlette.responses import Response
+from starlette.types import ExceptionHandler
 
 from api.errors import refusal_answer
 from api.mcp_server.endpoint import McpEndpoint
@@ -48,6 +52,7 @@ from pipeline.security.rate_windows import RateWindows
 from pipeline.services import get_services
 
 log = logging.getLogger("agentsearch.api")
+RequestHandler = Callable[[Request], Awaitable[Response]]
 
 
 def _database_unavailable(_request: Request, exc: Exception) -> JSONResponse:
@@ -85,7 +90,7 @@ def create_app() -> FastAPI:
         if settings.embedded:
             # One process holds everything: schema, broker, and the worker threads that run the jobs.
             settings.ensure_data_dir()
-            upgrade(settings.database_url)
+            upgrade(settings.resolved_database_url)
             embedded_worker = EmbeddedWorker(celery_app, concurrency=max(4, settings.worker_concurrency))
             embedded_worker.start()
             # Embedded mode runs no Celery beat; these stand in for it: overdue jobs failed, due profile sets run,
@@ -128,9 +133,10 @@ def create_app() -> FastAPI:
     app.state.rate_windows = RateWindows(settings.redis_url)
     app.add_middleware(RateLimitHeaders)
     app.add_middleware(SecurityHeaders)  # nosniff on every answer, errors and /mcp included
-    app.add_exception_handler(RequestValidationError, validation_error)
+    # Starlette's stubs type a handler as taking any Exception; each of these takes the class it is registered for.
+    app.add_exception_handler(RequestValidationError, cast(ExceptionHandler, validation_error))
     # A pipeline refusal a route lets go (pipeline/refusal.py): its status and words, or its fields at fault.
-    app.add_exception_handler(Refusal, refusal_answer)
+    app.add_exception_handler(Refusal, cast(ExceptionHandler, refusal_answer))
     for error in (sql_errors.OperationalError, sql_errors.InterfaceError, sql_errors.TimeoutError):
         app.add_exception_handler(error, _database_unavailable)
     app.add_exception_handler(sql_errors.DataError, _value_not_storable)
@@ -144,5 +150,6 @@ def create_app() -> FastAPI:
     # Single sign-on's routes take no key: they begin and end a console session (api/routes/sso.py).
     app.include_router(sso.router)
     # MCP over streamable HTTP (api/mcp_server/): authenticated by API key like the routes above.
-    app.add_route("/mcp", mcp_endpoint, include_in_schema=False)
+    # An ASGI app as the route's endpoint, which Starlette serves as such; its stubs name only a request handler.
+    app.add_route("/mcp", cast(RequestHandler, mcp_endpoint), include_in_schema=False)
     return app

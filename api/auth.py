@@ -99,7 +99,9 @@ def still_valid(request: Request, user_id: uuid.UUID) -> bool:
     key = getattr(request.state, "api_key", None)
     if key is None and getattr(request.state, SESSION_STATE, None):
         return session_still_valid(request, user_id)
-    return bool(key) and UserStore(services_of(request).db).authenticate(key) == user_id
+    if not key:
+        return False
+    return UserStore(services_of(request).db).authenticate(key) == user_id
 
 
 CurrentUser = Annotated[uuid.UUID, Depends(current_user)]

@@ -111,7 +111,9 @@ def _resends_a_submitted_job(request: Request, user_id: uuid.UUID) -> bool:
     # A client sending a submission again (its answer lost on the way) gets the job it already has: no new job
     # starts, so the running-jobs limit does not apply. The per-minute window still counts it.
     key = request.headers.get("idempotency-key")
-    return bool(key) and QuotaStore(services_of(request).db).has_idempotent_job(user_id, key)
+    if not key:
+        return False
+    return QuotaStore(services_of(request).db).has_idempotent_job(user_id, key)
 
 
 def job_admission(request: Request) -> Admission | None:

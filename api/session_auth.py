@@ -87,5 +87,7 @@ def csrf_token(request: Request) -> str | None:
 
 
 def session_still_valid(request: Request, user_id: uuid.UUID) -> bool:
-    token = getattr(request.state, SESSION_STATE, None)
-    return bool(token) and SessionStore(services_of(request).db).user_of(token) == user_id
+    token: str | None = getattr(request.state, SESSION_STATE, None)
+    if not token:
+        return False
+    return SessionStore(services_of(request).db).user_of(token) == user_id

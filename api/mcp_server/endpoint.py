@@ -92,13 +92,18 @@ class McpEndpoint:
         header_key = await api_key_header(request)
         # The routes' own check (one indexed read of the key's digest, on a worker thread as a sync route's is).
         user_id = await run_in_threadpool(current_user, request, credentials, header_key)
-        return Caller(user_id=user_id, api_key=credentials.credentials if credentials is not None else header_key)
+        api_key = credentials.credentials if credentials is not None else header_key
+        if not api_key:
+            # The console's session cookie passed the check above; the tools call the API with the caller's key.
+            raise HTTPException(401, "an API key is required: send 'Authorization: Bearer <key>' or "
+                                     "'X-API-Key: <key>'", headers={"WWW-Authenticate": "Bearer"})
+        return Caller(user_id=user_id, api_key=api_key)
 
     @asynccontextmanager
     async def _gateway(self, ctx: Context) -> AsyncIterator[ApiGateway]:
         request = ctx.request_context.request
         caller = getattr(getattr(request, "state", None), CALLER_STATE, None)
-        if caller is None or self._app is None:
+        if request is None or caller is None or self._app is None:
             raise ToolError("this call carries no authenticated caller")
         client = (request.client.host, request.client.port) if request.client else ("127.0.0.1", 0)
         api = ApiGateway.in_process(self._app, caller.api_key, str(request.base_url), client=client)

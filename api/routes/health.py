@@ -7,6 +7,7 @@ reads it; an address or an error text here would map the service's insides for a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from fastapi import APIRouter, Request
@@ -42,7 +43,7 @@ def readyz(request: Request, services: AppServices) -> JSONResponse:
 
     # All at once, each for READY_WITHIN_S at most: one after another, a partitioned Redis took each check's
     # socket timeouts in turn, and the probe waited more than 15 s for its 503 (docs/reliability.md).
-    probes = {"database": database, "redis": services.redis.ping, "broker": broker}
+    probes: dict[str, Callable[[], object]] = {"database": database, "redis": services.redis.ping, "broker": broker}
     futures = {name: _checks.submit(probe) for name, probe in probes.items()}
     done, _ = wait(futures.values(), timeout=READY_WITHIN_S)
     checks: dict[str, str] = {}

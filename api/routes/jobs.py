@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 import uuid
+from typing import Any
 
 from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
@@ -154,7 +155,7 @@ def _accepted_by_id(services: Services, job_id: uuid.UUID) -> JSONResponse:
 
 def _accepted(job_id: uuid.UUID, status: str, cached: bool, status_code: int,
               background: BackgroundTask | None = None) -> JSONResponse:
-    body = {"job_id": str(job_id), "status": status, "cached": cached, "url": f"/v1/jobs/{job_id}"}
+    body: dict[str, Any] = {"job_id": str(job_id), "status": status, "cached": cached, "url": f"/v1/jobs/{job_id}"}
     return JSONResponse(body, status_code=status_code, headers={"Location": body["url"]}, background=background)
 
 

@@ -87,6 +87,7 @@ def read_me(user_id: CurrentUser, request: Request, services: AppServices) -> Me
     name = UserStore(services.db).name_of(user_id)
     windows: RateWindows = request.app.state.rate_windows
     grant = key_grant(request)
+    assert grant is not None  # CurrentUser set it, for a key and a console session alike
     return MeOut(
         user=UserOut(id=user_id, name=name or ""),
         key=KeyOut(prefix=grant.prefix, label=grant.label, **grant.limits.shown()),

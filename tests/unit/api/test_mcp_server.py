@@ -338,3 +338,20 @@ def test_the_api_serves_mcp_at_slash_mcp_to_a_key_and_refuses_one_without(app, c
     with TestClient(app) as again:
         _, message = _rpc(again, "tools/list", {}, Authorization=client.headers["Authorization"])
         assert len(message["result"]["tools"]) == 4
+
+
+def test_mcp_refuses_a_console_session_without_a_key(app, client):
+    # The console's session cookie signs in the console; an MCP client's calls go on with the key it sent.
+    from pipeline.security.sessions import SessionStore
+    from pipeline.security.users import UserStore
+
+    services = app.state.services
+    user_id, _ = UserStore(services.db).create(f"mcp-session-{uuid.uuid4().hex[:8]}")
+    token = SessionStore(services.db).open(user_id, 600)
+    cookies = {services.settings.session_cookie_name: token}
+    refused = client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+                          headers={"Accept": "application/json, text/event-stream",
+                                   "MCP-Protocol-Version": "2025-06-18", "Authorization": "",
+                                   "X-CSRF-Token": SessionStore.csrf_token(token)}, cookies=cookies)
+    assert refused.status_code == 401, refused.text[:300]
+    assert refused.json()["detail"].startswith("an API key is required")
