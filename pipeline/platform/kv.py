@@ -36,11 +36,7 @@ def connect_redis(url: str | None, timeout_s: float = 5.0) -> redis.Redis:
                                     health_check_interval=30)
     import fakeredis
 
-    global _local_server
-    with _local_lock:
-        if _local_server is None:
-            _local_server = fakeredis.FakeServer()
-    return fakeredis.FakeRedis(server=_local_server)
+    return fakeredis.FakeRedis(server=_local())
 
 
 def connect_async_redis(url: str | None, timeout_s: float | None = None) -> redis.asyncio.Redis:
@@ -55,11 +51,18 @@ def connect_async_redis(url: str | None, timeout_s: float | None = None) -> redi
                                             health_check_interval=30)
     import fakeredis
 
+    return fakeredis.FakeAsyncRedis(server=_local())
+
+
+def _local() -> fakeredis.FakeServer:
+    """The in-process store's server, made by its first client: the sync and asyncio clients share it."""
+    import fakeredis
+
     global _local_server
     with _local_lock:
         if _local_server is None:
             _local_server = fakeredis.FakeServer()
-    return fakeredis.FakeAsyncRedis(server=_local_server)
+        return _local_server
 
 
 def canonical_hash(value: Any) -> str:
