@@ -43,6 +43,7 @@ from pipeline.agents.base import (
     PreSearchInput,
     PreSearchOutput,
 )
+from pipeline.agents.phrase_lists import phrase_lists
 from pipeline.platform.llm import LLMError, estimate_tokens
 from pipeline.platform.prompt_budget import fit_texts, require_fit
 
@@ -129,13 +130,8 @@ class IntentClassifier(PreSearchAgent):
         @field_validator("intents")
         @classmethod
         def _labels_with_examples(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-            cleaned: dict[str, list[str]] = {}
-            for label, examples in value.items():
-                if not label.strip():
-                    raise ValueError("an intent label must not be empty")
-                kept = [e.strip() for e in examples if e.strip()]
-                if kept:
-                    cleaned[label.strip()] = kept
+            # A label whose examples are all blank is left out; none left at all is refused below.
+            cleaned = phrase_lists(value, blank_key="an intent label must not be empty", no_phrases=None)
             if not cleaned:
                 raise ValueError("intents needs at least one label with at least one non-empty example phrase")
             return cleaned

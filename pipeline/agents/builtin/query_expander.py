@@ -43,6 +43,7 @@ from pipeline.agents.base import (
     PreSearchInput,
     PreSearchOutput,
 )
+from pipeline.agents.phrase_lists import phrase_lists
 from pipeline.platform.llm import LLMError
 from pipeline.platform.prompt_budget import require_fit
 from pipeline.text import STOPWORDS, words
@@ -112,15 +113,8 @@ class QueryExpander(PreSearchAgent):
         @field_validator("synonyms")
         @classmethod
         def _clean_synonyms(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-            cleaned: dict[str, list[str]] = {}
-            for key, synonyms in value.items():
-                if not key.strip():
-                    raise ValueError("a synonym key must not be empty")
-                kept = [s.strip() for s in synonyms if s.strip()]
-                if not kept:
-                    raise ValueError(f"synonyms of {key!r} need at least one non-empty entry")
-                cleaned[key.strip()] = kept
-            return cleaned
+            return phrase_lists(value, blank_key="a synonym key must not be empty",
+                                no_phrases="synonyms of {key!r} need at least one non-empty entry")
 
     config: Config
 
