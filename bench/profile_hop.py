@@ -19,9 +19,6 @@ from __future__ import annotations
 import argparse
 import collections
 import re
-import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +26,7 @@ from pathlib import Path
 from bench import hop
 from bench.agents import noop_agent_ids
 from bench.common import Target, bench_stack, wait_idle
+from bench.py_spy import py_spy, record
 
 SITE = re.compile(r"\(/\S*/site-packages/")
 LINE = re.compile(r":\d+\)$")
@@ -133,17 +131,14 @@ def main() -> None:
     if args.from_raw:
         _report(args.from_raw, args, args.jobs)
         return
-    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if not Path(spy).exists():
-        sys.exit("py-spy is not installed: .venv/bin/pip install py-spy")
+    spy = py_spy()
     with tempfile.TemporaryDirectory(prefix="agentsearch-profile-") as tmp, bench_stack(Path(tmp)) as stack:
         wait_idle(stack)
         target = Target.of(stack)
         raw = args.raw or Path(tmp) / "stacks.txt"
         hop.measure(target, agents=args.agents, jobs=1, warmup=1)  # imports, connections, registry
         collection_id = hop._collection(target)
-        recorder = subprocess.Popen([spy, "record", "-p", str(stack.worker_procs[0].pid), "--subprocesses", "--idle",
-                                     "-r", str(args.rate), "-f", "raw", "-o", str(raw), "-d", str(args.seconds)])
+        recorder = record(spy, stack.worker_procs[0].pid, args.rate, raw, seconds=args.seconds)
         jobs, deadline = 0, time.monotonic() + args.seconds - 2
         with target.http() as http:
             while time.monotonic() < deadline:

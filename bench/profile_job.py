@@ -19,15 +19,13 @@ from __future__ import annotations
 import argparse
 import collections
 import re
-import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from bench import scifact
 from bench.common import Target, bench_stack, wait_idle
+from bench.py_spy import py_spy, record
 
 TASKS = ["pre_search_agent", "core_search", "post_search_agent", "write_answer", "response_agent", "assemble"]
 # (label, qualified function names as py-spy shows them): what a step's time may be spent on. A sample counts for a
@@ -146,9 +144,7 @@ def main() -> None:
     if args.from_raw:
         report(breakdown(args.from_raw))
         return
-    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if not Path(spy).exists():
-        sys.exit("py-spy is not installed: .venv/bin/pip install py-spy")
+    spy = py_spy()
     import redis
 
     with tempfile.TemporaryDirectory(prefix="agentsearch-profile-") as tmp, bench_stack(Path(tmp)) as stack:
@@ -164,9 +160,7 @@ def main() -> None:
         with target.http() as http:
             scifact._job(http, collection_id, "warm-up: " + claims[0], with_artifacts)
             wait_idle(stack)
-            recorder = subprocess.Popen([spy, "record", "-p", str(stack.worker_procs[0].pid), "--subprocesses",
-                                         "--idle", "-r", str(args.rate), "-f", "raw", "-o", str(raw)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            recorder = record(spy, stack.worker_procs[0].pid, args.rate, raw, quiet=True)
             try:
                 for i, claim in enumerate(claims):
                     order = [("with_artifacts", with_artifacts), ("without_artifacts", without)]
