@@ -43,8 +43,9 @@ from celery.result import AsyncResult, ResultSet
 from pipeline.agents.base import Stage
 from pipeline.job.artifact_names import name_ranks, rank_key
 from pipeline.job.job_state import JobState
+from pipeline.job.routing import ordered
 from pipeline.job.stage_budget import start_clock
-from pipeline.job.workflow import AGENTIC_ITERATION, ITERATIVE_HEAD, ITERATIVE_TAIL, JOB, RESPONSE_AGENT, Node, ordered
+from pipeline.job.workflow import AGENTIC_ITERATION, ITERATIVE_HEAD, ITERATIVE_TAIL, JOB, RESPONSE_AGENT, Node
 from pipeline.platform.settings import Settings, get_settings
 from pipeline.records.agent_runs import AgentSpec
 from worker.app import REDIS_OUTAGE_WAIT_S

@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from celery import Task
 
-from pipeline.job import workflow
+from pipeline.job import assembly, workflow
 from pipeline.job.job_store import JobStore
 from pipeline.job.ledger import StepLedger
 from pipeline.job.routing import StageAgent
@@ -132,7 +132,7 @@ def job_failed(request, exc, traceback, job_id: str) -> None:
     """Errback of the job's canvas: a step outside the agents failed, so the job ends ``failed`` with why."""
     jobs = JobStore(get_services().db)
     jobs.fail(job_id, f"{getattr(request, 'task', 'step')} failed: {type(exc).__name__}: {exc}")
-    workflow.end_job_trace(jobs, job_id)
+    assembly.end_job_trace(jobs, job_id)
 
 
 # Each node's task, by its name (worker.canvas builds the canvases from these).

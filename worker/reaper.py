@@ -25,8 +25,8 @@ from celery import Task, states
 from celery.signals import task_prerun
 
 from pipeline.ingestion.recovery import find_lost, send_again
+from pipeline.job.assembly import end_job_trace
 from pipeline.job.job_store import ORPHAN_GRACE_S, JobStore
-from pipeline.job.workflow import end_job_trace
 from pipeline.platform.db import utcnow
 from pipeline.records.agent_runs import AgentSpec
 from pipeline.services import get_services

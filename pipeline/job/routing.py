@@ -18,7 +18,7 @@ Usage::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pipeline.agents.base import Stage
 from pipeline.job.job_state import JobState
@@ -30,6 +30,11 @@ StageAgent = tuple[str, str | None]  # (agent_id, config_id)
 
 class RouteRefused(ValueError):
     """What is wrong with a ``next_agent_id``: recorded as the naming agent's error."""
+
+
+def ordered(specs: Iterable[AgentSpec], stage: Stage) -> list[AgentSpec]:
+    """The agents of one stage in the order the job runs them: by priority, then agent id."""
+    return sorted((s for s in specs if s.stage == stage), key=lambda s: (s.priority, s.agent_id))
 
 
 def position(stage_agents: Sequence[StageAgent], spec: AgentSpec) -> int | None:

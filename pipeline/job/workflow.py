@@ -10,41 +10,35 @@ The iterative mode runs the same steps with its loops in place of the search (``
 
 Each step is a ``Step`` (``pipeline.job.step_protocol``): its stage, its ledger key and its work, a plain function
 ``(StepCall, input) -> output`` defined here, each calling the one module of its concern: an agent through
-``pipeline.job.agent_call``, the search ``pipeline.job.search``, the answer ``pipeline.job.answer_step``, the loops
-``pipeline.job.iterative``. ``run_step`` runs every one in the same frame (the job's check, the step ledger, the
-time). Each graph is a tuple of ``Node``: the Celery task that runs a step, and how many (one; one per agent of a
-stage, in order or side by side; one per collection). ``worker.job_tasks`` makes each node's task and
-``worker.canvas`` its canvas from these tuples, mechanically: a new step is a function and a node here, then its
-task there.
+``pipeline.job.agent_call``, the search ``pipeline.job.search``, the answer ``pipeline.job.answer_step``; the end's
+work is ``pipeline.job.assembly``'s and the loops' ``pipeline.job.iterative``'s. ``run_step`` runs every one in the
+same frame (the job's check, the step ledger, the time). Each graph is a tuple of ``Node``: the Celery task that
+runs a step, and how many (one; one per agent of a stage, in order or side by side; one per collection).
+``worker.job_tasks`` makes each node's task and ``worker.canvas`` its canvas from these tuples, mechanically: a new
+step is a function and a node here, then its task there.
 
 Usage::
 
     for node in JOB:                     # the job's graph, in order
         node.task, node.step.stage       # "agentsearch.pre_search_agent", "pre_search"
-    run_step(ANSWER, StepCall(services, ledger), state.dump())
+    run_step(ANSWER.step, StepCall(services, ledger), state.dump())
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
 from pipeline.agents.base import AgentArtifact, Stage
-from pipeline.agents.fallback import critical_reason, failed
 from pipeline.agents.runner import worker_name
-from pipeline.job import iterative
+from pipeline.job import assembly, iterative
 from pipeline.job.agent_call import SavesArtifacts, post_search_step, pre_search_step, response_step
 from pipeline.job.answer_step import answer_with_settings
 from pipeline.job.artifacts import ArtifactStore
-from pipeline.job.assembly import job_response
 from pipeline.job.job_state import JobState
-from pipeline.job.job_store import TERMINAL, JobStore, MissingState
-from pipeline.job.ledger import step_key
+from pipeline.job.job_store import JobStore
 from pipeline.job.search import found_in_some, merged_searches, search_or_retry
 from pipeline.job.step_protocol import (
     DATABASE_AWAY,
@@ -56,21 +50,12 @@ from pipeline.job.step_protocol import (
     StepCall,
     status_check,
 )
-from pipeline.observability import tracing
 from pipeline.records.agent_runs import AgentRun, AgentSpec, ArtifactRef
 
 log = logging.getLogger("agentsearch.worker")
 
-# How long assemble waits for a response agent's record the chord did not bring: 10 tries, 2 s apart (within the
-# task's database retries, whose count it shares).
-ASSEMBLE_WAITS, ASSEMBLE_WAIT_S = 10, 2
 # How long a finished response agent's artifact waits for the database to come back before it is given up.
 ARTIFACT_SAVE_WAIT_S = 30.0
-
-
-def ordered(specs: Iterable[AgentSpec], stage: Stage) -> list[AgentSpec]:
-    """The agents of one stage in the order the job runs them: by priority, then agent id."""
-    return sorted((s for s in specs if s.stage == stage), key=lambda s: (s.priority, s.agent_id))
 
 
 # The pre-search chain: one step per agent, in order.
@@ -194,141 +179,6 @@ class RetryingArtifacts:
         return getattr(self.store, name)
 
 
-# The end: the chord's callback, handed the response agents' records; it reads the state the answer kept.
-
-
-@dataclass(frozen=True)
-class Assembly:
-    """The end's input: the job as its last step reads it (status, kept state, agents) and the chord's records."""
-
-    job_id: str
-    status: str | None
-    state: JobState | None
-    snapshot: list[dict[str, Any]]
-    records: list[dict[str, Any]]
-
-
-class Ended(BaseModel):
-    """What the end hands back: the job and how it ended."""
-
-    job_id: str
-    status: str
-
-
-def for_assembly(call: StepCall, records: list[dict[str, Any]]) -> Assembly:
-    """The end's input, read in one round trip."""
-    job_id = call.job_id or ""
-    status, state, snapshot = JobStore(call.services.db).for_assembly(job_id)
-    return Assembly(job_id, status, state, snapshot, records)
-
-
-def assembly_check(step: Step, call: StepCall, job: Assembly, jobs: JobStore) -> Cancelled | None:
-    """The end's check, on the status its input read: a job cancelled or already ended is not assembled again."""
-    if job.status == "cancelled" or job.status in TERMINAL:
-        return Cancelled(job.status)  # a second run: the first one already ended the job
-    if job.state is None:
-        raise MissingState(job.job_id, job.status)
-    return None
-
-
-def assemble(call: StepCall, job: Assembly) -> Ended | Retry:
-    """The job's response from its kept state and one record per response agent, and the job ended: succeeded, or
-    failed when a critical response agent failed. A record nowhere yet is waited for, then recorded as lost."""
-    jobs, state = JobStore(call.services.db), job.state
-    assert state is not None  # assembly_check
-    runs, missing = response_runs(call, job)
-    if missing:
-        if call.retries < ASSEMBLE_WAITS:
-            return Retry(ASSEMBLE_WAIT_S)
-        log.error("job %s assembled without the records of %s", job.job_id, missing)
-        runs += [AgentRun(agent_id=a, stage=Stage.RESPONSE, success=False, status="error",
-                          errors=["its record never reached the job"]) for a in missing]
-    specs = ordered([AgentSpec.model_validate(s) for s in job.snapshot], Stage.RESPONSE)
-    if reason := critical_response_failure(specs, runs):
-        jobs.fail(job.job_id, reason)
-        end_job(call, jobs, job.job_id)
-        return Ended(job_id=job.job_id, status="failed")
-    runs = [flat for run in runs for flat in run.flat()]  # a fallback's run beside the run it stood in for
-    if runs:
-        state.timings_ms["response"] = max(r.duration_ms for r in runs)
-    response = assemble_response(state, runs)
-    state.timings_ms["assemble"] = round((time.perf_counter() - call.started) * 1000, 3)
-    response["timings_ms"] = state.timings_ms
-    if jobs.succeed(job.job_id, response, [*state.agent_runs, *runs], state.timings_ms):
-        end_job(call, jobs, job.job_id)
-    return Ended(job_id=job.job_id, status="succeeded")
-
-
-def assembly_ended(call: StepCall, outcome: Cancelled) -> Ended:
-    """The end's record of a job that was cancelled (its trace then ends) or had ended already."""
-    if outcome.status == "cancelled":
-        end_job_trace(JobStore(call.services.db), call.job_id or "")
-    return Ended(job_id=call.job_id or "", status=outcome.status or "gone")
-
-
-def response_runs(call: StepCall, job: Assembly) -> tuple[list[AgentRun], list[str]]:
-    """The response agents' records, exactly one per agent of the job, in the canvas's order.
-
-    Each comes from the ledger (the first record its agent stored), else from the chord. The chord's list is not
-    trusted alone: a result backend that counted a header task's duplicate (Celery's Redis backend before 5.7)
-    fires the callback with a record twice and another missing. The missing agents are named for the caller.
-    """
-    chord_records: dict[tuple, dict[str, Any]] = {}
-    for record in job.records:
-        if record:
-            chord_records.setdefault((record.get("agent_id"), record.get("config_id")), record)
-    specs = ordered([AgentSpec.model_validate(s) for s in job.snapshot], Stage.RESPONSE)
-    if not specs:
-        return [AgentRun.model_validate(r) for r in chord_records.values()], []
-    stored = call.ledger.steps(job.job_id)
-    runs: list[AgentRun] = []
-    missing: list[str] = []
-    for spec in specs:
-        found = stored.get(step_key(Stage.RESPONSE, spec)) or chord_records.get((spec.agent_id, spec.config_id))
-        if found is None:
-            missing.append(spec.agent_id)
-        else:
-            runs.append(AgentRun.model_validate(found))
-    return runs, missing
-
-
-def critical_response_failure(specs: list[AgentSpec], records: list[AgentRun]) -> str | None:
-    """Why the job fails at assembly, or None: a critical response agent whose last run (its fallback's, if one
-    stood in) failed. ``records`` are the steps' records, each the agent's own run carrying its stand-in's."""
-    by_step = {(r.agent_id, r.config_id): r for r in records}
-    for spec in specs:
-        record = by_step.get((spec.agent_id, spec.config_id))
-        if spec.critical and record is not None and failed(record.flat()[-1]):
-            return critical_reason(spec, [r for r in record.flat() if failed(r)])
-    return None
-
-
-def assemble_response(state: JobState, response_runs: list[AgentRun]) -> dict:
-    """The job's response (answer, sources, reasoning steps, every agent's outcome, artifacts, metadata, timings),
-    with artifacts by reference (the API inlines their bytes): ``job_response``, as the job's row keeps it."""
-    return job_response(state, response_runs).dump()
-
-
-def end_job(call: StepCall, jobs: JobStore, job_id: str) -> None:
-    """The job has ended: its trace's root span emitted, its ledger cleared (a late copy of any step now stops at
-    its first check)."""
-    end_job_trace(jobs, job_id)
-    call.ledger.clear(job_id)
-
-
-def end_job_trace(jobs: JobStore, job_id: str) -> None:
-    """Emit the job's root span from its row (submission to end, final status); never raises into the task."""
-    if not tracing.enabled():
-        return
-    try:
-        timeline = jobs.timeline(job_id)
-        if timeline is not None:
-            tracing.emit_job_span(job_id, timeline.status, timeline.created_at, timeline.finished_at,
-                                  timeline.traceparent, timeline.error)
-    except Exception:  # a lost span must not fail the job's last step
-        log.debug("job span of %s not emitted", job_id, exc_info=True)
-
-
 # The graph, as data: the steps above in order, each with the task that runs it.
 
 Each = Literal["one", "agent", "collection"]
@@ -361,7 +211,8 @@ POST_SEARCH_AGENT = Node("agentsearch.post_search_agent", Step(
 ANSWER = Node("agentsearch.generate_answer", Step(
     "answer", "answer", answer, keep_state=True, hands_over=Stage.RESPONSE, then=keep_for_assembly), limit="answer")
 ASSEMBLE = Node("agentsearch.assemble", Step(
-    "assemble", "", assemble, load=for_assembly, check=assembly_check, cancelled=assembly_ended))
+    "assemble", "", assembly.assemble, load=assembly.for_assembly, check=assembly.assembly_check,
+    cancelled=assembly.assembly_ended))
 RESPONSE_AGENT = Node("agentsearch.response_agent", Step(
     "response", "", response_agent, agent_stage=Stage.RESPONSE, check=status_check, on_error=response_error,
     then=announce, cancelled=response_skipped), each="agent", side_by_side=True, joined_by=ASSEMBLE, limit="agent")

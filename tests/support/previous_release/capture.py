@@ -106,7 +106,7 @@ def job_states() -> dict[str, Any]:
     responded = answered.model_copy(deep=True, update={"agent_runs": [pre, summary], "timings_ms": {
         "pre_search": 2.0, "core_search": 30.0, "answer": 4.0, "response": 12.0}})
     agentic = queued.model_copy(deep=True, update={"agentic": agentic_spec()})
-    from pipeline.job.workflow import assemble_response
+    from pipeline.job.assembly import assemble_response
 
     return {
         "states": {"queued": queued.dump(), "searched": searched.dump(), "answered": answered.dump(),

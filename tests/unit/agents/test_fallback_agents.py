@@ -15,8 +15,8 @@ from pipeline.agents.base import (
 )
 from pipeline.agents.fallback import CriticalAgentFailed, run_with_fallback
 from pipeline.job.agent_call import pre_search_step, response_step
+from pipeline.job.assembly import critical_response_failure
 from pipeline.job.job_state import JobState
-from pipeline.job.workflow import critical_response_failure
 from pipeline.records.agent_runs import AgentRun, AgentSpec
 from tests.support.slow_agent import SlowAgent
 

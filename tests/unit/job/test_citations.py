@@ -15,8 +15,8 @@ import pytest
 from pipeline.documents import Citation, Document
 from pipeline.job.answer.citations import cited_sentences, fully_supported, numbers_in, verify_citations
 from pipeline.job.answer_step import answer_step
+from pipeline.job.assembly import assemble_response
 from pipeline.job.job_state import JobState
-from pipeline.job.workflow import assemble_response
 from pipeline.text import whole_sentences
 from pipeline.text.spans import find_loose, sentence_spans
 from tests.support import llm_fixtures

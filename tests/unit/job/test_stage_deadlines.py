@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from pipeline.agents.base import AgentArtifact, PreSearchAgent, PreSearchOutput, ResponseAgent, Stage
 from pipeline.job.agent_call import pre_search_step, response_step
+from pipeline.job.assembly import assemble_response
 from pipeline.job.job_state import JobState
 from pipeline.job.stage_budget import (
     STAGE_TIMEOUT,
@@ -20,7 +21,6 @@ from pipeline.job.stage_budget import (
     stage_timed_out,
     start_clock,
 )
-from pipeline.job.workflow import assemble_response
 from pipeline.records.agent_runs import AgentRun, AgentSpec
 from tests.support.slow_agent import SlowAgent
 

@@ -18,10 +18,10 @@ from celery.exceptions import Retry
 from migrations import upgrade
 from pipeline import services as services_module
 from pipeline.agents.base import Document
+from pipeline.job.assembly import assemble_response
 from pipeline.job.job_state import JobState
 from pipeline.job.ledger import StepLedger
 from pipeline.job.search import merge_search_step
-from pipeline.job.workflow import assemble_response
 from pipeline.platform.backoff import backoff_delay
 from pipeline.platform.db import utcnow
 from pipeline.platform.settings import Settings
