@@ -26,7 +26,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
-    from pipeline.ingest import chunk_keywords, chunk_text
+    from pipeline.ingestion.chunking import chunk_text
+    from pipeline.ingestion.indexing import chunk_keywords
     from pipeline.retrieval.analyzer import KeywordAnalyzer
     from pipeline.retrieval.language import detect_language
 

@@ -29,7 +29,8 @@ def main() -> None:
     from pymilvus import DataType, Function, FunctionType, MilvusClient
 
     from pipeline.eval.retrieval import load_beir_corpus, load_beir_queries, load_qrels, ndcg_at
-    from pipeline.ingest import chunk_keywords, chunk_text
+    from pipeline.ingestion.chunking import chunk_text
+    from pipeline.ingestion.indexing import chunk_keywords
     from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text
 
     analyzer = KeywordAnalyzer("auto")

@@ -50,7 +50,7 @@ def ndcg_at_10(scores: np.ndarray, ids: list[str], relevant: list[set[str]]) -> 
 
 def cost(model: str, n_chunks: int = 200) -> dict:
     from pipeline.eval.retrieval import load_beir_corpus, load_beir_queries
-    from pipeline.ingest import ChunkingConfig, chunk_text
+    from pipeline.ingestion.chunking import ChunkingConfig, chunk_text
     from pipeline.retrieval.embedder import Embedder
 
     chunking = ChunkingConfig()

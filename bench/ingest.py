@@ -7,7 +7,7 @@
 
 The plain model is what anyone would start from: sentence-transformers with the packaged all-MiniLM-L6-v2 weights,
 float32 on the CPU, batches of 32, normalised, in this process with torch's own threads. It embeds each chunk the
-stack makes once (the texts ``pipeline.ingest.index_documents`` embeds for a document sent as JSON: the title, a
+stack makes once (the texts ``pipeline.ingestion.indexing`` embeds for a document sent as JSON: the title, a
 full stop, the piece), and nothing else.
 
 Through the stack is a ``devstack.DevStack`` per configuration, all started before the first round: its own Redis,
@@ -118,7 +118,7 @@ def sides_of(workers: tuple[int, ...], threads: tuple[str, ...], baseline: bool,
 def chunk_texts(documents: list[dict], chunking) -> list[str]:
     """What ``index_documents`` embeds as chunks for documents sent as JSON (no parts): each piece with its heading,
     the title."""
-    from pipeline.ingest import chunk_parts, heading_of
+    from pipeline.ingestion.chunking import chunk_parts, heading_of
 
     texts = []
     for d in documents:
@@ -177,7 +177,7 @@ def measure(docs: int | None = 1000, workers: tuple[int, ...] = (1, 2), rounds: 
             corpus: Path = CORPUS) -> dict:
     """Every side's seconds per round (see the module's docstring); ``public`` makes the figures of them."""
     from pipeline.eval.retrieval import load_beir_corpus
-    from pipeline.ingest import ChunkingConfig
+    from pipeline.ingestion.chunking import ChunkingConfig
     from pipeline.platform.settings import Settings
 
     documents = load_beir_corpus(corpus)[:docs]

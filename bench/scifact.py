@@ -51,7 +51,7 @@ def subset(docs: int, queries: int, corpus: Path = SCIFACT / "corpus.jsonl",
 
 
 def chunk_count(documents: list[dict]) -> int:
-    from pipeline.ingest import ChunkingConfig, chunk_text
+    from pipeline.ingestion.chunking import ChunkingConfig, chunk_text
     from pipeline.platform.settings import Settings
 
     settings = Settings()

@@ -92,7 +92,7 @@ class ApiClient:
                       batch_bytes: int = BATCH_BYTES) -> int:
         """Send documents in requests of at most ``batch`` documents and about ``batch_bytes`` of JSON.
 
-        Check them first (``pipeline.ingest.read_documents`` does): a request refused after earlier ones were
+        Check them first (``pipeline.ingestion.files.read_documents`` does): a request refused after earlier ones were
         accepted leaves those stored; sending the fixed list again replaces them by id.
         """
         accepted = 0

@@ -28,7 +28,7 @@ JSON_LINES = (".jsonl", ".ndjson")
 
 def documents_or_fail(path: Path) -> list[dict]:
     """Every document of a JSON Lines file as the API takes it, or ``fail`` naming the file and what is wrong."""
-    from pipeline.ingest import IngestError, parse_jsonl
+    from pipeline.ingestion.documents_in import IngestError, parse_jsonl
     from pipeline.security.storable import text_problem
 
     try:

@@ -37,7 +37,7 @@ from api.mcp_server.argument_errors import argument_errors
 from api.mcp_server.gateway import ApiGateway
 from api.mcp_server.outcomes import Collections, IngestOutcome, JobOutcome, collection_out, job_outcome
 from api.mcp_server.requests import DEFAULT_WAIT_S, MAX_WAIT_S, CollectionRef, Mode, search_body
-from pipeline.ingest import DocumentIn
+from pipeline.ingestion.documents_in import DocumentIn
 from pipeline.retrieval.config import Strategy
 
 GatewayFactory = Callable[[Context], AbstractAsyncContextManager[ApiGateway]]

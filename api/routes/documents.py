@@ -1,12 +1,13 @@
 """A collection's documents as its readers find them, and files uploaded as documents.
 
 ``POST /v1/collections/{id}/documents`` takes documents as JSON; a browser, the command line and a synced folder
-hold files. The upload route tells each file's format from its bytes (``pipeline.parsing.sniff``). A JSON Lines
-file is read here, one document per line, and stored through the JSON route's own code (a bad line refuses that
-file, naming the line). Any other file is stored with its document ``pending`` and parsed by a worker
-(``worker.parsing``), which ends the document ``indexed`` or ``failed`` with the reason; the listing shows each
-document's pages read so far. A file refused at once (empty, of no format the parsers read, a bad name) is listed
-in the answer's ``rejected``; nothing of it is stored and the other files of the request are taken.
+hold files. The upload route reads each file through ``pipeline.ingestion.uploads``, which tells its format from
+its bytes (``pipeline.parsing.sniff``). A JSON Lines file is read there, one document per line, and stored through
+the JSON route's own code (a bad line refuses that file, naming the line). Any other file is stored with its
+document ``pending`` and parsed by a worker (``worker.parsing``), which ends the document ``indexed`` or
+``failed`` with the reason; the listing shows each document's pages read so far. A file refused at once (empty, of
+no format the parsers read, a bad name) is listed in the answer's ``rejected``; nothing of it is stored and the
+other files of the request are taken.
 
 Usage::
 
@@ -20,11 +21,8 @@ Usage::
 
 from __future__ import annotations
 
-import hashlib
 import uuid
-from dataclasses import dataclass
-from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
@@ -38,19 +36,14 @@ from api.roles import Reach
 from api.routes.collections import add_documents, documents_within_quota, refused_if_hidden
 from api.schemas import DocumentsIn, FilesAccepted
 from api.services import AppServices
-from pipeline.ingestion.documents import document_page, keep_file, upload_state, visible_document
-from pipeline.ingestion.lease import queue
-from pipeline.platform.db import Collection, DocumentRow
+from pipeline.ingestion.documents import document_page, visible_document
+from pipeline.platform.db import Collection
 from pipeline.platform.settings import get_settings
-from pipeline.security.document_access import (
-    DocumentAccess,
-    document_groups,
-    groups_for,
-    set_document_groups,
-    shown_metadata,
-)
-from pipeline.security.storable import text_problem
+from pipeline.security.document_access import DocumentAccess, document_groups, groups_for, shown_metadata
 from pipeline.services import Services
+
+if TYPE_CHECKING:
+    from pipeline.ingestion.uploads import StoredFile
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
 
@@ -119,9 +112,7 @@ def upload_files(
     """Store each file and its document as ``pending``; workers parse and index them (``worker.parsing``). A file
     that cannot be taken at all is listed in ``rejected`` with the reason, and nothing of it is stored; the others
     are taken. When every file is refused, the answer is 422 naming each."""
-    from pipeline.ingest import IngestError, parse_jsonl
-    from pipeline.parsing import ParseRefused, sniff
-    from pipeline.parsing.file_names import upload_name
+    from pipeline.ingestion.uploads import read_uploads  # the parsers load with their first use
 
     if len(files) > MAX_UPLOAD_FILES:
         raise unprocessable(("body", "files"), f"at most {MAX_UPLOAD_FILES} files per request")
@@ -132,34 +123,9 @@ def upload_files(
         # Another user's collection is refused before any file is read.
         collection = Reach(request, s, user_id).collection(collection_id)
         given = _form_access(access, collection)
-    taken: list[StoredFile] = []
-    line_documents: list = []  # the documents of the JSON Lines files, stored as the JSON route stores them
-    rejected: list[dict[str, Any]] = []
-    first_file: dict[str, str] = {}
-    for i, upload in enumerate(files):
-        name = upload.filename or ""
-        data = upload.file.read()
-        try:
-            name = upload_name(name)
-            file_format = sniff(data, name)
-            if file_format == "jsonl":
-                read = [d if d.access is not None or given is None else d.model_copy(update={"access": given})
-                        for d in parse_jsonl(data.decode("utf-8"))]
-                stored = None
-            else:
-                document_id = document_ids[i] if document_ids is not None else PurePath(name).stem
-                read, stored = [], StoredFile(_checked_id(document_id), name, file_format, data)
-            ids = [d.id for d in read] if stored is None else [stored.document_id]
-            for doc_id in ids:
-                if doc_id in first_file:
-                    raise ParseRefused(f"document id {doc_id!r} is also in {first_file[doc_id]}")
-        except (ParseRefused, IngestError, UnicodeDecodeError) as exc:
-            rejected.append({"index": i, "file": name, "error": str(exc)})
-            continue
-        first_file.update((doc_id, name) for doc_id in ids)
-        line_documents.extend(read)
-        if stored is not None:
-            taken.append(stored)
+    # Each file read as its turn comes.
+    uploads = read_uploads(((upload.filename or "", upload.file.read()) for upload in files), document_ids, given)
+    taken, line_documents, rejected = uploads.files, uploads.documents, uploads.rejected
     if not taken and not line_documents:
         raise RequestValidationError([{"type": "value_error", "loc": ("body", "files", r["index"]),
                                        "msg": f"{r['file'] or 'the file'}: {r['error']}"} for r in rejected])
@@ -189,27 +155,12 @@ def _form_access(raw: str | None, collection: Collection) -> DocumentAccess | No
     return given
 
 
-@dataclass(frozen=True)
-class StoredFile:
-    document_id: str
-    name: str
-    format: str
-    data: bytes
-
-
-def _checked_id(document_id: str) -> str:
-    from pipeline.parsing import ParseRefused  # as upload_files imports it: the parsers load with their first use
-
-    if not document_id.strip() or len(document_id) > 400 or text_problem(document_id):
-        raise ParseRefused("the document id must be 1 to 400 characters of text")
-    return document_id
-
-
 def _store_files(request: Request, services: Services, collection_id: uuid.UUID, user_id: uuid.UUID,
                  taken: list[StoredFile], access: DocumentAccess | None) -> list[dict[str, str]]:
-    """Each file's document ``pending`` and its bytes beside it, then one parsing task per file. A document sent
-    again keeps its indexed text and chunks until the new file is read: a search never finds it missing (its
-    groups, though, count from now: a listing or a job citing it follows them at once)."""
+    """Each file's document ``pending`` and its bytes beside it (``store_upload``), then one parsing task per
+    file."""
+    from pipeline.ingestion.uploads import store_upload
+
     if not taken:
         return []
     with services.db.session() as s:
@@ -217,22 +168,8 @@ def _store_files(request: Request, services: Services, collection_id: uuid.UUID,
         owner = collection.user_id  # whose quota, as for documents sent as JSON
         existing = documents_within_quota(s, request, owner, collection_id, [f.document_id for f in taken])
         refused_if_hidden(s, existing.values(), collection, user_id)
-        rows = []
-        for stored in taken:
-            row = existing.get(stored.document_id)
-            if row is None:
-                row = DocumentRow(collection_id=collection_id, external_id=stored.document_id, text="",
-                                  title=PurePath(stored.name).stem)
-                s.add(row)
-            task_id = str(uuid.uuid4())
-            queue(row, task_id)
-            row.pages_done, row.pages_total = 0, None
-            row.content_hash = hashlib.sha256(stored.data).hexdigest()
-            row.metadata_ = {"source": stored.name, "format": stored.format}
-            s.flush()
-            set_document_groups(s, row, collection, groups_for(collection, access, ("body", "access")))
-            keep_file(s, row, stored.name, stored.format, stored.data, upload_state(user_id))
-            rows.append((row.id, task_id, stored))
+        rows = [(*store_upload(s, collection, existing.get(stored.document_id), stored, user_id, access), stored)
+                for stored in taken]
         audit(request, s, "document.upload", collection_id=collection_id, target=("documents", len(rows)),
               details={"ids": [stored.document_id for _, _, stored in rows[:20]]})
     celery = request.app.state.celery

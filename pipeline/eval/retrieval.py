@@ -112,7 +112,8 @@ def corpus_collection_name(corpus_path: Path, settings: Settings) -> str:
 def ensure_corpus_indexed(services: Services, corpus_path: Path, progress=None, batch_docs: int = 256
                           ) -> tuple[str, int, bool]:
     """Index a BEIR corpus through the same ingestion code jobs use. Returns (collection, chunks, reused)."""
-    from pipeline.ingest import ChunkingConfig, index_documents, span_reader
+    from pipeline.ingestion.chunking import ChunkingConfig
+    from pipeline.ingestion.indexing import index_documents, span_reader
 
     settings = services.settings
     name = corpus_collection_name(corpus_path, settings)

@@ -14,6 +14,7 @@ Usage::
     queue(row, task_id)                                       # pending, carried by task_id: a new ingestion
     queue_in_tasks(rows, 32)                                  # [(task id, [row id, ...]), ...]: 32 rows a task
     taken = claim(rows, task_id, retries=0, node="w1@host", max_attempts=3)   # in the task's session
+    Delivery(task_id, retries=0, node="w1@host")              # the same three, as a task's body is given them
     finish(s, [row.id for row in taken], task_id, "indexed", chunks={"doc-1": 4})
 """
 
@@ -21,12 +22,23 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from pipeline.platform.db import DocumentRow, utcnow
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The message an ingest task runs: its id (what the rows it carries name), Celery's retry count of it, and the
+    worker node running it; what ``claim`` notes in a row."""
+
+    task_id: str
+    retries: int
+    node: str | None
 
 
 def queue(row: DocumentRow, task_id: str, now: datetime | None = None, fresh: bool = True) -> None:

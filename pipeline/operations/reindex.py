@@ -1,6 +1,6 @@
 """A collection's Milvus data rebuilt from PostgreSQL, which holds every document's text: the source of truth.
 
-Every indexed document is chunked and embedded again by ingestion's own code (``pipeline.ingest.index_documents``,
+Every indexed document is chunked and embedded again by ingestion's own code (``pipeline.ingestion.indexing``,
 with the service's chunking, model and late-chunking settings) into a new generation of the collection's Milvus
 collection, which no search reads while it fills; then the collection's alias moves to it in one call
 (``VectorStore.switch``) and the old generation is dropped. A search reads the old index or the new one, never one
@@ -34,7 +34,8 @@ from datetime import datetime
 
 from sqlalchemy import select, text, update
 
-from pipeline.ingest import ChunkingConfig, index_documents, span_reader
+from pipeline.ingestion.chunking import ChunkingConfig
+from pipeline.ingestion.indexing import index_documents, span_reader
 from pipeline.platform.db import Collection, DocumentRow
 from pipeline.retrieval import language
 from pipeline.retrieval.vector_store import IndexedChunk

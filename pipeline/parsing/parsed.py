@@ -3,8 +3,8 @@
 
 A part is the smallest piece of a file that has a place of its own: a page of a PDF or a scan, a slide, a row of a
 sheet, the text under one heading of a Word file, a web page or a Markdown file. Chunks never run across two parts
-of different places (``pipeline.ingest.chunk_parts``), and every chunk, source and citation carries its part's
-``location``:
+of different places (``pipeline.ingestion.chunking.chunk_parts``), and every chunk, source and citation carries its
+part's ``location``:
 
 - ``{"page": 3}``: a page of a PDF, a scanned page or an image (1-based);
 - ``{"slide": 2}``: a slide of a deck, its notes included;
@@ -95,7 +95,7 @@ class ParseLimits:
     max_pages: int = 2000
     time_s: int = 30
     memory_mb: int = 1024
-    max_chars: int = 1_000_000           # the text of one document (pipeline.ingest.MAX_DOCUMENT_CHARS)
+    max_chars: int = 1_000_000           # the text of one document (pipeline.ingestion.documents_in.MAX_DOCUMENT_CHARS)
     max_rows: int = 100_000              # rows of all sheets of a spreadsheet or CSV file that hold a value
     max_unpacked_mb: int = 256           # the inflated size of an Office file's parts (a zip bomb stops here)
     max_pixels: int = 60_000_000         # one image or rendered page (an image bomb stops here)

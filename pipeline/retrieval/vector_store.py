@@ -298,7 +298,7 @@ class VectorStore:
 
     def replace_documents(self, name: str, document_ids: list[str], chunks: list[IndexedChunk]) -> None:
         """The documents' chunks become ``chunks``: the new ones are written first, then the documents' other
-        chunks deleted. A changed document's chunks have new ids (``pipeline.ingest.index_documents``), so every
+        chunks deleted. A changed document's chunks have new ids (``pipeline.ingestion.indexing``), so every
         chunk a search finds is wholly of one version, and the document is never missing: until the old chunks go,
         a search finds chunks of both versions (and keeps one per document)."""
         with self._writes:

@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.agents.base import AgentContext, PreSearchInput, Stage
 from pipeline.agents.builtin.translator import Translator
-from pipeline.ingest import index_documents
+from pipeline.ingestion.indexing import index_documents
 from pipeline.job.state import JobState
 from pipeline.platform.db import milvus_collection_name
 from pipeline.platform.llm import LLMClient

@@ -44,7 +44,7 @@ from pipeline.parsing.zip_end import MAX_PARTS, check_directory, end_record
 MAX_RATIO = 200
 RATIO_FROM = 10 * 2**20
 _READ = 16 * 1024
-# Joins the parts of a document (pipeline.ingest.PART_SEPARATOR): counted in the text's length.
+# Joins the parts of a document (pipeline.ingestion.files.PART_SEPARATOR): counted in the text's length.
 _SEPARATOR = 2
 _CORE_PROPERTIES = "http://schemas.openxmlformats.org/package/2006/relationships/metadata/core-properties"
 

@@ -9,7 +9,8 @@ from itertools import pairwise
 import pytest
 
 from pipeline.agents.base import Document
-from pipeline.ingest import IngestError, chunk_text, parse_jsonl
+from pipeline.ingestion.chunking import chunk_text
+from pipeline.ingestion.documents_in import IngestError, parse_jsonl
 from pipeline.job.answer import NO_RESULTS, extractive_answer
 from pipeline.text import split_sentences
 

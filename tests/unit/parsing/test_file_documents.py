@@ -1,14 +1,17 @@
-"""A parsed file as a stored document (``pipeline.ingest.file_document``), its chunks along its parts
-(``chunk_parts``, ``index_documents``), and the windows of a long file (``worker.parsing``)."""
+"""A parsed file as a stored document (``pipeline.ingestion.files.file_document``), its chunks along its parts
+(``chunk_parts``, ``index_documents``), and the windows of a long file (``pipeline.ingestion.file_parse``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.ingest import ChunkingConfig, IngestError, chunk_parts, file_document, index_documents
+from pipeline.ingestion.chunking import ChunkingConfig, chunk_parts
+from pipeline.ingestion.documents_in import IngestError
+from pipeline.ingestion.file_parse import FIRST_WINDOW_PAGES, _merged, _window_pages
+from pipeline.ingestion.files import file_document
+from pipeline.ingestion.indexing import index_documents
 from pipeline.parsing import ParsedFile, Part
 from pipeline.retrieval.analyzer import KeywordAnalyzer
-from worker.parsing import FIRST_WINDOW_PAGES, _merged, _window_pages
 
 
 def _embed(texts: list[str]) -> list[list[float]]:

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Stage
 from pipeline.agents.builtin.translator import Translator
-from pipeline.ingest import chunk_keywords, index_documents
+from pipeline.ingestion.indexing import chunk_keywords, index_documents
 from pipeline.job.state import JobState
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text, index_form

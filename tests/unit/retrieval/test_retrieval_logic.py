@@ -9,7 +9,8 @@ from pydantic import ValidationError
 from reportlab.lib.pagesizes import A4
 from reportlab.pdfgen import canvas
 
-from pipeline.ingest import IngestError, read_documents
+from pipeline.ingestion.documents_in import IngestError
+from pipeline.ingestion.files import read_documents
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse

@@ -1,19 +1,20 @@
 """A parse that breaks for a reason of its own ends its document ``failed`` with that reason, at once: not pending
-until the reaper gives it up as lost (``worker.parsing.parse_document``, on the embedded app)."""
+until the reaper gives it up as lost (``worker.parsing.parse_document``, on the embedded app; its body
+``pipeline.ingestion.file_parse``)."""
 
 from __future__ import annotations
 
 import time
 import uuid
 
-import worker.parsing
+import pipeline.ingestion.file_parse
 
 
 def test_a_parse_that_breaks_ends_failed_with_the_true_reason_and_keeps_no_bytes(client, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(worker.parsing, "read_file", broken)
+    monkeypatch.setattr(pipeline.ingestion.file_parse, "read_file", broken)
     collection = client.post("/v1/collections", json={"name": f"broken-{uuid.uuid4().hex[:6]}"}).json()["id"]
     sent = client.post(f"/v1/collections/{collection}/files", files=[("files", ("notes.txt", b"Harbour notes."))])
     assert sent.status_code == 202, sent.text
