@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -28,39 +27,22 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from pipeline.job.job_state import JobState
+from pipeline.job.progress_rule import Dialect, report_statement, statements
 from pipeline.platform.db import Database, utcnow
 from pipeline.records.agent_runs import AgentRun
 
 RUNS = TypeAdapter(list[AgentRun])
 
 
-def _statement(with_state: bool, keep_state: bool) -> str:
-    records = ""
-    if with_state:
-        records = "agent_runs = CAST(%(runs)s AS jsonb), timings_ms = CAST(%(timings)s AS jsonb),"
-        if keep_state:
-            records += " state = CAST(%(state)s AS jsonb),"
-    # Every column on the right-hand side is the row as it was before this statement.
-    # Built from this module's own fragments; every value the report sends is a bound parameter.
-    return f"""
-        UPDATE jobs SET
-            status = CASE WHEN status = 'queued' THEN 'running' ELSE status END,
-            started_at = CASE WHEN status = 'queued' THEN COALESCE(started_at, %(now)s) ELSE started_at END,
-            worker = COALESCE(CAST(%(node)s AS varchar), worker),
-            stage_log = CASE WHEN stage IS DISTINCT FROM CAST(%(stage)s AS varchar)
-                THEN COALESCE(stage_log, CAST('[]' AS jsonb)) || jsonb_build_array(
-                    jsonb_build_object('stage', CAST(%(stage)s AS text), 'at', CAST(%(at)s AS text)))
-                ELSE stage_log END,
-            stage = CAST(%(stage)s AS varchar),
-            {records}
-            updated_at = %(now)s
-        WHERE id = %(job_id)s AND status IN ('queued', 'running')
-        RETURNING id"""  # noqa: S608
-
-
-def statements(build: Callable[[bool, bool], str]) -> dict[tuple[bool, bool], str]:
-    """The report's statement for each (with the records, with the state) that is sent, by ``build``."""
-    return {(False, False): build(False, False), (True, False): build(True, False), (True, True): build(True, True)}
+# PostgreSQL's parameters typed where the column or function needs it; the stage log grows with ``jsonb ||``.
+DIALECT = Dialect(
+    value=lambda name: f"%({name})s",
+    text=lambda name: f"CAST(%({name})s AS varchar)",
+    json=lambda name: f"CAST(%({name})s AS jsonb)",
+    stage_changed="stage IS DISTINCT FROM CAST(%(stage)s AS varchar)",
+    stage_log_grown="COALESCE(stage_log, CAST('[]' AS jsonb)) || jsonb_build_array("
+                    "jsonb_build_object('stage', CAST(%(stage)s AS text), 'at', CAST(%(at)s AS text)))",
+)
 
 
 def record_params(state: JobState | None, keep_state: bool) -> dict[str, str]:
@@ -73,7 +55,7 @@ def record_params(state: JobState | None, keep_state: bool) -> dict[str, str]:
     return params
 
 
-STATEMENTS = statements(_statement)
+STATEMENTS = statements(lambda with_state, keep_state: report_statement(DIALECT, with_state, keep_state))
 STATUS = "SELECT status FROM jobs WHERE id = %(job_id)s"
 
 

@@ -23,38 +23,23 @@ import uuid
 from typing import Any
 
 from pipeline.job.job_state import JobState
-from pipeline.job.progress_pg import RUNS, record_params, statements
+from pipeline.job.progress_pg import RUNS, record_params
+from pipeline.job.progress_rule import Dialect, report_statement, statements
 from pipeline.platform.db import Database, utcnow
 from pipeline.records.agent_runs import AgentRun
 
 _STORED_TIME = "%Y-%m-%d %H:%M:%S.%f"
 
 
-def _statement(with_state: bool, keep_state: bool) -> str:
-    records = ""
-    if with_state:
-        records = "agent_runs = :runs, timings_ms = :timings,"
-        if keep_state:
-            records += " state = :state,"
-    # Every column on the right-hand side is the row as it was before this statement. json_insert takes the result
-    # of json_object as JSON, not as a string.
-    # Built from this module's own fragments; every value the report sends is a bound parameter.
-    return f"""
-        UPDATE jobs SET
-            status = CASE WHEN status = 'queued' THEN 'running' ELSE status END,
-            started_at = CASE WHEN status = 'queued' THEN COALESCE(started_at, :now) ELSE started_at END,
-            worker = COALESCE(:node, worker),
-            stage_log = CASE WHEN stage IS NOT :stage
-                THEN json_insert(COALESCE(stage_log, '[]'), '$[#]', json_object('stage', :stage, 'at', :at))
-                ELSE stage_log END,
-            stage = :stage,
-            {records}
-            updated_at = :now
-        WHERE id = :job_id AND status IN ('queued', 'running')
-        RETURNING id"""  # noqa: S608
-
-
-STATEMENTS = statements(_statement)
+# SQLite's parameters as they are; json_insert takes the result of json_object as JSON, not as a string.
+DIALECT = Dialect(
+    value=lambda name: f":{name}",
+    text=lambda name: f":{name}",
+    json=lambda name: f":{name}",
+    stage_changed="stage IS NOT :stage",
+    stage_log_grown="json_insert(COALESCE(stage_log, '[]'), '$[#]', json_object('stage', :stage, 'at', :at))",
+)
+STATEMENTS = statements(lambda with_state, keep_state: report_statement(DIALECT, with_state, keep_state))
 STATUS = "SELECT status FROM jobs WHERE id = :job_id"
 
 
