@@ -16,6 +16,20 @@ from devstack.processes import log_tails
 _STARTED = pytest.StashKey[float]()
 
 
+# A unit test's database, and an integration test's SQLite side beside its PostgreSQL one (the embedded mode's).
+@pytest.fixture
+def migrated_db(tmp_path):
+    """A SQLite database of the current schema (the migrations run to their head) in the test's own directory."""
+    from migrations import upgrade
+    from pipeline.platform.db import Database
+
+    url = f"sqlite:///{tmp_path / 'agentsearch.db'}"
+    upgrade(url)
+    database = Database(url)
+    yield database
+    database.dispose()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # A second of slack: a file's modification time may be rounded down.

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from migrations import upgrade
 from pipeline.agents.base import Stage
 from pipeline.job.job_store import JobStore, set_worker_node
 from pipeline.platform.db import Database
@@ -17,15 +16,6 @@ from pipeline.records.agent_runs import AgentRun
 from tests.integration.test_progress_commit import _job, database  # noqa: F401 - database: the PostgreSQL fixture
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def sqlite_database(tmp_path):
-    url = f"sqlite:///{tmp_path / 'progress.db'}"
-    upgrade(url)
-    db = Database(url)
-    yield db
-    db.dispose()
 
 
 def _json(value: Any) -> Any:
@@ -69,8 +59,8 @@ def _trail(db: Database) -> list:
     return trail
 
 
-def test_the_same_reports_leave_the_same_row_on_postgresql_and_sqlite(database, sqlite_database):  # noqa: F811
-    on_postgresql, on_sqlite = _trail(database), _trail(sqlite_database)
+def test_the_same_reports_leave_the_same_row_on_postgresql_and_sqlite(database, migrated_db):  # noqa: F811
+    on_postgresql, on_sqlite = _trail(database), _trail(migrated_db)
     assert on_postgresql == on_sqlite
     # And the rule itself, read on one of them: the stage log grows only when the stage changes, a report without a
     # node keeps the last one, and a cancelled job refuses the report.

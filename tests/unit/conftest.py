@@ -43,19 +43,6 @@ def redis_client(fake_server):
 
 
 @pytest.fixture
-def migrated_db(tmp_path):
-    """A SQLite database of the current schema (the migrations run to their head) in the test's own directory."""
-    from migrations import upgrade
-    from pipeline.platform.db import Database
-
-    url = f"sqlite:///{tmp_path / 'agentsearch.db'}"
-    upgrade(url)
-    database = Database(url)
-    yield database
-    database.dispose()
-
-
-@pytest.fixture
 def collection_id(migrated_db) -> uuid.UUID:
     """A collection of the local user in ``migrated_db``."""
     from pipeline.platform.db import DEFAULT_USER_ID, Collection
