@@ -44,7 +44,7 @@ from api.security_headers import SecurityHeaders
 from api.waits import WaitSlots
 from api.worker_side import EmbeddedWorker, celery_app, prune_retained, run_due_profile_sets, sweep_webhooks
 from migrations import upgrade
-from pipeline.job.store import JobStore
+from pipeline.job.job_store import JobStore
 from pipeline.observability.tracing import configure_tracing
 from pipeline.platform.ticker import Ticker
 from pipeline.refusal import Refusal

@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.answer_events import AnswerEvents, sse
 from pipeline.job.answer_stream import AnswerStreamReader
-from pipeline.job.store import TERMINAL, JobStore
+from pipeline.job.job_store import TERMINAL, JobStore
 from pipeline.platform.kv import connect_async_redis
 from pipeline.services import Services
 

@@ -27,7 +27,9 @@ from fastapi import Request
 from sqlalchemy.orm import Session
 
 from api.route_rules import rule_of, template
-from pipeline.platform.db import Collection, Job, Team
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.teams import TeamRow
 from pipeline.refusal import Refusal
 from pipeline.security.access import Access, Owned
 from pipeline.security.roles import Role
@@ -53,20 +55,20 @@ class Reach:
         self.request = request
         self.access = Access(s, user_id)
 
-    def collection(self, collection_id: uuid.UUID, lock: bool = False) -> Collection:
+    def collection(self, collection_id: uuid.UUID, lock: bool = False) -> CollectionRow:
         """The collection (in the path, or named in a body), or 404 not reached, 403 naming the role. ``lock`` holds
         its row until the transaction ends."""
         return self.access.collection(collection_id, role_needed(self.request), lock=lock, what=_action(self.request))
 
-    def team(self, team_id: uuid.UUID) -> tuple[Team, Role]:
+    def team(self, team_id: uuid.UUID) -> tuple[TeamRow, Role]:
         """The team (named in a body, or the path) and the caller's role in it, when that covers the route's."""
         return self.access.team(team_id, role_needed(self.request), what=_action(self.request))
 
-    def job(self, job_id: uuid.UUID) -> Job:
+    def job(self, job_id: uuid.UUID) -> JobRow:
         """The job when the caller sees it, with the role the route needs for another member's job."""
         return self.access.job(job_id, role_needed(self.request), what=_action(self.request))
 
-    def seen_job(self, job_id: uuid.UUID) -> Job | None:
+    def seen_job(self, job_id: uuid.UUID) -> JobRow | None:
         """The job while the caller sees it, else None: for asking again (a stream while it runs, a wait at its
         end), where not seeing it ends what was under way rather than answer 404."""
         try:

@@ -20,7 +20,7 @@ from fastapi import HTTPException, Request
 from api.errors import not_found
 from api.route_rules import Need, rule_of, template
 from api.services import services_of
-from pipeline.job.store import JobStore
+from pipeline.job.job_store import JobStore
 from pipeline.security.key_limits import KeyLimits, uuid_or_none
 from pipeline.security.users import KeyGrant
 

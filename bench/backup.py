@@ -28,8 +28,10 @@ from bench.retention import scratch_database
 from devstack import free_port, start_milvus_lite, stop_process
 from pipeline.operations.backup import make_backup, restore_backup
 from pipeline.operations.reindex import reindex_collection
-from pipeline.platform.db import DEFAULT_USER_ID, Collection, Database, DocumentRow, utcnow
+from pipeline.platform.db import Database, utcnow
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.collections import CollectionRow, DocumentRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID
 from pipeline.services import Services
 
 # Documents inserted a transaction while seeding.
@@ -76,7 +78,7 @@ def seed(db: Database, name: str, documents: list[dict]) -> uuid.UUID:
     # Long enough ago that the reindex has no document changed during it to catch up.
     now = utcnow() - timedelta(hours=1)
     with db.session() as s:
-        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name=name,
+        s.add(CollectionRow(id=collection_id, user_id=DEFAULT_USER_ID, name=name,
                          embedding_model=Settings().embedding_model))
     for start in range(0, len(documents), SEED_CHUNK):
         with db.session() as s:

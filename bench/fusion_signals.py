@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from pipeline.retrieval.vector_store import Hit
+    from pipeline.retrieval.stored_chunks import Hit
 
 POOL = 100
 WEIGHTS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)

@@ -74,7 +74,7 @@ def _collection(target: Target) -> str:
 
 def _first_state(collection_id: str) -> dict:
     """A payload the size of a job's first state, for the raw chain to carry."""
-    from pipeline.job.state import JobState
+    from pipeline.job.job_state import JobState
 
     query = "benchmark solar energy raw 0000"
     return JobState(job_id=str(uuid.uuid4()), collection_id=collection_id, user_id=str(uuid.uuid4()), query=query,

@@ -4,7 +4,7 @@ that parsing takes for a folder of mixed files.
     .venv/bin/python bench/parse.py [--pages 240] [--ocr-pages 6] [--rounds 3] [--no-stack]
 
 1. Reading: one file per format, XQuAD en paragraphs rendered as the format-invariance evaluation renders them
-   (``pipeline.eval.formats``: one paragraph per page, slide, row or heading section), read through
+   (``pipeline.eval.article_files``: one paragraph per page, slide, row or heading section), read through
    ``pipeline.parsing.read_file`` (the real child process: interpreter start, sniffed format, the reader) with the
    service's limits but its CPU time raised so no file is refused. A "page" is one place of the file: a page, a
    slide, a row, a section. Median of the rounds.
@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 
 from bench.common import load_average, machine, write_result
-from pipeline.eval.formats import XQUAD, Article, load_articles, render, upload
+from pipeline.eval.article_files import Article, load_articles, render
+from pipeline.eval.format_invariance import XQUAD, upload
 
 BORN_DIGITAL = ("pdf", "docx", "pptx", "xlsx", "csv", "html", "markdown")
 # The sniffed format each rendering is read as.

@@ -39,7 +39,7 @@ COSTS: list[tuple[str, tuple[str, ...]]] = [
     ("circuit breaker (Redis)", ("AgentBreaker.", "CircuitBreaker.")),
     ("result cache lookup and lock (Redis)", ("ResultCache.",)),
     ("runner's writes: cache, lock, metrics (Redis)", ("MetricsRecorder.", "send (pipeline/platform/",
-                                                       "scope (pipeline/platform/overlap.py")),
+                                                       "scope (pipeline/platform/redis_pipelining.py")),
     ("rest of the runner (agent, keys, record, spans)", ("AgentRunner.run ",)),
     ("rest of the step (state load, copy, dump)", ("run_step ",)),
 ]

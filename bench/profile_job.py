@@ -67,7 +67,7 @@ WATCH = [
 # while the task's own thread waits for them: their samples are counted against the task's time (the waiting
 # thread's samples).
 HELPER_THREADS = ("call_with_deadline.<locals>.target", "_Runner._loop", "Retriever._parallel.<locals>.run",
-                  "_Retrievers._run")
+                  "ParallelRetrievers._run")
 IDLE = {"Condition.wait", "Event.wait", "Thread.join", "Lock.acquire", "_wait_for_tstate_lock", "time.sleep",
         "select", "poll", "Connection.wait", "SocketBuffer._read_from_socket", "_UnaryUnaryMultiCallable._blocking",
         "BaseConnection._exec_command", "wait"}

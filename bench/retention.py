@@ -27,20 +27,13 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 from pipeline.operations.retention import RetentionPolicy, prune
-from pipeline.platform.db import (
-    DEFAULT_USER_ID,
-    ArtifactRow,
-    Collection,
-    ConversationRow,
-    ConversationTurnRow,
-    Database,
-    Job,
-    WebhookAttemptRow,
-    WebhookDeliveryRow,
-    WebhookRow,
-    utcnow,
-)
+from pipeline.platform.db import Database, utcnow
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.conversations import ConversationRow, ConversationTurnRow
+from pipeline.platform.tables.jobs import ArtifactRow, JobRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID
+from pipeline.platform.tables.webhooks import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
 
 ARTIFACTS_PER_JOB = 2
 ARTIFACT_BYTES = 4096
@@ -78,7 +71,7 @@ def turn_row(conversation_id: uuid.UUID, job_id: uuid.UUID, created_at: datetime
 
 def owners(s: Session) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
     """A collection, a webhook and a conversation of the local user, for rows to belong to."""
-    collection = Collection(name=f"retention-{uuid.uuid4().hex[:8]}", user_id=DEFAULT_USER_ID, embedding_model="m")
+    collection = CollectionRow(name=f"retention-{uuid.uuid4().hex[:8]}", user_id=DEFAULT_USER_ID, embedding_model="m")
     hook = WebhookRow(user_id=DEFAULT_USER_ID, url="https://receiver.example/hook", events=["job.succeeded"],
                       secret="whsec_" + "A" * 32)
     conversation = ConversationRow(user_id=DEFAULT_USER_ID, title="retention")
@@ -92,13 +85,13 @@ def seed(db: Database, jobs: int, now: datetime) -> None:
     with db.session() as s:
         collection_id, webhook_id, conversation_id = owners(s)
     for start in range(0, jobs, SEED_CHUNK):
-        rows: dict[type, list[dict[str, Any]]] = {Job: [], ArtifactRow: [], WebhookDeliveryRow: [],
+        rows: dict[type, list[dict[str, Any]]] = {JobRow: [], ArtifactRow: [], WebhookDeliveryRow: [],
                                                   WebhookAttemptRow: [], ConversationTurnRow: []}
         for _ in range(start, min(jobs, start + SEED_CHUNK)):
             for ended in (now - timedelta(days=40), now - timedelta(days=1)):
                 job = job_row(collection_id, "succeeded", ended)
                 delivery = delivery_row(webhook_id, job["id"], "delivered", ended)
-                rows[Job].append(job)
+                rows[JobRow].append(job)
                 rows[ArtifactRow] += [artifact_row(job["id"], n) for n in range(ARTIFACTS_PER_JOB)]
                 rows[WebhookDeliveryRow].append(delivery)
                 rows[WebhookAttemptRow] += [attempt_row(delivery["id"], n) for n in (1, 2)]
@@ -112,7 +105,7 @@ def seed(db: Database, jobs: int, now: datetime) -> None:
 def row_count(db: Database) -> int:
     with db.session() as s:
         return sum(s.scalar(select(func.count()).select_from(table)) or 0
-                   for table in (Job, ArtifactRow, WebhookDeliveryRow, WebhookAttemptRow, ConversationTurnRow))
+                   for table in (JobRow, ArtifactRow, WebhookDeliveryRow, WebhookAttemptRow, ConversationTurnRow))
 
 
 @contextmanager

@@ -47,7 +47,8 @@ def audit(team: str | None, actor: str | None, action: str | None, since: str | 
     """Who changed what and who searched, newest first (the audit trail of docs/security.md)."""
     from sqlalchemy import select
 
-    from pipeline.platform.db import User, utcnow
+    from pipeline.platform.db import utcnow
+    from pipeline.platform.tables.users import UserRow
     from pipeline.security.audit import events, shown
     from pipeline.security.teams import team_named, user_named
 
@@ -63,7 +64,8 @@ def audit(team: str | None, actor: str | None, action: str | None, since: str | 
                 fail(f"no user named {actor!r}")
             actor_id = user.id
         page = events(s, team_id=team_id, actor_id=actor_id, action=action, since=after, limit=limit)
-        names = dict(s.execute(select(User.id, User.name).where(User.id.in_({e.actor_id for e in page}))).all())
+        actors = {e.actor_id for e in page}
+        names = dict(s.execute(select(UserRow.id, UserRow.name).where(UserRow.id.in_(actors))).all())
         rows = [shown(e, names) for e in page]
     for row in rows:
         if as_json:

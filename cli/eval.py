@@ -376,20 +376,22 @@ def eval_formats(format_list: str | None, questions: int | None, xquad_dir: Path
     paragraphs uploaded as JSON Lines documents."""
     import tempfile
 
-    from pipeline.eval import formats
+    from bench.format_invariance import run_on_stack
+    from pipeline.eval.article_files import FORMATS
+    from pipeline.eval.format_invariance import XQUAD
 
-    chosen = [f.strip() for f in format_list.split(",") if f.strip()] if format_list else list(formats.FORMATS)
-    unknown = [f for f in chosen if f not in formats.FORMATS]
+    chosen = [f.strip() for f in format_list.split(",") if f.strip()] if format_list else list(FORMATS)
+    unknown = [f for f in chosen if f not in FORMATS]
     if unknown:
-        fail(f"--formats: unknown {', '.join(unknown)} (known: {', '.join(formats.FORMATS)})")
+        fail(f"--formats: unknown {', '.join(unknown)} (known: {', '.join(FORMATS)})")
     try:
         search = SearchConfig(**json.loads(search_json)).model_dump(mode="json", exclude_unset=True) \
             if search_json else None
     except (json.JSONDecodeError, ValidationError) as exc:
         fail(f"--search: {exc}")
     with tempfile.TemporaryDirectory(prefix="agentsearch-formats-") as tmp:
-        report = formats.run_on_stack(workdir or Path(tmp), chosen, questions, xquad_dir or formats.XQUAD,
-                                      say=click.echo, search=search)
+        report = run_on_stack(workdir or Path(tmp), chosen, questions, xquad_dir or XQUAD,
+                              say=click.echo, search=search)
     for lang, base in report["baseline"].items():
         click.echo(f"baseline {lang} (a JSON Lines document per paragraph): gold paragraph in the top "
                    f"{report['top_k']} {base['fraction']:.4f}, its article {base['article_fraction']:.4f}  "

@@ -24,8 +24,9 @@ from cli.errors import fail
 from pipeline.platform.settings import get_settings
 
 if TYPE_CHECKING:
-    from pipeline.platform.db import Collection, Database
+    from pipeline.platform.db import Database
     from pipeline.platform.settings import Settings
+    from pipeline.platform.tables.collections import CollectionRow
 
 
 @click.command()
@@ -63,28 +64,30 @@ def rebuild(settings: Settings, database: Database, collection_ref: str | None =
                    f"searched now: Milvus collection {result.generation}")
 
 
-def chosen_collections(database: Database, ref: str | None, user_name: str | None) -> list[tuple[Collection, int]]:
+def chosen_collections(database: Database, ref: str | None, user_name: str | None) -> list[tuple[CollectionRow, int]]:
     """The collections to rebuild with their indexed documents, or ``fail`` saying why there are none."""
     import uuid
 
     from sqlalchemy import func, select
 
-    from pipeline.platform.db import Collection, DocumentRow, User
+    from pipeline.platform.tables.collections import CollectionRow, DocumentRow
+    from pipeline.platform.tables.users import UserRow
 
-    query = select(Collection).join(User, User.id == Collection.user_id).order_by(User.name, Collection.name)
+    query = (select(CollectionRow).join(UserRow, UserRow.id == CollectionRow.user_id)
+             .order_by(UserRow.name, CollectionRow.name))
     if user_name is not None:
-        query = query.where(User.name == user_name)
+        query = query.where(UserRow.name == user_name)
     if ref is not None:
         try:
-            query = query.where(Collection.id == uuid.UUID(ref))
+            query = query.where(CollectionRow.id == uuid.UUID(ref))
         except ValueError:
-            query = query.where(Collection.name == ref)
+            query = query.where(CollectionRow.name == ref)
     with database.session() as s:
         found = s.scalars(query).all()
         if ref is not None and not found:
             fail(f"no collection {ref!r}" + (f" of user {user_name!r}" if user_name else ""))
         if ref is not None and len(found) > 1:
-            owners = ", ".join(sorted(s.get_one(User, c.user_id).name for c in found))
+            owners = ", ".join(sorted(s.get_one(UserRow, c.user_id).name for c in found))
             fail(f"{len(found)} collections are named {ref!r} (users {owners}): say which with --user, or give its id")
         counts = dict(s.execute(select(DocumentRow.collection_id, func.count()).where(
             DocumentRow.status == "indexed").group_by(DocumentRow.collection_id)).all())

@@ -32,7 +32,7 @@ def local_server(host: str = "127.0.0.1", port: int | None = None) -> Iterator[t
     import uvicorn
 
     from api.app import create_app
-    from pipeline.platform.db import DEFAULT_USER_ID
+    from pipeline.platform.tables.users import DEFAULT_USER_ID
     from pipeline.security.users import UserStore
 
     port = port or free_port(host)

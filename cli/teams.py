@@ -66,7 +66,7 @@ def _as_operator(change) -> None:
 @click.option("--admin", "admin", default=None, metavar="USER", help="Its first admin (default: the local user).")
 def teams_create(name: str, admin: str | None) -> None:
     """Create a team with its first admin."""
-    from pipeline.platform.db import DEFAULT_USER_ID
+    from pipeline.platform.tables.users import DEFAULT_USER_ID
     from pipeline.refusal import Refusal
     from pipeline.security.teams import create_team, user_named
 
@@ -162,13 +162,14 @@ def teams_list() -> None:
     """Every team, with how many members and collections it has."""
     from sqlalchemy import func, select
 
-    from pipeline.platform.db import Collection, Team, TeamMember
+    from pipeline.platform.tables.collections import CollectionRow
+    from pipeline.platform.tables.teams import TeamMemberRow, TeamRow
 
     with operator_database().session() as s:
-        members = dict(s.execute(select(TeamMember.team_id, func.count()).group_by(TeamMember.team_id)).all())
-        shared = dict(s.execute(select(Collection.team_id, func.count()).where(Collection.team_id.is_not(None))
-                                .group_by(Collection.team_id)).all())
-        for team in s.scalars(select(Team).order_by(Team.name)).all():
+        members = dict(s.execute(select(TeamMemberRow.team_id, func.count()).group_by(TeamMemberRow.team_id)).all())
+        shared = dict(s.execute(select(CollectionRow.team_id, func.count()).where(CollectionRow.team_id.is_not(None))
+                                .group_by(CollectionRow.team_id)).all())
+        for team in s.scalars(select(TeamRow).order_by(TeamRow.name)).all():
             click.echo(f"{team.name:<24} {team.id}  {members.get(team.id, 0)} member(s)  "
                        f"{shared.get(team.id, 0)} collection(s)")
 
@@ -179,7 +180,7 @@ def teams_show(team: str) -> None:
     """A team's members with their roles, its document groups, and its collections."""
     from sqlalchemy import select
 
-    from pipeline.platform.db import Collection
+    from pipeline.platform.tables.collections import CollectionRow
     from pipeline.security.groups import groups_of_team
     from pipeline.security.teams import members_of
 
@@ -190,6 +191,6 @@ def teams_show(team: str) -> None:
             click.echo(f"    {member.role:<8} {member.name:<24} {member.user_id}")
         for group in groups_of_team(s, found.id):
             click.echo(f"    group {group.name}: {', '.join(member.name for member in group.members)}")
-        for collection in s.scalars(select(Collection).where(Collection.team_id == found.id)
-                                    .order_by(Collection.name)).all():
+        for collection in s.scalars(select(CollectionRow).where(CollectionRow.team_id == found.id)
+                                    .order_by(CollectionRow.name)).all():
             click.echo(f"    collection {found.name}/{collection.name}  {collection.id}")

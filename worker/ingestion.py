@@ -17,7 +17,7 @@ from typing import Any
 
 from pipeline.ingestion.index_batch import TryAgain, index_batch, mark_documents
 from pipeline.ingestion.lease import Delivery
-from pipeline.platform.db import milvus_collection_name
+from pipeline.platform.tables.collections import milvus_collection_name
 from pipeline.services import get_services
 from worker.app import DB_RETRY, app
 

@@ -1,8 +1,8 @@
 """Which Celery nodes are alive, as the reaper needs to know: a key per node in the broker's Redis, with a TTL.
 
 A node's main process refreshes its key every ``BEAT_S``; a node that dies (SIGKILL, a lost host) stops refreshing
-and its key expires after ``TTL_S``. Progress reports record the node that made them (``pipeline.job.store``), so the
-reaper can tell a job whose worker is gone from one that is merely slow. The broker's Redis is used because it
+and its key expires after ``TTL_S``. Progress reports record the node that made them (``pipeline.job.job_store``), so
+the reaper can tell a job whose worker is gone from one that is merely slow. The broker's Redis is used because it
 never evicts (the cache instance may run an LRU policy, which could drop a live node's key).
 
 Usage::
@@ -21,7 +21,7 @@ from functools import partial
 import redis
 from celery.signals import celeryd_init, worker_ready, worker_shutdown
 
-from pipeline.job.store import set_worker_node
+from pipeline.job.job_store import set_worker_node
 from pipeline.platform.settings import get_settings
 from pipeline.platform.ticker import Ticker
 

@@ -1,7 +1,7 @@
 """A task that meets a job without the state it loads ends there, quietly, the job and the reason logged.
 
 The job's row may be gone by the time a late task of it runs (deleted with its collection or user, pruned), or the
-job never saved the state the task reads (``pipeline.job.store.MissingState``). Nothing is left to do: raising would
+job never saved the state the task reads (``pipeline.job.job_store.MissingState``). Nothing is left to do: raising would
 only log a task failure nobody can act on, and a retry would meet the same absence. A job whose row is still there
 and going is failed with the reason, so that its client learns it now rather than at the deadline.
 Every task that loads a job's saved state (the agentic iteration and finish, ``assemble``) is wrapped in
@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, ParamSpec
 
-from pipeline.job.store import JobStore, MissingState
+from pipeline.job.job_store import JobStore, MissingState
 from pipeline.services import get_services
 
 log = logging.getLogger("agentsearch.worker")

@@ -25,7 +25,7 @@ from pipeline.agents.configs import (
 from pipeline.agents.references import UnresolvedReference, UserResources, resolve_config_references
 from pipeline.agents.registry import AgentRegistry
 from pipeline.job.routing import table_problem
-from pipeline.platform.db import AgentConfigRow, CollectionAgent
+from pipeline.platform.tables.agents import AgentConfigRow, CollectionAgentRow
 
 router = APIRouter(tags=["agents"], route_class=GuardedRoute)
 
@@ -167,7 +167,8 @@ def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, us
         for i, problem in routing_problems(body.agents, configs, services.registry)[:1]:
             raise unprocessable(("body", "agents", i, "agent_config_id"), problem)
         replace_collection_agents(s, collection_id, [
-            CollectionAgent(collection_id=collection_id, agent_config_id=item.agent_config_id, priority=item.priority,
+            CollectionAgentRow(collection_id=collection_id, agent_config_id=item.agent_config_id,
+                               priority=item.priority,
                             enabled=item.enabled, fallback_agent_config_id=item.fallback_agent_config_id,
                             critical=item.critical)
             for item in body.agents

@@ -31,7 +31,7 @@ from pipeline.ingestion.documents import documents_by_id, remove_document, statu
 from pipeline.ingestion.lease import queue_in_tasks
 from pipeline.ingestion.progress import collection_progress
 from pipeline.job.stage_budget import StageTimeouts, over_deadline
-from pipeline.platform.db import Collection, DocumentRow
+from pipeline.platform.tables.collections import CollectionRow, DocumentRow
 from pipeline.security.access import Access
 from pipeline.security.document_access import groups_for, held_tokens, refuse_hidden, set_document_groups
 from pipeline.security.quotas import check_document_quota
@@ -40,7 +40,7 @@ from pipeline.security.teams import team_name
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
 
 
-def _out(s: Session, c: Collection, access: Access) -> CollectionOut:
+def _out(s: Session, c: CollectionRow, access: Access) -> CollectionOut:
     # Counted as the reader lists them: documents of groups it is not in are no trace of theirs.
     counts = status_counts(s, c, access.tokens)
     return CollectionOut(
@@ -78,7 +78,7 @@ def create_collection(body: CollectionCreate, user_id: CurrentUser, request: Req
             reach = Reach(request, s, user_id)
             if body.team_id is not None:
                 reach.team(body.team_id)
-            collection = Collection(
+            collection = CollectionRow(
                 user_id=user_id,
                 team_id=body.team_id,
                 name=body.name,
@@ -167,7 +167,7 @@ def add_documents(collection_id: uuid.UUID, body: DocumentsIn, user_id: CurrentU
                              task_ids=[task_id for task_id, _ in tasks])
 
 
-def refused_if_hidden(s: Session, rows: Iterable[DocumentRow], collection: Collection, user_id: uuid.UUID) -> None:
+def refused_if_hidden(s: Session, rows: Iterable[DocumentRow], collection: CollectionRow, user_id: uuid.UUID) -> None:
     refuse_hidden(s, rows, collection, held_tokens(s, user_id))
 
 

@@ -26,7 +26,7 @@ from api.request_guard import GuardedRoute
 from api.roles import Reach
 from api.services import AppServices
 from pipeline.job.conversation import conversations_of, forget_conversation, readable_turns, turns_of
-from pipeline.platform.db import ConversationRow, ConversationTurnRow
+from pipeline.platform.tables.conversations import ConversationRow, ConversationTurnRow
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"], route_class=GuardedRoute)
 

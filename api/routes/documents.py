@@ -37,8 +37,8 @@ from api.routes.collections import add_documents, documents_within_quota, refuse
 from api.schemas import DocumentsIn, FilesAccepted
 from api.services import AppServices
 from pipeline.ingestion.documents import document_page, visible_document
-from pipeline.platform.db import Collection
 from pipeline.platform.settings import get_settings
+from pipeline.platform.tables.collections import CollectionRow
 from pipeline.security.document_access import DocumentAccess, document_groups, groups_for, shown_metadata
 from pipeline.services import Services
 
@@ -142,7 +142,7 @@ def upload_files(
                          rejected=[{"file": r["file"], "error": r["error"]} for r in rejected])
 
 
-def _form_access(raw: str | None, collection: Collection) -> DocumentAccess | None:
+def _form_access(raw: str | None, collection: CollectionRow) -> DocumentAccess | None:
     """The form's ``access`` field, read as the JSON route reads a document's: 422 naming it when it is not."""
     if raw is None or not raw.strip():
         return None

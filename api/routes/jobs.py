@@ -34,7 +34,7 @@ from pipeline.job.job_state import JobState
 from pipeline.job.job_store import TERMINAL, JobStore
 from pipeline.job.request import SearchRequest
 from pipeline.job.submit import Submission, audit_search, submit_job
-from pipeline.platform.db import Job
+from pipeline.platform.tables.jobs import JobRow
 from pipeline.records.agent_runs import AgentSpec
 from pipeline.records.job_response import JobResponse
 from pipeline.security.audit import Actor
@@ -159,7 +159,7 @@ def _accepted(job_id: uuid.UUID, status: str, cached: bool, status_code: int,
     return JSONResponse(body, status_code=status_code, headers={"Location": body["url"]}, background=background)
 
 
-def job_view(services: Services, job: Job) -> dict:
+def job_view(services: Services, job: JobRow) -> dict:
     """A job as the API shows it; artifacts inlined as base64 (stored once, in the job that made them)."""
     view = {
         "job_id": str(job.id),

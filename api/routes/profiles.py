@@ -25,7 +25,8 @@ from api.services import AppServices
 from pipeline.agentic.spec import checked_spec
 from pipeline.job.job_store import JobStore
 from pipeline.job.profile_sets import create_run, profile_sets_of, remove_profile_set, run_page
-from pipeline.platform.db import ProfileSetRow, utcnow
+from pipeline.platform.db import utcnow
+from pipeline.platform.tables.agentic import ProfileSetRow
 from pipeline.refusal import Refusal
 
 router = APIRouter(prefix="/v1/profile-sets", tags=["profiles"], route_class=GuardedRoute)

@@ -44,7 +44,7 @@ from api.auth import CurrentUser
 from api.request_guard import GuardedRoute
 from api.roles import Reach
 from api.services import AppServices
-from pipeline.platform.db import Team
+from pipeline.platform.tables.teams import TeamRow
 from pipeline.security.audit import MAX_LIMIT, events, shown
 from pipeline.security.document_access import held_tokens, team_groups_held
 from pipeline.security.groups import GROUP_MANAGER, GroupMember, groups_of_team, remove_group_member, set_group_member
@@ -82,7 +82,7 @@ def _member(m: Member) -> dict[str, Any]:
     return {"user_id": str(m.user_id), "name": m.name, "role": m.role}
 
 
-def _groups(s, team: Team, role: Role, user_id: uuid.UUID) -> list[dict[str, Any]]:
+def _groups(s, team: TeamRow, role: Role, user_id: uuid.UUID) -> list[dict[str, Any]]:
     """The team's groups as the caller may see them: an admin every group with its members, another member the
     groups it holds, names only."""
     held = set(team_groups_held(held_tokens(s, user_id), team.id))
@@ -93,7 +93,7 @@ def _groups(s, team: Team, role: Role, user_id: uuid.UUID) -> list[dict[str, Any
             for group in groups_of_team(s, team.id)]
 
 
-def _team(s: Session, team: Team, role: Role, user_id: uuid.UUID) -> dict[str, Any]:
+def _team(s: Session, team: TeamRow, role: Role, user_id: uuid.UUID) -> dict[str, Any]:
     return {"id": str(team.id), "name": team.name, "role": role, "created_at": team.created_at,
             "members": [_member(m) for m in members_of(s, team.id)],
             "groups": _groups(s, team, role, user_id),

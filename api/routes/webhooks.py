@@ -24,8 +24,8 @@ from api.roles import Reach
 from api.schemas import WebhookCreate, WebhookUpdate
 from api.services import AppServices
 from api.worker_side import deliver_webhook
-from pipeline.platform.db import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.webhooks import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
 from pipeline.webhooks.listing import deliveries_of, delivery_of, remove_webhook, webhooks_of
 from pipeline.webhooks.quota import hold_user, webhook_count
 from pipeline.webhooks.secret import new_secret

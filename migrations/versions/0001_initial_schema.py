@@ -153,7 +153,7 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f('ix_artifacts_job_id'), ['job_id'], unique=False)
 
     # ### end Alembic commands ###
-    # Every request acts as this user until API keys arrive (pipeline.platform.db.DEFAULT_USER_ID).
+    # Every request acts as this user until API keys arrive (pipeline.platform.tables.users.DEFAULT_USER_ID).
     users = sa.table("users", sa.column("id", sa.Uuid()), sa.column("name", sa.String()),
                      sa.column("created_at", sa.DateTime(timezone=True)))
     op.bulk_insert(users, [{"id": uuid.UUID("00000000-0000-0000-0000-000000000001"), "name": "default",

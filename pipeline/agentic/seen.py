@@ -26,7 +26,8 @@ from sqlalchemy import select
 
 from pipeline.agentic.signals import cosine
 from pipeline.documents import Document
-from pipeline.platform.db import Database, SeenContent, utcnow
+from pipeline.platform.db import Database, utcnow
+from pipeline.platform.tables.agentic import SeenContentRow
 
 DocVectors = Callable[[list[Document]], dict[str, list[float]]]
 
@@ -102,11 +103,11 @@ class SqlSeenStore:
         self.db = db
 
     def recent(self, user_id: uuid.UUID, since: datetime, profile: str | None = None) -> list[SeenItem]:
-        query = select(SeenContent).where(SeenContent.user_id == user_id, SeenContent.seen_at >= since)
+        query = select(SeenContentRow).where(SeenContentRow.user_id == user_id, SeenContentRow.seen_at >= since)
         if profile is not None:
-            query = query.where(SeenContent.profile == profile)
+            query = query.where(SeenContentRow.profile == profile)
         with self.db.session() as s:
-            rows = s.scalars(query.order_by(SeenContent.seen_at.desc())).all()
+            rows = s.scalars(query.order_by(SeenContentRow.seen_at.desc())).all()
             return [SeenItem(item_id=r.item_id, collection_id=r.collection_id, url=r.url, title=r.title,
                              embedding=r.embedding, profile=r.profile, source=r.source, seen_at=_aware(r.seen_at))
                     for r in rows]
@@ -121,13 +122,13 @@ class SqlSeenStore:
             already: set[tuple[str, str]] = set()
             if job_id is not None:
                 already = {(r.collection_id, r.item_id) for r in s.scalars(
-                    select(SeenContent).where(SeenContent.job_id == job_id, SeenContent.profile == profile))}
+                    select(SeenContentRow).where(SeenContentRow.job_id == job_id, SeenContentRow.profile == profile))}
             for doc in documents:
                 key = (str(doc.metadata.get("collection_id", "")), doc.id)
                 if key in already:
                     continue
                 already.add(key)
-                s.add(SeenContent(user_id=user_id, profile=profile, collection_id=key[0], item_id=doc.id,
+                s.add(SeenContentRow(user_id=user_id, profile=profile, collection_id=key[0], item_id=doc.id,
                                   url=doc.metadata.get("url"), title=doc.title or "", embedding=vectors.get(doc.id),
                                   source=source, job_id=job_id, seen_at=at or utcnow()))
                 added += 1

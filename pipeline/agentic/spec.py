@@ -31,8 +31,10 @@ from pipeline.agentic.profiles import Profile, ProfileSet, merge_by_category
 from pipeline.agentic.runtime import SearchTarget
 from pipeline.agentic.seen import SeenPolicy
 from pipeline.documents import Document
-from pipeline.platform.db import AgenticLoop, Database, Job
+from pipeline.platform.db import Database
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.agentic import AgenticLoopRow
+from pipeline.platform.tables.jobs import JobRow
 from pipeline.refusal import invalid_fields
 
 
@@ -112,16 +114,16 @@ class LoopStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def _row(self, s, job_id: str, profile: str) -> AgenticLoop | None:
-        return s.scalar(select(AgenticLoop).where(AgenticLoop.job_id == uuid.UUID(job_id),
-                                                  AgenticLoop.profile == profile))
+    def _row(self, s, job_id: str, profile: str) -> AgenticLoopRow | None:
+        return s.scalar(select(AgenticLoopRow).where(AgenticLoopRow.job_id == uuid.UUID(job_id),
+                                                  AgenticLoopRow.profile == profile))
 
     def start(self, job_id: str, profile: str, state: LoopState) -> bool:
         """Record a loop's first state; False when it was already started (a redelivered task must not fork it)."""
         with self.db.session() as s:
             if self._row(s, job_id, profile) is not None:
                 return False
-            s.add(AgenticLoop(job_id=uuid.UUID(job_id), profile=profile, state=state.dump(), iteration=0))
+            s.add(AgenticLoopRow(job_id=uuid.UUID(job_id), profile=profile, state=state.dump(), iteration=0))
             return True
 
     def save(self, job_id: str, profile: str, state: LoopState) -> bool:
@@ -137,8 +139,8 @@ class LoopStore:
         """Mark the loop done; True only for the call that completes the job's last running loop."""
         with self.db.session() as s:
             # The job's row is the lock: two loops ending at once cannot both see themselves as the last.
-            s.scalar(select(Job).where(Job.id == uuid.UUID(job_id)).with_for_update())
-            rows = s.scalars(select(AgenticLoop).where(AgenticLoop.job_id == uuid.UUID(job_id))).all()
+            s.scalar(select(JobRow).where(JobRow.id == uuid.UUID(job_id)).with_for_update())
+            rows = s.scalars(select(AgenticLoopRow).where(AgenticLoopRow.job_id == uuid.UUID(job_id))).all()
             mine = next((r for r in rows if r.profile == profile), None)
             if mine is None or mine.status == "done":
                 return False
@@ -148,13 +150,13 @@ class LoopStore:
     def running(self, job_id: str) -> dict[str, LoopState]:
         """The loops not yet done, at their last saved state: where a retried job picks up."""
         with self.db.session() as s:
-            rows = s.scalars(select(AgenticLoop).where(AgenticLoop.job_id == uuid.UUID(job_id),
-                                                       AgenticLoop.status != "done")).all()
+            rows = s.scalars(select(AgenticLoopRow).where(AgenticLoopRow.job_id == uuid.UUID(job_id),
+                                                       AgenticLoopRow.status != "done")).all()
             return {r.profile: LoopState.load(r.state) for r in rows}
 
     def states(self, job_id: str) -> dict[str, LoopState]:
         with self.db.session() as s:
-            rows = s.scalars(select(AgenticLoop).where(AgenticLoop.job_id == uuid.UUID(job_id))).all()
+            rows = s.scalars(select(AgenticLoopRow).where(AgenticLoopRow.job_id == uuid.UUID(job_id))).all()
             return {r.profile: LoopState.load(r.state) for r in rows}
 
 

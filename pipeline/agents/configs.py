@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import AgentConfigRow, CollectionAgent
+from pipeline.platform.tables.agents import AgentConfigRow, CollectionAgentRow
 
 
 def configs_of(s: Session, user_id: uuid.UUID) -> list[AgentConfigRow]:
@@ -36,7 +36,7 @@ def linkable_stages(s: Session, collection_id: uuid.UUID, user_id: uuid.UUID,
     """Of these configs, those the user may put in the collection's set, each with its stage: its own, and those
     the set already runs (another editor's, in a team's collection). Any other config is as unknown as a missing
     one."""
-    linked = select(CollectionAgent.agent_config_id).where(CollectionAgent.collection_id == collection_id)
+    linked = select(CollectionAgentRow.agent_config_id).where(CollectionAgentRow.collection_id == collection_id)
     rows = s.execute(select(AgentConfigRow.id, AgentConfigRow.trigger_stage)
                      .where(AgentConfigRow.id.in_(list(config_ids)),
                             or_(AgentConfigRow.user_id == user_id, AgentConfigRow.id.in_(linked))))
@@ -47,15 +47,15 @@ def configs_by_id(s: Session, config_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID
     return {row.id: row for row in s.scalars(select(AgentConfigRow).where(AgentConfigRow.id.in_(list(config_ids))))}
 
 
-def replace_collection_agents(s: Session, collection_id: uuid.UUID, links: list[CollectionAgent]) -> None:
+def replace_collection_agents(s: Session, collection_id: uuid.UUID, links: list[CollectionAgentRow]) -> None:
     """The collection's set replaced whole: what the set ran before is deleted, ``links`` inserted."""
-    s.execute(delete(CollectionAgent).where(CollectionAgent.collection_id == collection_id))
+    s.execute(delete(CollectionAgentRow).where(CollectionAgentRow.collection_id == collection_id))
     s.add_all(links)
 
 
-def collection_agents(s: Session, collection_id: uuid.UUID) -> list[tuple[CollectionAgent, AgentConfigRow]]:
+def collection_agents(s: Session, collection_id: uuid.UUID) -> list[tuple[CollectionAgentRow, AgentConfigRow]]:
     """The collection's set: each link with its config, in no particular order."""
-    rows = s.execute(select(CollectionAgent, AgentConfigRow)
-                     .join(AgentConfigRow, AgentConfigRow.id == CollectionAgent.agent_config_id)
-                     .where(CollectionAgent.collection_id == collection_id))
+    rows = s.execute(select(CollectionAgentRow, AgentConfigRow)
+                     .join(AgentConfigRow, AgentConfigRow.id == CollectionAgentRow.agent_config_id)
+                     .where(CollectionAgentRow.collection_id == collection_id))
     return list(rows.tuples().all())

@@ -35,7 +35,8 @@ from typing import Annotated, Any, Protocol
 from pydantic import Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from pipeline.platform.db import Collection, Database
+from pipeline.platform.db import Database
+from pipeline.platform.tables.collections import CollectionRow
 from pipeline.security.access import Access
 from pipeline.security.registered_tools import RegisteredTool, ToolStore
 
@@ -131,13 +132,13 @@ class UserResources:
             raise tool_missing(kind, name)
         return tool
 
-    def owned_collection(self, collection_id: str) -> Collection:
+    def owned_collection(self, collection_id: str) -> CollectionRow:
         try:
             key = uuid.UUID(str(collection_id))
         except ValueError:
             raise collection_missing(collection_id) from None
         with self.db.session() as s:
-            row = s.get(Collection, key)
+            row = s.get(CollectionRow, key)
             # The user's own, or a team's it is in (any role reads): read again when the agent runs, as the job's
             # user, so a member removed from the team reads it no more.
             if row is None or self.user_id is None or Access(s, self.user_id).held(row) is None:

@@ -38,9 +38,9 @@ from pipeline.agents.base import Gate
 from pipeline.agents.references import UserResources, collection_missing
 from pipeline.documents import Document
 from pipeline.platform.breakers import ADMIT_ALL
-from pipeline.platform.db import Collection, DocumentGroup, DocumentRow, milvus_collection_name
 from pipeline.platform.egress import EgressPolicy
 from pipeline.platform.llm import LLMClient
+from pipeline.platform.tables.collections import CollectionRow, DocumentGroupRow, DocumentRow, milvus_collection_name
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.filters import MetadataFilter
 from pipeline.retrieval.sentence_vectors import KnownVectors, stored_for
@@ -121,7 +121,7 @@ class AgentTools:
         self.access_tokens = access_tokens
         self._restricted: dict[str, bool] = {}  # collection id -> holds a restricted document, for one agent call
         self._resources = UserResources(services.db, user_id) if user_id is not None else None
-        self._owned: dict[str, Collection] = {}  # collection id -> row, for one agent call
+        self._owned: dict[str, CollectionRow] = {}  # collection id -> row, for one agent call
         if _root is None:
             self._lexicons = _Recent(LEXICONS_KEPT)  # (kind, collection id, epoch) -> lexicon, for the process
 
@@ -161,7 +161,7 @@ class AgentTools:
         """The tool an operator registered under ``name``; ``MissingResource`` if there is none (any more)."""
         return UserResources(self._services.db, self.user_id).registered_tool(kind, name)
 
-    def owned_collection(self, collection_id: str) -> Collection:
+    def owned_collection(self, collection_id: str) -> CollectionRow:
         """The collection if the bound user owns it; ``MissingResource`` ("collection ... not found") if not."""
         key = str(collection_id)
         if key not in self._owned:
@@ -234,7 +234,7 @@ class AgentTools:
             return self.access_tokens
         return held_tokens(s, self.user_id) if self.user_id is not None else frozenset()
 
-    def _holds_restricted(self, collection: Collection) -> bool:
+    def _holds_restricted(self, collection: CollectionRow) -> bool:
         """Whether some document of the team collection is restricted to document groups (asked once per call)."""
         key = str(collection.id)
         if collection.team_id is None:
@@ -242,10 +242,10 @@ class AgentTools:
         if key not in self._restricted:
             with self._services.db.session() as s:
                 self._restricted[key] = bool(s.scalar(select(exists().where(
-                    DocumentGroup.document_id == DocumentRow.id, DocumentRow.collection_id == collection.id))))
+                    DocumentGroupRow.document_id == DocumentRow.id, DocumentRow.collection_id == collection.id))))
         return self._restricted[key]
 
-    def _filter_for(self, collection: Collection) -> MetadataFilter | None:
+    def _filter_for(self, collection: CollectionRow) -> MetadataFilter | None:
         """The job's filter, joined to the document groups' where the collection holds a restricted document: any
         collection an agent searches (its own config's too, not only the job's) finds what the user may find."""
         if not self._holds_restricted(collection):
@@ -257,7 +257,7 @@ class AgentTools:
         # collection), and twice it only costs a second check, never the filter language's bounds.
         return clause if self.search_filter is None else MetadataFilter(and_=[clause, self.search_filter])
 
-    def _lexicon_scope(self, collection: Collection) -> str:
+    def _lexicon_scope(self, collection: CollectionRow) -> str:
         """Whose lexicon of the collection this is: every reader's (``""``), or, where some document is restricted
         to document groups, the holders' of the user's groups there: a word of a document the user does not find
         is never corrected towards nor expanded (``pipeline.security.document_access``)."""

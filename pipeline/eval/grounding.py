@@ -18,7 +18,7 @@ import time
 
 from pipeline.eval.retrieval import percentile
 from pipeline.job.answer.grounding import PARTIAL_MARK
-from pipeline.job.state import JobState
+from pipeline.job.job_state import JobState
 from pipeline.text import without_citation_marks
 
 STATUSES = ("supported", "partial", "unsupported")

@@ -38,8 +38,8 @@ from sqlalchemy.orm import Session
 from pipeline.ingestion.documents import keep_file, upload_state
 from pipeline.ingestion.lease import queue
 from pipeline.parsing import Attachment, ParseRefused, sniff
-from pipeline.platform.db import Collection, DocumentRow
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.collections import CollectionRow, DocumentRow
 from pipeline.refusal import Refusal
 from pipeline.security.document_access import document_groups, held_tokens, refuse_hidden, set_document_groups
 from pipeline.security.quotas import Limits, check_document_quota, overrides_of
@@ -66,7 +66,7 @@ def store_attachments(s: Session, parent: DocumentRow, attachments: list[Attachm
     reading state (its sender, what its tree may still become)."""
     if not attachments:
         return []
-    collection = s.get(Collection, parent.collection_id)
+    collection = s.get(CollectionRow, parent.collection_id)
     assert collection is not None
     groups = document_groups(s, [parent.id]).get(parent.id)
     uploader = state.get("uploader")
@@ -131,7 +131,7 @@ def take_over(s: Session, row: DocumentRow, state: dict[str, Any]) -> None:
     then = state.get("then")
     if then is None:
         return
-    collection = s.get(Collection, row.collection_id)
+    collection = s.get(CollectionRow, row.collection_id)
     assert collection is not None
     row.title, row.metadata_ = then["title"], dict(then["metadata"])
     set_document_groups(s, row, collection, then["groups"])

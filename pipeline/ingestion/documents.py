@@ -24,18 +24,18 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import Collection, DocumentFile, DocumentRow
+from pipeline.platform.tables.collections import CollectionRow, DocumentFileRow, DocumentRow
 from pipeline.security.document_access import visible_documents
 
 
-def status_counts(s: Session, collection: Collection, tokens: Iterable[str]) -> dict[str, int]:
+def status_counts(s: Session, collection: CollectionRow, tokens: Iterable[str]) -> dict[str, int]:
     """The collection's documents the reader finds, counted by status."""
     counted = select(DocumentRow.status, func.count()).where(DocumentRow.collection_id == collection.id)
     query = visible_documents(counted, collection, tokens)
     return dict(s.execute(query.group_by(DocumentRow.status)).all())
 
 
-def document_page(s: Session, collection: Collection, tokens: Iterable[str], status: str | None, limit: int,
+def document_page(s: Session, collection: CollectionRow, tokens: Iterable[str], status: str | None, limit: int,
                   offset: int) -> tuple[int, list[DocumentRow]]:
     """How many documents the reader finds (of ``status`` when given), and a page of them, oldest first."""
     query = visible_documents(select(DocumentRow).where(DocumentRow.collection_id == collection.id), collection,
@@ -47,7 +47,8 @@ def document_page(s: Session, collection: Collection, tokens: Iterable[str], sta
     return total, list(rows)
 
 
-def visible_document(s: Session, collection: Collection, tokens: Iterable[str], external_id: str) -> DocumentRow | None:
+def visible_document(s: Session, collection: CollectionRow, tokens: Iterable[str],
+                     external_id: str) -> DocumentRow | None:
     """The document of this id when the reader finds it; None when missing or of groups the reader is not in."""
     return s.scalar(visible_documents(select(DocumentRow).where(DocumentRow.collection_id == collection.id,
                                                                 DocumentRow.external_id == external_id),
@@ -65,8 +66,8 @@ def remove_document(s: Session, row: DocumentRow) -> None:
     """The document's row gone (its vectors are a worker's task) and its collection's epoch moved on, so no cached
     job answers from it."""
     s.delete(row)
-    s.execute(update(Collection).where(Collection.id == row.collection_id)
-              .values(index_epoch=Collection.index_epoch + 1))
+    s.execute(update(CollectionRow).where(CollectionRow.id == row.collection_id)
+              .values(index_epoch=CollectionRow.index_epoch + 1))
 
 
 def upload_state(uploader: uuid.UUID | None) -> dict[str, Any]:
@@ -79,8 +80,8 @@ def keep_file(s: Session, row: DocumentRow, name: str, file_format: str, data: b
               state: dict[str, Any] | None = None) -> None:
     """The file the document is parsed from, beside its row, with its reading state (``DocumentFile.parsed``); one
     sent before and not read yet is replaced (the newer one is read)."""
-    earlier = s.get(DocumentFile, row.id)
+    earlier = s.get(DocumentFileRow, row.id)
     if earlier is not None:
         s.delete(earlier)
         s.flush()
-    s.add(DocumentFile(document_id=row.id, name=name[-255:], format=file_format, data=data, parsed=state or None))
+    s.add(DocumentFileRow(document_id=row.id, name=name[-255:], format=file_format, data=data, parsed=state or None))

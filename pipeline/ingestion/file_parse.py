@@ -44,7 +44,7 @@ from pipeline.ingestion.lease import Delivery, claim, finish, queue
 from pipeline.parsing import ParsedFile, ParseLimits, ParseRefused, Part, read_file
 from pipeline.parsing.file_names import bare_name
 from pipeline.parsing.sandbox import Progress
-from pipeline.platform.db import DocumentFile, DocumentRow
+from pipeline.platform.tables.collections import DocumentFileRow, DocumentRow
 from pipeline.services import Services
 
 log = logging.getLogger("agentsearch.worker")
@@ -79,7 +79,7 @@ def parse_window(services: Services, collection_id: str, document_id: str, start
     they are instead of failing the document."""
     row_id = uuid.UUID(document_id)
     with services.db.session() as s:
-        row, upload = s.get(DocumentRow, row_id), s.get(DocumentFile, row_id)
+        row, upload = s.get(DocumentRow, row_id), s.get(DocumentFileRow, row_id)
         if row is None or upload is None or row.status != "pending":
             return ParseOutcome({"status": "gone"})  # deleted, replaced, or a redelivered message whose work is done
         state = dict(upload.parsed or {})
@@ -122,7 +122,7 @@ def _next_window(services: Services, collection_id: str, document_id: str, task_
     """The pages read so far kept in the file's row, and the next window's task named in the document's."""
     row_id = uuid.UUID(document_id)
     with services.db.session() as s:
-        row, upload = s.get(DocumentRow, row_id), s.get(DocumentFile, row_id)
+        row, upload = s.get(DocumentRow, row_id), s.get(DocumentFileRow, row_id)
         if row is None or upload is None or row.task_id != task_id:
             return ParseOutcome({"status": "gone"})
         upload.parsed = state
@@ -152,7 +152,7 @@ def _parsed(services: Services, collection_id: str, document_id: str, task_id: s
         row.text, row.parts, row.notes = document.text, document.parts, document.notes
         row.metadata_ = {**document.metadata, **(row.metadata_ or {}), "format": file_format}
         row.pages_done = row.pages_total = parsed.pages
-        upload = s.get(DocumentFile, row_id)
+        upload = s.get(DocumentFileRow, row_id)
         if upload is not None:
             s.delete(upload)
         queue(row, next_task, fresh=False)
@@ -219,7 +219,7 @@ def _fail(services: Services, row_id: uuid.UUID, task_id: str, reason: str) -> d
     with services.db.session() as s:
         if not finish(s, [row_id], task_id, "failed", reason):
             return {"status": "gone"}
-        upload = s.get(DocumentFile, row_id)
+        upload = s.get(DocumentFileRow, row_id)
         if upload is not None:
             s.delete(upload)
     return {"status": "failed", "error": reason}

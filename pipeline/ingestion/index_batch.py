@@ -33,7 +33,7 @@ from pipeline.ingestion.chunking import ChunkingConfig
 from pipeline.ingestion.indexing import index_documents, span_reader
 from pipeline.ingestion.lease import Delivery, claim, finish
 from pipeline.platform.backoff import backoff_delay
-from pipeline.platform.db import Collection, DocumentRow
+from pipeline.platform.tables.collections import CollectionRow, DocumentRow
 from pipeline.retrieval.vector_store import SchemaMismatch
 from pipeline.services import Services
 
@@ -62,7 +62,7 @@ def index_batch(services: Services, collection_id: str, document_ids: list[str],
     settings = services.settings
     ids = [uuid.UUID(d) for d in document_ids]
     with services.db.session() as s:
-        collection = s.get(Collection, uuid.UUID(collection_id))
+        collection = s.get(CollectionRow, uuid.UUID(collection_id))
         if collection is None:
             return {"indexed": 0, "failed": len(ids), "chunks": 0}
         pending = s.scalars(select(DocumentRow).where(DocumentRow.id.in_(ids), DocumentRow.status == "pending")).all()
@@ -113,5 +113,6 @@ def mark_documents(services: Services, ids: list[uuid.UUID], status: str, error:
         if bump_epoch is not None:
             # Every change to the indexed content invalidates cached searches of the collection.
             s.execute(
-                update(Collection).where(Collection.id == bump_epoch).values(index_epoch=Collection.index_epoch + 1)
+                update(CollectionRow).where(CollectionRow.id == bump_epoch)
+                .values(index_epoch=CollectionRow.index_epoch + 1)
             )

@@ -17,7 +17,7 @@ from typing import Any
 from pipeline.ingestion.chunking import ChunkingConfig, chunk_parts, heading_of
 from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text, known_language, normalise_code
 from pipeline.retrieval.sentence_vectors import chunk_units, pack
-from pipeline.retrieval.vector_store import IndexedChunk
+from pipeline.retrieval.stored_chunks import IndexedChunk
 from pipeline.text import whole_sentences
 
 # Texts, and for each its (start, end) character spans -> the texts' vectors and the spans' (None: not read).

@@ -28,7 +28,8 @@ from datetime import datetime
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import DocumentRow, utcnow
+from pipeline.platform.db import utcnow
+from pipeline.platform.tables.collections import DocumentRow
 
 
 @dataclass(frozen=True)

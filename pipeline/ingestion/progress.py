@@ -26,7 +26,8 @@ from pydantic import BaseModel, Field
 from sqlalchemy import ColumnElement, and_, case, func, or_, select
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import DocumentRow, utcnow
+from pipeline.platform.db import utcnow
+from pipeline.platform.tables.collections import DocumentRow
 
 # Long enough to hold several tasks' ends (a task of 32 small documents takes seconds), short enough that the time
 # left follows a change of pace: another worker started, or a run of large documents.

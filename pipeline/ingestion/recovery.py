@@ -30,7 +30,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from pipeline.ingestion.lease import give_up, queue, queue_in_tasks
-from pipeline.platform.db import DocumentFile, DocumentRow
+from pipeline.platform.tables.collections import DocumentFileRow, DocumentRow
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,8 @@ def send_again(s: Session, lost: list[Lost], max_attempts: int,
         return [], []
     rows = s.scalars(select(DocumentRow).where(DocumentRow.id.in_(seen), DocumentRow.status == "pending")
                      .with_for_update(skip_locked=True)).all()
-    files = {f.document_id: f for f in s.scalars(select(DocumentFile).where(
-        DocumentFile.document_id.in_([r.id for r in rows]))).all()}
+    files = {f.document_id: f for f in s.scalars(select(DocumentFileRow).where(
+        DocumentFileRow.document_id.in_([r.id for r in rows]))).all()}
     sends: list[Send] = []
     failed: list[uuid.UUID] = []
     to_index: dict[uuid.UUID, list[DocumentRow]] = {}

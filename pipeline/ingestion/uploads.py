@@ -28,7 +28,7 @@ from pipeline.ingestion.documents_in import DocumentIn, IngestError, parse_jsonl
 from pipeline.ingestion.lease import queue
 from pipeline.parsing import ParseRefused, sniff
 from pipeline.parsing.file_names import upload_name
-from pipeline.platform.db import Collection, DocumentRow
+from pipeline.platform.tables.collections import CollectionRow, DocumentRow
 from pipeline.security.document_access import DocumentAccess, groups_for, set_document_groups
 from pipeline.security.storable import text_problem
 
@@ -91,7 +91,7 @@ def checked_id(document_id: str) -> str:
     return document_id
 
 
-def store_upload(s: Session, collection: Collection, row: DocumentRow | None, stored: StoredFile,
+def store_upload(s: Session, collection: CollectionRow, row: DocumentRow | None, stored: StoredFile,
                  uploader: uuid.UUID, access: DocumentAccess | None) -> tuple[uuid.UUID, str]:
     """The file's document ``pending`` (``row``: the document of its id, when there is one) and its bytes beside it:
     its row's id and the id of the parsing task that carries it. A document sent again keeps its indexed text and

@@ -20,7 +20,8 @@ from sqlalchemy.exc import IntegrityError
 
 from pipeline.agents.base import AgentArtifact
 from pipeline.job.job_store import TERMINAL
-from pipeline.platform.db import ArtifactRow, Database, Job
+from pipeline.platform.db import Database
+from pipeline.platform.tables.jobs import ArtifactRow, JobRow
 from pipeline.records.agent_runs import ArtifactRef
 from pipeline.services import Services
 
@@ -100,7 +101,7 @@ class ArtifactStore:
         never keeps an artifact, whatever the timing. Checked at the agent's start only, a cancel landing during
         the rendering left its artifact stored.
         """
-        status = s.scalar(select(Job.status).where(Job.id == job_uuid).with_for_update(read=True))
+        status = s.scalar(select(JobRow.status).where(JobRow.id == job_uuid).with_for_update(read=True))
         if status in TERMINAL:
             raise JobEnded(f"job {status}: artifact {filename!r} not stored")
 

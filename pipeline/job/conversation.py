@@ -30,7 +30,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import ConversationRow, ConversationTurnRow, Job, utcnow
+from pipeline.platform.db import utcnow
+from pipeline.platform.tables.conversations import ConversationRow, ConversationTurnRow
+from pipeline.platform.tables.jobs import JobRow
 from pipeline.records.job_response import JobResponse
 from pipeline.security.access import Access
 
@@ -101,7 +103,7 @@ def readable_turns(s: Session, user_id: uuid.UUID, turns: list[ConversationTurnR
     it has left since is no longer its to see, in the conversation or in a follow-up's history. A turn whose job
     retention removed stays (there is nothing left to check it by)."""
     access = Access(s, user_id)
-    jobs = {job.id: job for job in s.scalars(select(Job).where(Job.id.in_([t.job_id for t in turns])))}
+    jobs = {job.id: job for job in s.scalars(select(JobRow).where(JobRow.id.in_([t.job_id for t in turns])))}
     return [t for t in turns if t.job_id not in jobs or access.sees_job(jobs[t.job_id])]
 
 
@@ -116,12 +118,12 @@ def explicit_history(messages: list[HistoryMessage]) -> list[dict[str, str]]:
     return [{"role": m.role, "content": m.content.strip()} for m in messages if m.content.strip()]
 
 
-def standalone_query(job: Job, response: JobResponse) -> str:
+def standalone_query(job: JobRow, response: JobResponse) -> str:
     rewritten = response.metadata.get("standalone_query")
     return rewritten if isinstance(rewritten, str) and rewritten.strip() else job.query
 
 
-def record_turn(s: Session, job: Job) -> ConversationTurnRow | None:
+def record_turn(s: Session, job: JobRow) -> ConversationTurnRow | None:
     """The turn a succeeded job leaves in its conversation, in the caller's transaction. Nothing for a job outside
     a conversation, one that did not succeed, or one whose conversation is gone.
 

@@ -23,8 +23,11 @@ from sqlalchemy.orm import Session
 from pipeline.agentic.spec import AgenticSpec
 from pipeline.job.job_state import JobState
 from pipeline.job.job_store import JobStore
-from pipeline.platform.db import Collection, Database, Job, ProfileRun, ProfileSetRow, utcnow
+from pipeline.platform.db import Database, utcnow
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.agentic import ProfileRunRow, ProfileSetRow
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.jobs import JobRow
 from pipeline.security.access import Access
 from pipeline.security.document_access import job_access
 
@@ -61,7 +64,7 @@ def create_run(db: Database, settings: Settings, set_id: uuid.UUID, trigger: str
         wanted = [row.collection_id, *(c for p in spec.profiles for c in p.collections)]
         epochs: dict[str, int] = {}
         for collection_id in dict.fromkeys(wanted):
-            collection = s.get(Collection, collection_id)
+            collection = s.get(CollectionRow, collection_id)
             if collection is not None and Access(s, row.user_id).held(collection) is not None:
                 epochs[str(collection_id)] = collection.index_epoch
         query, job_id = row.query or row.name, uuid.uuid4()
@@ -77,7 +80,7 @@ def create_run(db: Database, settings: Settings, set_id: uuid.UUID, trigger: str
                             request={"profile_set_id": str(row.id), "mode": "iterative", "trigger": trigger},
                             deadline_s=settings.job_deadline_s, state=state,
                             access_groups=access.held if access is not None else None)
-        s.add(ProfileRun(profile_set_id=row.id, job_id=job_id, trigger=trigger))
+        s.add(ProfileRunRow(profile_set_id=row.id, job_id=job_id, trigger=trigger))
         row.last_run_at = utcnow()
         return str(job_id), state
 
@@ -94,9 +97,10 @@ def remove_profile_set(s: Session, row: ProfileSetRow) -> None:
     s.delete(row)
 
 
-def run_page(s: Session, set_id: uuid.UUID, limit: int, offset: int) -> tuple[int, list[tuple[ProfileRun, Job]]]:
+def run_page(s: Session, set_id: uuid.UUID, limit: int, offset: int) -> tuple[int, list[tuple[ProfileRunRow, JobRow]]]:
     """How many runs the set has, and a page of them with their jobs, newest first."""
-    query = select(ProfileRun, Job).join(Job, Job.id == ProfileRun.job_id).where(ProfileRun.profile_set_id == set_id)
+    query = (select(ProfileRunRow, JobRow).join(JobRow, JobRow.id == ProfileRunRow.job_id)
+             .where(ProfileRunRow.profile_set_id == set_id))
     total = s.scalar(select(func.count()).select_from(query.subquery())) or 0
-    rows = s.execute(query.order_by(ProfileRun.created_at.desc(), ProfileRun.id).limit(limit).offset(offset))
+    rows = s.execute(query.order_by(ProfileRunRow.created_at.desc(), ProfileRunRow.id).limit(limit).offset(offset))
     return total, list(rows.tuples().all())

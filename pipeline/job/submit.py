@@ -41,9 +41,11 @@ from pipeline.job.job_state import JobState
 from pipeline.job.job_store import JobStore
 from pipeline.job.request import SearchRequest
 from pipeline.job.stage_budget import effective, over_deadline
-from pipeline.platform.db import AgentConfigRow, Collection, CollectionAgent, Job
 from pipeline.platform.kv import canonical_hash
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.agents import AgentConfigRow, CollectionAgentRow
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.jobs import JobRow
 from pipeline.records.agent_runs import AgentSpec
 from pipeline.refusal import Refusal, invalid, invalid_fields, missing
 from pipeline.retrieval.config import SearchConfig
@@ -76,7 +78,7 @@ class Submission:
     state: JobState | None = None
 
     @classmethod
-    def of(cls, job: Job, **kw) -> Submission:
+    def of(cls, job: JobRow, **kw) -> Submission:
         return cls(job_id=job.id, status=job.status, cached=job.cached_from is not None, **kw)
 
 
@@ -244,7 +246,7 @@ def _where_named(request: SearchRequest, agentic: AgenticSpec | None) -> dict[uu
 
 
 def _epochs(s: Session, named_at: dict[uuid.UUID, tuple], user_id: uuid.UUID, settings: Settings,
-            within: frozenset[uuid.UUID] | None = None) -> tuple[dict[str, int], list[Collection]]:
+            within: frozenset[uuid.UUID] | None = None) -> tuple[dict[str, int], list[CollectionRow]]:
     """Each collection's index epoch (part of the cache key), and the rows read (the job's own first: the rest of
     the submission reads them, not the database again). The main collection missing is a 404, as reading it would
     be; another one is the field that named it. Another user's collection is missing too, and so is one outside
@@ -253,7 +255,7 @@ def _epochs(s: Session, named_at: dict[uuid.UUID, tuple], user_id: uuid.UUID, se
     collections = []
     access = Access(s, user_id)  # a team's collection is searched by any member: viewer is the least role
     for i, (collection_id, loc) in enumerate(named_at.items()):
-        collection = s.get(Collection, collection_id)
+        collection = s.get(CollectionRow, collection_id)
         if (collection is None or access.held(collection) is None
                 or (within is not None and collection_id not in within)):
             if i == 0:
@@ -269,7 +271,7 @@ def _epochs(s: Session, named_at: dict[uuid.UUID, tuple], user_id: uuid.UUID, se
     return epochs, collections
 
 
-def _stage_timeouts(collection: Collection, request: SearchRequest, settings: Settings) -> dict[str, float] | None:
+def _stage_timeouts(collection: CollectionRow, request: SearchRequest, settings: Settings) -> dict[str, float] | None:
     """The job's stage budgets: the collection's, each overridden by the request's; none longer than the job's
     deadline (a collection's may have been set under a longer one)."""
     asked = request.stage_timeouts.given() if request.stage_timeouts is not None else None
@@ -320,9 +322,9 @@ def collection_specs(s: Session, collection_id: uuid.UUID, registry: AgentRegist
     """The collection's enabled agent configs, as the job's snapshot of what runs, each with its fallback's spec
     (an enabled config; one level: the fallback's own fallback is not followed)."""
     rows = s.execute(
-        select(AgentConfigRow, CollectionAgent)
-        .join(CollectionAgent, CollectionAgent.agent_config_id == AgentConfigRow.id)
-        .where(CollectionAgent.collection_id == collection_id, CollectionAgent.enabled, AgentConfigRow.enabled)
+        select(AgentConfigRow, CollectionAgentRow)
+        .join(CollectionAgentRow, CollectionAgentRow.agent_config_id == AgentConfigRow.id)
+        .where(CollectionAgentRow.collection_id == collection_id, CollectionAgentRow.enabled, AgentConfigRow.enabled)
     ).all()
     fallback_ids = {link.fallback_agent_config_id for _, link in rows if link.fallback_agent_config_id is not None}
     fallbacks: dict[uuid.UUID | None, AgentConfigRow] = {

@@ -36,9 +36,9 @@ from sqlalchemy import select, text, update
 
 from pipeline.ingestion.chunking import ChunkingConfig
 from pipeline.ingestion.indexing import index_documents, span_reader
-from pipeline.platform.db import Collection, DocumentRow
+from pipeline.platform.tables.collections import CollectionRow, DocumentRow
 from pipeline.retrieval import language
-from pipeline.retrieval.vector_store import IndexedChunk
+from pipeline.retrieval.stored_chunks import IndexedChunk
 from pipeline.services import Services
 
 # Documents read, embedded and written at a time: enough chunks for the model's batches (512 texts), few enough
@@ -76,7 +76,7 @@ def reindex_collection(services: Services, collection_id: str | uuid.UUID,
     cid = uuid.UUID(str(collection_id))
     settings, store, embedder = services.settings, services.vector_store, services.embedder
     with services.db.session() as s:
-        collection = s.get(Collection, cid)
+        collection = s.get(CollectionRow, cid)
         if collection is None:
             raise LookupError(f"no collection {cid}")
         name, alias = collection.name, collection.milvus_name
@@ -113,8 +113,8 @@ def reindex_collection(services: Services, collection_id: str | uuid.UUID,
         with services.db.session() as s:
             # The cached searches of the collection were answered from the old index; and the collection is now
             # indexed with the service's model, whatever it was before.
-            s.execute(update(Collection).where(Collection.id == cid).values(
-                index_epoch=Collection.index_epoch + 1, embedding_model=settings.embedding_model))
+            s.execute(update(CollectionRow).where(CollectionRow.id == cid).values(
+                index_epoch=CollectionRow.index_epoch + 1, embedding_model=settings.embedding_model))
     return ReindexResult(str(cid), name, documents, chunks, seconds, caught_up, removed, built, previous)
 
 

@@ -41,21 +41,14 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, delete, exists, func, select, text
 from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
-from pipeline.job.store import TERMINAL
-from pipeline.platform.db import (
-    AgenticLoop,
-    ArtifactRow,
-    AuditEvent,
-    ConversationTurnRow,
-    Database,
-    Job,
-    ProfileRun,
-    WebhookAttemptRow,
-    WebhookDeliveryRow,
-    changed_rows,
-    utcnow,
-)
+from pipeline.job.job_store import TERMINAL
+from pipeline.platform.db import Database, changed_rows, utcnow
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.agentic import AgenticLoopRow, ProfileRunRow
+from pipeline.platform.tables.audit import AuditEventRow
+from pipeline.platform.tables.conversations import ConversationTurnRow
+from pipeline.platform.tables.jobs import ArtifactRow, JobRow
+from pipeline.platform.tables.webhooks import WebhookAttemptRow, WebhookDeliveryRow
 
 # Webhook deliveries settled for good: sent, or given up after the retry window. A pending one is still due.
 SETTLED_DELIVERIES = ("delivered", "failed")
@@ -88,12 +81,12 @@ class RetentionPolicy:
 
 def _copy_kept(cutoff: datetime) -> ColumnElement[bool]:
     """A cached copy younger than the cutoff points at the job (it serves that job's artifacts)."""
-    copy = aliased(Job)
-    return exists().where(copy.cached_from == Job.id, copy.finished_at >= cutoff)
+    copy = aliased(JobRow)
+    return exists().where(copy.cached_from == JobRow.id, copy.finished_at >= cutoff)
 
 
 def _job_may_go(cutoff: datetime) -> list[ColumnElement[bool]]:
-    return [Job.status.in_(TERMINAL), ~_copy_kept(cutoff)]
+    return [JobRow.status.in_(TERMINAL), ~_copy_kept(cutoff)]
 
 
 def _delivery_may_go(_cutoff: datetime) -> list[ColumnElement[bool]]:
@@ -132,12 +125,13 @@ class Kind:
 
 
 KINDS: tuple[Kind, ...] = (
-    Kind("jobs", "jobs_days", Job.finished_at, _job_may_go,
-         {"artifacts": ArtifactRow.job_id, "agentic_loops": AgenticLoop.job_id, "profile_runs": ProfileRun.job_id}),
+    Kind("jobs", "jobs_days", JobRow.finished_at, _job_may_go,
+         {"artifacts": ArtifactRow.job_id, "agentic_loops": AgenticLoopRow.job_id,
+          "profile_runs": ProfileRunRow.job_id}),
     Kind("webhook_deliveries", "webhook_deliveries_days", WebhookDeliveryRow.created_at, _delivery_may_go,
          {"webhook_attempts": WebhookAttemptRow.delivery_id}),
     Kind("conversation_turns", "conversation_turns_days", ConversationTurnRow.created_at),
-    Kind("audit_events", "audit_days", AuditEvent.at, unlock="SET LOCAL agentsearch.audit_prune = on"),
+    Kind("audit_events", "audit_days", AuditEventRow.at, unlock="SET LOCAL agentsearch.audit_prune = on"),
 )
 PRUNED_KINDS: tuple[str, ...] = tuple(name for kind in KINDS for name in kind.kinds)
 

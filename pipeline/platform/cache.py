@@ -30,7 +30,7 @@ import redis
 from redis.client import Pipeline
 from redis.exceptions import RedisError
 
-from pipeline.platform.overlap import send
+from pipeline.platform.redis_pipelining import send
 
 # How often a miss that found a twin computing looks again for the twin's value (or the lock free).
 POLL_S = 0.05

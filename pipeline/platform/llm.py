@@ -44,7 +44,6 @@ import logging
 import math
 import random
 import re
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from pipeline.platform.llm_endpoints import ENDPOINT_FACTS_TTL_S, UNREACHABLE_TTL_S, endpoint_facts
 from pipeline.platform.settings import Settings
 
 if TYPE_CHECKING:
@@ -67,10 +67,6 @@ TRANSIENT_STATUS = frozenset({408, 409, 429})
 # A 400 about the output format: the endpoint does not know response_format (or this schema), not a bad prompt.
 _REFUSED_FORMAT = re.compile(r"response_format|json_schema|json schema|grammar", re.IGNORECASE)
 DEFAULT_CONTEXT_TOKENS = 4096
-# What an endpoint said about itself is asked again after this long (a server restarted with another model).
-ENDPOINT_FACTS_TTL_S = 600.0
-# An endpoint that could not be reached is asked again sooner: it may have been starting.
-UNREACHABLE_TTL_S = 30.0
 PROBE_TIMEOUT_S = 2.0
 
 
@@ -149,27 +145,7 @@ def _retry_after_s(exc: Exception) -> float | None:
     return None
 
 
-class _Endpoint:
-    """What one endpoint said about itself (context size, whether it tokenizes), shared by its clients."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.context: int | None = None
-        self.context_until = 0.0  # monotonic time the context answer stays valid; 0: never asked
-        self.tokenizes: bool | None = None  # None: not asked yet
-        self.tokenize_after = 0.0  # monotonic time before which an unreachable /tokenize is not asked again
-        self.structured_output = True
-
-
-_ENDPOINTS: dict[str, _Endpoint] = {}
-_ENDPOINTS_LOCK = threading.Lock()
 _PROBE = httpx.Client(timeout=PROBE_TIMEOUT_S)  # pooled and thread-safe: probes are small and frequent
-
-
-def _endpoint(base_url: str, model: str) -> _Endpoint:
-    key = f"{base_url.rstrip('/')}#{model}"
-    with _ENDPOINTS_LOCK:
-        return _ENDPOINTS.setdefault(key, _Endpoint())
 
 
 class LLMClient:
@@ -187,7 +163,7 @@ class LLMClient:
         self.max_backoff_s = max_backoff_s
         self.default_context_tokens = default_context_tokens
         self._configured_context = context_tokens
-        self._endpoint = _endpoint(base_url, model)
+        self._endpoint = endpoint_facts(base_url, model)
         # Off by configuration, or by an earlier refusal of this endpoint (remembered for the process).
         self.structured_output = structured_output and self._endpoint.structured_output
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Annotated, Any
 
@@ -47,6 +46,8 @@ from pydantic import (
     model_validator,
 )
 
+from pipeline.retrieval.milvus_expressions import CompiledFilter
+
 MAX_DEPTH = 8  # nodes from the root to the deepest leaf
 MAX_NODES = 64  # operators in the whole filter
 MAX_IN_VALUES = 100
@@ -60,9 +61,6 @@ OPERATORS = ("eq", "ne", "in", "range", "exists", "and", "or", "not")
 # Where a document's publication date is kept, in the order recency scoring reads them.
 PUBLISHED_KEYS = ("published", "published_date", "date")
 METADATA_FIELD = "metadata"
-_PLACEHOLDER = re.compile(r"\{(p\d+)\}")
-# The escapes Milvus's expression grammar knows (Milvus Lite's tokenizer knows these and no others).
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"}
 
 
 def _checked_key(key: str) -> str:
@@ -215,36 +213,6 @@ def _shape_problem(raw: Any) -> tuple[tuple[str | int, ...], str] | None:
         if "not" in node:
             stack.append((node["not"], (*path, "not"), depth + 1))
     return None
-
-
-@dataclass(frozen=True)
-class CompiledFilter:
-    """A filter as Milvus takes it: ``template`` with ``{pN}`` placeholders, and ``params`` by name."""
-
-    template: str
-    params: dict[str, Any]
-
-    def expression(self) -> str:
-        """The template with every parameter written as a Milvus literal."""
-        return _PLACEHOLDER.sub(lambda m: milvus_literal(self.params[m.group(1)]), self.template)
-
-
-def milvus_literal(value: Any) -> str:
-    """A value as a literal of Milvus's expression grammar. Strings are double-quoted with backslash, quote, CR
-    and LF escaped (the only characters that end or break a literal); every other character stands for itself."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError("Milvus has no literal for a non-finite number")
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + "".join(_ESCAPES.get(ch, ch) for ch in value) + '"'
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(milvus_literal(v) for v in value) + "]"
-    raise TypeError(f"no Milvus literal for {type(value).__name__}")
 
 
 def _field(key: str) -> str:

@@ -21,7 +21,6 @@ import hashlib
 import json
 import math
 import re
-import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime
@@ -37,10 +36,12 @@ from pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse, with_s
 from pipeline.retrieval.language import EMBEDDING_SCRIPTS, detect_language, embedding_learnt
 from pipeline.retrieval.language_route import CollectionLanguages, fuse_translations, language_route
 from pipeline.retrieval.outcome import degraded_reasons
+from pipeline.retrieval.parallel_retrievers import ParallelRetrievers
 from pipeline.retrieval.result import RetrievalResult
 from pipeline.retrieval.sentence_signal import with_best_sentences
+from pipeline.retrieval.stored_chunks import Hit
 from pipeline.retrieval.translations import Translations
-from pipeline.retrieval.vector_store import Hit, VectorStore
+from pipeline.retrieval.vector_store import VectorStore
 from pipeline.text import content_terms
 
 SEARCH_CACHE_TTL_S = 300
@@ -238,7 +239,7 @@ class Retriever:
 
         # The keyword search needs no query vector: it runs while the query is embedded (on two cores, the
         # embedding and Milvus's BM25 search overlap instead of adding up).
-        retrievers = _Retrievers(metrics)
+        retrievers = ParallelRetrievers(metrics)
         # Compiled once per search; both retrievers apply it in Milvus, so each pool holds only documents it keeps.
         # Passed to the store only when there is one: a search without a filter calls the store as it always did.
         filter_expr = config.filter.expression() if config.filter is not None else ""
@@ -425,49 +426,6 @@ def _chunks_by_every_signal(hits: dict[str, list[Hit]], weights: list[float], co
             lead_best = best_hit[doc_id].id
             chosen[doc_id] = chunks[max(chunks, key=lambda c: (fused.get(c, 0.0), c == lead_best))]
     return chosen
-
-
-class _Retrievers:
-    """The retrievers of one search, each on a thread of its own from the moment it can start; ``wait`` keeps what
-    is done by the deadline and records the others in ``metrics["timed_out"]`` (errors in ``metrics["errors"]``)."""
-
-    def __init__(self, metrics: dict) -> None:
-        self._metrics = metrics
-        self._results: dict[str, list[Hit]] = {}
-        self._pending: set[str] = set()
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        self._done.set()
-
-    def start(self, name: str, job: Callable[[], list[Hit]]) -> None:
-        with self._lock:
-            self._pending.add(name)
-            self._done.clear()
-        threading.Thread(target=self._run, args=(name, job), daemon=True, name=f"search-{name}").start()
-
-    def _run(self, name: str, job: Callable[[], list[Hit]]) -> None:
-        try:
-            found = job()
-            with self._lock:
-                self._results[name] = found
-        except Exception as exc:  # noqa: BLE001 - recorded; the other retriever may still answer
-            with self._lock:
-                self._metrics["errors"].append(f"{name} search failed: {type(exc).__name__}: {exc}")
-        finally:
-            with self._lock:
-                self._pending.discard(name)
-                if not self._pending:
-                    self._done.set()
-
-    def wait(self, timeout_s: float, warnings: list[str]) -> dict[str, list[Hit]]:
-        if not self._done.wait(timeout_s):
-            with self._lock:
-                late = sorted(self._pending)
-            if late:
-                warnings.append(f"stage deadline of {timeout_s:g} s passed; partial results without {', '.join(late)}")
-                self._metrics["timed_out"] = late
-        with self._lock:
-            return dict(self._results)
 
 
 def _cosine(a: list[float], b: list[float]) -> float:

@@ -20,7 +20,8 @@ import numpy as np
 from pipeline.retrieval.fusion import with_sentence_signal
 from pipeline.retrieval.language import detect_language, embedding_learnt
 from pipeline.retrieval.sentence_vectors import best_sentence_cosine
-from pipeline.retrieval.vector_store import Hit, VectorStore
+from pipeline.retrieval.stored_chunks import Hit
+from pipeline.retrieval.vector_store import VectorStore
 
 # Read for the fused list's first documents only: each one is more vectors fetched, and reading the first 30 scored
 # at least as well as reading every document found (bench/fusion_signals.py).

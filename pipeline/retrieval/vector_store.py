@@ -40,13 +40,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
 
 from pipeline.retrieval.sentence_vectors import unpack
+from pipeline.retrieval.stored_chunks import Hit, IndexedChunk
 
 MAX_TEXT_CHARS = 16000  # VARCHAR limits count bytes; this leaves room for multi-byte UTF-8
 SENTENCES_FIELD = "sentences"
@@ -95,28 +95,6 @@ def is_released(exc: BaseException) -> bool:
 
 class SchemaMismatch(RuntimeError):
     pass
-
-
-@dataclass
-class IndexedChunk:
-    id: str
-    document_id: str
-    title: str
-    text: str
-    vector: list[float]
-    keywords: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
-    sentences: str = ""  # sentence_vectors.pack of the chunk's sentences; "" when none were made
-
-
-@dataclass
-class Hit:
-    id: str
-    document_id: str
-    title: str
-    text: str
-    score: float
-    metadata: dict[str, Any]
 
 
 class VectorStore:

@@ -33,7 +33,9 @@ from typing import Any
 from sqlalchemy import ScalarSelect, insert, select
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import AuditEvent, Collection, utcnow
+from pipeline.platform.db import utcnow
+from pipeline.platform.tables.audit import AuditEventRow
+from pipeline.platform.tables.collections import CollectionRow
 
 MAX_LIMIT = 200
 # Details are a few words of what changed, never a document or a secret: each string cut to this many characters.
@@ -63,8 +65,8 @@ def record(s: Session, actor: Actor, action: str, *, team_id: uuid.UUID | None =
     """One audit row in the caller's transaction (one INSERT; a collection's team read inside it)."""
     team: uuid.UUID | ScalarSelect[uuid.UUID | None] | None = team_id
     if team is None and collection_id is not None:
-        team = select(Collection.team_id).where(Collection.id == collection_id).scalar_subquery()
-    s.execute(insert(AuditEvent).values(
+        team = select(CollectionRow.team_id).where(CollectionRow.id == collection_id).scalar_subquery()
+    s.execute(insert(AuditEventRow).values(
         at=utcnow(), actor_id=actor.user_id, key_prefix=actor.key_prefix[:16], team_id=team,
         collection_id=collection_id, action=action, target_type=target[0], target_id=str(target[1])[:512],
         details=_small(details or {}), request_id=actor.request_id, ip=actor.ip))
@@ -80,28 +82,28 @@ def record_reads(s: Session, actor: Actor, action: str, collections: Iterable[uu
 
 def events(s: Session, *, team_id: uuid.UUID | None = None, actor_id: uuid.UUID | None = None,
            action: str | None = None, since: datetime | None = None, until: datetime | None = None,
-           before: int | None = None, limit: int = 50) -> list[AuditEvent]:
+           before: int | None = None, limit: int = 50) -> list[AuditEventRow]:
     """Events newest first (by id), filtered; ``before`` an id: the page after the one that ended there.
 
     ``action`` is one action, or a family ending in ``.*`` (``team.*``: every team event)."""
-    query = select(AuditEvent).order_by(AuditEvent.id.desc()).limit(min(max(limit, 1), MAX_LIMIT))
+    query = select(AuditEventRow).order_by(AuditEventRow.id.desc()).limit(min(max(limit, 1), MAX_LIMIT))
     if team_id is not None:
-        query = query.where(AuditEvent.team_id == team_id)
+        query = query.where(AuditEventRow.team_id == team_id)
     if actor_id is not None:
-        query = query.where(AuditEvent.actor_id == actor_id)
+        query = query.where(AuditEventRow.actor_id == actor_id)
     if action:
-        query = query.where(AuditEvent.action.startswith(action[:-1], autoescape=True) if action.endswith(".*")
-                            else AuditEvent.action == action)
+        query = query.where(AuditEventRow.action.startswith(action[:-1], autoescape=True) if action.endswith(".*")
+                            else AuditEventRow.action == action)
     if since is not None:
-        query = query.where(AuditEvent.at >= since)
+        query = query.where(AuditEventRow.at >= since)
     if until is not None:
-        query = query.where(AuditEvent.at < until)
+        query = query.where(AuditEventRow.at < until)
     if before is not None:
-        query = query.where(AuditEvent.id < before)
+        query = query.where(AuditEventRow.id < before)
     return list(s.scalars(query))
 
 
-def shown(event: AuditEvent, names: dict[uuid.UUID, str] | None = None) -> dict[str, Any]:
+def shown(event: AuditEventRow, names: dict[uuid.UUID, str] | None = None) -> dict[str, Any]:
     """An event as the API and the command line give it (``names``: user names by id, for ``actor``)."""
     return {"id": event.id, "at": event.at.isoformat(), "actor_id": str(event.actor_id) if event.actor_id else None,
             "actor": (names or {}).get(event.actor_id) if event.actor_id else OPERATOR,

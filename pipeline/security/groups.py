@@ -32,7 +32,8 @@ from typing import NamedTuple, cast
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import Team, TeamGroupMember, TeamMember, User
+from pipeline.platform.tables.teams import TeamGroupMemberRow, TeamMemberRow, TeamRow
+from pipeline.platform.tables.users import UserRow
 from pipeline.refusal import Refusal, invalid, missing
 from pipeline.security.access import Access
 from pipeline.security.audit import Actor, record
@@ -57,11 +58,11 @@ class Group(NamedTuple):
 
 
 def _managed(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, group: str,
-             member: str | uuid.UUID) -> tuple[Team, User]:
+             member: str | uuid.UUID) -> tuple[TeamRow, UserRow]:
     """The team (its row locked) and the user named, once the actor may change the team's groups."""
     if actor is not None:  # a non-member learns nothing of the team, nor of its groups (404); a member not admin, 403
         team, _ = Access(s, actor).team(team_id, GROUP_MANAGER, "managing the team's document groups", lock=True)
-    elif (operated := s.get(Team, team_id, with_for_update=True)) is not None:  # the operator: any team
+    elif (operated := s.get(TeamRow, team_id, with_for_update=True)) is not None:  # the operator: any team
         team = operated
     else:
         raise missing("team", team_id)
@@ -79,10 +80,10 @@ def set_group_member(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, gr
     """Put a member of the team in the group (made by its first member); from the next request on it finds the
     team's documents restricted to that group."""
     team, user = _managed(s, team_id, actor, group, member)
-    if s.get(TeamMember, (team_id, user.id)) is None:
+    if s.get(TeamMemberRow, (team_id, user.id)) is None:
         raise Refusal(409, f"user {user.name} is not a member of team {team.name!r}: add it to the team first")
-    if s.get(TeamGroupMember, (team_id, group, user.id)) is None:
-        s.add(TeamGroupMember(team_id=team_id, name=group, user_id=user.id))
+    if s.get(TeamGroupMemberRow, (team_id, group, user.id)) is None:
+        s.add(TeamGroupMemberRow(team_id=team_id, name=group, user_id=user.id))
         s.flush()
         record(s, recorded_as(actor, by), "team.group.member.set", team_id=team_id, target=("user", user.id),
                details={"group": group, "name": user.name})
@@ -94,7 +95,7 @@ def remove_group_member(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None,
     """Take a user out of the group (the group ends with its last member); from its next request on it no longer
     finds the documents restricted to that group alone."""
     team, user = _managed(s, team_id, actor, group, member)
-    row = s.get(TeamGroupMember, (team_id, group, user.id))
+    row = s.get(TeamGroupMemberRow, (team_id, group, user.id))
     if row is None:
         raise Refusal(404, f"user {user.name} is not in group {group!r} of team {team.name!r}")
     s.delete(row)
@@ -106,12 +107,12 @@ def remove_group_member(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None,
 
 def groups_of_team(s: Session, team_id: uuid.UUID) -> list[Group]:
     """Every group of the team with its members (by name, with their roles in the team), by group name."""
-    rows = s.execute(select(TeamGroupMember.name, TeamMember.user_id, User.name, TeamMember.role)
-                     .join(TeamMember, (TeamMember.team_id == TeamGroupMember.team_id)
-                           & (TeamMember.user_id == TeamGroupMember.user_id))
-                     .join(User, User.id == TeamGroupMember.user_id)
-                     .where(TeamGroupMember.team_id == team_id)
-                     .order_by(TeamGroupMember.name, User.name)).all()
+    rows = s.execute(select(TeamGroupMemberRow.name, TeamMemberRow.user_id, UserRow.name, TeamMemberRow.role)
+                     .join(TeamMemberRow, (TeamMemberRow.team_id == TeamGroupMemberRow.team_id)
+                           & (TeamMemberRow.user_id == TeamGroupMemberRow.user_id))
+                     .join(UserRow, UserRow.id == TeamGroupMemberRow.user_id)
+                     .where(TeamGroupMemberRow.team_id == team_id)
+                     .order_by(TeamGroupMemberRow.name, UserRow.name)).all()
     groups: dict[str, list[Member]] = {}
     for group, user_id, name, role in rows:
         groups.setdefault(group, []).append(Member(user_id, name, cast(Role, role)))

@@ -24,7 +24,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from pipeline.platform.db import Database, User, UserIdentity, utcnow
+from pipeline.platform.db import Database, utcnow
+from pipeline.platform.tables.users import UserIdentityRow, UserRow
 from pipeline.security.users import USER_NAME
 
 NAME_CLAIMS = ("preferred_username", "email", "sub")
@@ -57,7 +58,7 @@ class IdentityStore:
         """The user this identity signs in as, made (with its name) on the identity's first sign-in."""
         subject, groups, now = str(claims["sub"]), groups_in(claims, groups_claim), utcnow()
         with self.db.session() as s:
-            row = s.get(UserIdentity, (issuer, subject))
+            row = s.get(UserIdentityRow, (issuer, subject))
             if row is not None:
                 row.groups, row.signed_in_at = groups, now
                 return row.user_id
@@ -69,19 +70,19 @@ class IdentityStore:
             try:
                 with self.db.session() as s:
                     user_id = uuid.uuid4()
-                    s.add(User(id=user_id, name=name))
+                    s.add(UserRow(id=user_id, name=name))
                     s.flush()
-                    s.add(UserIdentity(issuer=issuer, subject=subject, user_id=user_id, groups=groups,
+                    s.add(UserIdentityRow(issuer=issuer, subject=subject, user_id=user_id, groups=groups,
                                        created_at=now, signed_in_at=now))
                 return user_id
             except IntegrityError:
                 with self.db.session() as s:
-                    row = s.get(UserIdentity, (issuer, subject))
+                    row = s.get(UserIdentityRow, (issuer, subject))
                     if row is not None:
                         return row.user_id
         raise RuntimeError(f"no free user name for {base!r}")
 
     def groups_of(self, user_id: uuid.UUID) -> list[str]:
         with self.db.session() as s:
-            rows = s.scalars(select(UserIdentity.groups).where(UserIdentity.user_id == user_id)).all()
+            rows = s.scalars(select(UserIdentityRow.groups).where(UserIdentityRow.user_id == user_id)).all()
         return sorted({group for groups in rows for group in groups or []})

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, get_args
 
-from pipeline.platform.db import Job
+from pipeline.platform.tables.jobs import JobRow
 
 Scope = Literal["search", "read", "write"]
 SCOPES: tuple[Scope, ...] = get_args(Scope)
@@ -70,7 +70,7 @@ def uuid_or_none(value: object) -> uuid.UUID | None:
         return None
 
 
-def searched_collections(job: Job) -> frozenset[uuid.UUID] | None:
+def searched_collections(job: JobRow) -> frozenset[uuid.UUID] | None:
     """Every collection the job searched (its own, ``also_search``, its profiles'), or None when the row does not
     say (a profile set's run without its first state)."""
     asked = job.request or {}
@@ -137,7 +137,7 @@ class KeyLimits:
     def sees(self, collection_id: uuid.UUID | str) -> bool:
         return self.collections is None or uuid.UUID(str(collection_id)) in self.collections
 
-    def sees_job(self, job: Job) -> bool:
+    def sees_job(self, job: JobRow) -> bool:
         """Whether the key sees the job: every collection it searched is one of the key's."""
         if self.collections is None:
             return True

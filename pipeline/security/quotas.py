@@ -24,8 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import Collection, Database, DocumentRow, Job, User, UserLimitRow
+from pipeline.platform.db import Database
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.collections import CollectionRow, DocumentRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.users import UserLimitRow, UserRow
 from pipeline.refusal import Refusal
 from pipeline.security.users import user_id_named
 
@@ -121,17 +124,18 @@ def overrides_of(s: Session, user_id: uuid.UUID) -> LimitOverrides:
 
 def running_jobs(s: Session, user_id: uuid.UUID) -> int:
     """The user's jobs queued or running now (one read of the ``(user_id, status)`` index)."""
-    return s.scalar(select(func.count()).select_from(Job)
-                    .where(Job.user_id == user_id, Job.status.in_(ACTIVE_JOB_STATUSES))) or 0
+    return s.scalar(select(func.count()).select_from(JobRow)
+                    .where(JobRow.user_id == user_id, JobRow.status.in_(ACTIVE_JOB_STATUSES))) or 0
 
 
 def effective_and_running(s: Session, user_id: uuid.UUID, defaults: Limits) -> tuple[Limits, int]:
     """The user's limits in force and its jobs queued or running, in one statement (one round trip: a search's
     admission reads both)."""
-    running = (select(func.count()).select_from(Job)
-               .where(Job.user_id == user_id, Job.status.in_(ACTIVE_JOB_STATUSES)).scalar_subquery())
-    row = s.execute(select(running, *(getattr(UserLimitRow, name) for name in LIMIT_NAMES)).select_from(User)
-                    .outerjoin(UserLimitRow, UserLimitRow.user_id == User.id).where(User.id == user_id)).one_or_none()
+    running = (select(func.count()).select_from(JobRow)
+               .where(JobRow.user_id == user_id, JobRow.status.in_(ACTIVE_JOB_STATUSES)).scalar_subquery())
+    row = s.execute(select(running, *(getattr(UserLimitRow, name) for name in LIMIT_NAMES)).select_from(UserRow)
+                    .outerjoin(UserLimitRow, UserLimitRow.user_id == UserRow.id)
+                    .where(UserRow.id == user_id)).one_or_none()
     if row is None:
         return defaults, running_jobs(s, user_id)  # no such user: the defaults, as ``overrides_of`` gives them
     overrides = LimitOverrides(**dict(zip(LIMIT_NAMES, row[1:], strict=True)))
@@ -140,15 +144,15 @@ def effective_and_running(s: Session, user_id: uuid.UUID, defaults: Limits) -> t
 
 def has_idempotent_job(s: Session, user_id: uuid.UUID, idempotency_key: str) -> bool:
     """True when the user already has a job for this ``Idempotency-Key``: sending it again starts nothing."""
-    return s.scalar(select(Job.id).where(Job.user_id == user_id, Job.idempotency_key == idempotency_key)
+    return s.scalar(select(JobRow.id).where(JobRow.user_id == user_id, JobRow.idempotency_key == idempotency_key)
                     .limit(1)) is not None
 
 
 def documents_stored(s: Session, user_id: uuid.UUID) -> int:
     """The user's documents across its collections, whatever their indexing status."""
     return s.scalar(select(func.count()).select_from(DocumentRow)
-                    .join(Collection, Collection.id == DocumentRow.collection_id)
-                    .where(Collection.user_id == user_id)) or 0
+                    .join(CollectionRow, CollectionRow.id == DocumentRow.collection_id)
+                    .where(CollectionRow.user_id == user_id)) or 0
 
 
 def check_document_quota(s: Session, user_id: uuid.UUID, adding: int, limit: int) -> None:
@@ -159,7 +163,7 @@ def check_document_quota(s: Session, user_id: uuid.UUID, adding: int, limit: int
     """
     if adding <= 0:
         return  # replacing documents already stored never adds to the count
-    s.get(User, user_id, with_for_update=True)
+    s.get(UserRow, user_id, with_for_update=True)
     stored = documents_stored(s, user_id)
     if stored + adding > limit:
         # 413, not 429: waiting does not help, only deleting documents or a larger quota does; not 422: the

@@ -39,8 +39,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
-from pipeline.platform.db import Database, RegisteredToolRow, changed_rows
+from pipeline.platform.db import Database, changed_rows
 from pipeline.platform.egress import EgressPolicy
+from pipeline.platform.tables.agents import RegisteredToolRow
 from pipeline.security.audit import Actor, record
 
 KINDS = ("mcp", "http")

@@ -21,21 +21,13 @@ import hashlib
 import hmac
 import secrets
 import uuid
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from sqlalchemy import DateTime, ForeignKey, String, delete, select
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import delete, select
 
-from pipeline.platform.db import Base, Database, changed_rows, utcnow
+from pipeline.platform.db import Database, changed_rows, utcnow
+from pipeline.platform.tables.users import ConsoleSessionRow
 from pipeline.security.users import digest
-
-
-class ConsoleSession(Base):
-    __tablename__ = "console_sessions"
-    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
-    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
 
 
 def csrf_matches(token: str, sent: str | None) -> bool:
@@ -54,19 +46,19 @@ class SessionStore:
         now = utcnow()
         with self.db.session() as s:
             # Sessions past their end are dropped as new ones open: the table holds only live ones and a few.
-            s.execute(delete(ConsoleSession).where(ConsoleSession.expires_at < now))
-            s.add(ConsoleSession(digest=digest(token), user_id=user_id, created_at=now,
+            s.execute(delete(ConsoleSessionRow).where(ConsoleSessionRow.expires_at < now))
+            s.add(ConsoleSessionRow(digest=digest(token), user_id=user_id, created_at=now,
                                  expires_at=now + timedelta(seconds=ttl_s)))
         return token
 
     def user_of(self, token: str) -> uuid.UUID | None:
         with self.db.session() as s:
-            return s.scalar(select(ConsoleSession.user_id).where(ConsoleSession.digest == digest(token),
-                                                                 ConsoleSession.expires_at > utcnow()))
+            return s.scalar(select(ConsoleSessionRow.user_id).where(ConsoleSessionRow.digest == digest(token),
+                                                                 ConsoleSessionRow.expires_at > utcnow()))
 
     def end(self, token: str) -> bool:
         with self.db.session() as s:
-            return bool(changed_rows(s, delete(ConsoleSession).where(ConsoleSession.digest == digest(token))))
+            return bool(changed_rows(s, delete(ConsoleSessionRow).where(ConsoleSessionRow.digest == digest(token))))
 
     @staticmethod
     def csrf_token(token: str) -> str:

@@ -31,7 +31,9 @@ from sqlalchemy import delete, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import Collection, Team, TeamGroupMember, TeamMember, User
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.teams import TeamGroupMemberRow, TeamMemberRow, TeamRow
+from pipeline.platform.tables.users import UserRow
 from pipeline.refusal import Refusal, invalid, missing
 from pipeline.security.access import Access
 from pipeline.security.audit import OPERATOR, Actor, record
@@ -53,71 +55,71 @@ def recorded_as(actor: uuid.UUID | None, by: Actor | None) -> Actor:
     return by if by is not None else Actor(actor, OPERATOR if actor is None else "")
 
 
-def create_team(s: Session, name: str, creator_id: uuid.UUID, by: Actor | None = None) -> Team:
+def create_team(s: Session, name: str, creator_id: uuid.UUID, by: Actor | None = None) -> TeamRow:
     """A new team with its creator as admin; 422 for a malformed name, 409 for a taken one."""
     if not TEAM_NAME.match(name):
         raise invalid(("body", "name"), f"invalid team name {name!r}: 1-100 characters, letters, digits, spaces "
                                         "and . _ -, starting with a letter or digit")
-    team = Team(name=name, created_by=creator_id)
+    team = TeamRow(name=name, created_by=creator_id)
     try:
         with s.begin_nested():
             s.add(team)
             s.flush()
     except IntegrityError:
         raise Refusal(409, f"a team named {name!r} already exists") from None
-    s.add(TeamMember(team_id=team.id, user_id=creator_id, role="admin"))
+    s.add(TeamMemberRow(team_id=team.id, user_id=creator_id, role="admin"))
     s.flush()
     record(s, recorded_as(None, by), "team.create", team_id=team.id, target=("team", team.id),
            details={"name": name, "admin": str(creator_id)})
     return team
 
 
-def team_named(s: Session, ident: str) -> Team | None:
+def team_named(s: Session, ident: str) -> TeamRow | None:
     """A team by its id or its name."""
     team_id = uuid_or_none(ident)
-    return s.get(Team, team_id) if team_id is not None else s.scalar(select(Team).where(Team.name == ident))
+    return s.get(TeamRow, team_id) if team_id is not None else s.scalar(select(TeamRow).where(TeamRow.name == ident))
 
 
-def user_named(s: Session, ident: str | uuid.UUID) -> User | None:
+def user_named(s: Session, ident: str | uuid.UUID) -> UserRow | None:
     """A user by its id or its name."""
     user_id = uuid_or_none(ident)
-    return s.scalar(select(User).where(or_(User.name == str(ident), User.id == user_id) if user_id is not None
-                                       else User.name == str(ident)))
+    return s.scalar(select(UserRow).where(or_(UserRow.name == str(ident), UserRow.id == user_id) if user_id is not None
+                                       else UserRow.name == str(ident)))
 
 
 def user_names(s: Session, user_ids: Iterable[uuid.UUID | None]) -> dict[uuid.UUID, str]:
     """The names of these users, by id (an id of no user is left out)."""
-    return dict(s.execute(select(User.id, User.name).where(User.id.in_(set(user_ids)))).tuples().all())
+    return dict(s.execute(select(UserRow.id, UserRow.name).where(UserRow.id.in_(set(user_ids)))).tuples().all())
 
 
 def team_name(s: Session, team_id: uuid.UUID) -> str | None:
-    team = s.get(Team, team_id)
+    team = s.get(TeamRow, team_id)
     return team.name if team is not None else None
 
 
 def team_collections(s: Session, team_id: uuid.UUID) -> list[tuple[uuid.UUID, str]]:
     """The team's collections, ``(id, name)`` by name."""
-    return list(s.execute(select(Collection.id, Collection.name).where(Collection.team_id == team_id)
-                          .order_by(Collection.name)).tuples().all())
+    return list(s.execute(select(CollectionRow.id, CollectionRow.name).where(CollectionRow.team_id == team_id)
+                          .order_by(CollectionRow.name)).tuples().all())
 
 
 def members_of(s: Session, team_id: uuid.UUID) -> list[Member]:
-    rows = s.execute(select(TeamMember.user_id, User.name, TeamMember.role)
-                     .join(User, User.id == TeamMember.user_id)
-                     .where(TeamMember.team_id == team_id).order_by(User.name)).all()
+    rows = s.execute(select(TeamMemberRow.user_id, UserRow.name, TeamMemberRow.role)
+                     .join(UserRow, UserRow.id == TeamMemberRow.user_id)
+                     .where(TeamMemberRow.team_id == team_id).order_by(UserRow.name)).all()
     return [Member(user_id, name, cast(Role, role)) for user_id, name, role in rows]
 
 
-def teams_of(s: Session, user_id: uuid.UUID) -> list[tuple[Team, Role]]:
-    rows = s.execute(select(Team, TeamMember.role).join(TeamMember, TeamMember.team_id == Team.id)
-                     .where(TeamMember.user_id == user_id).order_by(Team.name)).all()
+def teams_of(s: Session, user_id: uuid.UUID) -> list[tuple[TeamRow, Role]]:
+    rows = s.execute(select(TeamRow, TeamMemberRow.role).join(TeamMemberRow, TeamMemberRow.team_id == TeamRow.id)
+                     .where(TeamMemberRow.user_id == user_id).order_by(TeamRow.name)).all()
     return [(team, cast(Role, role)) for team, role in rows]
 
 
 def _change(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: str | uuid.UUID,
-            role: Role | None) -> tuple[User, TeamMember | None]:
+            role: Role | None) -> tuple[UserRow, TeamMemberRow | None]:
     """The member's user and row, once the change is allowed (the team's row locked meanwhile)."""
-    team = s.get(Team, team_id, with_for_update=True)
+    team = s.get(TeamRow, team_id, with_for_update=True)
     if team is None:
         raise missing("team", team_id)
     if actor is None:  # the operator: any team, within the last-admin rule
@@ -130,9 +132,9 @@ def _change(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: str
     user = user_named(s, member)
     if user is None:
         raise missing("user", member)
-    row = s.get(TeamMember, (team_id, user.id))
-    admins = s.scalar(select(func.count()).select_from(TeamMember)
-                      .where(TeamMember.team_id == team_id, TeamMember.role == "admin")) or 0
+    row = s.get(TeamMemberRow, (team_id, user.id))
+    admins = s.scalar(select(func.count()).select_from(TeamMemberRow)
+                      .where(TeamMemberRow.team_id == team_id, TeamMemberRow.role == "admin")) or 0
     held = cast(Role, row.role) if row is not None else None
     problem = change_problem(actor, actor_role, user.id, held, role, admins)
     if problem is not None:
@@ -145,7 +147,7 @@ def set_role(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, member: st
     """Add the user to the team with ``role``, or give a member that role."""
     user, row = _change(s, team_id, actor, member, role)
     if row is None:
-        s.add(TeamMember(team_id=team_id, user_id=user.id, role=role))
+        s.add(TeamMemberRow(team_id=team_id, user_id=user.id, role=role))
     else:
         row.role = role
     s.flush()
@@ -161,9 +163,9 @@ def remove_member(s: Session, team_id: uuid.UUID, actor: uuid.UUID | None, membe
     user, row = _change(s, team_id, actor, member, None)
     assert row is not None  # change_problem refuses a user who is not a member
     # Its document groups go with it: added back later, it starts in none of them.
-    groups = list(s.scalars(delete(TeamGroupMember).where(TeamGroupMember.team_id == team_id,
-                                                          TeamGroupMember.user_id == user.id)
-                            .returning(TeamGroupMember.name)))
+    groups = list(s.scalars(delete(TeamGroupMemberRow).where(TeamGroupMemberRow.team_id == team_id,
+                                                          TeamGroupMemberRow.user_id == user.id)
+                            .returning(TeamGroupMemberRow.name)))
     s.delete(row)
     s.flush()
     details = {"name": user.name, "role": row.role, **({"groups": sorted(groups)} if groups else {})}

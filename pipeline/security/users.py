@@ -26,7 +26,9 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from pipeline.platform.db import ApiKey, Collection, Database, User, changed_rows, utcnow
+from pipeline.platform.db import Database, changed_rows, utcnow
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.users import ApiKeyRow, UserRow
 from pipeline.security.access import Access
 from pipeline.security.key_limits import KeyLimits
 
@@ -47,7 +49,7 @@ def digest(key: str) -> str:
 def user_id_named(db: Database, name: str, refusal: Callable[[str], Exception]) -> uuid.UUID:
     """The id of the user called ``name``; ``refusal`` is the error raised (the caller's kind) when there is none."""
     with db.session() as s:
-        user_id = s.scalar(select(User.id).where(User.name == name))
+        user_id = s.scalar(select(UserRow.id).where(UserRow.name == name))
     if user_id is None:
         raise refusal(f"no user named {name!r}")
     return user_id
@@ -66,7 +68,7 @@ class KeyInfo:
     limits: KeyLimits = KeyLimits()
 
     @classmethod
-    def of(cls, row: ApiKey) -> KeyInfo:
+    def of(cls, row: ApiKeyRow) -> KeyInfo:
         return cls(row.prefix, row.label, row.created_at, row.revoked_at, _limits(row))
 
 
@@ -80,12 +82,12 @@ class KeyGrant:
     limits: KeyLimits
 
 
-def _limits(row: ApiKey) -> KeyLimits:
+def _limits(row: ApiKeyRow) -> KeyLimits:
     return KeyLimits.from_row(row.scopes, row.collections, row.expires_at)
 
 
-def _key_row(user_id: uuid.UUID, key: str, label: str, limits: KeyLimits) -> ApiKey:
-    return ApiKey(user_id=user_id, prefix=key[:SHOWN_CHARS], digest=digest(key), label=label, **limits.columns())
+def _key_row(user_id: uuid.UUID, key: str, label: str, limits: KeyLimits) -> ApiKeyRow:
+    return ApiKeyRow(user_id=user_id, prefix=key[:SHOWN_CHARS], digest=digest(key), label=label, **limits.columns())
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ class UserStore:
 
     def name_of(self, user_id: uuid.UUID) -> str | None:
         with self.db.session() as s:
-            return s.scalar(select(User.name).where(User.id == user_id))
+            return s.scalar(select(UserRow.name).where(UserRow.id == user_id))
 
     def create(self, name: str, label: str = "initial") -> tuple[uuid.UUID, str]:
         """A new user and its first key. Raises ``UserError`` for a malformed or taken name."""
@@ -115,9 +117,9 @@ class UserStore:
         key = new_key()
         try:
             with self.db.session() as s:
-                s.add(User(id=user_id, name=name))
+                s.add(UserRow(id=user_id, name=name))
                 s.flush()
-                s.add(ApiKey(user_id=user_id, prefix=key[:SHOWN_CHARS], digest=digest(key), label=label))
+                s.add(ApiKeyRow(user_id=user_id, prefix=key[:SHOWN_CHARS], digest=digest(key), label=label))
         except IntegrityError:
             raise UserError(f"a user named {name!r} already exists") from None
         return user_id, key
@@ -141,7 +143,7 @@ class UserStore:
         ids = []
         with self.db.session() as s:
             for name in names:
-                found = s.scalars(Access(s, user_id).named_collections(name).with_only_columns(Collection.id)).all()
+                found = s.scalars(Access(s, user_id).named_collections(name).with_only_columns(CollectionRow.id)).all()
                 if not found:
                     raise UserError(f"the user has no collection named {name!r}")
                 if len(found) > 1:
@@ -155,7 +157,7 @@ class UserStore:
         if not key.startswith(KEY_PREFIX):
             return None
         with self.db.session() as s:
-            row = s.scalar(select(ApiKey).where(ApiKey.digest == digest(key), ApiKey.revoked_at.is_(None)))
+            row = s.scalar(select(ApiKeyRow).where(ApiKeyRow.digest == digest(key), ApiKeyRow.revoked_at.is_(None)))
             return KeyGrant(row.user_id, row.prefix, row.label, _limits(row)) if row is not None else None
 
     def authenticate(self, key: str) -> uuid.UUID | None:
@@ -165,15 +167,15 @@ class UserStore:
     def keys_of(self, user_id: uuid.UUID) -> list[KeyInfo]:
         """The user's keys, revoked ones included, oldest first (never the keys themselves)."""
         with self.db.session() as s:
-            rows = s.scalars(select(ApiKey).where(ApiKey.user_id == user_id)
-                             .order_by(ApiKey.created_at, ApiKey.prefix)).all()
+            rows = s.scalars(select(ApiKeyRow).where(ApiKeyRow.user_id == user_id)
+                             .order_by(ApiKeyRow.created_at, ApiKeyRow.prefix)).all()
             return [KeyInfo.of(row) for row in rows]
 
     def revoke_own(self, user_id: uuid.UUID, prefix: str) -> int:
         """Revoke the user's live keys of this prefix; another user's prefix revokes nothing (0)."""
         with self.db.session() as s:
-            return changed_rows(s, update(ApiKey).where(ApiKey.user_id == user_id, ApiKey.prefix == prefix,
-                                                        ApiKey.revoked_at.is_(None)).values(revoked_at=utcnow()))
+            return changed_rows(s, update(ApiKeyRow).where(ApiKeyRow.user_id == user_id, ApiKeyRow.prefix == prefix,
+                                                        ApiKeyRow.revoked_at.is_(None)).values(revoked_at=utcnow()))
 
     def revoke(self, prefix: str) -> int:
         """Revoke every live key starting with ``prefix`` (at least the shown part); returns how many."""
@@ -182,22 +184,22 @@ class UserStore:
         with self.db.session() as s:
             return changed_rows(
                 s,
-                update(ApiKey)
-                .where(ApiKey.prefix == prefix[:SHOWN_CHARS], ApiKey.revoked_at.is_(None))
+                update(ApiKeyRow)
+                .where(ApiKeyRow.prefix == prefix[:SHOWN_CHARS], ApiKeyRow.revoked_at.is_(None))
                 .values(revoked_at=utcnow()),
             )
 
     def delete_key(self, key: str) -> None:
         """Forget a key entirely (the in-process server's session key, which nobody else ever saw)."""
         with self.db.session() as s:
-            row = s.scalar(select(ApiKey).where(ApiKey.digest == digest(key)))
+            row = s.scalar(select(ApiKeyRow).where(ApiKeyRow.digest == digest(key)))
             if row is not None:
                 s.delete(row)
 
     def list(self) -> list[UserInfo]:
         with self.db.session() as s:
-            users = s.scalars(select(User).order_by(User.created_at)).all()
-            keys = s.scalars(select(ApiKey).order_by(ApiKey.created_at)).all()
+            users = s.scalars(select(UserRow).order_by(UserRow.created_at)).all()
+            keys = s.scalars(select(ApiKeyRow).order_by(ApiKeyRow.created_at)).all()
             by_user: dict[uuid.UUID, list[KeyInfo]] = {}
             for k in keys:
                 by_user.setdefault(k.user_id, []).append(KeyInfo.of(k))

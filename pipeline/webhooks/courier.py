@@ -44,7 +44,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import Database, WebhookAttemptRow, WebhookDeliveryRow, WebhookRow, changed_rows, utcnow
+from pipeline.platform.db import Database, changed_rows, utcnow
+from pipeline.platform.tables.webhooks import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
 from pipeline.webhooks.events import encode
 from pipeline.webhooks.outbox import aware, due_token
 from pipeline.webhooks.quota import attempts_in_flight, deliveries_waiting, hold_user

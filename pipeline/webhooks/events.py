@@ -16,7 +16,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from pipeline.platform.db import Job
+from pipeline.platform.tables.jobs import JobRow
 from pipeline.records.job_response import JobResponse
 
 JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED = "job.succeeded", "job.failed", "job.cancelled"
@@ -29,7 +29,7 @@ def event_for(status: str) -> str | None:
     return _BY_STATUS.get(status)
 
 
-def event_payload(job: Job, event: str, at: datetime) -> dict[str, Any]:
+def event_payload(job: JobRow, event: str, at: datetime) -> dict[str, Any]:
     """The body of the delivery of ``event`` for ``job``, stamped ``at``."""
     job_link = f"/v1/jobs/{job.id}"
     links: dict[str, Any] = {"job": job_link, "events": f"{job_link}/events"}

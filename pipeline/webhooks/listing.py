@@ -20,7 +20,7 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
+from pipeline.platform.tables.webhooks import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
 
 
 def webhooks_of(s: Session, user_id: uuid.UUID) -> list[WebhookRow]:

@@ -1,6 +1,6 @@
 """The outbox: a job's end writes its webhook deliveries in the same transaction, so a crash cannot lose one.
 
-``record_job_end`` is called by every place that ends a job (``pipeline.job.store.JobStore``: succeed, fail,
+``record_job_end`` is called by every place that ends a job (``pipeline.job.job_store.JobStore``: succeed, fail,
 cancel, reap, and a submit answered from the cache, whose row is born succeeded). It adds one pending delivery per
 active webhook of the job's user subscribed to the event (and of each webhook of the job's collection whose user
 may still edit it), due at once; a webhook's user outside the job's document groups
@@ -27,7 +27,10 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import event as orm_event, select, update
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import Collection, Database, Job, WebhookDeliveryRow, WebhookRow, changed_rows, utcnow
+from pipeline.platform.db import Database, changed_rows, utcnow
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.webhooks import WebhookDeliveryRow, WebhookRow
 from pipeline.security.access import Access
 from pipeline.security.document_access import held_tokens, job_visible
 from pipeline.security.roles import covers
@@ -58,11 +61,11 @@ def aware(moment: datetime) -> datetime:
 
 
 def _edits(s: Session, user_id: uuid.UUID, collection_id: uuid.UUID) -> bool:
-    collection = s.get(Collection, collection_id)
+    collection = s.get(CollectionRow, collection_id)
     return collection is not None and covers(Access(s, user_id).held(collection), "editor")
 
 
-def record_job_end(s: Session, job: Job) -> list[WebhookDeliveryRow]:
+def record_job_end(s: Session, job: JobRow) -> list[WebhookDeliveryRow]:
     """Pending deliveries of the job's end for its user's subscribed, active webhooks, in the caller's
     transaction. Nothing for a status that is not an end, or a user without such webhooks."""
     event = event_for(job.status)

@@ -25,7 +25,7 @@ from datetime import datetime
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
-from pipeline.platform.db import WebhookDeliveryRow, WebhookRow
+from pipeline.platform.tables.webhooks import WebhookDeliveryRow, WebhookRow
 
 # The first key of PostgreSQL's two-key advisory locks: these locks apart from any other the database takes.
 LOCK_SPACE = 0x57484B53  # "WHKS"

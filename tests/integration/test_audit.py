@@ -13,7 +13,8 @@ import pytest
 from sqlalchemy import delete, update
 from sqlalchemy.exc import DatabaseError
 
-from pipeline.platform.db import AuditEvent, Database
+from pipeline.platform.db import Database
+from pipeline.platform.tables.audit import AuditEventRow
 from tests.integration.conftest import own_collection, search, wait_indexed
 from tests.integration.test_metrics import scrape, total
 
@@ -110,9 +111,9 @@ def test_filters_and_pages(stack, trail):
 def test_the_services_database_connection_can_neither_change_nor_delete_a_row(stack, trail):
     db = Database(stack.database_url)  # the URL and role the API and the workers connect with
     try:
-        for statement in (update(AuditEvent).values(action="nothing"), delete(AuditEvent)):
+        for statement in (update(AuditEventRow).values(action="nothing"), delete(AuditEventRow)):
             with pytest.raises(DatabaseError, match="append-only"), db.session() as s:
-                s.execute(statement.where(AuditEvent.team_id == uuid.UUID(trail["id"])))
+                s.execute(statement.where(AuditEventRow.team_id == uuid.UUID(trail["id"])))
     finally:
         db.dispose()
     assert len(_audit(stack, trail).json()["items"]) == 7

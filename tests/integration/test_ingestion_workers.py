@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from devstack import DevStack
-from pipeline.job.store import ORPHAN_GRACE_S
+from pipeline.job.job_store import ORPHAN_GRACE_S
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,9 @@ import pytest
 from pipeline.agents.base import AgentContext, PreSearchInput, Stage
 from pipeline.agents.builtin.translator import Translator
 from pipeline.ingestion.indexing import index_documents
-from pipeline.job.state import JobState
-from pipeline.platform.db import milvus_collection_name
+from pipeline.job.job_state import JobState
 from pipeline.platform.llm import LLMClient
+from pipeline.platform.tables.collections import milvus_collection_name
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.embedder import Embedder

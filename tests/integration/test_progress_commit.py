@@ -13,7 +13,10 @@ from devstack import PG_ADMIN
 from pipeline.agents.base import Stage
 from pipeline.job.job_state import JobState
 from pipeline.job.job_store import JobStore, set_worker_node
-from pipeline.platform.db import DEFAULT_USER_ID, Collection, Database, Job
+from pipeline.platform.db import Database
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID
 from pipeline.records.agent_runs import AgentRun
 
 pytestmark = pytest.mark.integration
@@ -38,9 +41,9 @@ def database():
 def _job(database, status: str = "queued") -> tuple[uuid.UUID, JobState]:
     collection_id, job_id = uuid.uuid4(), uuid.uuid4()
     with database.session() as s:
-        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name=f"c-{job_id.hex[:8]}", embedding_model="m"))
+        s.add(CollectionRow(id=collection_id, user_id=DEFAULT_USER_ID, name=f"c-{job_id.hex[:8]}", embedding_model="m"))
         s.flush()
-        s.add(Job(id=job_id, user_id=DEFAULT_USER_ID, collection_id=collection_id, query="q", status=status,
+        s.add(JobRow(id=job_id, user_id=DEFAULT_USER_ID, collection_id=collection_id, query="q", status=status,
                   request={}, config_snapshot=[]))
     return job_id, JobState(job_id=str(job_id), collection_id=str(collection_id), query="q")
 
@@ -70,7 +73,7 @@ def test_progress_is_one_statement_that_commits_without_waiting_for_the_disk_but
     with database.session() as s:
         # Only progress connections skip the wait: every other write commits durably.
         assert s.execute(text("SHOW synchronous_commit")).scalar() == "on"
-        job = s.get(Job, job_id)
+        job = s.get(JobRow, job_id)
         assert (job.status, job.stage, job.state["job_id"]) == ("running", "response", str(job_id))
 
 
@@ -87,7 +90,7 @@ def test_progress_starts_the_job_logs_each_stage_once_and_keeps_the_records(data
     finally:
         set_worker_node(None)
     with database.session() as s:
-        job = s.get(Job, job_id)
+        job = s.get(JobRow, job_id)
         assert (job.status, job.stage, job.worker) == ("running", "pre_search:b", "w1@host")
         assert job.started_at is not None
         assert [e["stage"] for e in job.stage_log] == ["pre_search:a", "pre_search:b"]
@@ -95,7 +98,7 @@ def test_progress_starts_the_job_logs_each_stage_once_and_keeps_the_records(data
         started = job.started_at
     assert store.progress(str(job_id), "core_search")
     with database.session() as s:
-        assert s.get(Job, job_id).started_at == started  # set once, when the job started
+        assert s.get(JobRow, job_id).started_at == started  # set once, when the job started
 
 
 def test_progress_refuses_an_ended_job_and_lets_a_step_without_a_row_go_on(database):
@@ -108,7 +111,7 @@ def test_progress_refuses_an_ended_job_and_lets_a_step_without_a_row_go_on(datab
         ended, ended_state = _job(database, status)
         assert not store.progress(str(ended), "pre_search:a", ended_state)
     with database.session() as s:
-        job = s.get(Job, job_id)
+        job = s.get(JobRow, job_id)
         assert (job.status, job.stage) == ("cancelled", "pre_search:a")  # the refused report changed nothing
     assert store.progress(str(uuid.uuid4()), "pre_search:a", state)
 
@@ -126,4 +129,4 @@ def test_a_progress_connection_broken_since_its_last_use_is_replaced(database):
     assert store.progress(str(job_id), "pre_search:b", state)
     assert disconnects == [True]  # found broken when used, then sent once more on a fresh connection
     with database.session() as s:
-        assert s.get(Job, job_id).stage == "pre_search:b"
+        assert s.get(JobRow, job_id).stage == "pre_search:b"

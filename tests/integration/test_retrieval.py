@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from pipeline.agents.base import Document
-from pipeline.platform.db import milvus_collection_name
+from pipeline.platform.tables.collections import milvus_collection_name
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.embedder import Embedder

@@ -43,9 +43,11 @@ from migrations import alembic_config, upgrade
 from pipeline.ingestion.progress import collection_progress
 from pipeline.job.artifacts import ArtifactStore
 from pipeline.job.conversation import turns_of
-from pipeline.job.state import JobState
-from pipeline.job.store import JobStore
-from pipeline.platform.db import Base, Database, Job, WebhookDeliveryRow
+from pipeline.job.job_state import JobState
+from pipeline.job.job_store import JobStore
+from pipeline.platform.db import Base, Database
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.webhooks import WebhookDeliveryRow
 from tests.integration.conftest import SAMPLE_CORPUS, extra_api_and_worker, wait_job
 from tests.support.previous_release import rows as release
 from tests.support.previous_release.messages import PREVIOUS_HEAD, load
@@ -143,7 +145,8 @@ def _read_through_current_code(url: str, written: dict) -> None:
             deliveries = s.scalars(select(WebhookDeliveryRow).where(
                 WebhookDeliveryRow.webhook_id == release.WEBHOOK)).all()
             assert sorted(d.status for d in deliveries) == ["delivered", "failed", "pending"]
-            view = job_view(SimpleNamespace(artifacts=ArtifactStore(db, 1 << 20)), s.get(Job, release.JOBS["cached"]))
+            cached = s.get(JobRow, release.JOBS["cached"])
+            view = job_view(SimpleNamespace(artifacts=ArtifactStore(db, 1 << 20)), cached)
         jobs = JobStore(db)
         assert base64.b64decode(view["response"]["agent_artifacts"][0]["data"]) == release.SUMMARY_BYTES
         assert len(jobs.load_state(str(release.JOBS["running"])).documents) == 1

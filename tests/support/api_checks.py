@@ -14,7 +14,7 @@ import uuid
 
 from sqlalchemy import func, select
 
-from pipeline.platform.db import Job
+from pipeline.platform.tables.jobs import JobRow
 
 
 def locs(response) -> list[list]:
@@ -23,7 +23,7 @@ def locs(response) -> list[list]:
 
 def jobs_written(app) -> int:
     with app.state.services.db.session() as s:
-        return s.scalar(select(func.count()).select_from(Job))
+        return s.scalar(select(func.count()).select_from(JobRow))
 
 
 def new_collection(client, name: str) -> str:

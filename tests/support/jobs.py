@@ -14,7 +14,10 @@ from datetime import timedelta
 from pipeline.documents import Source
 from pipeline.job.job_state import JobState
 from pipeline.job.job_store import JobStore
-from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job, utcnow
+from pipeline.platform.db import utcnow
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID
 from pipeline.records.agent_runs import AgentSpec
 
 ANSWER = "Q4 2025 revenue reached $412 million [1]."
@@ -23,10 +26,10 @@ ANSWER = "Q4 2025 revenue reached $412 million [1]."
 def new_job(services, specs: list[AgentSpec]) -> JobState:
     collection_id = uuid.uuid4()
     with services.db.session() as s:
-        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name=f"c-{collection_id.hex[:6]}",
+        s.add(CollectionRow(id=collection_id, user_id=DEFAULT_USER_ID, name=f"c-{collection_id.hex[:6]}",
                          embedding_model="m"))
         s.flush()
-        job = Job(user_id=DEFAULT_USER_ID, collection_id=collection_id, query="Q4 revenue?", status="queued",
+        job = JobRow(user_id=DEFAULT_USER_ID, collection_id=collection_id, query="Q4 revenue?", status="queued",
                   config_snapshot=[spec.model_dump(mode="json") for spec in specs],
                   deadline_at=utcnow() + timedelta(minutes=10))
         s.add(job)

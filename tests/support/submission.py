@@ -16,8 +16,9 @@ import pytest
 
 from migrations import upgrade
 from pipeline.observability.metrics import MetricsRecorder
-from pipeline.platform.db import DEFAULT_USER_ID, Collection
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID
 from pipeline.services import Services
 
 
@@ -34,6 +35,6 @@ def services(tmp_path, redis_client):
 def collection_id(services) -> uuid.UUID:
     collection_id = uuid.uuid4()
     with services.db.session() as s:
-        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name="reports",
+        s.add(CollectionRow(id=collection_id, user_id=DEFAULT_USER_ID, name="reports",
                          embedding_model=services.settings.embedding_model))
     return collection_id

@@ -45,10 +45,11 @@ def redis_client(fake_server):
 @pytest.fixture
 def collection_id(migrated_db) -> uuid.UUID:
     """A collection of the local user in ``migrated_db``."""
-    from pipeline.platform.db import DEFAULT_USER_ID, Collection
+    from pipeline.platform.tables.collections import CollectionRow
+    from pipeline.platform.tables.users import DEFAULT_USER_ID
 
     with migrated_db.session() as s:
-        row = Collection(name="c", user_id=DEFAULT_USER_ID, embedding_model="m")
+        row = CollectionRow(name="c", user_id=DEFAULT_USER_ID, embedding_model="m")
         s.add(row)
         s.flush()
         return row.id

@@ -1,35 +1,68 @@
-"""The layers of ``pipeline/`` as its imports draw them: no import circle, no framework, agents below the job.
+"""The layers of the code as its imports draw them: a total order, no import circle, no framework in ``pipeline/``.
 
-The graph is read from the source with ``ast``, nothing imported: a module's imports at its top level (those under
-``if TYPE_CHECKING:`` too, since a circle of types is still a circle to draw) and, apart, the ones inside its
-functions. ``from pipeline.x import name`` is an edge to ``pipeline.x.name`` when that is a module, else to
-``pipeline.x``.
+The top-level folders, lowest first (each may import only itself and the folders before it)::
+
+    pipeline < migrations < worker < api < devstack < bench < cli
+
+``pipeline`` is the work itself and imports no other folder; ``migrations`` reads its tables; ``worker`` runs its
+steps as Celery tasks; ``api`` serves it and queues the worker's tasks; ``devstack`` starts the deployment's processes
+on one machine; ``bench`` measures a running stack; ``cli`` is the ``agentsearch`` command over all of them
+(``agentsearch bench`` runs the benches, ``agentsearch api`` the API).
+
+The packages of ``pipeline/`` (and its single-module ones, ``documents.py``, ``refusal.py``, ``services.py``), lowest
+first, each importing only itself and the ones before it: ``PIPELINE_LAYERS`` below. A new package is added to that
+list where its imports put it; the test fails until it is.
+
+The graph is read from the source with ``ast``, nothing imported: every import of a module, those under
+``if TYPE_CHECKING:`` and those inside its functions too (an import put off until a call is still a dependency).
+``from pipeline.x import name`` is an edge to ``pipeline.x.name`` when that is a module, else to ``pipeline.x``.
 
 Usage::
 
     .venv/bin/pytest -q tests/unit/test_layering.py
-    .venv/bin/python tests/unit/test_layering.py          # the graph's circles, top level and inside functions
+    .venv/bin/python tests/unit/test_layering.py          # the imports running back up, and the graph's circles
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PIPELINE = REPO / "pipeline"
+# Lowest first: a folder imports only itself and the folders before it.
+FOLDERS = ("pipeline", "migrations", "worker", "api", "devstack", "bench", "cli")
+# Lowest first: a package of pipeline/ imports only itself and the packages before it. ``records`` holds the contracts
+# every layer reads (an agent's run, an artifact's reference, a finished job's response); the agents and the
+# searches run below the job; the job, the operations on stored jobs and the evaluations over jobs above it.
+PIPELINE_LAYERS = (
+    "pipeline",  # the package's own __init__
+    "pipeline.refusal",
+    "pipeline.documents",
+    "pipeline.platform",
+    "pipeline.records",
+    "pipeline.text",
+    "pipeline.parsing",
+    "pipeline.retrieval",
+    "pipeline.security",
+    "pipeline.observability",
+    "pipeline.agents",
+    "pipeline.agentic",
+    "pipeline.services",
+    "pipeline.ingestion",
+    "pipeline.webhooks",
+    "pipeline.job",
+    "pipeline.operations",
+    "pipeline.eval",
+)
 FRAMEWORKS = ("celery", "fastapi", "starlette", "kombu")
 # What must run without a job: the agent machinery and the built-in agents, the metrics and the traces they write,
-# and the quotas a submission checks. They read the agent records (pipeline.agents.records) and refusals
-# (pipeline.refusal), never the job's state.
+# and the quotas a submission checks. They read the records (pipeline.records) and refusals (pipeline.refusal),
+# never the job's state. The order above holds this too; it is kept by name, as the reason the order is so.
 BELOW_THE_JOB = ("pipeline.agents", "pipeline.observability.metrics", "pipeline.observability.tracing",
                  "pipeline.security.quotas")
-# The layers under a job, and the ones that run it: nothing of the first imports anything of the second (README,
-# "Where things are").
-LOWER = ("pipeline.documents", "pipeline.text", "pipeline.refusal", "pipeline.platform", "pipeline.parsing",
-         "pipeline.retrieval", "pipeline.security", "pipeline.observability", "pipeline.agents")
-UPPER = ("pipeline.job", "pipeline.agentic", "pipeline.webhooks", "pipeline.services", "pipeline.eval",
-         "pipeline.operations")
 
 
 def module_name(path: Path) -> str:
@@ -37,7 +70,22 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {module_name(p): p for p in PIPELINE.rglob("*.py")}
+MODULES = {module_name(p): p for folder in FOLDERS for p in (REPO / folder).rglob("*.py")}
+PIPELINE = {m for m in MODULES if m == "pipeline" or m.startswith("pipeline.")}
+
+
+@dataclass(frozen=True, order=True)
+class Import:
+    """One import statement's edge: ``importer`` (line ``line``) reads ``imported``, a module of ours."""
+
+    importer: str
+    imported: str
+    line: int
+    in_function: bool
+
+    def __str__(self) -> str:
+        where = " (inside a function)" if self.in_function else ""
+        return f"{self.importer} -> {self.imported}  ({MODULES[self.importer].relative_to(REPO)}:{self.line}){where}"
 
 
 def _resolved(name: str) -> str | None:
@@ -59,30 +107,49 @@ def _named(node: ast.Import | ast.ImportFrom, importer: str) -> list[str]:
     return [base, *(f"{base}.{alias.name}" for alias in node.names)]
 
 
-def imports_of(module: str) -> tuple[set[str], set[str]]:
-    """(names read at the module's top level, names read inside its functions): full dotted names."""
-    top: set[str] = set()
-    inner: set[str] = set()
+def _statements(module: str) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """The module's import statements, each with whether it is inside a function."""
+    found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
-                (inner if in_function else top).update(_named(child, module))
-            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-            visit(child, nested)
+                found.append((child, in_function))
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
 
     visit(ast.parse(MODULES[module].read_text(encoding="utf-8")), False)
+    return found
+
+
+def imports_of(module: str) -> tuple[set[str], set[str]]:
+    """(names read at the module's top level, names read inside its functions): full dotted names."""
+    top: set[str] = set()
+    inner: set[str] = set()
+    for node, in_function in _statements(module):
+        (inner if in_function else top).update(_named(node, module))
     return top, inner
 
 
-def import_graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+@cache
+def edges() -> frozenset[Import]:
+    """Every import of one module of ours by another, wherever it is written (read once, for every test)."""
+    return frozenset({
+        Import(module, imported, node.lineno, in_function)
+        for module in MODULES
+        for node, in_function in _statements(module)
+        for name in _named(node, module)
+        if (imported := _resolved(name)) and imported != module
+    })
+
+
+def import_graph(modules: set[str] | None = None) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """(module -> the modules of ours it imports at its top level, module -> those it imports in its functions)."""
-    top: dict[str, set[str]] = {}
-    inner: dict[str, set[str]] = {}
-    for module in MODULES:
-        names_top, names_inner = imports_of(module)
-        top[module] = {m for n in names_top if (m := _resolved(n)) and m != module}
-        inner[module] = {m for n in names_inner if (m := _resolved(n)) and m != module}
+    chosen = PIPELINE if modules is None else modules
+    top: dict[str, set[str]] = {m: set() for m in chosen}
+    inner: dict[str, set[str]] = {m: set() for m in chosen}
+    for edge in edges():
+        if edge.importer in chosen:
+            (inner if edge.in_function else top)[edge.importer].add(edge.imported)
     return top, inner
 
 
@@ -125,6 +192,56 @@ def _within(module: str, prefixes: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in prefixes)
 
 
+def folder_of(module: str) -> str:
+    return module.split(".")[0]
+
+
+def layer_of(module: str) -> str:
+    """The package of ``pipeline/`` a module is in (``pipeline.job`` for ``pipeline.job.answer.extractive``)."""
+    return ".".join(module.split(".")[:2])
+
+
+def upward(rank, edges_: Iterable[Import]) -> list[str]:
+    """The imports whose importer ranks below what it imports, each named with the two ranks' names."""
+    found = []
+    for edge in sorted(edges_):
+        low, high = rank(edge.importer), rank(edge.imported)
+        if low is not None and high is not None and high[0] > low[0]:
+            found.append(f"{edge}: {low[1]} imports {high[1]}, above it")
+    return found
+
+
+def _rank_in(order: tuple[str, ...], unit):
+    def rank(module: str) -> tuple[int, str] | None:
+        name = unit(module)
+        return (order.index(name), name) if name in order else None
+    return rank
+
+
+def _failure(rule: str, offending: list[str]) -> str:
+    return f"{len(offending)} import(s) break the rule: {rule}\n  " + "\n  ".join(offending)
+
+
+def test_every_folder_and_every_package_of_the_pipeline_has_its_place_in_the_order():
+    folders = {p.name for p in REPO.iterdir() if (p / "__init__.py").exists()} - {"tests"}
+    assert folders <= set(FOLDERS), f"a top-level package not in FOLDERS: {sorted(folders - set(FOLDERS))}"
+    layers = {layer_of(m) for m in PIPELINE}
+    assert layers == set(PIPELINE_LAYERS), (
+        f"packages of pipeline/ not in PIPELINE_LAYERS: {sorted(layers - set(PIPELINE_LAYERS))}; "
+        f"named but gone: {sorted(set(PIPELINE_LAYERS) - layers)}")
+
+
+def test_no_folder_imports_a_folder_above_it():
+    offending = upward(_rank_in(FOLDERS, folder_of), edges())
+    assert not offending, _failure("a folder imports only the folders before it in " + " < ".join(FOLDERS), offending)
+
+
+def test_no_package_of_the_pipeline_imports_one_above_it():
+    offending = upward(_rank_in(PIPELINE_LAYERS, layer_of), {e for e in edges() if e.importer in PIPELINE})
+    assert not offending, _failure("a package of pipeline/ imports only the ones before it in PIPELINE_LAYERS",
+                                   offending)
+
+
 def test_pipeline_has_no_import_circle_at_module_level():
     top, _ = import_graph()
     assert circles(top) == []
@@ -132,54 +249,51 @@ def test_pipeline_has_no_import_circle_at_module_level():
 
 def test_imports_inside_functions_close_no_circle_either():
     top, inner = import_graph()
-    both = {m: top[m] | inner[m] for m in MODULES}
+    both = {m: top[m] | inner[m] for m in top}
     assert circles(both) == []
 
 
 def test_pipeline_imports_no_framework():
-    used = {
-        (module, name)
-        for module in MODULES
+    used = sorted(
+        f"{module} -> {name}"
+        for module in PIPELINE
         for name in set().union(*imports_of(module))
         if name.split(".")[0] in FRAMEWORKS
-    }
-    assert used == set()
+    )
+    assert not used, _failure("pipeline/ imports no framework (" + ", ".join(FRAMEWORKS) + ")", used)
 
 
 def test_agents_metrics_tracing_and_quotas_stand_below_the_job():
-    top, inner = import_graph()
-    upward = {
-        (module, imported)
-        for module in MODULES
-        if _within(module, BELOW_THE_JOB)
-        for imported in top[module] | inner[module]
-        if _within(imported, ("pipeline.job",))
-    }
-    assert upward == set()
-
-
-def test_the_lower_layers_import_none_of_the_upper_ones():
-    top, inner = import_graph()
-    upward = {
-        (module, imported)
-        for module in MODULES
-        if _within(module, LOWER)
-        for imported in top[module] | inner[module]
-        if _within(imported, UPPER)
-    }
-    assert upward == set()
+    offending = [
+        f"{edge}: runs without a job, imports the job"
+        for edge in sorted(edges())
+        if _within(edge.importer, BELOW_THE_JOB) and _within(edge.imported, ("pipeline.job",))
+    ]
+    assert not offending, _failure("agents, metrics, tracing and quotas stand below the job", offending)
 
 
 def test_the_graph_sees_what_it_should():
-    # The reading itself: known edges at the top level, some inside functions, a dotted name resolved.
+    # The reading itself: known edges at the top level, some inside functions, a dotted name resolved, and an upward
+    # import made up here named with its line and its rule.
     top, inner = import_graph()
-    assert "pipeline.agents.records" in top["pipeline.job.state"]
+    assert "pipeline.records.agent_runs" in top["pipeline.agents.runner"]
     assert "pipeline.agents.base" in top["pipeline.agents.runner"]
-    assert any(inner.values()) and len(MODULES) > 100
+    assert any(inner.values()) and len(PIPELINE) > 100
+    assert {"api.app", "worker.app", "cli.serve", "bench.common", "devstack.stack"} <= set(MODULES)
     assert _resolved("pipeline.agents.builtin.reranker.Reranker") == "pipeline.agents.builtin.reranker"
+    made_up = Import("pipeline.refusal", "pipeline.job.submit", 7, True)
+    assert upward(_rank_in(PIPELINE_LAYERS, layer_of), {made_up}) == [
+        "pipeline.refusal -> pipeline.job.submit  (pipeline/refusal.py:7) (inside a function): "
+        "pipeline.refusal imports pipeline.job, above it"]
+    assert upward(_rank_in(FOLDERS, folder_of), {Import("worker.app", "cli.serve", 3, False)}) == [
+        "worker.app -> cli.serve  (worker/app.py:3): worker imports cli, above it"]
 
 
 if __name__ == "__main__":
+    every = edges()
+    for line in [*upward(_rank_in(FOLDERS, folder_of), every),
+                 *upward(_rank_in(PIPELINE_LAYERS, layer_of), {e for e in every if e.importer in PIPELINE})]:
+        print(line)
     graph_top, graph_inner = import_graph()
     print("top level:", circles(graph_top) or "no circle")
-    print("with imports inside functions:", circles({m: graph_top[m] | graph_inner[m] for m in MODULES}) or "none")
+    print("with imports inside functions:", circles({m: graph_top[m] | graph_inner[m] for m in graph_top}) or "none")

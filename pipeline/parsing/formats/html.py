@@ -24,8 +24,9 @@ mark's, else the one a ``<meta>`` declares, else ``decode_text``'s guess. A page
 is refused.
 
 HTML nesting costs the parser time in the square of its depth (100,000 nested ``<div>`` take lexbor minutes), so a
-linear pass first drops the tags nested deeper than ``MAX_DEPTH`` (their text stays, as the text of the element
-they are in) and the reading says so in its notes. The walk over the tree is a loop, not recursion.
+linear pass first (``pipeline.parsing.formats.html_nesting``) drops the tags nested deeper than ``MAX_DEPTH`` (their
+text stays, as the text of the element they are in) and the reading says so in its notes. The walk over the tree is
+a loop, not recursion.
 
 ``read_page`` reads HTML already decoded (an e-mail's HTML body).
 """
@@ -38,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipeline.parsing.formats.html_nesting import BLOCKS, HEADINGS, flatten_deep
 from pipeline.parsing.formats.markdown import Sections
 from pipeline.parsing.parsed import ParsedFile, ParseLimits, ParseRefused, Part
 from pipeline.parsing.text_encoding import decode_text
@@ -61,11 +63,6 @@ _BOILERPLATE_WORDS = {"nav", "menu", "share", "sharing", "social", "related", "f
                       "masthead", "sponsor", "sponsored", "subscribe", "signup"}
 # Elements whose class or id are looked at (not inline ones: a highlighted code comment is <span class="comment">).
 _CONTAINERS = {"div", "section", "ul", "ol", "dl", "table", "form", "header", "p", "details", "aside", "figure"}
-_BLOCKS = {"address", "article", "aside", "blockquote", "body", "caption", "center", "dd", "details", "dialog", "dir",
-           "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "header", "hgroup", "hr", "html",
-           "legend", "li", "main", "menu", "nav", "ol", "p", "section", "summary", "table", "tbody", "td", "tfoot",
-           "th", "thead", "tr", "ul"}
-_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 _WORD = re.compile(r"[^a-z0-9]+")
 
@@ -74,15 +71,6 @@ _META_CHARSET = re.compile(rb"""<meta\b[^<>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_
 _CHARSET_ALIASES = {"iso-8859-1": "cp1252", "latin1": "cp1252", "latin-1": "cp1252", "us-ascii": "cp1252",
                     "ascii": "cp1252", "iso8859-1": "cp1252"}
 
-# For the depth pass: comments, raw text elements (their content is no markup) and tags.
-_TOKEN = re.compile(r"<!--.*?(?:-->|\Z)|<(script|style|textarea|title|xmp|noembed|noframes|plaintext)\b[^<>]*>"
-                    r".*?(?:</\1\s*>|\Z)|<(/?)([A-Za-z][^\s/<>]*)([^<>]*)>", re.DOTALL | re.IGNORECASE)
-_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track",
-         "wbr", "keygen", "frame", "basefont", "bgsound", "image"}
-# A start tag of one of these ends an open element of the same group (an unclosed <li> before the next one).
-_PEERS = {"p": "p", "li": "li", "dt": "d", "dd": "d", "tr": "tr", "td": "cell", "th": "cell", "option": "option"}
-_PEER_SCOPE = {"ul", "ol", "dl", "table", "tbody", "thead", "tfoot", "select", "div", "body", "html"}
-_CLOSE_SEARCH = 64  # how far down the open elements an end tag looks for its start
 # A container whose links hold this share of its text is a list of links (see ``_link_lists``).
 _LINK_SHARE = 0.6
 
@@ -136,90 +124,6 @@ def read_page(markup: str, limits: ParseLimits) -> ParsedFile:
                 break
     notes = [f"parts of the page nested more than {MAX_DEPTH} elements deep were read without their structure"]
     return ParsedFile(title=_title(tree), parts=parts, notes=notes if flattened else [])
-
-
-def flatten_deep(markup: str, max_depth: int) -> tuple[str, bool]:
-    """``markup`` without the tags of elements nested more than ``max_depth`` deep (their text stays), and whether
-    there were any. One pass over the tags with a stack of the open ones, closing what HTML closes without an end tag
-    (a ``<p>`` or ``<li>`` before the next); an approximation of the parser's tree, good enough to bound its depth."""
-    if _most_open(markup) <= max_depth:
-        return markup, False
-    open_tags: list[str] = []
-    dropped = 0  # start tags dropped and not yet ended: the next end tags are theirs
-    cuts: list[tuple[int, int]] = []
-    foreign = 0  # depth inside <svg> or <math>, where "/>" ends an element
-    for token in _TOKEN.finditer(markup):
-        name = token.group(3)
-        if name is None:
-            continue
-        name = name.lower()
-        if token.group(2):  # an end tag
-            if dropped:
-                dropped -= 1
-                cuts.append(token.span())
-                continue
-            for index in range(len(open_tags) - 1, max(len(open_tags) - _CLOSE_SEARCH, 0) - 1, -1):
-                if open_tags[index] == name:
-                    del open_tags[index:]
-                    break
-            if name in ("svg", "math"):
-                foreign = max(foreign - 1, 0)
-            continue
-        if name in _VOID or (foreign and token.group(4).rstrip().endswith("/")):
-            continue
-        _end_peer(open_tags, name)
-        if len(open_tags) >= max_depth:
-            dropped += 1
-            cuts.append(token.span())
-            continue
-        open_tags.append(name)
-        if name in ("svg", "math"):
-            foreign += 1
-    if not cuts:
-        return markup, False
-    pieces, last = [], 0
-    for start, end in cuts:
-        pieces.append(markup[last:start])
-        pieces.append(" ")
-        last = end
-    pieces.append(markup[last:])
-    return "".join(pieces), True
-
-
-def _most_open(markup: str) -> int:
-    """At least the depth of the parser's tree: the most elements open at once, counting an end tag only when an
-    element of its name is open (a stray ``</span>`` does not hide a ``<div>``) and as if it ended that one alone. A
-    quicker pass than ``flatten_deep``'s, enough for most pages, which are far from ``MAX_DEPTH``."""
-    open_by_name: dict[str, int] = {}
-    depth = most = 0
-    for _, end, name, _ in _TOKEN.findall(markup):
-        name = name.lower()
-        if not name or name in _VOID:
-            continue
-        if not end:
-            open_by_name[name] = open_by_name.get(name, 0) + 1
-            depth += 1
-            most = max(most, depth)
-        elif open_by_name.get(name):
-            open_by_name[name] -= 1
-            depth -= 1
-    return most
-
-
-def _end_peer(open_tags: list[str], name: str) -> None:
-    """Close the open element a start tag ``name`` ends without an end tag: an open ``<p>`` at a block's start, an
-    open ``<li>`` (``<dt>``, ``<td>``, ...) at the next of its group within the same list (or table)."""
-    if open_tags and open_tags[-1] == "p" and (name in _BLOCKS or name in _HEADINGS or name == "pre"):
-        open_tags.pop()
-    group = _PEERS.get(name)
-    if group is None:
-        return
-    for index in range(len(open_tags) - 1, max(len(open_tags) - _CLOSE_SEARCH, 0) - 1, -1):
-        if _PEERS.get(open_tags[index]) == group:
-            del open_tags[index:]
-            return
-        if open_tags[index] in _PEER_SCOPE:
-            return
 
 
 def _codec(label: str | None) -> str | None:
@@ -392,11 +296,11 @@ class _Walk:
             self._end_line()
             self.tables.append(_holds_data(node))
         elif self.heading is not None or self.cell is not None:
-            if tag in _BLOCKS:
+            if tag in BLOCKS:
                 self._sink().append(" ")
-        elif tag in _HEADINGS and not self.pre:
+        elif tag in HEADINGS and not self.pre:
             self._end_line()
-            self.heading, self.level = [], _HEADINGS[tag]
+            self.heading, self.level = [], HEADINGS[tag]
         elif tag == "pre":
             self._end_line()
             self.pre += 1
@@ -405,13 +309,13 @@ class _Walk:
             self.row = []
         elif self._in_data_table() and tag in ("td", "th") and self.row is not None:
             self.cell = []
-        elif tag in _BLOCKS and not self.pre:
+        elif tag in BLOCKS and not self.pre:
             self._end_line()
 
     def _leave(self, tag: str) -> None:
         if tag in ("article", "main", "section"):
             self.articles -= 1
-        if tag in _HEADINGS and self.heading is not None and self.level == _HEADINGS[tag]:
+        if tag in HEADINGS and self.heading is not None and self.level == HEADINGS[tag]:
             text, self.heading = "".join(self.heading), None
             self.sections.heading(self.level, text)
         elif tag in ("td", "th") and self.cell is not None and self.row is not None:
@@ -429,7 +333,7 @@ class _Walk:
         elif tag == "pre":
             self._end_line()
             self.pre = max(self.pre - 1, 0)
-        elif tag in _BLOCKS and not self.pre and self.heading is None and self.cell is None:
+        elif tag in BLOCKS and not self.pre and self.heading is None and self.cell is None:
             self._end_line()
 
     def _end_line(self) -> None:

@@ -18,8 +18,12 @@ from pipeline.agentic.spec import AgenticSpec, LoopStore, job_documents
 from pipeline.agents.base import Document, Stage
 from pipeline.job.job_state import JobState
 from pipeline.job.profile_sets import claim_due, create_run
-from pipeline.platform.db import DEFAULT_USER_ID, Collection, Database, Job, ProfileRun, ProfileSetRow, User, utcnow
+from pipeline.platform.db import Database, utcnow
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.agentic import ProfileRunRow, ProfileSetRow
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID, UserRow
 from pipeline.records.agent_runs import AgentSpec
 from worker.canvas import build_agentic_head, build_agentic_tail, build_loops
 
@@ -32,7 +36,7 @@ def db(tmp_path):
     upgrade(url)
     database = Database(url)
     with database.session() as s:
-        s.add(Collection(id=uuid.UUID(COLLECTION), user_id=DEFAULT_USER_ID, name="c", embedding_model="m",
+        s.add(CollectionRow(id=uuid.UUID(COLLECTION), user_id=DEFAULT_USER_ID, name="c", embedding_model="m",
                          index_epoch=4))
     yield database
     database.dispose()
@@ -40,7 +44,7 @@ def db(tmp_path):
 
 def add_job(db) -> str:
     with db.session() as s:
-        job = Job(user_id=DEFAULT_USER_ID, collection_id=uuid.UUID(COLLECTION), query="q")
+        job = JobRow(user_id=DEFAULT_USER_ID, collection_id=uuid.UUID(COLLECTION), query="q")
         s.add(job)
         s.flush()
         return str(job.id)
@@ -154,15 +158,15 @@ def test_a_run_is_a_queued_job_with_its_spec_and_a_link_to_the_set(tmp_path, db)
     spec = AgenticSpec.model_validate(state.agentic)
     assert spec.seen.enabled and spec.source == f"profile_set:{set_id}" and spec.profiles[0].name == "news"
     with db.session() as s:
-        job = s.get(Job, uuid.UUID(job_id))
+        job = s.get(JobRow, uuid.UUID(job_id))
         assert job.status == "queued" and JobState.load(job.initial_state) == state
-        run = s.query(ProfileRun).one()
+        run = s.query(ProfileRunRow).one()
         assert (run.profile_set_id, run.trigger) == (set_id, "schedule")
     _, reduced = create_run(db, Settings(data_dir=tmp_path, test_mode=True), set_id)
     assert AgenticSpec.model_validate(reduced.agentic).iterative.max_iterations == 1
     other = uuid.uuid4()
     with db.session() as s:
-        s.add(User(id=other, name="someone-else"))
+        s.add(UserRow(id=other, name="someone-else"))
     assert create_run(db, settings, set_id, user_id=other) is None
 
 

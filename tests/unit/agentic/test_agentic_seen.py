@@ -13,7 +13,8 @@ from pipeline.agentic.refine import OfflineRefiner
 from pipeline.agentic.scoring import OfflineScorer
 from pipeline.agentic.seen import SeenFilter, SeenPolicy, SqlSeenStore
 from pipeline.agents.base import Document
-from pipeline.platform.db import DEFAULT_USER_ID, User, utcnow
+from pipeline.platform.db import utcnow
+from pipeline.platform.tables.users import DEFAULT_USER_ID, UserRow
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from tests.support.toy_search import ToySearch
 
@@ -55,7 +56,7 @@ def test_the_window_scope_and_user_bound_what_is_skipped(db):
     store = SqlSeenStore(db)
     other_user = uuid.uuid4()
     with db.session() as s:
-        s.add(User(id=other_user, name="other"))
+        s.add(UserRow(id=other_user, name="other"))
     store.record(DEFAULT_USER_ID, "research", "job:old", [doc("old")], at=utcnow() - timedelta(days=6))
     store.record(DEFAULT_USER_ID, "research", "job:new", [doc("new")])
     store.record(other_user, "research", "job:x", [doc("theirs")])

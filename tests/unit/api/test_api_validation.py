@@ -251,7 +251,7 @@ def test_agent_config_with_an_invalid_runtime_limit_is_422(client, app):
 
 def test_a_valid_agent_config_is_saved_normalised_and_listed(client, app):
     """The control for the checks above: a config that passes validation does show up in the listing."""
-    from pipeline.platform.db import AgentConfigRow
+    from pipeline.platform.tables.agents import AgentConfigRow
 
     response = client.post("/v1/agent-configs", json={"agent_id": "deduplicator", "config": {"threshold": 0.7}})
     try:

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.agents.base import AgentArtifact
 from pipeline.job.artifacts import ArtifactStore
-from pipeline.platform.db import Job
+from pipeline.platform.tables.jobs import JobRow
 from pipeline.security.users import UserStore
 from tests.support.api_checks import new_collection
 
@@ -32,12 +32,12 @@ def job_id(app, client) -> str:
     collection_id = new_collection(client, "artifacts")
     job = uuid.uuid4()
     with services.db.session() as s:
-        s.add(Job(id=job, user_id=user_id, collection_id=uuid.UUID(collection_id), query="q", status="running"))
+        s.add(JobRow(id=job, user_id=user_id, collection_id=uuid.UUID(collection_id), query="q", status="running"))
     for name in NAMES:
         ArtifactStore.of(services).save(str(job), AgentArtifact(agent_id="mcp_tool", type="txt", filename=name,
                                                         content_type="text/plain", data=b"<script>alert(1)</script>"))
     with services.db.session() as s:
-        s.get(Job, job).status = "succeeded"
+        s.get(JobRow, job).status = "succeeded"
     return str(job)
 
 

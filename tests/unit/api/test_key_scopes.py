@@ -16,7 +16,7 @@ import api.routes
 from api.auth import current_user
 from api.route_rules import FRAMEWORK_PATHS, ROUTE_RULES, template
 from api.scopes import need_of
-from pipeline.platform.db import Job
+from pipeline.platform.tables.jobs import JobRow
 from pipeline.security.key_limits import KeyLimitError, KeyLimits, checked_scopes, parse_duration, searched_collections
 from pipeline.security.users import SHOWN_CHARS, UserStore
 
@@ -67,9 +67,9 @@ def test_limits_read_back_from_their_columns_as_they_were_given():
 
 def test_the_collections_a_job_searched_come_from_its_request_and_its_state():
     a, b, c = (uuid.uuid4() for _ in range(3))
-    job = Job(collection_id=a, request={"also_search": [str(b)], "profiles": [{"collections": [str(c)]}]})
+    job = JobRow(collection_id=a, request={"also_search": [str(b)], "profiles": [{"collections": [str(c)]}]})
     assert searched_collections(job) == {a, b, c}
-    run = Job(collection_id=a, request={"profile_set_id": str(uuid.uuid4())}, initial_state=None)
+    run = JobRow(collection_id=a, request={"profile_set_id": str(uuid.uuid4())}, initial_state=None)
     assert searched_collections(run) is None  # not said: seen only by a key of every collection
     run.initial_state = {"collections": {str(a): 0, str(c): 3}}
     assert searched_collections(run) == {a, c}
@@ -241,8 +241,9 @@ def test_the_new_key_command_limits_the_key_and_refuses_bad_input_clearly(tmp_pa
     from click.testing import CliRunner
 
     from cli import main
-    from pipeline.platform.db import Collection, Database
+    from pipeline.platform.db import Database
     from pipeline.platform.settings import get_settings
+    from pipeline.platform.tables.collections import CollectionRow
 
     monkeypatch.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path))
     get_settings.cache_clear()
@@ -252,7 +253,7 @@ def test_the_new_key_command_limits_the_key_and_refuses_bad_input_clearly(tmp_pa
         store = UserStore(Database(get_settings().database_url))
         collection_id = uuid.uuid4()
         with store.db.session() as s:
-            s.add(Collection(id=collection_id, user_id=store.user_id("erin"), name="handbook", embedding_model="m"))
+            s.add(CollectionRow(id=collection_id, user_id=store.user_id("erin"), name="handbook", embedding_model="m"))
         made = runner.invoke(main, ["users", "new-key", "erin", "--label", "bot", "--scope", "search,read",
                                     "--collection", "handbook", "--expires", "12h"])
         assert made.exit_code == 0, made.output

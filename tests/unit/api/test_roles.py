@@ -216,8 +216,9 @@ def test_another_members_job_is_read_by_a_viewer_and_cancelled_by_an_editor_only
 
 
 def test_a_collections_webhook_hears_every_members_jobs_while_its_user_may_edit_it(migrated_db):
-    from pipeline.job.store import JobStore
-    from pipeline.platform.db import Collection, WebhookDeliveryRow, WebhookRow
+    from pipeline.job.job_store import JobStore
+    from pipeline.platform.tables.collections import CollectionRow
+    from pipeline.platform.tables.webhooks import WebhookDeliveryRow, WebhookRow
     from pipeline.security.teams import create_team, set_role
 
     store = UserStore(migrated_db)
@@ -226,7 +227,7 @@ def test_a_collections_webhook_hears_every_members_jobs_while_its_user_may_edit_
         team_id = create_team(s, "hooks", admin).id
         set_role(s, team_id, admin, editor, "editor")
         set_role(s, team_id, admin, viewer, "viewer")
-        collection = Collection(name="shared", user_id=admin, team_id=team_id, embedding_model="m")
+        collection = CollectionRow(name="shared", user_id=admin, team_id=team_id, embedding_model="m")
         s.add(collection)
         s.flush()
         hook = WebhookRow(user_id=editor, collection_id=collection.id, url="https://h.example/x",
@@ -305,7 +306,7 @@ def test_a_team_collection_is_named_by_keys_and_configs_of_its_members_only(migr
     """``users new-key --collection TEAM/NAME`` and a config's collection (``fact_checker``'s trusted one) reach a
     team's collection for its members, the words of a missing one for anyone else."""
     from pipeline.agents.references import MissingResource, UserResources
-    from pipeline.platform.db import Collection
+    from pipeline.platform.tables.collections import CollectionRow
     from pipeline.security.teams import create_team, set_role
     from pipeline.security.users import UserError
 
@@ -314,7 +315,7 @@ def test_a_team_collection_is_named_by_keys_and_configs_of_its_members_only(migr
     with migrated_db.session() as s:
         team_id = create_team(s, "library", admin).id
         set_role(s, team_id, admin, member, "viewer")
-        shared = Collection(name="books", user_id=admin, team_id=team_id, embedding_model="m")
+        shared = CollectionRow(name="books", user_id=admin, team_id=team_id, embedding_model="m")
         s.add(shared)
         s.flush()
         shared_id = shared.id

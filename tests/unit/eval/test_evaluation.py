@@ -13,7 +13,7 @@ from pipeline.platform.settings import Settings
 from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.vector_store import Hit
+from pipeline.retrieval.stored_chunks import Hit
 
 
 def test_metrics_match_hand_computed_values():

@@ -1,5 +1,6 @@
-"""The format-invariance evaluation (``pipeline.eval.formats``): its scoring on hand-made job responses, and its
-files read back by readers other than the project's own, one paragraph per page, slide, row or section."""
+"""The format-invariance evaluation (``pipeline.eval.format_invariance``): its scoring on hand-made job responses,
+and its files (``pipeline.eval.article_files``) read back by readers other than the project's own, one paragraph per
+page, slide, row or section."""
 
 from __future__ import annotations
 
@@ -9,22 +10,17 @@ import subprocess
 
 import pytest
 
-from pipeline.eval.formats import (
-    FORMATS,
-    Article,
+from pipeline.eval.article_files import FORMATS, Article, load_articles, load_questions, render, wrap
+from pipeline.eval.format_invariance import (
     Asked,
     baseline_jsonl,
     gold_place,
-    load_articles,
-    load_questions,
     place_found,
     ratio,
-    render,
     score_baseline,
     score_format,
     sources_of,
     upload_batches,
-    wrap,
 )
 
 ARTICLE = Article("a07", "Fresno,_California", (

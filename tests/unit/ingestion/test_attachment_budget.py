@@ -14,8 +14,9 @@ import pytest
 from pipeline.ingestion.attachments import _shares, store_attachments
 from pipeline.ingestion.documents import upload_state
 from pipeline.parsing import Attachment
-from pipeline.platform.db import DEFAULT_USER_ID, DocumentFile, DocumentRow
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.collections import DocumentFileRow, DocumentRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID
 
 # A tree: an e-mail is the list of what it carries, a note is None.
 Tree = list[Any]
@@ -51,7 +52,7 @@ def _read_all(db, collection_id, tree: Tree, settings: Settings, seed: int) -> t
             made = store_attachments(s, parent, attachments, state, settings)
             s.flush()
             for child_id, _ in made:
-                file = s.get(DocumentFile, uuid.UUID(child_id))
+                file = s.get(DocumentFileRow, uuid.UUID(child_id))
                 carried = mail[int(file.name[1:].split(".")[0])]
                 if carried is not None:
                     waiting.append((file.document_id, carried, dict(file.parsed)))

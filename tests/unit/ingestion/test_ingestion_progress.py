@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import event, select, update
 
 from pipeline.ingestion.progress import MIN_SPAN_S, RATE_WINDOW_S, Ended, collection_progress, estimate
-from pipeline.platform.db import Database, DocumentRow
+from pipeline.platform.db import Database
+from pipeline.platform.tables.collections import DocumentRow
 
 T0 = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.ingestion.lease import claim, finish, queue, queue_in_tasks
 from pipeline.ingestion.recovery import BrokerView, find_lost, send_again
-from pipeline.platform.db import DocumentFile, DocumentRow
+from pipeline.platform.tables.collections import DocumentFileRow, DocumentRow
 
 GRACE_S = 45.0
 
@@ -138,7 +138,7 @@ def test_the_lost_are_sent_again_as_new_tasks_and_past_their_attempts_fail_with_
     _claim(db, ids, task_id, node="w9@gone")
     with db.session() as s:
         file_row = s.get(DocumentRow, uuid.UUID(ids[0]))
-        s.add(DocumentFile(document_id=file_row.id, name="scan.pdf", format="pdf", data=b"%PDF", parsed={"next": 6}))
+        s.add(DocumentFileRow(document_id=file_row.id, name="scan.pdf", format="pdf", data=b"%PDF", parsed={"next": 6}))
         s.get(DocumentRow, uuid.UUID(ids[1])).attempts = 2       # lost twice before
     _age(db, ids, GRACE_S + 1)
     with db.session() as s:

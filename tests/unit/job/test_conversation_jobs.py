@@ -17,8 +17,10 @@ from pipeline.job.conversation import HISTORY_TURNS, conversation_history
 from pipeline.job.job_store import JobStore
 from pipeline.job.request import SearchRequest
 from pipeline.job.submit import submit_job
-from pipeline.platform.db import DEFAULT_USER_ID, ConversationRow, ConversationTurnRow, Job, User
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.conversations import ConversationRow, ConversationTurnRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID, UserRow
 from pipeline.records.agent_runs import AgentSpec
 from pipeline.refusal import Refusal
 from tests.support import submission
@@ -104,10 +106,11 @@ def test_the_same_follow_up_in_two_conversations_never_shares_a_cached_answer(se
     assert not in_b.cache_hit and in_b.state is not None
     # The same history given explicitly is the same question: that one may be answered from the cache.
     with services.db.session() as s:
-        job_a = s.get(Job, in_a.job_id)
+        job_a = s.get(JobRow, in_a.job_id)
         explicit = submit(services, collection_id=collection_id, query="and in 2024?",
                           history=job_a.initial_state["history"])
-        key_without = s.get(Job, submit(services, collection_id=collection_id, query="and in 2024?").job_id).cache_key
+        without = submit(services, collection_id=collection_id, query="and in 2024?").job_id
+        key_without = s.get(JobRow, without).cache_key
     assert explicit.cache_hit and key_without != job_a.cache_key
 
 
@@ -127,7 +130,7 @@ def test_a_missing_or_foreign_conversation_is_a_404_and_both_forms_a_422_with_no
                                                                                                   collection_id):
     other = uuid.uuid4()
     with services.db.session() as s:
-        s.add(User(id=other, name="mallory"))
+        s.add(UserRow(id=other, name="mallory"))
     theirs, missing = conversation(services, other), uuid.uuid4()
     for cid in (theirs, missing):
         with pytest.raises(Refusal) as refused:
@@ -138,7 +141,7 @@ def test_a_missing_or_foreign_conversation_is_a_404_and_both_forms_a_422_with_no
         submit(services, collection_id=collection_id, query="q", conversation_id=mine,
                history=[{"role": "user", "content": FIRST}])
     assert refused.value.status == 422 and refused.value.errors[0]["loc"] == ("body", "history")
-    assert count(services, Job) == 0
+    assert count(services, JobRow) == 0
 
 
 class Echo(PreSearchAgent):

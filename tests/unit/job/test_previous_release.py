@@ -18,7 +18,7 @@ from pipeline.agents.base import Stage
 from pipeline.ingestion.lease import claim, finish, queue
 from pipeline.job.job_state import JobState
 from pipeline.job.stage_budget import start_clock
-from pipeline.platform.db import DocumentRow
+from pipeline.platform.tables.collections import DocumentRow
 from pipeline.records.agent_runs import AgentRun, AgentSpec
 from tests.support.previous_release.capture import JOB_ID
 from tests.support.previous_release.messages import calls, load

@@ -10,8 +10,10 @@ import pytest
 
 from pipeline.agents.base import Stage
 from pipeline.job.job_store import JobStore, in_arrival_order
-from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID
 from pipeline.records.agent_runs import AgentRun
 
 
@@ -36,16 +38,16 @@ def run(agent_id: str, stage: Stage = Stage.RESPONSE, **kw) -> AgentRun:
 def job_id(services) -> str:
     collection_id, job_id = uuid.uuid4(), uuid.uuid4()
     with services.db.session() as s:
-        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name="c", embedding_model="m"))
+        s.add(CollectionRow(id=collection_id, user_id=DEFAULT_USER_ID, name="c", embedding_model="m"))
         s.flush()
-        s.add(Job(id=job_id, user_id=DEFAULT_USER_ID, collection_id=collection_id, query="q", status="running",
+        s.add(JobRow(id=job_id, user_id=DEFAULT_USER_ID, collection_id=collection_id, query="q", status="running",
                   request={}, config_snapshot=[], agent_runs=[run("pre", Stage.PRE_SEARCH).model_dump(mode="json")]))
     return str(job_id)
 
 
 def stored(services, job_id: str) -> list[str]:
     with services.db.session() as s:
-        return [r["agent_id"] for r in s.get(Job, uuid.UUID(job_id)).agent_runs]
+        return [r["agent_id"] for r in s.get(JobRow, uuid.UUID(job_id)).agent_runs]
 
 
 def test_records_are_added_as_agents_end_once_each_and_never_after_the_job_ended(services, job_id):

@@ -13,8 +13,10 @@ from sqlalchemy import event
 from pipeline.agents.base import Stage
 from pipeline.job.job_state import JobState
 from pipeline.job.job_store import JobStore
-from pipeline.platform.db import DEFAULT_USER_ID, Collection, Job
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID
 from pipeline.records.agent_runs import AgentSpec
 
 
@@ -36,16 +38,16 @@ def job(services) -> JobState:
     collection_id, job_id = uuid.uuid4(), uuid.uuid4()
     state = JobState(job_id=str(job_id), collection_id=str(collection_id), query="solar output 2024")
     with services.db.session() as s:
-        s.add(Collection(id=collection_id, user_id=DEFAULT_USER_ID, name="c", embedding_model="m"))
+        s.add(CollectionRow(id=collection_id, user_id=DEFAULT_USER_ID, name="c", embedding_model="m"))
         s.flush()
-        s.add(Job(id=job_id, user_id=DEFAULT_USER_ID, collection_id=collection_id, query=state.query,
+        s.add(JobRow(id=job_id, user_id=DEFAULT_USER_ID, collection_id=collection_id, query=state.query,
                   status="queued", request={}, config_snapshot=[], initial_state=state.dump()))
     return state
 
 
-def row(services, job_id: str) -> Job:
+def row(services, job_id: str) -> JobRow:
     with services.db.session() as s:
-        return s.get(Job, uuid.UUID(job_id))
+        return s.get(JobRow, uuid.UUID(job_id))
 
 
 def spec(agent_id: str, stage: Stage) -> dict:

@@ -9,10 +9,12 @@ import uuid
 import pytest
 from sqlalchemy import func, select
 
+from pipeline.job.job_store import JobStore
 from pipeline.job.request import SearchRequest
-from pipeline.job.store import JobStore
 from pipeline.job.submit import audit_search, submit_job
-from pipeline.platform.db import DEFAULT_USER_ID, AuditEvent, Job
+from pipeline.platform.tables.audit import AuditEventRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID
 from pipeline.refusal import Refusal
 from pipeline.security.audit import Actor
 from tests.support import submission
@@ -25,7 +27,7 @@ services, collection_id = submission.services, submission.collection_id
 
 def jobs(services) -> int:
     with services.db.session() as s:
-        return s.scalar(select(func.count()).select_from(Job))
+        return s.scalar(select(func.count()).select_from(JobRow))
 
 
 def submit(services, key: str | None = None, **body):
@@ -76,7 +78,7 @@ def test_an_identical_request_is_answered_from_a_complete_job_and_points_at_it(s
     hit = submit(services, collection_id=collection_id, query="Q4 revenue")
     assert (hit.status, hit.cached, hit.cache_hit, hit.state) == ("succeeded", True, True, None)
     with services.db.session() as s:
-        row = s.get(Job, hit.job_id)
+        row = s.get(JobRow, hit.job_id)
         assert row.cached_from == first.job_id and row.response["cached_from"] == str(first.job_id)
         assert row.response["job_id"] == str(hit.job_id) and row.initial_state is None
     fresh = submit(services, collection_id=collection_id, query="Q4 revenue", use_cache=False)
@@ -109,7 +111,7 @@ def test_an_answer_from_an_earlier_job_is_audited_in_its_own_transaction_and_a_n
     hit = submit_job(services, DEFAULT_USER_ID, body, actor=actor)
     assert replayed.audited and hit.audited and hit.cache_hit
     with services.db.session() as s:
-        rows = s.scalars(select(AuditEvent).order_by(AuditEvent.id)).all()
+        rows = s.scalars(select(AuditEventRow).order_by(AuditEventRow.id)).all()
         assert [(r.action, r.target_id, r.details["cache_hit"], r.details["replayed"], r.key_prefix, r.request_id)
                 for r in rows] == [("search", str(first.job_id), False, False, "as_test1234", "req-1"),
                                    ("search", str(first.job_id), False, True, "as_test1234", "req-1"),

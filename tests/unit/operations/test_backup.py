@@ -21,7 +21,8 @@ from pipeline.operations.backup import (
     sha256_of,
     verify_backup,
 )
-from pipeline.platform.db import Database, User
+from pipeline.platform.db import Database
+from pipeline.platform.tables.users import UserRow
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def database(tmp_path: Path) -> str:
     upgrade(url)
     db = Database(url)
     with db.session() as s:
-        s.add_all([User(name="alice"), User(name="bob")])
+        s.add_all([UserRow(name="alice"), UserRow(name="bob")])
     db.dispose()
     return url
 

@@ -20,21 +20,14 @@ from cli import main
 from pipeline.observability.exposition import AgentSearchCollector
 from pipeline.observability.metrics import MetricsRecorder, read_metrics
 from pipeline.operations.retention import PRUNED_KINDS, RetentionPolicy, prune
-from pipeline.platform.db import (
-    DEFAULT_USER_ID,
-    AgenticLoop,
-    ArtifactRow,
-    AuditEvent,
-    ConversationTurnRow,
-    Database,
-    Job,
-    ProfileRun,
-    ProfileSetRow,
-    WebhookAttemptRow,
-    WebhookDeliveryRow,
-    utcnow,
-)
+from pipeline.platform.db import Database, utcnow
 from pipeline.platform.settings import Settings, get_settings
+from pipeline.platform.tables.agentic import AgenticLoopRow, ProfileRunRow, ProfileSetRow
+from pipeline.platform.tables.audit import AuditEventRow
+from pipeline.platform.tables.conversations import ConversationTurnRow
+from pipeline.platform.tables.jobs import ArtifactRow, JobRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID
+from pipeline.platform.tables.webhooks import WebhookAttemptRow, WebhookDeliveryRow
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=utcnow().tzinfo)
 OLD, RECENT = NOW - timedelta(days=31), NOW - timedelta(days=29)
@@ -67,22 +60,22 @@ def test_only_finished_jobs_past_retention_go_and_their_artifacts_loops_and_prof
     kept = [job_row(collection_id, "running", None, created_at=NOW - timedelta(days=400)),
             job_row(collection_id, "queued", None, created_at=NOW - timedelta(days=400)),
             job_row(collection_id, "succeeded", RECENT)]
-    add(migrated_db, Job, *old, *kept)
+    add(migrated_db, JobRow, *old, *kept)
     add(migrated_db, ArtifactRow, *(artifact_row(job["id"], n) for job in old + kept for n in (1, 2)))
     with migrated_db.session() as s:
         profile_set = ProfileSetRow(user_id=DEFAULT_USER_ID, name="p", collection_id=collection_id)
         s.add(profile_set)
         s.flush()
         for job in (old[0], kept[0]):
-            s.add(AgenticLoop(job_id=job["id"], profile="p"))
-            s.add(ProfileRun(profile_set_id=profile_set.id, job_id=job["id"]))
+            s.add(AgenticLoopRow(job_id=job["id"], profile="p"))
+            s.add(ProfileRunRow(profile_set_id=profile_set.id, job_id=job["id"]))
 
     report = prune(migrated_db, POLICY, now=NOW)
 
-    assert ids(migrated_db, Job) == {job["id"] for job in kept}
+    assert ids(migrated_db, JobRow) == {job["id"] for job in kept}
     with migrated_db.session() as s:
         assert set(s.scalars(select(ArtifactRow.job_id))) == {job["id"] for job in kept}
-        assert set(s.scalars(select(AgenticLoop.job_id))) == set(s.scalars(select(ProfileRun.job_id))) == {
+        assert set(s.scalars(select(AgenticLoopRow.job_id))) == set(s.scalars(select(ProfileRunRow.job_id))) == {
             kept[0]["id"]}
     assert report.counts == {**dict.fromkeys(PRUNED_KINDS, 0), "jobs": 3, "artifacts": 6, "agentic_loops": 1,
                              "profile_runs": 1}
@@ -94,16 +87,16 @@ def test_a_job_answered_from_cache_keeps_its_source_until_the_copy_goes_too(migr
     source, old_source = job_row(collection_id, "succeeded", OLD), job_row(collection_id, "succeeded", OLD)
     copy = job_row(collection_id, "succeeded", RECENT, cached_from=source["id"])
     old_copy = job_row(collection_id, "succeeded", OLD, cached_from=old_source["id"])
-    add(migrated_db, Job, source, old_source, copy, old_copy)
+    add(migrated_db, JobRow, source, old_source, copy, old_copy)
     add(migrated_db, ArtifactRow, artifact_row(source["id"], 1))
 
     prune(migrated_db, POLICY, now=NOW)
     # The copy serves its source's artifacts: both stay. An old copy and its old source go together.
-    assert ids(migrated_db, Job) == {source["id"], copy["id"]}
+    assert ids(migrated_db, JobRow) == {source["id"], copy["id"]}
     assert len(ids(migrated_db, ArtifactRow)) == 1
 
     later = prune(migrated_db, POLICY, now=NOW + timedelta(days=2))
-    assert ids(migrated_db, Job) == set() and later.counts["artifacts"] == 1
+    assert ids(migrated_db, JobRow) == set() and later.counts["artifacts"] == 1
 
 
 def test_webhook_deliveries_go_once_delivered_or_given_up_with_their_attempts(migrated_db, owned):
@@ -128,20 +121,20 @@ def test_webhook_deliveries_go_once_delivered_or_given_up_with_their_attempts(mi
 def test_a_conversation_turn_outlives_its_job_until_its_own_retention(migrated_db, owned):
     collection_id, _, conversation_id = owned
     jobs = [job_row(collection_id, "succeeded", OLD) for _ in range(2)]
-    add(migrated_db, Job, *jobs)
+    add(migrated_db, JobRow, *jobs)
     young, old = (turn_row(conversation_id, job["id"], NOW - timedelta(days=days)) for job, days in zip(jobs, (31, 91)))
     add(migrated_db, ConversationTurnRow, young, old)
 
     report = prune(migrated_db, POLICY, now=NOW)
 
-    assert ids(migrated_db, Job) == set()  # the young turn now names a job that answers 404
+    assert ids(migrated_db, JobRow) == set()  # the young turn now names a job that answers 404
     assert ids(migrated_db, ConversationTurnRow) == {young["id"]}
     assert (report.counts["jobs"], report.counts["conversation_turns"]) == (2, 1)
 
 
 def test_audit_events_go_after_their_own_retention_and_a_zero_keeps_them(migrated_db):
     old, recent = NOW - timedelta(days=366), NOW - timedelta(days=364)
-    add(migrated_db, AuditEvent, *({"id": i, "at": at, "action": "search", "key_prefix": "as_k", "target_type": "",
+    add(migrated_db, AuditEventRow, *({"id": i, "at": at, "action": "search", "key_prefix": "as_k", "target_type": "",
                                     "target_id": "", "details": {}} for i, at in enumerate((old, old, recent), 1)))
 
     dry = prune(migrated_db, POLICY, now=NOW, dry_run=True)
@@ -150,7 +143,7 @@ def test_audit_events_go_after_their_own_retention_and_a_zero_keeps_them(migrate
     assert dry.counts["audit_events"] == report.counts["audit_events"] == 2
     assert report.cutoffs["audit_events"] == NOW - timedelta(days=365)
     with migrated_db.session() as s:
-        assert list(s.scalars(select(AuditEvent.id))) == [3]  # the recent one
+        assert list(s.scalars(select(AuditEventRow.id))) == [3]  # the recent one
     assert prune(migrated_db, replace(POLICY, audit_days=0), now=NOW + timedelta(days=3650)).cutoffs[
         "audit_events"] is None
 
@@ -159,7 +152,7 @@ def seed_mix(db: Database, owned, jobs: int) -> None:
     collection_id, webhook_id, conversation_id = owned
     for ended in (OLD, RECENT):
         made = [job_row(collection_id, "succeeded", ended) for _ in range(jobs)]
-        add(db, Job, *made)
+        add(db, JobRow, *made)
         add(db, ArtifactRow, *(artifact_row(job["id"], 1) for job in made))
         deliveries = [delivery_row(webhook_id, job["id"], "delivered", ended) for job in made]
         add(db, WebhookDeliveryRow, *deliveries)
@@ -171,10 +164,10 @@ def seed_mix(db: Database, owned, jobs: int) -> None:
 def test_the_dry_run_counts_exactly_what_the_run_then_deletes_and_deletes_nothing(migrated_db, owned):
     seed_mix(migrated_db, owned, jobs=4)
     with migrated_db.session() as s:
-        before = s.scalar(select(func.count()).select_from(Job))
+        before = s.scalar(select(func.count()).select_from(JobRow))
 
     dry = prune(migrated_db, POLICY, dry_run=True, now=NOW)
-    assert dry.dry_run and len(ids(migrated_db, Job)) == before
+    assert dry.dry_run and len(ids(migrated_db, JobRow)) == before
     real = prune(migrated_db, POLICY, now=NOW)
 
     assert dry.counts == real.counts
@@ -220,7 +213,7 @@ def test_zero_days_keeps_a_kind_for_ever(migrated_db, owned):
     report = prune(migrated_db, policy, now=NOW + timedelta(days=3650))
 
     assert report.total == 0 and set(report.cutoffs.values()) == {None}
-    assert len(ids(migrated_db, Job)) == 4
+    assert len(ids(migrated_db, JobRow)) == 4
 
 
 def test_the_settings_and_their_defaults(monkeypatch):
@@ -264,13 +257,13 @@ def test_the_command_line_says_what_would_go_then_prunes_it(tmp_path, monkeypatc
         with db.session() as s:
             owned = owners(s)
         now = utcnow()
-        add(db, Job, job_row(owned[0], "failed", now - timedelta(days=31)), job_row(owned[0], "failed", now))
+        add(db, JobRow, job_row(owned[0], "failed", now - timedelta(days=31)), job_row(owned[0], "failed", now))
 
         dry = json.loads(cli.invoke(main, ["retention", "run", "--dry-run", "--json"]).output)
-        assert dry["dry_run"] and dry["counts"]["jobs"] == 1 and len(ids(db, Job)) == 2
+        assert dry["dry_run"] and dry["counts"]["jobs"] == 1 and len(ids(db, JobRow)) == 2
         done = cli.invoke(main, ["retention", "run"])
         assert done.exit_code == 0 and done.output.startswith("pruned: 1 rows"), done.output
-        assert len(ids(db, Job)) == 1
+        assert len(ids(db, JobRow)) == 1
         db.dispose()
     finally:
         get_settings.cache_clear()

@@ -14,7 +14,7 @@ from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.language import embedding_learnt
 from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.vector_store import Hit
+from pipeline.retrieval.stored_chunks import Hit
 
 GERMAN = Document(id="bern", title="Bern", score=1.0, metadata={"language": "de"}, text=(
     "Das Parlament tagt im Frühling. Das Parlament wurde 1902 in Bern gebaut."))

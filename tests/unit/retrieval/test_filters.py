@@ -30,11 +30,11 @@ from pipeline.retrieval.filters import (
     MAX_NODES,
     MetadataFilter,
     filter_problems,
-    milvus_literal,
     parse_filter,
 )
+from pipeline.retrieval.milvus_expressions import milvus_literal
 from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.vector_store import Hit
+from pipeline.retrieval.stored_chunks import Hit
 from tests.support.api_checks import jobs_written, locs, new_collection
 from tests.support.dict_cache import DictCache
 

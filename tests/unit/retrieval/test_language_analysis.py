@@ -13,15 +13,15 @@ import pytest
 from pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Stage
 from pipeline.agents.builtin.translator import Translator
 from pipeline.ingestion.indexing import chunk_keywords, index_documents
-from pipeline.job.state import JobState
+from pipeline.job.job_state import JobState
 from pipeline.platform.llm import LLMClient
 from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text, index_form
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.language import detect_language
 from pipeline.retrieval.language_route import language_route
 from pipeline.retrieval.retriever import Retriever
+from pipeline.retrieval.stored_chunks import Hit
 from pipeline.retrieval.translations import Translations
-from pipeline.retrieval.vector_store import Hit
 from tests.support.fake_llm import FakeLLM
 
 AUTO = KeywordAnalyzer("auto")

@@ -23,7 +23,7 @@ from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.embedder import make_embedder
 from pipeline.retrieval.remote_embedder import EmbeddingServiceError, RemoteEmbedder
 from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.vector_store import Hit
+from pipeline.retrieval.stored_chunks import Hit
 from pipeline.services import Services
 from tests.support.fake_embeddings import FakeEmbeddingsServer, raw_vector
 

@@ -32,7 +32,7 @@ from pipeline.retrieval.analyzer import KeywordAnalyzer
 from pipeline.retrieval.config import SearchConfig
 from pipeline.retrieval.outcome import SearchFailed, degraded_reasons, search_failure
 from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.vector_store import Hit
+from pipeline.retrieval.stored_chunks import Hit
 from tests.support.dict_cache import DictCache
 from worker import job_tasks
 

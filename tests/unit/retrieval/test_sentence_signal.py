@@ -19,7 +19,7 @@ from pipeline.retrieval.fusion import with_sentence_signal
 from pipeline.retrieval.retriever import Retriever
 from pipeline.retrieval.sentence_signal import SENTENCE_WINDOW
 from pipeline.retrieval.sentence_vectors import best_sentence_cosine, chunk_units, pack, text_key, unpack
-from pipeline.retrieval.vector_store import Hit
+from pipeline.retrieval.stored_chunks import Hit
 
 QUERY = "When did the Harrow Ridge farm open?"
 SPANISH = "¿Cuándo abrió el parque eólico de Harrow Ridge?"

@@ -15,8 +15,12 @@ from sqlalchemy.exc import DatabaseError
 
 from cli import main
 from cli.audit import since_of
-from pipeline.platform.db import DEFAULT_USER_ID, AuditEvent, Collection, Team, utcnow
+from pipeline.platform.db import utcnow
 from pipeline.platform.settings import get_settings
+from pipeline.platform.tables.audit import AuditEventRow
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.teams import TeamRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID
 from pipeline.security.audit import MAX_LIMIT, Actor, events, record
 from pipeline.security.users import UserStore
 
@@ -24,10 +28,10 @@ from pipeline.security.users import UserStore
 @pytest.fixture
 def team_collection(migrated_db) -> tuple[uuid.UUID, uuid.UUID]:
     with migrated_db.session() as s:
-        team = Team(name="legal", created_by=DEFAULT_USER_ID)
+        team = TeamRow(name="legal", created_by=DEFAULT_USER_ID)
         s.add(team)
         s.flush()
-        collection = Collection(name="c", user_id=DEFAULT_USER_ID, team_id=team.id, embedding_model="m")
+        collection = CollectionRow(name="c", user_id=DEFAULT_USER_ID, team_id=team.id, embedding_model="m")
         s.add(collection)
         s.flush()
         return team.id, collection.id
@@ -41,7 +45,7 @@ def test_a_row_holds_who_what_and_the_team_of_its_collection(migrated_db, team_c
                details={"ids": ["a", "b"], "note": "x" * 500})
         record(s, actor, "search", collection_id=uuid.uuid4(), target=("job", "j"))  # a personal one: no team
     with migrated_db.session() as s:
-        added, searched = sorted(s.scalars(select(AuditEvent)), key=lambda e: e.id)
+        added, searched = sorted(s.scalars(select(AuditEventRow)), key=lambda e: e.id)
     assert (added.actor_id, added.key_prefix, added.action, added.team_id) == (DEFAULT_USER_ID, "as_abcdefgh",
                                                                                 "document.add", team_id)
     assert (added.target_type, added.target_id, added.request_id, added.ip) == ("documents", "2", "req-1",
@@ -55,7 +59,7 @@ def test_a_change_and_its_row_roll_back_together(migrated_db, team_collection):
         record(s, Actor(DEFAULT_USER_ID, "as_x"), "collection.update", collection_id=team_collection[1])
         raise RuntimeError("the change failed")
     with migrated_db.session() as s:
-        assert s.scalar(select(func.count()).select_from(AuditEvent)) == 0
+        assert s.scalar(select(func.count()).select_from(AuditEventRow)) == 0
 
 
 def test_filters_and_the_cursor_page_newest_first(migrated_db, team_collection):
@@ -85,9 +89,9 @@ def test_an_update_of_an_audit_row_is_refused_by_the_table(migrated_db, team_col
     with migrated_db.session() as s:
         record(s, Actor(DEFAULT_USER_ID, "as_k"), "search", collection_id=team_collection[1])
     with pytest.raises(DatabaseError, match="append-only"), migrated_db.session() as s:
-        s.execute(update(AuditEvent).values(action="nothing"))
+        s.execute(update(AuditEventRow).values(action="nothing"))
     with migrated_db.session() as s:
-        assert s.scalar(select(AuditEvent.action)) == "search"
+        assert s.scalar(select(AuditEventRow.action)) == "search"
         assert s.scalar(text("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' "
                              "AND name = 'audit_events_append_only'")) == 1
 
@@ -196,6 +200,6 @@ def test_a_profile_sets_run_is_a_search_in_the_trail(app, client):
     run = client.post(f"/v1/profile-sets/{made.json()['id']}/runs")
     assert run.status_code == 202, run.text
     with app.state.services.db.session() as s:
-        row = s.scalars(select(AuditEvent).where(AuditEvent.target_id == run.json()["job_id"])).one()
+        row = s.scalars(select(AuditEventRow).where(AuditEventRow.target_id == run.json()["job_id"])).one()
         assert (row.action, str(row.collection_id), row.details) == ("search", c, {"profile_set": made.json()["id"]})
         assert row.key_prefix == client.headers["Authorization"].removeprefix("Bearer ")[:11]

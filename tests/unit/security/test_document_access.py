@@ -9,17 +9,10 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from pipeline.platform.db import (
-    DEFAULT_USER_ID,
-    Collection,
-    DocumentRow,
-    Job,
-    Team,
-    TeamGroupMember,
-    TeamMember,
-    User,
-    UserIdentity,
-)
+from pipeline.platform.tables.collections import CollectionRow, DocumentRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.teams import TeamGroupMemberRow, TeamMemberRow, TeamRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID, UserIdentityRow, UserRow
 from pipeline.refusal import Refusal
 from pipeline.retrieval.filters import MAX_DEPTH, MetadataFilter
 from pipeline.security.access import Access
@@ -46,20 +39,20 @@ from pipeline.security.document_access import (
 def team(migrated_db) -> dict:
     """A team with a shared collection, a member in group ``hr`` and one in none; and a personal collection."""
     with migrated_db.session() as s:
-        hr, plain = User(name="hr-member"), User(name="plain-member")
-        team = Team(name="people", created_by=DEFAULT_USER_ID)
+        hr, plain = UserRow(name="hr-member"), UserRow(name="plain-member")
+        team = TeamRow(name="people", created_by=DEFAULT_USER_ID)
         s.add_all([hr, plain, team])
         s.flush()
-        s.add_all([TeamMember(team_id=team.id, user_id=u.id, role="viewer") for u in (hr, plain)])
-        s.add(TeamGroupMember(team_id=team.id, name="hr", user_id=hr.id))
-        shared = Collection(name="handbook", user_id=DEFAULT_USER_ID, team_id=team.id, embedding_model="m")
-        personal = Collection(name="mine", user_id=hr.id, embedding_model="m")
+        s.add_all([TeamMemberRow(team_id=team.id, user_id=u.id, role="viewer") for u in (hr, plain)])
+        s.add(TeamGroupMemberRow(team_id=team.id, name="hr", user_id=hr.id))
+        shared = CollectionRow(name="handbook", user_id=DEFAULT_USER_ID, team_id=team.id, embedding_model="m")
+        personal = CollectionRow(name="mine", user_id=hr.id, embedding_model="m")
         s.add_all([shared, personal])
         s.flush()
         return {"team": team.id, "hr": hr.id, "plain": plain.id, "shared": shared.id, "personal": personal.id}
 
 
-def _document(s, collection: Collection, external_id: str, groups: list[str] | None) -> DocumentRow:
+def _document(s, collection: CollectionRow, external_id: str, groups: list[str] | None) -> DocumentRow:
     row = DocumentRow(collection_id=collection.id, external_id=external_id, text="t", metadata_={"lang": "en"})
     s.add(row)
     s.flush()
@@ -72,17 +65,17 @@ def test_a_user_holds_the_groups_an_admin_gave_it_and_those_its_provider_names(m
         assert held_tokens(s, team["hr"]) == {token(team["team"], "hr")}
         assert held_tokens(s, team["plain"]) == frozenset()
         # The provider's groups claim names "hr": the team's group of that name, as the user is a member.
-        s.add(UserIdentity(issuer="https://idp", subject="p-1", user_id=team["plain"], groups=["hr", "elsewhere"]))
+        s.add(UserIdentityRow(issuer="https://idp", subject="p-1", user_id=team["plain"], groups=["hr", "elsewhere"]))
         s.flush()
         assert held_tokens(s, team["plain"]) == {token(team["team"], "hr")}
         # A group no member was put in, named by a restricted document of the team, maps too; an unused name not.
-        shared = s.get(Collection, team["shared"])
+        shared = s.get(CollectionRow, team["shared"])
         _document(s, shared, "minutes", ["board"])
-        s.add(UserIdentity(issuer="https://idp", subject="p-2", user_id=team["hr"], groups=["board", "unused"]))
+        s.add(UserIdentityRow(issuer="https://idp", subject="p-2", user_id=team["hr"], groups=["board", "unused"]))
         s.flush()
         assert held_tokens(s, team["hr"]) == {token(team["team"], "hr"), token(team["team"], "board")}
         # Out of the team, a group given there counts no more.
-        s.delete(s.get(TeamMember, (team["team"], team["hr"])))
+        s.delete(s.get(TeamMemberRow, (team["team"], team["hr"])))
         s.flush()
         assert held_tokens(s, team["hr"]) == frozenset()
 
@@ -113,7 +106,7 @@ def test_a_job_filter_is_joined_and_the_bounds_it_leaves_are_said():
 
 def test_groups_are_for_team_collections_and_are_stored_as_rows_and_as_chunk_tokens(migrated_db, team):
     with migrated_db.session() as s:
-        shared, personal = s.get(Collection, team["shared"]), s.get(Collection, team["personal"])
+        shared, personal = s.get(CollectionRow, team["shared"]), s.get(CollectionRow, team["personal"])
         with pytest.raises(Refusal) as refused:
             groups_for(personal, DocumentAccess(groups=["hr"]), ("body", "documents", 0, "access"))
         assert refused.value.errors[0]["loc"] == ("body", "documents", 0, "access")
@@ -127,7 +120,7 @@ def test_groups_are_for_team_collections_and_are_stored_as_rows_and_as_chunk_tok
 
 def test_a_listing_holds_what_the_reader_finds_and_a_hidden_id_cannot_be_replaced(migrated_db, team):
     with migrated_db.session() as s:
-        shared = s.get(Collection, team["shared"])
+        shared = s.get(CollectionRow, team["shared"])
         salaries, _ = _document(s, shared, "salaries", ["hr"]), _document(s, shared, "travel", None)
 
         def listed(user_id: uuid.UUID) -> list[str]:
@@ -141,7 +134,7 @@ def test_a_listing_holds_what_the_reader_finds_and_a_hidden_id_cannot_be_replace
 
 def test_a_job_is_read_by_holders_of_its_groups_while_its_sources_stay_visible(migrated_db, team):
     with migrated_db.session() as s:
-        shared = s.get(Collection, team["shared"])
+        shared = s.get(CollectionRow, team["shared"])
         travel = _document(s, shared, "travel", None)
         hr = [token(team["team"], "hr")]
         # Nothing restricted yet: no filter to pay for; the groups are still the job's (its agents read as them).
@@ -153,9 +146,9 @@ def test_a_job_is_read_by_holders_of_its_groups_while_its_sources_stay_visible(m
         assert access == JobAccess(held=hr, searched=hr)
         assert access.applied(None) == access_filter(hr).as_json()
         searched = access.held
-        job = Job(user_id=team["hr"], collection_id=team["shared"], query="q", status="succeeded",
+        job = JobRow(user_id=team["hr"], collection_id=team["shared"], query="q", status="succeeded",
                   access_groups=searched, response={"sources": [{"document_id": "travel"}]})
-        plain_job = Job(user_id=team["plain"], collection_id=team["shared"], query="q", status="succeeded",
+        plain_job = JobRow(user_id=team["plain"], collection_id=team["shared"], query="q", status="succeeded",
                         access_groups=[], response={"sources": [{"document_id": "travel"}]})
         s.add_all([job, plain_job])
         s.flush()
@@ -199,11 +192,11 @@ def test_the_command_line_names_a_bad_group(tmp_path):
 def test_a_job_listing_leaves_out_in_sql_the_jobs_of_groups_the_reader_lacks(migrated_db, team):
     with migrated_db.session() as s:
         for groups in (None, [], ["t:hr"], ["t:hr", "t:legal"]):
-            s.add(Job(user_id=team["hr"], collection_id=team["personal"], query=str(groups), access_groups=groups))
+            s.add(JobRow(user_id=team["hr"], collection_id=team["personal"], query=str(groups), access_groups=groups))
         s.flush()
 
         def listed(tokens: set[str]) -> list[str]:
-            query = select(Job.query).where(groups_within(Job.access_groups, tokens, s.bind.dialect.name))
+            query = select(JobRow.query).where(groups_within(JobRow.access_groups, tokens, s.bind.dialect.name))
             return sorted(s.scalars(query))
 
         assert listed(set()) == ["None", "[]"]

@@ -12,8 +12,10 @@ from click.testing import CliRunner
 from sqlalchemy import select
 
 from cli import main
-from pipeline.platform.db import AuditEvent, TeamGroupMember, UserIdentity
 from pipeline.platform.settings import get_settings
+from pipeline.platform.tables.audit import AuditEventRow
+from pipeline.platform.tables.teams import TeamGroupMemberRow
+from pipeline.platform.tables.users import UserIdentityRow
 from pipeline.refusal import Refusal
 from pipeline.security.document_access import held_tokens, token
 from pipeline.security.groups import groups_of_team, remove_group_member, set_group_member
@@ -60,7 +62,7 @@ def test_an_admin_puts_members_in_groups_and_takes_them_out_each_change_recorded
         assert [g.name for g in groups_of_team(s, t)] == ["hr"]  # gone with its last member
         assert held_tokens(s, team["viewer"]) == {token(t, "hr")}
         recorded = [(e.action, e.actor_id, e.target_id, e.details["group"], e.key_prefix) for e in s.scalars(
-            select(AuditEvent).where(AuditEvent.action.startswith("team.group.")).order_by(AuditEvent.id))]
+            select(AuditEventRow).where(AuditEventRow.action.startswith("team.group.")).order_by(AuditEventRow.id))]
     assert recorded == [("team.group.member.set", admin, str(team["viewer"]), "hr", ""),
                         ("team.group.member.set", admin, str(team["editor"]), "hr", ""),
                         ("team.group.member.set", None, str(team["viewer"]), "board", "operator"),
@@ -85,8 +87,8 @@ def test_a_change_beyond_the_rules_is_refused_saying_why(migrated_db, team):
         refused = _refused(migrated_db, set_group_member, team["id"], team[actor], group, team.get(member, member))
         assert (refused.status, words in refused.detail) == (status, True), (actor, group, member, refused.detail)
     with migrated_db.session() as s:
-        assert s.scalars(select(TeamGroupMember)).all() == []
-        assert s.scalars(select(AuditEvent).where(AuditEvent.action.startswith("team.group."))).all() == []
+        assert s.scalars(select(TeamGroupMemberRow)).all() == []
+        assert s.scalars(select(AuditEventRow).where(AuditEventRow.action.startswith("team.group."))).all() == []
 
 
 def test_taking_out_is_the_admins_too_and_a_user_not_in_the_group_is_404(migrated_db, team):
@@ -108,7 +110,7 @@ def test_a_member_taken_out_of_the_team_leaves_its_groups_and_added_back_holds_n
         set_group_member(s, t, admin, "board", viewer)
         remove_member(s, t, admin, viewer)
     with migrated_db.session() as s:
-        removed = s.scalars(select(AuditEvent).where(AuditEvent.action == "team.member.remove")).one()
+        removed = s.scalars(select(AuditEventRow).where(AuditEventRow.action == "team.member.remove")).one()
         assert removed.details["groups"] == ["board", "hr"]
         set_role(s, t, admin, viewer, "viewer")
     with migrated_db.session() as s:
@@ -118,13 +120,13 @@ def test_a_member_taken_out_of_the_team_leaves_its_groups_and_added_back_holds_n
 def test_a_providers_groups_claim_maps_to_the_teams_group_of_that_name(migrated_db, team):
     t, admin = team["id"], team["admin"]
     with migrated_db.session() as s:
-        s.add(UserIdentity(issuer="https://idp.example", subject="v", user_id=team["viewer"], groups=["hr", "x"]))
+        s.add(UserIdentityRow(issuer="https://idp.example", subject="v", user_id=team["viewer"], groups=["hr", "x"]))
         s.flush()
         assert held_tokens(s, team["viewer"]) == frozenset()  # the team has no group hr yet
         set_group_member(s, t, admin, "hr", team["editor"])
         assert held_tokens(s, team["viewer"]) == {token(t, "hr")}
         # Only a member of the team: the claim gives nothing in a team the user is not in.
-        s.add(UserIdentity(issuer="https://idp.example", subject="o", user_id=team["outsider"], groups=["hr"]))
+        s.add(UserIdentityRow(issuer="https://idp.example", subject="o", user_id=team["outsider"], groups=["hr"]))
         s.flush()
         assert held_tokens(s, team["outsider"]) == frozenset()
 

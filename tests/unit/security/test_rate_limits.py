@@ -11,8 +11,11 @@ import pytest
 from pydantic import ValidationError
 
 from api.rate_limits import rate_limit_headers
-from pipeline.platform.db import Collection, Database, DocumentRow, Job, User
+from pipeline.platform.db import Database
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.collections import CollectionRow, DocumentRow
+from pipeline.platform.tables.jobs import JobRow
+from pipeline.platform.tables.users import UserRow
 from pipeline.refusal import Refusal
 from pipeline.security.quotas import LimitOverrides, Limits, QuotaError, QuotaStore, check_document_quota, route_class
 from pipeline.security.rate_windows import RateWindows, Window
@@ -206,7 +209,7 @@ def db(tmp_path):
 def _user(db: Database, name: str) -> uuid.UUID:
     user_id = uuid.uuid4()
     with db.session() as s:
-        s.add(User(id=user_id, name=name))
+        s.add(UserRow(id=user_id, name=name))
     return user_id
 
 
@@ -235,10 +238,10 @@ def test_a_searchs_limits_and_running_jobs_are_read_together(db):
     assert store.effective_and_running(uuid.uuid4(), defaults) == (defaults, 0)  # no such user
     store.set_overrides("alice", LimitOverrides(max_running_jobs=3))
     with db.session() as s:
-        collection = Collection(user_id=alice, name="c", embedding_model="m")
+        collection = CollectionRow(user_id=alice, name="c", embedding_model="m")
         s.add(collection)
         s.flush()
-        s.add_all(Job(user_id=alice, collection_id=collection.id, query="q", status=status)
+        s.add_all(JobRow(user_id=alice, collection_id=collection.id, query="q", status=status)
                   for status in ("queued", "running", "succeeded"))
     assert store.effective_and_running(alice, defaults) == (store.effective(alice, defaults),
                                                             store.running_jobs(alice))
@@ -250,7 +253,7 @@ def test_the_document_quota_counts_every_collection_of_the_user_and_no_one_elses
     alice, bob = _user(db, "alice"), _user(db, "bob")
     with db.session() as s:
         for owner, count in ((alice, 2), (alice, 1), (bob, 5)):
-            collection = Collection(user_id=owner, name=uuid.uuid4().hex, embedding_model="m")
+            collection = CollectionRow(user_id=owner, name=uuid.uuid4().hex, embedding_model="m")
             s.add(collection)
             s.flush()
             s.add_all(DocumentRow(collection_id=collection.id, external_id=str(i), text="t") for i in range(count))
@@ -284,7 +287,8 @@ def test_the_api_refuses_past_the_limit_before_the_route_writes(app, client):
         with app.state.services.db.session() as s:
             from sqlalchemy import func, select
 
-            assert s.scalar(select(func.count()).select_from(Collection).where(Collection.user_id == user_id)) == 2
+            owned = select(func.count()).select_from(CollectionRow).where(CollectionRow.user_id == user_id)
+            assert s.scalar(owned) == 2
         refused = client.get("/v1/jobs")
         assert refused.status_code == 429 and refused.headers["RateLimit-Remaining"] == "0"
         assert int(refused.headers["Retry-After"]) >= 1

@@ -26,8 +26,10 @@ from pipeline.agents.references import (
 )
 from pipeline.agents.toolbox import AgentTools
 from pipeline.platform.cache import ResultCache
-from pipeline.platform.db import Collection, Database, DocumentRow, User
+from pipeline.platform.db import Database
 from pipeline.platform.settings import Settings, get_settings
+from pipeline.platform.tables.collections import CollectionRow, DocumentRow
+from pipeline.platform.tables.users import UserRow
 from pipeline.security.registered_tools import RegisteredTool, ToolError, ToolStore
 
 
@@ -43,14 +45,14 @@ def db(tmp_path) -> Database:
 def make_user(db: Database, name: str) -> uuid.UUID:
     user_id = uuid.uuid4()
     with db.session() as s:
-        s.add(User(id=user_id, name=name))
+        s.add(UserRow(id=user_id, name=name))
     return user_id
 
 
 def make_collection(db: Database, user_id: uuid.UUID, texts: list[str] = ()) -> str:
     collection_id = uuid.uuid4()
     with db.session() as s:
-        s.add(Collection(id=collection_id, user_id=user_id, name=f"c-{collection_id.hex[:6]}",
+        s.add(CollectionRow(id=collection_id, user_id=user_id, name=f"c-{collection_id.hex[:6]}",
                          embedding_model="m", index_epoch=3))
         s.flush()
         for i, text in enumerate(texts):
@@ -266,25 +268,25 @@ def test_a_collections_lexicon_is_kept_in_the_process_per_epoch_and_still_only_f
     with pytest.raises(MissingResource):
         tools.for_user(str(bob)).vocabulary(alices)  # kept for the process, still not his
     with db.session() as s:  # an ingest moves the epoch on: the lexicon is made again
-        s.get(Collection, uuid.UUID(alices)).index_epoch += 1
+        s.get(CollectionRow, uuid.UUID(alices)).index_epoch += 1
     assert "gearboxes" in tools.for_user(str(alice)).vocabulary(alices)
     assert tools.for_user(str(alice)).acronyms(alices) == {"PPA": "power purchase agreement"}
 
 
 def test_a_lexicon_holds_only_the_documents_its_reader_finds(db, toolbox):
-    from pipeline.platform.db import Team, TeamGroupMember, TeamMember
+    from pipeline.platform.tables.teams import TeamGroupMemberRow, TeamMemberRow, TeamRow
     from pipeline.security.document_access import set_document_groups
 
     tools, _ = toolbox
     member, outsider = make_user(db, "member"), make_user(db, "outsider")
     shared = make_collection(db, member, ["Turbines under a power purchase agreement (PPA)."])
     with db.session() as s:
-        team = Team(name="ops", created_by=member)
+        team = TeamRow(name="ops", created_by=member)
         s.add(team)
         s.flush()
-        s.add_all([TeamMember(team_id=team.id, user_id=u, role="viewer") for u in (member, outsider)])
-        s.add(TeamGroupMember(team_id=team.id, name="board", user_id=member))
-        collection = s.get(Collection, uuid.UUID(shared))
+        s.add_all([TeamMemberRow(team_id=team.id, user_id=u, role="viewer") for u in (member, outsider)])
+        s.add(TeamGroupMemberRow(team_id=team.id, name="board", user_id=member))
+        collection = s.get(CollectionRow, uuid.UUID(shared))
         collection.team_id = team.id
         secret = DocumentRow(collection_id=collection.id, external_id="minutes", title="M", status="indexed",
                              text="Quillfeather ledger (QFL) closes in March.")

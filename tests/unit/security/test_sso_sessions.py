@@ -9,9 +9,10 @@ import pytest
 from sqlalchemy import select, update
 
 from migrations import upgrade
-from pipeline.platform.db import Database, User, utcnow
+from pipeline.platform.db import Database, utcnow
+from pipeline.platform.tables.users import ConsoleSessionRow, UserRow
 from pipeline.security.identities import IdentityStore, groups_in, user_name
-from pipeline.security.sessions import ConsoleSession, SessionStore, csrf_matches
+from pipeline.security.sessions import SessionStore, csrf_matches
 from pipeline.security.users import digest
 
 
@@ -28,7 +29,7 @@ def test_a_session_is_stored_as_its_digest_and_ends_at_once(db):
     token = sessions.open(issuer_user, ttl_s=600)
     assert sessions.user_of(token) == issuer_user
     with db.session() as s:
-        assert s.scalars(select(ConsoleSession.digest)).all() == [digest(token)]
+        assert s.scalars(select(ConsoleSessionRow.digest)).all() == [digest(token)]
     assert sessions.user_of(token + "x") is None
     assert sessions.end(token) and sessions.user_of(token) is None
     assert not sessions.end(token)
@@ -39,11 +40,11 @@ def test_a_session_past_its_end_opens_nothing_and_is_dropped_when_another_opens(
     sessions = SessionStore(db)
     old = sessions.open(user_id, ttl_s=600)
     with db.session() as s:
-        s.execute(update(ConsoleSession).values(expires_at=utcnow() - timedelta(seconds=1)))
+        s.execute(update(ConsoleSessionRow).values(expires_at=utcnow() - timedelta(seconds=1)))
     assert sessions.user_of(old) is None
     sessions.open(user_id, ttl_s=600)
     with db.session() as s:
-        assert digest(old) not in s.scalars(select(ConsoleSession.digest)).all()
+        assert digest(old) not in s.scalars(select(ConsoleSessionRow.digest)).all()
 
 
 def test_the_csrf_token_is_bound_to_its_session():
@@ -65,7 +66,7 @@ def test_an_identity_is_one_user_by_issuer_and_subject_whatever_its_name_becomes
     elsewhere = identities.sign_in("https://other.example", {"sub": "7", "preferred_username": "bob"})
     assert elsewhere != first
     with db.session() as s:
-        names = dict(s.execute(select(User.id, User.name)).all())
+        names = dict(s.execute(select(UserRow.id, UserRow.name)).all())
     assert names[first] == "bob" and names[elsewhere].startswith("bob-")
 
 

@@ -6,7 +6,8 @@ import pytest
 from sqlalchemy import select
 
 from migrations import upgrade
-from pipeline.platform.db import ApiKey, Database
+from pipeline.platform.db import Database
+from pipeline.platform.tables.users import ApiKeyRow
 from pipeline.security.users import SHOWN_CHARS, UserError, UserStore, digest
 
 
@@ -21,7 +22,7 @@ def test_a_new_users_key_authenticates_it_and_only_its_digest_is_stored(store):
     user_id, key = store.create("alice")
     assert store.authenticate(key) == user_id
     with store.db.session() as s:
-        rows = s.scalars(select(ApiKey)).all()
+        rows = s.scalars(select(ApiKeyRow)).all()
     assert [r.digest for r in rows] == [digest(key)]
     assert all(key not in (r.digest, r.prefix, r.label) for r in rows)
     assert rows[0].prefix == key[:SHOWN_CHARS]
@@ -59,7 +60,7 @@ def test_a_taken_name_is_refused_and_nothing_is_added(store):
         store.create("dave")
     assert [u.name for u in store.list()].count("dave") == 1
     with store.db.session() as s:
-        assert len(s.scalars(select(ApiKey)).all()) == 1
+        assert len(s.scalars(select(ApiKeyRow)).all()) == 1
 
 
 def test_revoking_needs_the_shown_prefix_and_keys_are_issued_only_to_existing_users(store):

@@ -15,8 +15,11 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.job.job_store import JobStore
-from pipeline.platform.db import DEFAULT_USER_ID, Collection, WebhookAttemptRow, WebhookDeliveryRow, WebhookRow, utcnow
+from pipeline.platform.db import utcnow
 from pipeline.platform.egress import EgressPolicy
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.users import DEFAULT_USER_ID
+from pipeline.platform.tables.webhooks import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
 from pipeline.webhooks import outbox
 from pipeline.webhooks.courier import Courier
 from pipeline.webhooks.events import encode
@@ -176,7 +179,7 @@ def heard(monkeypatch):
 
 def _collection(db) -> uuid.UUID:
     with db.session() as s:
-        row = Collection(name=f"c-{uuid.uuid4().hex[:6]}", user_id=DEFAULT_USER_ID, embedding_model="m")
+        row = CollectionRow(name=f"c-{uuid.uuid4().hex[:6]}", user_id=DEFAULT_USER_ID, embedding_model="m")
         s.add(row)
         s.flush()
         return row.id

@@ -12,8 +12,10 @@ import uuid
 import pytest
 from standardwebhooks import Webhook
 
-from pipeline.job.store import JobStore
-from pipeline.platform.db import Collection, WebhookDeliveryRow, utcnow
+from pipeline.job.job_store import JobStore
+from pipeline.platform.db import utcnow
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.webhooks import WebhookDeliveryRow
 from pipeline.security.users import UserStore
 from tests.support.webhook_receiver import WebhookReceiver
 
@@ -63,7 +65,7 @@ def _ended_job(app, user_id, status: str) -> str:
     db = app.state.services.db
     job_id = uuid.uuid4()
     with db.session() as s:
-        collection = Collection(name=f"c-{uuid.uuid4().hex[:6]}", user_id=user_id, embedding_model="m")
+        collection = CollectionRow(name=f"c-{uuid.uuid4().hex[:6]}", user_id=user_id, embedding_model="m")
         s.add(collection)
         s.flush()
         JobStore(db).create(s, job_id, user_id, collection.id, "q", request={}, deadline_s=600)

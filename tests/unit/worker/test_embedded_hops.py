@@ -20,7 +20,7 @@ from datetime import datetime
 import pytest
 from pydantic import ValidationError
 
-from pipeline.job.store import TERMINAL
+from pipeline.job.job_store import TERMINAL
 from pipeline.platform.settings import Settings
 from worker import memory_broker
 from worker.app import broker_transport_options

@@ -13,9 +13,10 @@ from migrations import upgrade
 from pipeline import services as services_module
 from pipeline.agentic.config import IterativeConfig
 from pipeline.agentic.loop import LoopState
-from pipeline.job.store import JobStore
-from pipeline.platform.db import Collection, Job
+from pipeline.job.job_store import JobStore
 from pipeline.platform.settings import Settings
+from pipeline.platform.tables.collections import CollectionRow
+from pipeline.platform.tables.jobs import JobRow
 from tests.support.jobs import new_job
 from worker import agentic_tasks, job_tasks
 
@@ -40,7 +41,7 @@ def _late_tasks(job_id: str) -> dict[str, dict]:
 def test_a_job_deleted_with_its_collection_ends_its_late_tasks_with_the_reason_logged(services, caplog):
     state = new_job(services, [])
     with services.db.session() as s:  # the job goes with it
-        s.delete(s.get(Collection, uuid.UUID(state.collection_id)))
+        s.delete(s.get(CollectionRow, uuid.UUID(state.collection_id)))
     with caplog.at_level(logging.WARNING, logger="agentsearch.worker"):
         ended = _late_tasks(state.job_id)
     for task, outcome in ended.items():
@@ -57,7 +58,7 @@ def test_a_job_going_without_a_saved_state_fails_with_why_instead_of_waiting_for
     outcome = agentic_tasks.agentic_finish(state.job_id)
     assert outcome["status"] == "gone" and "the job is running and never saved one" in outcome["reason"]
     with services.db.session() as s:
-        job = s.get(Job, uuid.UUID(state.job_id))
+        job = s.get(JobRow, uuid.UUID(state.job_id))
         assert job.status == "failed"
         assert job.error == "agentic_finish: it has no saved state: the job is running and never saved one"
     # A task after it finds the job ended, and leaves it as it ended.

@@ -25,7 +25,7 @@ def test_a_parse_that_breaks_ends_failed_with_the_true_reason_and_keeps_no_bytes
     assert document["status"] == "failed", document
     assert document["error"] == "notes.txt: the file could not be parsed (OSError: [Errno 28] No space left on device)"
 
-    from pipeline.platform.db import DocumentFile
+    from pipeline.platform.tables.collections import DocumentFileRow
 
     with client.app.state.services.db.session() as s:
-        assert s.query(DocumentFile).count() == 0
+        assert s.query(DocumentFileRow).count() == 0

@@ -1,6 +1,6 @@
 """The state that travels between a job's tasks: small, versioned and JSON-serialisable.
 
-It holds the query, metadata, documents, answer and the record of every agent call (``pipeline.agents.records``);
+It holds the query, metadata, documents, answer and the record of every agent call (``pipeline.records.agent_runs``);
 never ORM objects, clients or artifact bytes (artifacts travel as ``ArtifactRef`` claim checks).
 
 Usage::
@@ -17,8 +17,8 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, Field
 
 from pipeline.agents.base import Stage
-from pipeline.agents.records import AgentRun
 from pipeline.documents import Citation, CotStep, Document, Source
+from pipeline.records.agent_runs import AgentRun
 
 STATE_VERSION: Final = 1
 

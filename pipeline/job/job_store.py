@@ -32,12 +32,13 @@ from sqlalchemy import delete, or_, select, text, true, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, defer
 
-from pipeline.agents.records import AgentRun
 from pipeline.job import progress_pg, progress_sqlite
 from pipeline.job.conversation import record_turn
-from pipeline.job.response import JobResponse
-from pipeline.job.state import JobState
-from pipeline.platform.db import ArtifactRow, Database, Job, utcnow
+from pipeline.job.job_state import JobState
+from pipeline.platform.db import Database, utcnow
+from pipeline.platform.tables.jobs import ArtifactRow, JobRow
+from pipeline.records.agent_runs import AgentRun
+from pipeline.records.job_response import JobResponse
 from pipeline.webhooks.outbox import record_job_end
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
@@ -106,13 +107,13 @@ class JobStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def _job(self, s, job_id: str) -> Job | None:
-        return s.scalar(select(Job).where(Job.id == uuid.UUID(job_id)))
+    def _job(self, s, job_id: str) -> JobRow | None:
+        return s.scalar(select(JobRow).where(JobRow.id == uuid.UUID(job_id)))
 
     def create(self, s: Session, job_id: uuid.UUID, user_id: uuid.UUID, collection_id: uuid.UUID, query: str, *,
                request: dict[str, Any], deadline_s: float, snapshot: list[dict[str, Any]] | None = None,
                state: JobState | None = None, idempotency_key: str | None = None, cache_key: str | None = None,
-               answered_from: Job | None = None, access_groups: list[str] | None = None) -> Job:
+               answered_from: JobRow | None = None, access_groups: list[str] | None = None) -> JobRow:
         """Insert a queued job in the caller's transaction, flushed: a second job with the same Idempotency-Key
         raises ``IntegrityError`` here. ``state`` is what it is enqueued with (kept so the reaper can enqueue it
         again).
@@ -122,7 +123,7 @@ class JobStore:
         """
         # The id is the caller's, not the database's, so a state or a cached response can name the job in the same
         # INSERT.
-        job = Job(id=job_id, user_id=user_id, collection_id=collection_id, query=query, status="queued",
+        job = JobRow(id=job_id, user_id=user_id, collection_id=collection_id, query=query, status="queued",
                   request=request, config_snapshot=list(snapshot or []),
                   deadline_at=utcnow() + timedelta(seconds=deadline_s), idempotency_key=idempotency_key,
                   cache_key=cache_key, initial_state=state.dump() if state is not None else None,
@@ -147,25 +148,26 @@ class JobStore:
             record_turn(s, job)  # and its conversation gets its turn, as from any other success
         return job
 
-    def by_idempotency_key(self, s: Session, user_id: uuid.UUID, key: str) -> Job | None:
+    def by_idempotency_key(self, s: Session, user_id: uuid.UUID, key: str) -> JobRow | None:
         """The user's job submitted with this Idempotency-Key, in the caller's transaction."""
-        return s.scalar(select(Job).where(Job.user_id == user_id, Job.idempotency_key == key))
+        return s.scalar(select(JobRow).where(JobRow.user_id == user_id, JobRow.idempotency_key == key))
 
     def find_cached(self, s: Session, user_id: uuid.UUID, cache_key: str,
-                    shared_with: Callable[[Job], bool] | None = None) -> Job | None:
+                    shared_with: Callable[[JobRow], bool] | None = None) -> JobRow | None:
         """The newest job that answered the same request completely, in the caller's transaction: the user's own,
         or, with ``shared_with``, another user's that it accepts (a team member's job over the team's collections,
         which the key's collections, epochs and document groups make the same search). A job that was itself
         answered from cache is never the source (its response is a copy)."""
-        mine = Job.user_id == user_id
+        mine = JobRow.user_id == user_id
         candidates = s.scalars(
-            select(Job)
+            select(JobRow)
             # Not the large JSON the answer does not need (the saved state holds every source's text): a hit reads
             # the response and the records. A column left out is read if asked for (another user's job's request).
-            .options(defer(Job.state), defer(Job.initial_state), defer(Job.config_snapshot), defer(Job.stage_log))
-            .where(mine if shared_with is None else true(), Job.cache_key == cache_key, Job.status == "succeeded",
-                   Job.cached_from.is_(None))
-            .order_by(Job.finished_at.desc())
+            .options(defer(JobRow.state), defer(JobRow.initial_state), defer(JobRow.config_snapshot),
+                     defer(JobRow.stage_log))
+            .where(mine if shared_with is None else true(), JobRow.cache_key == cache_key, JobRow.status == "succeeded",
+                   JobRow.cached_from.is_(None))
+            .order_by(JobRow.finished_at.desc())
             .limit(5)
         ).all()
         # Only a complete answer is reused: one with a failed agent or search error deserves a new try.
@@ -247,9 +249,9 @@ class JobStore:
 
     def status(self, job_id: str) -> str | None:
         with self.db.session() as s:
-            return s.scalar(select(Job.status).where(Job.id == uuid.UUID(job_id)))
+            return s.scalar(select(JobRow.status).where(JobRow.id == uuid.UUID(job_id)))
 
-    def get(self, job_id: str) -> Job | None:
+    def get(self, job_id: str) -> JobRow | None:
         """The job's row, read in a transaction of its own (its columns stay readable after it)."""
         with self.db.session() as s:
             return self._job(s, job_id)
@@ -274,8 +276,8 @@ class JobStore:
     def for_assembly(self, job_id: str) -> tuple[str | None, JobState | None, list[dict[str, Any]]]:
         """What the last step needs, in one round trip: the job's status, its saved state and its agents."""
         with self.db.session() as s:
-            row = s.execute(select(Job.status, Job.state, Job.config_snapshot)
-                            .where(Job.id == uuid.UUID(job_id))).one_or_none()
+            row = s.execute(select(JobRow.status, JobRow.state, JobRow.config_snapshot)
+                            .where(JobRow.id == uuid.UUID(job_id))).one_or_none()
         if row is None:
             return None, None, []
         status, state, snapshot = row
@@ -294,7 +296,7 @@ class JobStore:
         the insert's transaction; the row is locked here too, so an insert under way commits first and is removed).
         """
         with self.db.session() as s:
-            job = s.scalar(select(Job).where(Job.id == uuid.UUID(job_id)).with_for_update())
+            job = s.scalar(select(JobRow).where(JobRow.id == uuid.UUID(job_id)).with_for_update())
             if job is None or job.status in TERMINAL:
                 return False
             job.status, job.error, job.finished_at = "cancelled", "cancelled by the user", utcnow()
@@ -321,9 +323,9 @@ class JobStore:
         # workers' progress reports while Redis is asked about their tasks. Only the jobs acted on are locked.
         with self.db.session() as s:
             rows = s.execute(
-                select(Job.id, Job.status, Job.worker, Job.deadline_at, Job.task_ids)
-                .where(Job.status.in_(("queued", "running")),
-                       or_(Job.deadline_at < now, Job.updated_at < now - grace))
+                select(JobRow.id, JobRow.status, JobRow.worker, JobRow.deadline_at, JobRow.task_ids)
+                .where(JobRow.status.in_(("queued", "running")),
+                       or_(JobRow.deadline_at < now, JobRow.updated_at < now - grace))
             ).all()
         overdue, orphans = set(), {}
         for job_id, status, worker, deadline_at, task_ids in rows:
@@ -343,7 +345,7 @@ class JobStore:
             return ReapResult(failed, retried)
         with self.db.session() as s:
             jobs = s.scalars(
-                select(Job).where(Job.id.in_([*overdue, *orphans]), Job.status.in_(("queued", "running")))
+                select(JobRow).where(JobRow.id.in_([*overdue, *orphans]), JobRow.status.in_(("queued", "running")))
                 .with_for_update(skip_locked=True)
             ).all()
             for job in jobs:
@@ -383,7 +385,7 @@ class JobStore:
         disk (``Database.progress_engine``): each submission waited for two WAL flushes, and a crash that loses these
         ids loses only the revokes, since a cancelled job's next step stops at its own progress check."""
         if self.db.engine.dialect.name == "postgresql":
-            statement = update(Job).where(Job.id == uuid.UUID(job_id)).values(task_ids=task_ids)
+            statement = update(JobRow).where(JobRow.id == uuid.UUID(job_id)).values(task_ids=task_ids)
             try:
                 with self.db.progress_engine.connect() as conn:
                     conn.execute(statement)
