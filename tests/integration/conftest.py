@@ -26,6 +26,8 @@ SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
 MILVUS_RETRY_S = 10
 # The work of one parsing task of a long file (worker/parsing.py); the default is 10 s.
 PARSE_WINDOW_S = 2
+# The answer's LLM budget on the stacks with a real model (the default is 60 s; the job deadline is 600).
+LLM_ANSWER_BUDGET_S = 120  # within the 180 s these tests wait for a job
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +50,11 @@ class Stack(DevStack):
                                     # The suite's modules share this stack's user, in an order the test
                                     # processes pick. test_exploding always fails, so its circuit would open for
                                     # whichever module runs it sixth; tests of circuits set their own fail_max.
-                                    "AGENTSEARCH_BREAKER_FAIL_MAX": "1000"},
+                                    "AGENTSEARCH_BREAKER_FAIL_MAX": "1000",
+                                    # The tests of a real model's answer read what it wrote: on two busy cores the
+                                    # small model's reply to a long prompt can pass the 60 s default, and the job
+                                    # would then deliver the offline answer they are not about.
+                                    **({"AGENTSEARCH_ANSWER_LLM_TIMEOUT_S": str(LLM_ANSWER_BUDGET_S)} if llm else {})},
                          llm=llm)
 
     def calls(self, name: str) -> list[int]:
