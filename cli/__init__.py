@@ -66,7 +66,8 @@ from cli.benchmarks import bench_group
 from cli.errors import fail
 from cli.eval import eval_group
 from cli.quiet import QUIET_COMMANDS, quiet_libraries
-from pipeline.platform.settings import Settings, settings_problem
+from pipeline.platform.settings import Settings
+from pipeline.platform.settings_checks import settings_problem
 
 __all__ = ["fail", "main"]
 

@@ -15,53 +15,21 @@ Usage::
 from __future__ import annotations
 
 import logging
-import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from pipeline.platform.egress import EgressPolicy
+from pipeline.platform.settings_checks import ENV_PREFIX, env_name, flower_credentials, positive_seconds
 
-ENV_PREFIX = "AGENTSEARCH_"
 # The LLM's budgets in the answer step, retries included (docs/configuration.md and docs/citations.md have values
 # for a model on CPU cores and for a hosted one). Past one, the answer step goes on without that reply, and the job's
 # record names the setting that cut it.
 ANSWER_LLM_TIMEOUT_S = 60.0
 JUDGE_LLM_TIMEOUT_S = 20.0
-
-
-def env_name(field: str) -> str:
-    """The environment variable of the setting ``field``: ``answer_llm_timeout_s`` -> ``AGENTSEARCH_ANSWER_...``."""
-    return ENV_PREFIX + field.upper()
-
-
-def positive_seconds(value: object, name: str) -> float:
-    """``value`` (a number, or a variable's text) as a finite number of seconds above 0; ValueError naming ``name``
-    otherwise."""
-    try:
-        if isinstance(value, bool):  # float(True) is 1.0: a flag is not a duration
-            raise TypeError
-        seconds = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number of seconds, not {value!r}") from None
-    if not math.isfinite(seconds):
-        raise ValueError(f"{name} must be a finite number of seconds, not {value!r}")
-    if seconds <= 0:
-        raise ValueError(f"{name} must be a number of seconds above 0, not {value!r}")
-    return seconds
-
-
-def settings_problem(error: ValidationError) -> str:
-    """What is wrong with the settings, one line per setting, each named by its environment variable."""
-    lines = []
-    for problem in error.errors():
-        message = problem["msg"].removeprefix("Value error, ")
-        name = env_name(str(problem["loc"][0])) if problem["loc"] else ""
-        lines.append(message if not name or name in message else f"{name}: {message}")
-    return "\n".join(lines)
 
 
 class Settings(BaseSettings):
@@ -469,16 +437,7 @@ class Settings(BaseSettings):
 
     def flower_credentials(self) -> list[str]:
         """The ``user:password`` pairs Flower accepts; ValueError says what is wrong with the setting."""
-        if self.flower_basic_auth is None or not self.flower_basic_auth.get_secret_value().strip():
-            raise ValueError("AGENTSEARCH_FLOWER_BASIC_AUTH is not set (user:password)")
-        pairs = [p.strip() for p in self.flower_basic_auth.get_secret_value().split(",")]
-        for number, pair in enumerate(pairs, start=1):
-            user, colon, password = pair.partition(":")
-            # Never echo the value: it is a password.
-            if not (user and colon and password):
-                raise ValueError(f"AGENTSEARCH_FLOWER_BASIC_AUTH entry {number} is not user:password "
-                                 "(both non-empty; entries separated by commas)")
-        return pairs
+        return flower_credentials(self.flower_basic_auth)
 
     def ensure_data_dir(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -58,7 +58,7 @@ from pipeline.job.answer.result import (
     Embed,
     llm_failure,
 )
-from pipeline.platform.settings import env_name
+from pipeline.platform.settings_checks import env_name
 
 __all__ = ["ANSWER_LLM_TIMEOUT_S", "DEFAULT_MAX_SENTENCES", "NO_RESULTS", "NO_TEXT", "PARTIAL_MARK", "Answer",
            "AnswerSink", "Embed", "answer_sentences", "build_messages", "cite", "draft_answer", "extractive_answer",
