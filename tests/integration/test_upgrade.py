@@ -41,7 +41,6 @@ from api.routes.jobs import job_view
 from devstack import BIN, PG_ADMIN, REPO
 from migrations import alembic_config, upgrade
 from pipeline.ingestion.progress import collection_progress
-from pipeline.job.artifacts import ArtifactStore
 from pipeline.job.conversation import turns_of
 from pipeline.job.job_state import JobState
 from pipeline.job.job_store import JobStore
@@ -146,7 +145,7 @@ def _read_through_current_code(url: str, written: dict) -> None:
                 WebhookDeliveryRow.webhook_id == release.WEBHOOK)).all()
             assert sorted(d.status for d in deliveries) == ["delivered", "failed", "pending"]
             cached = s.get(JobRow, release.JOBS["cached"])
-            view = job_view(SimpleNamespace(artifacts=ArtifactStore(db, 1 << 20)), cached)
+            view = job_view(SimpleNamespace(db=db, settings=SimpleNamespace(artifact_max_bytes=1 << 20)), cached)
         jobs = JobStore(db)
         assert base64.b64decode(view["response"]["agent_artifacts"][0]["data"]) == release.SUMMARY_BYTES
         assert len(jobs.load_state(str(release.JOBS["running"])).documents) == 1
