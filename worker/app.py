@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextvars import ContextVar
 
 from celery import Celery
 from celery.signals import before_task_publish
@@ -45,7 +46,24 @@ LONGEST_TASK_S = 3600 + 15 + REDIS_OUTAGE_WAIT_S
 LONGEST_RETRY_DELAY_S = step_protocol.LONGEST_RETRY_DELAY_S
 # Redis consumes a queue's priority 0 list first and 9 last; a message without a priority goes to 0.
 NEW_WORK_PRIORITY = 9
-PUBLISH_RETRY = {"max_retries": 6, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 2}
+# The API's publish (a job's first step, an ingest, a webhook delivery) gives up at its first failure past this, and
+# the client gets 503 and sends again with its Idempotency-Key. Bounded in time, not only in tries: kombu's count
+# of tries nests (each failed publish reconnects with the tries left), and behind a partition every connect and
+# every read waits REDIS_TIMEOUT_S before it fails, so six tries held a submission for the whole 30 s of a cut.
+PUBLISH_WITHIN_S = 8.0
+_publish_started: ContextVar[float | None] = ContextVar("publish_started", default=None)
+
+
+def _past_the_publish_bound(exc: BaseException, _interval: float) -> None:
+    """kombu's errback, called at each failed try of a publish before it sleeps and tries again: the failure goes
+    to the sender once the publish has taken ``PUBLISH_WITHIN_S`` (counted from ``before_task_publish``)."""
+    started = _publish_started.get()
+    if started is not None and time.monotonic() - started > PUBLISH_WITHIN_S:
+        raise exc
+
+
+PUBLISH_RETRY = {"max_retries": 6, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 2,
+                 "errback": _past_the_publish_bound}
 # About a minute (REDIS_OUTAGE_WAIT_S): a job's next step is not given up while a broker restarts or fails over.
 WORKER_PUBLISH_RETRY = {"max_retries": 22, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 3}
 # The database going away is waited out by retrying the step with backoff (pipeline.job.step_protocol).
@@ -145,7 +163,7 @@ def create_app() -> Celery:
         result_expires=max(86400, int(settings.job_deadline_s * 4)),
         broker_connection_retry_on_startup=True,
         # A Redis restart takes seconds: publishing waits it out (kombu's default gives up after ~1 s). This is
-        # the API's bound (about 8 s, then 503 and the client retries); workers wait longer (worker.lifecycle).
+        # the API's bound (PUBLISH_WITHIN_S, then 503 and the client retries); workers wait longer (worker.lifecycle).
         task_publish_retry_policy=PUBLISH_RETRY,
         result_backend_always_retry=True,
         result_backend_max_retries=RESULT_RETRIES,
@@ -182,6 +200,12 @@ app = create_app()
 # A signature that arrives by name (a chord's body, a deserialised canvas) resolves to the current app; every thread
 # (API request handlers included) must find this one.
 app.set_default()
+
+
+@before_task_publish.connect
+def _start_the_publish_clock(**_kwargs) -> None:
+    # Per message and per thread (or task): the bound of PUBLISH_RETRY counts from here.
+    _publish_started.set(time.monotonic())
 
 
 @before_task_publish.connect

@@ -61,6 +61,38 @@ def test_a_publish_to_a_silent_broker_fails_within_its_timeouts(monkeypatch):
         app.close()
 
 
+def test_the_apis_publish_gives_up_at_its_time_bound_however_long_each_try_waits(monkeypatch):
+    """Behind a partition every try of a publish waits the Redis timeout before it fails, and kombu's tries nest (a
+    failed publish reconnects with the tries left): counted in tries alone, the API's policy held a submission for
+    seven timeouts and its sleeps, the whole 30 s cut of the partition drill. Its bound is in time."""
+    bound_s, timeout_s = 0.5, 1.0
+    with black_hole() as port:
+        silent = f"redis://127.0.0.1:{port}"
+        monkeypatch.setattr(worker_app, "get_settings", lambda: Settings(
+            broker_url=f"{silent}/0", result_backend=f"{silent}/1", redis_timeout_s=timeout_s))
+        monkeypatch.setattr(worker_app, "PUBLISH_WITHIN_S", bound_s, raising=False)
+        app = worker_app.create_app()
+        assert app.conf.task_publish_retry_policy is worker_app.PUBLISH_RETRY  # what the API publishes with
+        outcome: list[BaseException] = []
+
+        def publish() -> None:
+            try:
+                app.send_task("agentsearch.nothing", ignore_result=True)
+            except Exception as exc:  # noqa: BLE001 - the failure is what the test waits for
+                outcome.append(exc)
+
+        started = time.monotonic()
+        sender = threading.Thread(target=publish, daemon=True)
+        sender.start()
+        sender.join(30)
+        took = time.monotonic() - started
+        assert outcome, "the publish did not fail"
+        # The bound, then the try under way (a connect and its first read, a timeout each), with room for a loaded
+        # machine; the tries alone took 6 s and more here.
+        assert took < bound_s + 2 * timeout_s + 1.0, took
+        app.close()
+
+
 @pytest.fixture()
 def hanging_redis_app():
     released = threading.Event()
