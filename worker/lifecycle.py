@@ -103,7 +103,7 @@ def _ready_to_run_threads(sender=None, **_kwargs) -> None:
         services.use(embedder=_parent_embedder)
     # Made now, before the first step: the threads then share one of each instead of racing to make them (a
     # cached_property is not locked from Python 3.12 on). None of them connects yet.
-    for part in ("db", "redis", "runner", "metrics", "artifacts"):
+    for part in ("db", "redis", "runner", "metrics"):
         getattr(services, part)
     tracing.configure_tracing(services.settings.otel_exporter, "agentsearch-worker")
     recycling.watch(threads_pool=True)
