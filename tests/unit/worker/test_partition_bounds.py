@@ -35,6 +35,24 @@ def test_the_broker_and_the_results_are_held_to_the_redis_timeout():
     assert conf.broker_transport_options["socket_connect_timeout"] == conf.redis_socket_connect_timeout == timeout_s
 
 
+def publish_in_a_thread(app, wait_s: float) -> tuple[list[BaseException], float, bool]:
+    """Send a task with ``app`` from a thread, waiting at most ``wait_s`` for it: what it raised, how long it took,
+    and whether it still waits."""
+    outcome: list[BaseException] = []
+
+    def publish() -> None:
+        try:
+            app.send_task("agentsearch.nothing", ignore_result=True)
+        except Exception as exc:  # noqa: BLE001 - the failure is what the test waits for
+            outcome.append(exc)
+
+    started = time.monotonic()
+    sender = threading.Thread(target=publish, daemon=True)
+    sender.start()
+    sender.join(wait_s)
+    return outcome, time.monotonic() - started, sender.is_alive()
+
+
 def test_a_publish_to_a_silent_broker_fails_within_its_timeouts(monkeypatch):
     with black_hole() as port:
         silent = f"redis://127.0.0.1:{port}"
@@ -43,21 +61,10 @@ def test_a_publish_to_a_silent_broker_fails_within_its_timeouts(monkeypatch):
         app = worker_app.create_app()
         app.conf.task_publish_retry_policy = {"max_retries": 1, "interval_start": 0, "interval_step": 0.1,
                                               "interval_max": 0.1}
-        outcome: list[BaseException] = []
-
-        def publish() -> None:
-            try:
-                app.send_task("agentsearch.nothing", ignore_result=True)
-            except Exception as exc:  # noqa: BLE001 - the failure is what the test waits for
-                outcome.append(exc)
-
-        started = time.monotonic()
-        sender = threading.Thread(target=publish, daemon=True)
-        sender.start()
-        sender.join(20)
+        outcome, took, waiting = publish_in_a_thread(app, 20)
         # Without the timeouts the publish waits on the silent connection for as long as the partition lasts.
-        assert not sender.is_alive(), "the publish still waits on a broker that answers nothing"
-        assert outcome and time.monotonic() - started < 10
+        assert not waiting, "the publish still waits on a broker that answers nothing"
+        assert outcome and took < 10
         app.close()
 
 
@@ -73,19 +80,7 @@ def test_the_apis_publish_gives_up_at_its_time_bound_however_long_each_try_waits
         monkeypatch.setattr(worker_app, "PUBLISH_WITHIN_S", bound_s, raising=False)
         app = worker_app.create_app()
         assert app.conf.task_publish_retry_policy is worker_app.PUBLISH_RETRY  # what the API publishes with
-        outcome: list[BaseException] = []
-
-        def publish() -> None:
-            try:
-                app.send_task("agentsearch.nothing", ignore_result=True)
-            except Exception as exc:  # noqa: BLE001 - the failure is what the test waits for
-                outcome.append(exc)
-
-        started = time.monotonic()
-        sender = threading.Thread(target=publish, daemon=True)
-        sender.start()
-        sender.join(30)
-        took = time.monotonic() - started
+        outcome, took, _ = publish_in_a_thread(app, 30)
         assert outcome, "the publish did not fail"
         # The bound, then the try under way (a connect and its first read, a timeout each), with room for a loaded
         # machine; the tries alone took 6 s and more here.
