@@ -149,7 +149,7 @@ def test_a_scaled_down_worker_hands_its_running_step_back(stack):
         stack.add_worker()
     stack.wait_workers_ready()
     # The grace before SIGKILL is the soft shutdown's timeout and then room for the node's own exit, as deployed
-    # (Kubernetes and compose: 180 s for a 60 s soft shutdown, 120 s of room), here EXIT_ROOM_S; the step, signalled
+    # (Kubernetes and compose: 240 s for a 60 s soft shutdown, 180 s of room), here EXIT_ROOM_S; the step, signalled
     # as it starts, outlasts the grace, so a node that waited for its step instead would be killed.
     work_s, grace_s = 15.0, SOFT_SHUTDOWN_S + EXIT_ROOM_S
     use_drill_agents(stack, work_s=work_s)
