@@ -24,19 +24,14 @@ RUN pip install --upgrade pip setuptools wheel \
 
 WORKDIR /src
 COPY pyproject.toml README.md ./
-COPY api/ api/
-COPY cli/ cli/
-COPY pipeline/ pipeline/
-COPY worker/ worker/
-COPY migrations/ migrations/
-# Installed with the rest (pyproject's package list): the local stack and the benchmarks, small and only run on demand.
-COPY devstack/ devstack/
-COPY bench/ bench/
+# The one agentsearch package (src/ layout): the service, the local stack and the benchmarks, small and only run on
+# demand; .dockerignore leaves out the benchmarks' results.
+COPY src/ src/
 # The constraint keeps a dependency from swapping the CPU torch for PyPI's CUDA one. The multilingual extra (about
 # 100 MB) lets an operator switch AGENTSEARCH_EMBEDDING_MODEL to multilingual-e5-small without a new image.
 # Then the bytecode of everything installed (the project too: it is installed here, not run from /src), compiled
 # once: the runtime user may not write into /opt/venv, so without it every process, and every file's parsing child
-# (pipeline/parsing/sandbox.py, a fresh interpreter per file), compiles what it imports at each start. Hash-based
+# (src/agentsearch/pipeline/parsing/sandbox.py, a fresh interpreter per file), compiles what it imports at each start. Hash-based
 # and unchecked: the image's files never change, and no copy between stages can make a timestamp disagree. A file
 # this interpreter cannot compile (a Python 2 leftover, a later Python's test) it cannot import either, hence `|| true`;
 # tests/unit/parsing/test_child_bytecode.py checks what the child imports.
@@ -46,8 +41,8 @@ RUN pip install --constraint /opt/torch-constraint.txt ".[multilingual]" \
         "$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || true)
 # The packaged model exported for ONNX Runtime (the default runtime) from its own weights, and the language model
 # unpacked for mapping, once, into the image: otherwise every container would build them on first use.
-RUN AGENTSEARCH_MODEL_CACHE_DIR=/opt/models python -m pipeline.retrieval.onnx_export \
-    && AGENTSEARCH_MODEL_CACHE_DIR=/opt/models python -m pipeline.text.mapped_language_model
+RUN AGENTSEARCH_MODEL_CACHE_DIR=/opt/models python -m agentsearch.pipeline.retrieval.onnx_export \
+    && AGENTSEARCH_MODEL_CACHE_DIR=/opt/models python -m agentsearch.pipeline.text.mapped_language_model
 
 ############################ runtime ############################
 FROM ${PYTHON_IMAGE} AS runtime
@@ -61,7 +56,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     MPLCONFIGDIR=/tmp/matplotlib
 
 # espeak-ng: the audio_summary agent's voice. tesseract-ocr and its language packs: scanned pages and images
-# (pipeline/parsing/ocr.py). tini: PID 1 that forwards SIGTERM (Celery's warm shutdown) and reaps
+# (src/agentsearch/pipeline/parsing/ocr.py). tini: PID 1 that forwards SIGTERM (Celery's warm shutdown) and reaps
 # orphans, such as the espeak-ng of a prefork child killed at its hard time limit.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends espeak-ng tini tesseract-ocr \

@@ -13,22 +13,22 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install -q torch==2.13.0
 	$(PYTHON) -m pip install -q -e '.[test,multilingual]'
 	# Bytecode for the libraries and the project, compiled once here: every file's parsing child (a fresh interpreter,
-	# pipeline/parsing/sandbox.py) would otherwise compile what it imports wherever it may not write a cache. A file
+	# src/agentsearch/pipeline/parsing/sandbox.py) would otherwise compile what it imports wherever it may not write a cache. A file
 	# this interpreter cannot compile (olefile's Python 2 module, torch's Python 3.12 test) it cannot import either,
 	# so compileall's status is not the check: tests/unit/parsing/test_child_bytecode.py is.
 	$(PYTHON) -m compileall -qq -j 0 "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
-		pipeline api cli worker migrations devstack bench || true
+		src || true
 	# The packaged model exported for ONNX Runtime, from its own weights, into ~/.cache/agentsearch/models (~30 s once),
 	# and the language model unpacked there for the processes to map.
-	$(PYTHON) -m pipeline.retrieval.onnx_export
-	$(PYTHON) -m pipeline.text.mapped_language_model
+	$(PYTHON) -m agentsearch.pipeline.retrieval.onnx_export
+	$(PYTHON) -m agentsearch.pipeline.text.mapped_language_model
 	touch $(STAMP)
 
 install: $(STAMP)
 
 # Redis and PostgreSQL for the integration tests; espeak-ng for audio; poppler-utils to read PDFs back in tests;
 # chromium for the web console's browser tests (tests/integration/test_console.py); tesseract with the language
-# packs of the languages agentsearch analyses, for scanned pages and images (pipeline/parsing/ocr.py).
+# packs of the languages agentsearch analyses, for scanned pages and images (src/agentsearch/pipeline/parsing/ocr.py).
 TESSDATA = /usr/share/tesseract-ocr/5/tessdata
 OCR_LANGUAGES = eng deu fra spa ita por nld rus ara ell tur ron vie hin tha chi_sim
 OCR_PACKS = tesseract:tesseract-ocr $(foreach l,$(OCR_LANGUAGES),$(TESSDATA)/$(l).traineddata:tesseract-ocr-$(subst _,-,$(l)))
@@ -38,20 +38,20 @@ services:
 	scripts/ensure-services.sh espeak-ng:espeak-ng pdftotext:poppler-utils chromium:chromium $(OCR_PACKS) $(FONTS)
 
 # The real embeddings server of tests/integration/test_embedding_service.py: Infinity in a virtual environment of
-# its own (.agentsearch/embedding-server, pins in devstack/embedding-server.txt); 30-60 s once, then a stamp.
+# its own (.agentsearch/embedding-server, pins in src/agentsearch/devstack/embedding-server.txt); 30-60 s once, then a stamp.
 embedding-server: install
-	$(PYTHON) -m devstack.embedding_server install
+	$(PYTHON) -m agentsearch.devstack.embedding_server install
 
 # The real LLM server of tests/integration/test_llm_server.py: llama.cpp's llama-server built from the llama-cpp-python
 # sdist, with SmolLM2-135M-Instruct, in ~/.cache/agentsearch/llama-server (shared by every clone); ~12 min once.
 llm-server: install
-	$(PYTHON) -m devstack.llm_server install
+	$(PYTHON) -m agentsearch.devstack.llm_server install
 
 demo: install
 	scripts/ensure-services.sh --no-services espeak-ng:espeak-ng
 	$(VENV)/bin/agentsearch demo
 
-# ruff over the tree and mypy over pipeline/, with the rules and settings of pyproject.toml ([tool.ruff.lint],
+# ruff over the tree and mypy over src/, with the rules and settings of pyproject.toml ([tool.ruff.lint],
 # [tool.mypy]); the first thing `make test` runs, so a finding fails the suite before its stacks start.
 lint: install
 	$(VENV)/bin/ruff check .
@@ -86,9 +86,9 @@ chaos: install services
 	CHAOS=1 $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/chaos
 
 # Speed is measured here, not in tests: one run of the seven benchmarks, written to BENCHMARKS.md (raw figures in
-# bench/results/suite.json). BENCH_ARGS=--quick tries the suite out with small parameters (bench/results/quick.md).
+# src/agentsearch/bench/results/suite.json). BENCH_ARGS=--quick tries the suite out with small parameters (src/agentsearch/bench/results/quick.md).
 bench: install services embedding-server llm-server
-	$(PYTHON) bench/suite.py $(BENCH_ARGS)
+	$(PYTHON) -m agentsearch.bench.suite $(BENCH_ARGS)
 
 clean:
 	rm -rf .agentsearch demo-out .pytest_cache

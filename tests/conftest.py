@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from devstack.processes import log_tails
+from agentsearch.devstack.processes import log_tails
 
 _STARTED = pytest.StashKey[float]()
 
@@ -20,8 +20,8 @@ _STARTED = pytest.StashKey[float]()
 @pytest.fixture
 def migrated_db(tmp_path):
     """A SQLite database of the current schema (the migrations run to their head) in the test's own directory."""
-    from migrations import upgrade
-    from pipeline.platform.db import Database
+    from agentsearch.migrations import upgrade
+    from agentsearch.pipeline.platform.db import Database
 
     url = f"sqlite:///{tmp_path / 'agentsearch.db'}"
     upgrade(url)

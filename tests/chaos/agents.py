@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from pipeline.agents.base import (
+from agentsearch.pipeline.agents.base import (
     AgentArtifact,
     AgentConfig,
     AgentContext,

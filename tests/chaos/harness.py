@@ -18,9 +18,9 @@ from pathlib import Path
 
 import httpx
 
-from devstack import REPO, DevStack, wait_for
+from agentsearch.devstack import REPO, DevStack, wait_for
 
-SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
+SAMPLE_CORPUS = REPO / "src" / "agentsearch" / "examples" / "sample_corpus.jsonl"
 RESULTS = Path(os.environ.get("CHAOS_RESULTS", REPO / ".agentsearch" / "chaos" / "results.json"))
 TERMINAL = ("succeeded", "failed", "cancelled")
 

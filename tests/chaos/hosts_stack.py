@@ -1,4 +1,5 @@
-"""The drill stack spread over four hosts made of network namespaces (``devstack.netns``), for the partition drill.
+"""The drill stack spread over four hosts made of network namespaces (``agentsearch.devstack.netns``), for the partition
+drill.
 
 - ``data``: Redis, a PostgreSQL server of the stack's own, ``milvus-lite server``, beat (the reaper) and the webhook
   receiver (``tests.chaos.receiver``), each listening on the host's address;
@@ -26,10 +27,10 @@ from pathlib import Path
 import httpx
 import redis
 
-from devstack import BIN, OwnPostgres, start_process, stop_process, wait_for
-from devstack.netns import Hosts
-from devstack.postgres import pg_binary
-from devstack.stack import BROKER_DB, CACHE_DB, RESULTS_DB
+from agentsearch.devstack import BIN, OwnPostgres, start_process, stop_process, wait_for
+from agentsearch.devstack.netns import Hosts
+from agentsearch.devstack.postgres import pg_binary
+from agentsearch.devstack.stack import BROKER_DB, CACHE_DB, RESULTS_DB
 from tests.chaos.harness import ChaosStack
 
 # Every host has a port space of its own: each service keeps its usual port.
@@ -66,7 +67,8 @@ class HostsStack(ChaosStack):
         data = self.hosts.address("data")
         receiver_log = Path(workdir) / "deliveries.jsonl"
         super().__init__(workdir, workers=len(WORKER_HOSTS), concurrency=1, extra_env={
-            # The receiver's private address: webhooks may reach it (pipeline.platform.egress refuses it otherwise).
+            # The receiver's private address: webhooks may reach it (agentsearch.pipeline.platform.egress refuses it
+            # otherwise).
             "AGENTSEARCH_EGRESS_ALLOW": json.dumps([f"{data}/32"]),
             **kwargs.pop("extra_env", {})}, **kwargs)
         self.postgres.remove()  # DevStack's own server on the machine, made but never started: this one instead

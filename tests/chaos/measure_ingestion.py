@@ -21,7 +21,7 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-from devstack import DevStack
+from agentsearch.devstack import DevStack
 from tests.integration.test_ingestion_workers import SENTENCES, documents, rows, under_way, upload, watch
 
 

@@ -15,11 +15,11 @@ import time
 
 import torch
 
-from devstack import REPO
-from pipeline.agents.base import Document
-from pipeline.job.answer_step import answer_step
-from pipeline.job.job_state import JobState
-from pipeline.retrieval.embedder import Embedder
+from agentsearch.devstack import REPO
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.job.answer_step import answer_step
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.retrieval.embedder import Embedder
 
 ROUNDS = 10
 
@@ -28,7 +28,8 @@ def main() -> None:
     started = time.perf_counter()
     embedder = Embedder("all-MiniLM-L6-v2")
     print(f"model load: {time.perf_counter() - started:.2f} s")
-    corpus = [json.loads(line) for line in (REPO / "examples" / "sample_corpus.jsonl").read_text().splitlines() if line]
+    sample = REPO / "src" / "agentsearch" / "examples" / "sample_corpus.jsonl"
+    corpus = [json.loads(line) for line in sample.read_text().splitlines() if line]
     state = JobState(job_id="j", collection_id="c", query="What was Northwind Energy's revenue in 2024?",
                      documents=[Document(id=d["id"], title=d["title"], text=d["text"], score=0.9) for d in corpus[:5]])
     embedder.embed(["warm up"])

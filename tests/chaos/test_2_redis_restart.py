@@ -8,8 +8,8 @@ Idempotency-Key. Every worker node must come back by itself (alive, answering ``
 job must succeed.
 
 Why that moment: a node with one process busy and the other waiting on BRPOP is the one whose broker connection,
-taken apart when Redis goes, still holds an unacknowledged message (``worker.redis_broker``): kombu ended such a
-worker. With one process per node (as this drill had), a node is busy (no BRPOP) or free (nothing unacknowledged)
+taken apart when Redis goes, still holds an unacknowledged message (``agentsearch.worker.redis_broker``): kombu ended
+such a worker. With one process per node (as this drill had), a node is busy (no BRPOP) or free (nothing unacknowledged)
 and never meets it. Why 10 s and a 10 s agent timeout: a response agent that ends while Redis is away stores its
 result when Redis is back, inside its time limit (it was 15 s for a 10 s agent); a 3 s outage and a 60 s timeout (as
 this drill had) left that limit far away.
@@ -27,7 +27,7 @@ import httpx
 import pytest
 from celery import Celery
 
-from devstack import wait_for
+from agentsearch.devstack import wait_for
 from tests.chaos.harness import (
     JOB_DEADLINE_S,
     ChaosStack,
@@ -51,7 +51,8 @@ DOWN_S = 10.0
 STEP_WORK_S = 0.5
 RESPONDER_WORK_S = 3.0
 # The agents' timeout, short as a deployment's may be: Celery's soft limit was 5 s above it, and a result stored
-# while Redis was away could not wait for it; worker.canvas now leaves worker.app.REDIS_OUTAGE_WAIT_S more.
+# while Redis was away could not wait for it; agentsearch.worker.canvas now leaves
+# agentsearch.worker.app.REDIS_OUTAGE_WAIT_S more.
 AGENT_TIMEOUT_S = 10.0
 
 

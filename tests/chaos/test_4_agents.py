@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import redis
 
-from pipeline.agents.runner import breaker_name
-from pipeline.platform.breakers import AgentBreaker
-from pipeline.platform.kv import canonical_hash
+from agentsearch.pipeline.agents.runner import breaker_name
+from agentsearch.pipeline.platform.breakers import AgentBreaker
+from agentsearch.pipeline.platform.kv import canonical_hash
 from tests.chaos.agents import ChaosFlapper
 from tests.chaos.harness import record, search_body, submit, use_agents, wait_until
 

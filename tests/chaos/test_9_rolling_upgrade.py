@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from devstack import BIN, DevStack, free_port, start_process, stop_process, wait_for
-from pipeline.job.job_store import ORPHAN_GRACE_S
+from agentsearch.devstack import BIN, DevStack, free_port, start_process, stop_process, wait_for
+from agentsearch.pipeline.job.job_store import ORPHAN_GRACE_S
 from tests.chaos.harness import SAMPLE_CORPUS, TERMINAL, record, submit, wait_until
 from tests.support.previous_release.tree import release_tree
 

@@ -20,7 +20,7 @@ from unittest import mock
 import pytest
 import yaml
 
-from pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -70,17 +70,17 @@ def settings_from(env: dict[str, str]) -> Settings:
 def longest_hard_time_limit_s(settings: Settings) -> float:
     """The longest a task may run before Celery kills it: the bound on a warm shutdown. The answer step's limit
     grows with the LLM's budgets (AGENTSEARCH_ANSWER_LLM_TIMEOUT_S, _JUDGE_...)."""
-    from worker.canvas import HARD_LIMIT_MARGIN_S, STEP_LIMIT_S, answer_limit_s
+    from agentsearch.worker.canvas import HARD_LIMIT_MARGIN_S, STEP_LIMIT_S, answer_limit_s
 
     return max(STEP_LIMIT_S, answer_limit_s(settings), settings.default_agent_timeout_s) + HARD_LIMIT_MARGIN_S
 
 
 def routed_queues() -> set[str]:
     """Every queue the Celery app sends tasks to: its default queue and each queue of its task routes."""
-    from worker.app import ALL_QUEUES, app
+    from agentsearch.worker.app import ALL_QUEUES, app
 
     queues = {app.conf.task_default_queue} | {route["queue"] for route in app.conf.task_routes.values()}
-    assert queues == set(ALL_QUEUES), "worker.app.ALL_QUEUES is not the set of queues its routes name"
+    assert queues == set(ALL_QUEUES), "agentsearch.worker.app.ALL_QUEUES is not the set of queues its routes name"
     return queues
 
 
@@ -88,14 +88,15 @@ def routed_queues() -> set[str]:
 def broker_lists(broker_url: str) -> dict[str, frozenset[bytes]]:
     """Each queue's Redis lists, as the app fills them: every task it registers, sent once from outside any task (a
     job's first step from the API, beat) and once from inside one (a job's next step), through the Celery app (its
-    routes and its publish hook, worker.app) and kombu's Redis transport (with the app's broker transport options),
-    onto an in-memory Redis. kombu keeps each priority step of a queue on a list of its own: these are every list a
+    routes and its publish hook, agentsearch.worker.app) and kombu's Redis transport (with the app's broker transport
+    options), onto an in-memory Redis. kombu keeps each priority step of a queue on a list of its own: these are every
+    list a
     message of this app can wait on, so every list an autoscaler must read."""
     import fakeredis
     import kombu
     from kombu.transport import redis as kombu_redis
 
-    from worker.app import app
+    from agentsearch.worker.app import app
 
     assert broker_url.startswith("redis"), broker_url
     server = fakeredis.FakeServer()
@@ -160,7 +161,7 @@ def assert_each_queue_has_one_worker(consumed: dict[str, str]) -> None:
 
 def assert_window_spans_several_heartbeats(command: str) -> None:
     """A probe that allowed barely one heartbeat's gap would restart a busy but healthy worker."""
-    from worker.lifecycle import HEARTBEAT_INTERVAL_S
+    from agentsearch.worker.lifecycle import HEARTBEAT_INTERVAL_S
 
     minutes = re.search(r"-mmin -(\d+)\b", command)
     assert minutes, f"no `find -mmin -N` age test in {command!r}"

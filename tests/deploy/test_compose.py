@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 import pytest
 
+from agentsearch.worker.app import ALL_QUEUES, ARTIFACTS_QUEUE, DEFAULT_QUEUE, INGEST_QUEUE, WEBHOOKS_QUEUE
 from tests.deploy.conftest import (
     FLOWER_TEST_CREDENTIALS,
     assert_each_queue_has_one_worker,
@@ -18,7 +19,6 @@ from tests.deploy.conftest import (
     run_probe,
     settings_from,
 )
-from worker.app import ALL_QUEUES, ARTIFACTS_QUEUE, DEFAULT_QUEUE, INGEST_QUEUE, WEBHOOKS_QUEUE
 
 APP_SERVICES = ("migrate", "api", "worker-threads", "worker-prefork", "worker-webhooks", "beat", "flower")
 WORKERS = ("worker-threads", "worker-prefork", "worker-webhooks")
@@ -165,7 +165,7 @@ def test_worker_stop_grace_exceeds_the_hard_time_limit(compose_config):
 
 
 def test_the_longest_hard_time_limit_grows_with_the_llm_budgets():
-    from worker.canvas import ANSWER_SPARE_S, HARD_LIMIT_MARGIN_S
+    from agentsearch.worker.canvas import ANSWER_SPARE_S, HARD_LIMIT_MARGIN_S
 
     raised = settings_from({"AGENTSEARCH_ANSWER_LLM_TIMEOUT_S": "300", "AGENTSEARCH_JUDGE_LLM_TIMEOUT_S": "100"})
     assert longest_hard_time_limit_s(raised) == 300 + 100 + ANSWER_SPARE_S + HARD_LIMIT_MARGIN_S

@@ -20,6 +20,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
+from agentsearch.worker.app import ALL_QUEUES, ARTIFACTS_QUEUE, DEFAULT_QUEUE, INGEST_QUEUE, WEBHOOKS_QUEUE
 from tests.deploy.conftest import (
     KUSTOMIZATIONS,
     assert_each_queue_has_one_worker,
@@ -30,7 +31,6 @@ from tests.deploy.conftest import (
     run_probe,
     settings_from,
 )
-from worker.app import ALL_QUEUES, ARTIFACTS_QUEUE, DEFAULT_QUEUE, INGEST_QUEUE, WEBHOOKS_QUEUE
 
 # autoscaling/v2 HPAs need 1.23; 1.30 is the oldest release still commonly run. 1.37: the newest the validator knows.
 KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
@@ -171,9 +171,10 @@ def list_name(trigger: dict) -> bytes:
 
 
 def test_every_queue_has_a_list_per_priority_its_messages_carry(builds):
-    """A message sent from outside any task (NEW_WORK_PRIORITY, worker.app) waits on another list than one sent from
+    """A message sent from outside any task (NEW_WORK_PRIORITY, agentsearch.worker.app) waits on another list than one
+    sent from
     a task (no priority): each queue has both, and an autoscaler reading one of them misses the other's backlog."""
-    from worker.app import NEW_WORK_PRIORITY, app
+    from agentsearch.worker.app import NEW_WORK_PRIORITY, app
 
     options = app.conf.broker_transport_options
     for objects in builds.values():
@@ -429,7 +430,7 @@ def test_worker_and_beat_liveness_is_the_heartbeat_file_age(builds, build, tmp_p
 
 
 def test_api_probes_use_the_health_routes(builds):
-    from api.routes.health import router
+    from agentsearch.api.routes.health import router
 
     routes = {route.path for route in router.routes}
     for objects in builds.values():

@@ -18,13 +18,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from devstack import BIN, REPO, DevStack, free_port, start_process, stop_process, wait_for  # shared
-from devstack.llm_server import LLMServer
+from agentsearch.devstack import BIN, REPO, DevStack, free_port, start_process, stop_process, wait_for  # shared
+from agentsearch.devstack.llm_server import LLMServer
 
-SAMPLE_CORPUS = REPO / "examples" / "sample_corpus.jsonl"
+SAMPLE_CORPUS = REPO / "src" / "agentsearch" / "examples" / "sample_corpus.jsonl"
 # How long the stack's searches and ingests wait for Milvus (1 + 2 + 4 + 3 s of backoff); the default is 60 s.
 MILVUS_RETRY_S = 10
-# The work of one parsing task of a long file (worker/parsing.py); the default is 10 s.
+# The work of one parsing task of a long file (src/agentsearch/worker/parsing.py); the default is 10 s.
 PARSE_WINDOW_S = 2
 # The answer's LLM budget on the stacks with a real model (the default is 60 s; the job deadline is 600).
 LLM_ANSWER_BUDGET_S = 120  # within the 180 s these tests wait for a job

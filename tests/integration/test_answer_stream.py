@@ -21,8 +21,8 @@ from datetime import datetime
 import httpx
 import pytest
 
-from devstack import BIN, REPO
-from pipeline.text.spans import sentence_spans
+from agentsearch.devstack import BIN, REPO
+from agentsearch.pipeline.text.spans import sentence_spans
 from tests.integration.conftest import extra_api_and_worker, wait_job
 from tests.support.events import read_events
 from tests.support.fake_llm import FakeLLM

@@ -17,7 +17,7 @@ from email.message import EmailMessage
 import httpx
 import pytest
 
-from pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.settings import Settings
 from tests.integration.test_rate_limits import _user
 
 pytestmark = pytest.mark.integration

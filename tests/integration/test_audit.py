@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import delete, update
 from sqlalchemy.exc import DatabaseError
 
-from pipeline.platform.db import Database
-from pipeline.platform.tables.audit import AuditEventRow
+from agentsearch.pipeline.platform.db import Database
+from agentsearch.pipeline.platform.tables.audit import AuditEventRow
 from tests.integration.conftest import own_collection, search, wait_indexed
 from tests.integration.test_metrics import scrape, total
 

@@ -19,8 +19,8 @@ import httpx
 import psycopg
 import pytest
 
-from devstack import PG_ADMIN, start_milvus_lite
-from pipeline.operations.backup import PG_DUMP_FILE, libpq_url
+from agentsearch.devstack import PG_ADMIN, start_milvus_lite
+from agentsearch.pipeline.operations.backup import PG_DUMP_FILE, libpq_url
 from tests.integration.conftest import (
     BIN,
     REPO,

@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.integration.conftest import search, use_agents
 from tests.support.readers import HtmlReader
 
-SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "examples" / "sample_corpus.jsonl"
+SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "src" / "agentsearch" / "examples" / "sample_corpus.jsonl"
 QUERY = "How much did Northwind Energy spend on turbine maintenance?"
 
 

@@ -2,10 +2,10 @@
 
 The command runs without ``AGENTSEARCH_API_URL`` (the API, the worker threads and the model in its own process)
 against a real ``milvus-lite server`` process. It printed the model libraries' "Loading weights" bars and warnings
-(``cli/quiet.py``), and gRPC's GOAWAY "too_many_pings" lines: pymilvus's client pinged an idle connection every
-10 s, which milvus-lite server, on gRPC core's defaults, refuses (``GRPC_OPTIONS`` in
-``pipeline/retrieval/vector_store.py``). The GOAWAY came after 140 s of idle connection, longer than a small
-ingest lasts: the second test reads the pings themselves in gRPC's trace, beside a client on pymilvus's own
+(``src/agentsearch/cli/quiet.py``), and gRPC's GOAWAY "too_many_pings" lines: pymilvus's client pinged an idle
+connection every 10 s, which milvus-lite server, on gRPC core's defaults, refuses (``GRPC_OPTIONS`` in
+``src/agentsearch/pipeline/retrieval/vector_store.py``). The GOAWAY came after 140 s of idle connection, longer than a
+small ingest lasts: the second test reads the pings themselves in gRPC's trace, beside a client on pymilvus's own
 options, which does send them.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from devstack import BIN, REPO, free_port, start_milvus_lite, stop_process
+from agentsearch.devstack import BIN, REPO, free_port, start_milvus_lite, stop_process
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +34,7 @@ NOISE = ("GOAWAY", "too_many_pings", "Loading weights", "Traceback", "Warning", 
 # A client that idles past pymilvus's 10 s keepalive; "ours" has the store's GRPC_OPTIONS, "pymilvus" none of them.
 IDLE_CLIENT = """
 import sys, time
-from pipeline.retrieval import vector_store
+from agentsearch.pipeline.retrieval import vector_store
 if sys.argv[2] == "pymilvus":
     vector_store.GRPC_OPTIONS = {}
 store = vector_store.VectorStore(sys.argv[1])

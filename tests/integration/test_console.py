@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from devstack.ingest import ingest_through_api
-from pipeline.agents.builtin.citation_marks import model_note
-from pipeline.job.answer.grounding import PARTIAL_MARK
+from agentsearch.devstack.ingest import ingest_through_api
+from agentsearch.pipeline.agents.builtin.citation_marks import model_note
+from agentsearch.pipeline.job.answer.grounding import PARTIAL_MARK
 from tests.integration.conftest import REPO, SAMPLE_CORPUS, search
 
 SHOTS = REPO / ".agentsearch" / "screenshots"

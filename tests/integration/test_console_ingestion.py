@@ -1,8 +1,9 @@
 """The console shows an upload's ingestion as it goes: documents and chunks done, the rate and the time left while
-anything is pending, read again while it is, and what it came to at the end (``api/console/ingestion.js`` reading
-the collection's ``ingestion``). A JSON Lines file of 100 documents is uploaded through the page's file input and
-indexed by the stack's worker, four tasks shared by its two processes; the test holds the collection's row so that
-the page shows an upload before anything ended and part-way, whatever the machine's pace.
+anything is pending, read again while it is, and what it came to at the end
+(``src/agentsearch/api/console/ingestion.js`` reading the collection's ``ingestion``). A JSON Lines file of 100
+documents is uploaded through the page's file input and indexed by the stack's worker, four tasks shared by its two
+processes; the test holds the collection's row so that the page shows an upload before anything ended and part-way,
+whatever the machine's pace.
 
 The console is the same headless Chromium as tests/integration/test_console.py, as a user of its own.
 """
@@ -17,7 +18,7 @@ import time
 import psycopg
 import pytest
 
-from pipeline.operations.backup import libpq_url
+from agentsearch.pipeline.operations.backup import libpq_url
 from tests.integration.test_console import _sign_in, own_console
 
 DOCUMENTS = 100

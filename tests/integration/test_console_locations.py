@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.text.locations import describe_location
+from agentsearch.pipeline.text.locations import describe_location
 from tests.integration.test_console import _sign_in, own_console
 
 QUESTION = "How many gigawatt hours did the Brightwater turbines deliver in 2025?"
 FACT = "The Brightwater turbines delivered 4,812 gigawatt hours in 2025, a record for the farm."
-# The locations whose words the console writes (api/console/locations.js), checked against the Python's.
+# The locations whose words the console writes (src/agentsearch/api/console/locations.js), checked against the Python's.
 LOCATIONS = [{"page": 2}, {"slide": 2}, {"sheet": "Q4", "row": 7}, {"sheet": "Q4", "rows": [7, 12]},
              {"sheet": "Q4", "rows": [7, 7]}, {"section": "Results > Revenue"}, {"section": "Notes", "page": 4},
              {"page": True}, {"rows": "7-12"}, {}, None]

@@ -1,5 +1,5 @@
-"""Embeddings as a service: a real embeddings server (Infinity, ``devstack.embedding_server``) serving the packaged
-all-MiniLM-L6-v2 weights, and a dev stack whose workers and API use it through ``AGENTSEARCH_EMBEDDING_URL``.
+"""Embeddings as a service: a real embeddings server (Infinity, ``agentsearch.devstack.embedding_server``) serving the
+packaged all-MiniLM-L6-v2 weights, and a dev stack whose workers and API use it through ``AGENTSEARCH_EMBEDDING_URL``.
 
 - the server's vectors are the in-process model's (cosine ≥ 0.999, English and other languages, a text past the
   model's 256 tokens);
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from devstack import DevStack
-from devstack.embedding_server import SERVED_MODEL, EmbeddingServer
-from pipeline.retrieval.embedder import Embedder
-from pipeline.retrieval.remote_embedder import EmbeddingServiceError, RemoteEmbedder
+from agentsearch.devstack import DevStack
+from agentsearch.devstack.embedding_server import SERVED_MODEL, EmbeddingServer
+from agentsearch.pipeline.retrieval.embedder import Embedder
+from agentsearch.pipeline.retrieval.remote_embedder import EmbeddingServiceError, RemoteEmbedder
 from tests.integration.conftest import SAMPLE_CORPUS, search
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from pipeline.retrieval.filters import MetadataFilter, filter_problems
+from agentsearch.pipeline.retrieval.filters import MetadataFilter, filter_problems
 from tests.integration.conftest import search, wait_job
 
 pytestmark = pytest.mark.integration

@@ -22,8 +22,8 @@ import time
 import httpx
 import pytest
 
-from devstack import DevStack
-from pipeline.job.job_store import ORPHAN_GRACE_S
+from agentsearch.devstack import DevStack
+from agentsearch.pipeline.job.job_store import ORPHAN_GRACE_S
 
 pytestmark = pytest.mark.integration
 

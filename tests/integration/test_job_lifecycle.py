@@ -122,7 +122,7 @@ def test_a_step_records_where_it_runs_and_hands_its_output_on_unstored(stack, co
         (task_ids,), = stack.sql("SELECT task_ids FROM jobs WHERE id = %s", job_id)
         running = states(task_ids[:1])[task_ids[0]]
         assert wait_job(http, job_id)["status"] == "succeeded"
-    # The reaper's view of a running step: started, on the worker's node (worker.reaper._started_nodes).
+    # The reaper's view of a running step: started, on the worker's node (agentsearch.worker.reaper._started_nodes).
     (worker,), = stack.sql("SELECT worker FROM jobs WHERE id = %s", job_id)
     assert running["status"] == "STARTED" and running["result"]["hostname"] == worker
     # Every step of the chain ran (its start is recorded) and none stored its output: it went on in a message.

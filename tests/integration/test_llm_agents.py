@@ -1,6 +1,6 @@
 """The LLM paths of the agents and of the iterative loop against a real model: llama.cpp's ``llama-server`` with
-SmolLM2-135M-Instruct (``devstack.llm_server``), a weak model that writes prose around JSON, repeats the question
-and runs on until its token limit.
+SmolLM2-135M-Instruct (``agentsearch.devstack.llm_server``), a weak model that writes prose around JSON, repeats the
+question and runs on until its token limit.
 
 Each test lets the model say whatever it says and checks what the project does with it: a reply that is used is
 well-formed (JSON of the asked shape, a query that is a query), and one that is not is replaced by the agent's
@@ -25,21 +25,21 @@ from types import SimpleNamespace
 
 import pytest
 
-from devstack.llm_server import LLMServer
-from pipeline.agentic.refine import MAX_QUERY_CHARS, LLMRefiner
-from pipeline.agentic.scoring import Evaluation
-from pipeline.agentic.sufficiency import LLMGrader, OfflineGrader
-from pipeline.agents.base import AgentContext, Document, PostSearchInput, PreSearchInput, Stage
-from pipeline.agents.builtin.fact_checker import FactChecker
-from pipeline.agents.builtin.intent_classifier import IntentClassifier
-from pipeline.agents.builtin.llm_prompt import LlmPrompt
-from pipeline.agents.builtin.query_contextualizer import QueryContextualizer, contextualize
-from pipeline.agents.builtin.query_expander import QueryExpander
-from pipeline.agents.builtin.translator import Translator
-from pipeline.platform.llm import LLMClient, LLMError, LLMReply
-from pipeline.platform.prompt_budget import MARGIN_TOKENS, fit_texts
-from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.text import words
+from agentsearch.devstack.llm_server import LLMServer
+from agentsearch.pipeline.agentic.refine import MAX_QUERY_CHARS, LLMRefiner
+from agentsearch.pipeline.agentic.scoring import Evaluation
+from agentsearch.pipeline.agentic.sufficiency import LLMGrader, OfflineGrader
+from agentsearch.pipeline.agents.base import AgentContext, Document, PostSearchInput, PreSearchInput, Stage
+from agentsearch.pipeline.agents.builtin.fact_checker import FactChecker
+from agentsearch.pipeline.agents.builtin.intent_classifier import IntentClassifier
+from agentsearch.pipeline.agents.builtin.llm_prompt import LlmPrompt
+from agentsearch.pipeline.agents.builtin.query_contextualizer import QueryContextualizer, contextualize
+from agentsearch.pipeline.agents.builtin.query_expander import QueryExpander
+from agentsearch.pipeline.agents.builtin.translator import Translator
+from agentsearch.pipeline.platform.llm import LLMClient, LLMError, LLMReply
+from agentsearch.pipeline.platform.prompt_budget import MARGIN_TOKENS, fit_texts
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.text import words
 from tests.integration.conftest import SAMPLE_CORPUS
 
 pytestmark = pytest.mark.integration

@@ -12,9 +12,9 @@ import re
 
 import pytest
 
-from pipeline.job.answer import PARTIAL_MARK
-from pipeline.job.answer.citations import numbers_in
-from pipeline.text.spans import sentence_spans
+from agentsearch.pipeline.job.answer import PARTIAL_MARK
+from agentsearch.pipeline.job.answer.citations import numbers_in
+from agentsearch.pipeline.text.spans import sentence_spans
 from tests.integration.conftest import SAMPLE_CORPUS, own_collection, wait_job
 from tests.support.events import read_events
 

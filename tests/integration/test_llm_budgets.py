@@ -16,7 +16,7 @@ import uuid
 import httpx
 import pytest
 
-from pipeline.text.spans import sentence_spans
+from agentsearch.pipeline.text.spans import sentence_spans
 from tests.integration.conftest import extra_api_and_worker, wait_job
 from tests.support.fake_llm import FakeLLM
 

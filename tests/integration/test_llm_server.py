@@ -1,5 +1,6 @@
-"""A real LLM in the stack: llama.cpp's ``llama-server`` with SmolLM2-135M-Instruct (``devstack.llm_server``), and a
-stack whose workers answer with it through ``AGENTSEARCH_OPENAI_BASE_URL`` / ``_MODEL``.
+"""A real LLM in the stack: llama.cpp's ``llama-server`` with SmolLM2-135M-Instruct
+(``agentsearch.devstack.llm_server``), and a stack whose workers answer with it through ``AGENTSEARCH_OPENAI_BASE_URL``
+/ ``_MODEL``.
 
 - a chat completion is answered, and a search job's answer step asks the model over the job's sources;
 - ``response_format`` with a JSON schema: the reply parses and has the schema's shape;
@@ -21,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 import pytest
 
-from devstack.llm_server import SERVED_MODEL, LLMServer
-from pipeline.platform.llm import LLMClient, LLMError
+from agentsearch.devstack.llm_server import SERVED_MODEL, LLMServer
+from agentsearch.pipeline.platform.llm import LLMClient, LLMError
 from tests.integration.conftest import SAMPLE_CORPUS, search
 
 pytestmark = pytest.mark.integration

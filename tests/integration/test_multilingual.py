@@ -12,18 +12,18 @@ import uuid
 
 import pytest
 
-from pipeline.agents.base import AgentContext, PreSearchInput, Stage
-from pipeline.agents.builtin.translator import Translator
-from pipeline.ingestion.indexing import index_documents
-from pipeline.job.job_state import JobState
-from pipeline.platform.llm import LLMClient
-from pipeline.platform.tables.collections import milvus_collection_name
-from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.retrieval.config import SearchConfig
-from pipeline.retrieval.embedder import Embedder
-from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.translations import Translations
-from pipeline.retrieval.vector_store import VectorStore
+from agentsearch.pipeline.agents.base import AgentContext, PreSearchInput, Stage
+from agentsearch.pipeline.agents.builtin.translator import Translator
+from agentsearch.pipeline.ingestion.indexing import index_documents
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.platform.llm import LLMClient
+from agentsearch.pipeline.platform.tables.collections import milvus_collection_name
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.retrieval.config import SearchConfig
+from agentsearch.pipeline.retrieval.embedder import Embedder
+from agentsearch.pipeline.retrieval.retriever import Retriever
+from agentsearch.pipeline.retrieval.translations import Translations
+from agentsearch.pipeline.retrieval.vector_store import VectorStore
 from tests.integration.conftest import search
 from tests.support.fake_llm import FakeLLM
 

@@ -1,5 +1,6 @@
 """Long scans do not hold the ingest workers: each is read a window of pages at a time, each window at the back of
-the queue (``worker.parsing``), so another user's small file sent meanwhile is indexed before the scans are done.
+the queue (``agentsearch.worker.parsing``), so another user's small file sent meanwhile is indexed before the scans are
+done.
 
 The suite's stack has two worker processes for the ingest queue and windows of about two seconds of work
 (``PARSE_WINDOW_S``): two scans keep both processes busy, and the small file competes with them.

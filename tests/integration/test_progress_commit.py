@@ -9,15 +9,15 @@ import psycopg
 import pytest
 from sqlalchemy import event, text
 
-from devstack import PG_ADMIN
-from pipeline.agents.base import Stage
-from pipeline.job.job_state import JobState
-from pipeline.job.job_store import JobStore, set_worker_node
-from pipeline.platform.db import Database
-from pipeline.platform.tables.collections import CollectionRow
-from pipeline.platform.tables.jobs import JobRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID
-from pipeline.records.agent_runs import AgentRun
+from agentsearch.devstack import PG_ADMIN
+from agentsearch.pipeline.agents.base import Stage
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.job_store import JobStore, set_worker_node
+from agentsearch.pipeline.platform.db import Database
+from agentsearch.pipeline.platform.tables.collections import CollectionRow
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
+from agentsearch.pipeline.records.agent_runs import AgentRun
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,7 @@ def database():
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
-    from migrations import upgrade
+    from agentsearch.migrations import upgrade
 
     upgrade(url)
     db = Database(url)

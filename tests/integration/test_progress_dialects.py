@@ -1,4 +1,5 @@
-"""One progress rule (``pipeline.job.progress_rule``), two dialects: the same reports on a job in PostgreSQL and in
+"""One progress rule (``agentsearch.pipeline.job.progress_rule``), two dialects: the same reports on a job in PostgreSQL
+and in
 SQLite (the embedded mode) leave the same row and answer the same."""
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from pipeline.agents.base import Stage
-from pipeline.job.job_store import JobStore, set_worker_node
-from pipeline.platform.db import Database
-from pipeline.records.agent_runs import AgentRun
+from agentsearch.pipeline.agents.base import Stage
+from agentsearch.pipeline.job.job_store import JobStore, set_worker_node
+from agentsearch.pipeline.platform.db import Database
+from agentsearch.pipeline.records.agent_runs import AgentRun
 from tests.integration.test_progress_commit import _job, database  # noqa: F401 - database: the PostgreSQL fixture
 
 pytestmark = pytest.mark.integration

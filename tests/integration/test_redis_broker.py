@@ -1,5 +1,5 @@
-"""The Redis broker's transport (``worker.redis_broker``): one Redis client per channel, shared by every thread that
-publishes or acks through it, on the suite's real Redis.
+"""The Redis broker's transport (``agentsearch.worker.redis_broker``): one Redis client per channel, shared by every
+thread that publishes or acks through it, on the suite's real Redis.
 
 Every job of the suite goes through it too (the stack's API and workers select it for their ``redis://`` broker);
 these tests hold what it changes: messages published from several threads at once all arrive, the client is
@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 import redis
 from kombu import Connection, Consumer, Queue
 
-from devstack.processes import free_port, start_process, stop_process, wait_for
-from worker import redis_broker
+from agentsearch.devstack.processes import free_port, start_process, stop_process, wait_for
+from agentsearch.worker import redis_broker
 
 
 def test_messages_published_from_many_threads_through_one_shared_client_all_arrive(stack):

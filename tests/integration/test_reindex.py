@@ -16,9 +16,9 @@ import uuid
 
 import pytest
 
-from pipeline.platform.tables.collections import milvus_collection_name
-from pipeline.retrieval.stored_chunks import IndexedChunk
-from pipeline.retrieval.vector_store import VectorStore, generation_name
+from agentsearch.pipeline.platform.tables.collections import milvus_collection_name
+from agentsearch.pipeline.retrieval.stored_chunks import IndexedChunk
+from agentsearch.pipeline.retrieval.vector_store import VectorStore, generation_name
 from tests.integration.conftest import BIN, REPO, SAMPLE_CORPUS, Stack, own_collection, search
 from tests.support.rankings import KEYWORD, TIED, agrees, ids, ranked, same_keyword_ranking
 

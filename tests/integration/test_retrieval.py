@@ -8,13 +8,13 @@ import uuid
 
 import pytest
 
-from pipeline.agents.base import Document
-from pipeline.platform.tables.collections import milvus_collection_name
-from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.retrieval.config import SearchConfig
-from pipeline.retrieval.embedder import Embedder
-from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.vector_store import SchemaMismatch, VectorStore
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.platform.tables.collections import milvus_collection_name
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.retrieval.config import SearchConfig
+from agentsearch.pipeline.retrieval.embedder import Embedder
+from agentsearch.pipeline.retrieval.retriever import Retriever
+from agentsearch.pipeline.retrieval.vector_store import SchemaMismatch, VectorStore
 from tests.integration.conftest import BIN, REPO, search
 
 QUERY = "What was Northwind Energy's revenue in Q4 2025?"

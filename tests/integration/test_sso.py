@@ -19,8 +19,8 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from api.sso import OidcClient, PendingLogin, SignInError
-from pipeline.platform.settings import Settings
+from agentsearch.api.sso import OidcClient, PendingLogin, SignInError
+from agentsearch.pipeline.platform.settings import Settings
 from tests.integration.conftest import REPO, extra_api
 from tests.support.oidc_provider import Client, OidcProvider, consent
 

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from devstack import BIN, REPO
+from agentsearch.devstack import BIN, REPO
 from tests.integration.conftest import search, wait_job
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from devstack import DevStack
+from agentsearch.devstack import DevStack
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ def megawatt_hours(i: int) -> int:
 
 @pytest.fixture(scope="module")
 def pool_stack(tmp_path_factory):
-    env = {"AGENTSEARCH_AGENT_MODULES": json.dumps(["bench.agents", "tests.chaos.agents"]),
+    env = {"AGENTSEARCH_AGENT_MODULES": json.dumps(["agentsearch.bench.agents", "tests.chaos.agents"]),
            "AGENTSEARCH_WORKER_MAX_ABANDONED_THREADS": str(ABANDONED_CAP)}
     with DevStack(tmp_path_factory.mktemp("thread-pool"), workers=1, pool="threads", queues="celery",
                   concurrency=THREADS, user="pool-user", extra_env=env) as stack:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from devstack import BIN, REPO, free_port, start_process, stop_process, wait_for
-from pipeline.security.users import SHOWN_CHARS
+from agentsearch.devstack import BIN, REPO, free_port, start_process, stop_process, wait_for
+from agentsearch.pipeline.security.users import SHOWN_CHARS
 from tests.integration.conftest import own_collection, runs_by_agent, search, use_agents, wait_job
 from tests.support.events import read_events
 

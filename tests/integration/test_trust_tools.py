@@ -19,8 +19,8 @@ import uuid
 
 import pytest
 
-from devstack import ingest_through_api
-from pipeline.text import split_sentences
+from agentsearch.devstack import ingest_through_api
+from agentsearch.pipeline.text import split_sentences
 from tests.integration.conftest import REPO, SAMPLE_CORPUS, runs_by_agent, search, use_agents
 from tests.support.json_server import JsonServer
 

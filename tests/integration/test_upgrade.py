@@ -37,16 +37,16 @@ from celery import Celery
 from sqlalchemy import create_engine, select
 from sqlalchemy.pool import NullPool
 
-from api.routes.jobs import job_view
-from devstack import BIN, PG_ADMIN, REPO
-from migrations import alembic_config, upgrade
-from pipeline.ingestion.progress import collection_progress
-from pipeline.job.conversation import turns_of
-from pipeline.job.job_state import JobState
-from pipeline.job.job_store import JobStore
-from pipeline.platform.db import Base, Database
-from pipeline.platform.tables.jobs import JobRow
-from pipeline.platform.tables.webhooks import WebhookDeliveryRow
+from agentsearch.api.routes.jobs import job_view
+from agentsearch.devstack import BIN, PG_ADMIN, REPO
+from agentsearch.migrations import alembic_config, upgrade
+from agentsearch.pipeline.ingestion.progress import collection_progress
+from agentsearch.pipeline.job.conversation import turns_of
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.job_store import JobStore
+from agentsearch.pipeline.platform.db import Base, Database
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.platform.tables.webhooks import WebhookDeliveryRow
 from tests.integration.conftest import SAMPLE_CORPUS, extra_api_and_worker, wait_job
 from tests.support.previous_release import rows as release
 from tests.support.previous_release.messages import PREVIOUS_HEAD, load

@@ -34,7 +34,7 @@ from typing import IO
 import httpx
 import pytest
 
-from pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.settings import Settings
 from tests.integration.conftest import search
 from tests.support.pdfs import page_text, pdf_file
 from tests.support.zips import huge_directory, word_file
@@ -589,7 +589,7 @@ def test_the_workers_memory_stays_bounded_while_they_read_bombs(stack, http, bom
           + watch.report())
     assert outcomes == {"memo": "failed", "sheet": "failed", "laughs": "failed", "poster": "failed",
                         good.id: "indexed"}, outcomes
-    children = [s for s in watch.seen.values() if "pipeline.parsing.child" in s["command"]]
+    children = [s for s in watch.seen.values() if "agentsearch.pipeline.parsing.child" in s["command"]]
     # Files are read by parsing children, not by the pool. Their count is not asserted: a child that refuses its file
     # at the ZIP's end record lives about 0.1 s, which a 20 ms sampler in a thread of a busy test process can miss.
     assert children, watch.report()
@@ -615,7 +615,7 @@ def outside_the_sandbox(stack) -> set[int]:
     """The worker's own processes (its pool), not the parsing children they start."""
     watch = MemoryWatch([proc.pid for proc in stack.worker_procs])
     return {pid for pid in watch.descendants()
-            if b"pipeline.parsing.child" not in Path(f"/proc/{pid}/cmdline").read_bytes()}
+            if b"agentsearch.pipeline.parsing.child" not in Path(f"/proc/{pid}/cmdline").read_bytes()}
 
 
 def test_a_docx_listing_a_million_entries_is_refused_by_the_api_at_once_and_the_api_stays_responsive(stack, http):

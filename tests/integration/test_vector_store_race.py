@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from devstack import free_port, stop_process
-from devstack.stack import start_milvus_lite
-from pipeline.retrieval.vector_store import VectorStore, generation_name
+from agentsearch.devstack import free_port, stop_process
+from agentsearch.devstack.stack import start_milvus_lite
+from agentsearch.pipeline.retrieval.vector_store import VectorStore, generation_name
 
 pytestmark = pytest.mark.integration
 

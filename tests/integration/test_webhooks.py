@@ -18,7 +18,7 @@ import httpx
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from devstack.ingest import ingest_through_api
+from agentsearch.devstack.ingest import ingest_through_api
 from tests.integration.conftest import extra_api_and_worker, use_agents, wait_job
 from tests.support.webhook_receiver import WebhookReceiver
 

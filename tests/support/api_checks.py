@@ -14,7 +14,7 @@ import uuid
 
 from sqlalchemy import func, select
 
-from pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.platform.tables.jobs import JobRow
 
 
 def locs(response) -> list[list]:

@@ -1,5 +1,5 @@
-"""The retrieval cache (``pipeline.platform.cache.ResultCache``) as a plain dict: ``get`` and ``set`` by key, the
-key the parts joined by ``:`` (no namespace), the time to live ignored. What was stored stays in ``stored``.
+"""The retrieval cache (``agentsearch.pipeline.platform.cache.ResultCache``) as a plain dict: ``get`` and ``set`` by
+key, the key the parts joined by ``:`` (no namespace), the time to live ignored. What was stored stays in ``stored``.
 
 Usage::
 

@@ -13,8 +13,8 @@ A scripted reply is one of:
 - a callable ``f(body: dict) -> reply``: computed from the request body (e.g. echo the prompt);
 - ``FakeLLM.streamed(pieces, interval_s=0.02, break_after=None)``: the content in these pieces.
 - ``FakeLLM.translation({query: {language: text}})``: the reply to a translation prompt, looked up in the table.
-- ``FakeLLM.entailment(judge)``: the reply to a citation check (``pipeline.job.answer.entailment``): ``judge(claim,
-  source_text)`` gives ``(status, quote)`` for each (claim, cited source) pair the request lists.
+- ``FakeLLM.entailment(judge)``: the reply to a citation check (``agentsearch.pipeline.job.answer.entailment``):
+  ``judge(claim, source_text)`` gives ``(status, quote)`` for each (claim, cited source) pair the request lists.
 
 A request with ``"stream": true`` is answered in the OpenAI ``chat.completions`` chunk format
 (``data: {"choices": [{"delta": {"content": ...}}]}`` per piece, then ``data: [DONE]``): a ``str`` reply is sent
@@ -121,8 +121,9 @@ class FakeLLM:
 
     @staticmethod
     def translation(table: dict[str, dict[str, str]]) -> Callable[[dict], str]:
-        """The reply to the translator's prompt (``pipeline.agents.builtin.translator``): ``table[query][target]``
-        for the target language the system prompt names ("... into German (de)"); a query or target not in the table
+        """The reply to the translator's prompt (``agentsearch.pipeline.agents.builtin.translator``):
+        ``table[query][target]`` for the target language the system prompt names ("... into German (de)"); a query or
+        target not in the table
         comes back unchanged, as a model does with text already in the target language."""
 
         def reply(body: dict) -> str:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from pipeline.documents import Source
-from pipeline.job.job_state import JobState
-from pipeline.job.job_store import JobStore
-from pipeline.platform.db import utcnow
-from pipeline.platform.tables.collections import CollectionRow
-from pipeline.platform.tables.jobs import JobRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID
-from pipeline.records.agent_runs import AgentSpec
+from agentsearch.pipeline.documents import Source
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.job_store import JobStore
+from agentsearch.pipeline.platform.db import utcnow
+from agentsearch.pipeline.platform.tables.collections import CollectionRow
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
+from agentsearch.pipeline.records.agent_runs import AgentSpec
 
 ANSWER = "Q4 2025 revenue reached $412 million [1]."
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "examples" / "sample_corpus.jsonl"
+SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "src" / "agentsearch" / "examples" / "sample_corpus.jsonl"
 QUESTIONS = [
     "¿Cuáles son los ingresos del cuarto trimestre?", "What was Northwind Energy's revenue in Q4 2025?",
     "Wie hoch war der Umsatz im vierten Quartal?", "Quel est le chiffre d'affaires du quatrième trimestre ?",

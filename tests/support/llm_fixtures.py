@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.platform.llm import LLMClient
+from agentsearch.pipeline.platform.llm import LLMClient
 from tests.support.fake_llm import FakeLLM
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from pipeline.agents.base import PreSearchAgent, PreSearchOutput
+from agentsearch.pipeline.agents.base import PreSearchAgent, PreSearchOutput
 
 
 class SlowAgent(PreSearchAgent):

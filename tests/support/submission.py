@@ -1,5 +1,5 @@
-"""The services a job is submitted to without HTTP (``pipeline.job.submit``): SQLite in a temporary directory,
-migrated, with the metrics on the test's fake Redis, and a collection of the default user to submit to.
+"""The services a job is submitted to without HTTP (``agentsearch.pipeline.job.submit``): SQLite in a temporary
+directory, migrated, with the metrics on the test's fake Redis, and a collection of the default user to submit to.
 
 Both are fixtures; a test module takes them in under their own names::
 
@@ -14,12 +14,12 @@ import uuid
 
 import pytest
 
-from migrations import upgrade
-from pipeline.observability.metrics import MetricsRecorder
-from pipeline.platform.settings import Settings
-from pipeline.platform.tables.collections import CollectionRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID
-from pipeline.services import Services
+from agentsearch.migrations import upgrade
+from agentsearch.pipeline.observability.metrics import MetricsRecorder
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.tables.collections import CollectionRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
+from agentsearch.pipeline.services import Services
 
 
 @pytest.fixture

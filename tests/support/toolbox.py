@@ -1,8 +1,8 @@
 """A toolbox for agent unit tests that need registered tools or collection ownership, without a database.
 
-It answers like ``pipeline.agents.toolbox.AgentTools`` bound to a user: ``registered_tool(kind, name)`` from the tools
-it was given, ``owned_collection(id)`` for the ids it was told the user owns, and the operator's ``egress_policy``;
-anything else (search, embed, llm, breaker) can be added as attributes.
+It answers like ``agentsearch.pipeline.agents.toolbox.AgentTools`` bound to a user: ``registered_tool(kind, name)`` from
+the tools it was given, ``owned_collection(id)`` for the ids it was told the user owns, and the operator's
+``egress_policy``; anything else (search, embed, llm, breaker) can be added as attributes.
 
 Usage::
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pipeline.agents.references import collection_missing, tool_missing
-from pipeline.platform.egress import EgressPolicy
-from pipeline.security.registered_tools import RegisteredTool
+from agentsearch.pipeline.agents.references import collection_missing, tool_missing
+from agentsearch.pipeline.platform.egress import EgressPolicy
+from agentsearch.pipeline.security.registered_tools import RegisteredTool
 
 
 class RegisteredToolbox:

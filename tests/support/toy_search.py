@@ -9,8 +9,8 @@ Usage::
 
 from __future__ import annotations
 
-from pipeline.agents.base import Document
-from pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
 
 
 class ToySearch:

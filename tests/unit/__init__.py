@@ -1,1 +1,1 @@
-"""Unit tests, in folders that mirror the code they test (``agents/`` for pipeline/agents/...)."""
+"""Unit tests, in folders that mirror the code they test (``agents/`` for src/agentsearch/pipeline/agents/...)."""

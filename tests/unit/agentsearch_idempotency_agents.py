@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.agents.base import (
+from agentsearch.pipeline.agents.base import (
     AgentArtifact,
     AgentContext,
     PreSearchAgent,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from pipeline.agents.base import (
+from agentsearch.pipeline.agents.base import (
     AgentArtifact,
     AgentConfig,
     AgentContext,
@@ -21,7 +21,7 @@ from pipeline.agents.base import (
     ResponseAgent,
     ResponseAgentInput,
 )
-from pipeline.agents.builtin.language_detector import LanguageDetector  # noqa: F401 - imported, defined elsewhere
+from agentsearch.pipeline.agents.builtin.language_detector import LanguageDetector  # noqa: F401 - imported, defined elsewhere
 
 
 class YearScoper(PreSearchAgent):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput
+from agentsearch.pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput
 
 
 class ImpostorLanguageDetector(PreSearchAgent):

@@ -3,8 +3,8 @@
 The tests stand in folders that mirror the code (``agents/``, ``retrieval/``, ``job/``...), packages of ``tests``,
 so two modules of one name in two folders do not clash. This directory is put on ``sys.path`` as well, at its end:
 ``agentsearch_test_agents`` (the agent classes the tests register) is then importable by its plain module name, which
-is what ``AgentRegistry.discover(extra_modules=...)`` needs, and a folder such as ``api/`` here never hides the
-project's package of that name.
+is what ``AgentRegistry.discover(extra_modules=...)`` needs, and a folder such as ``src/agentsearch/api/`` here never
+hides the project's package of that name.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def redis_client(fake_server):
 @pytest.fixture
 def collection_id(migrated_db) -> uuid.UUID:
     """A collection of the local user in ``migrated_db``."""
-    from pipeline.platform.tables.collections import CollectionRow
-    from pipeline.platform.tables.users import DEFAULT_USER_ID
+    from agentsearch.pipeline.platform.tables.collections import CollectionRow
+    from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
 
     with migrated_db.session() as s:
         row = CollectionRow(name="c", user_id=DEFAULT_USER_ID, embedding_model="m")
@@ -59,7 +59,7 @@ def collection_id(migrated_db) -> uuid.UUID:
 def install_services():
     """Makes a test's ``Services`` this process's (what tasks called in process get from ``get_services``), and
     puts back the one before when the test ends."""
-    from pipeline.services import use_services
+    from agentsearch.pipeline.services import use_services
 
     replaced = []
 
@@ -77,8 +77,8 @@ def app(tmp_path_factory):
     """The embedded app (SQLite in a temporary directory, in-process Celery worker threads), one per test module:
     starting and stopping its worker costs about two seconds. It gets its own services; whatever services the tests
     before it left come back afterwards."""
-    from pipeline.platform.settings import get_settings
-    from pipeline.services import reset_services, use_services
+    from agentsearch.pipeline.platform.settings import get_settings
+    from agentsearch.pipeline.services import reset_services, use_services
 
     with pytest.MonkeyPatch.context() as mp:
         for name in list(os.environ):
@@ -89,7 +89,9 @@ def app(tmp_path_factory):
         previous = use_services(None)
         reset_services()
 
-        from api.app import create_app  # imported late: the worker's Celery app reads the settings at import time
+        from agentsearch.api.app import (
+            create_app,  # imported late: the worker's Celery app reads the settings at import time
+        )
 
         application = create_app()
         assert application.state.services.settings.embedded
@@ -107,7 +109,7 @@ def client(app):
     embedded worker."""
     from fastapi.testclient import TestClient
 
-    from pipeline.security.users import UserStore
+    from agentsearch.pipeline.security.users import UserStore
 
     with TestClient(app) as c:
         _, key = UserStore(app.state.services.db).create(f"api-{uuid.uuid4().hex[:8]}")
@@ -119,9 +121,9 @@ def client(app):
 def make_runner(tmp_path, redis_client):
     """``make_runner(Echo, Broken, metrics=...)``: an ``AgentRunner`` of those agent classes on the test's fake Redis,
     with default settings."""
-    from pipeline.agents.registry import AgentRegistry
-    from pipeline.agents.runner import AgentRunner
-    from pipeline.platform.settings import Settings
+    from agentsearch.pipeline.agents.registry import AgentRegistry
+    from agentsearch.pipeline.agents.runner import AgentRunner
+    from agentsearch.pipeline.platform.settings import Settings
 
     def make(*agents, **kwargs) -> AgentRunner:
         return AgentRunner(AgentRegistry(list(agents)), redis_client, Settings(data_dir=tmp_path), **kwargs)

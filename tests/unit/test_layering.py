@@ -1,4 +1,5 @@
-"""The layers of the code as its imports draw them: a total order, no import circle, no framework in ``pipeline/``.
+"""The layers of the code as its imports draw them: a total order, no import circle, no framework in
+``src/agentsearch/pipeline/``.
 
 The top-level folders, lowest first (each may import only itself and the folders before it)::
 
@@ -9,9 +10,9 @@ steps as Celery tasks; ``api`` serves it and queues the worker's tasks; ``devsta
 on one machine; ``bench`` measures a running stack; ``cli`` is the ``agentsearch`` command over all of them
 (``agentsearch bench`` runs the benches, ``agentsearch api`` the API).
 
-The packages of ``pipeline/`` (and its single-module ones, ``documents.py``, ``refusal.py``, ``services.py``), lowest
-first, each importing only itself and the ones before it: ``PIPELINE_LAYERS`` below. A new package is added to that
-list where its imports put it; the test fails until it is.
+The packages of ``src/agentsearch/pipeline/`` (and its single-module ones, ``documents.py``, ``refusal.py``,
+``services.py``), lowest first, each importing only itself and the ones before it: ``PIPELINE_LAYERS`` below. A new
+package is added to that list where its imports put it; the test fails until it is.
 
 The graph is read from the source with ``ast``, nothing imported: every import of a module, those under
 ``if TYPE_CHECKING:`` and those inside its functions too (an import put off until a call is still a dependency).
@@ -34,44 +35,47 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 # Lowest first: a folder imports only itself and the folders before it.
 FOLDERS = ("pipeline", "migrations", "worker", "api", "devstack", "bench", "cli")
-# Lowest first: a package of pipeline/ imports only itself and the packages before it. ``records`` holds the contracts
-# every layer reads (an agent's run, an artifact's reference, a finished job's response); the agents and the
-# searches run below the job; the job, the operations on stored jobs and the evaluations over jobs above it.
+# The one package they are all in (src/ layout).
+PACKAGE = REPO / "src" / "agentsearch"
+# Lowest first: a package of src/agentsearch/pipeline/ imports only itself and the packages before it. ``records`` holds
+# the contracts every layer reads (an agent's run, an artifact's reference, a finished job's response); the agents and
+# the searches run below the job; the job, the operations on stored jobs and the evaluations over jobs above it.
 PIPELINE_LAYERS = (
-    "pipeline",  # the package's own __init__
-    "pipeline.refusal",
-    "pipeline.documents",
-    "pipeline.platform",
-    "pipeline.records",
-    "pipeline.text",
-    "pipeline.parsing",
-    "pipeline.retrieval",
-    "pipeline.security",
-    "pipeline.observability",
-    "pipeline.agents",
-    "pipeline.agentic",
-    "pipeline.services",
-    "pipeline.ingestion",
-    "pipeline.webhooks",
-    "pipeline.job",
-    "pipeline.operations",
-    "pipeline.eval",
+    "agentsearch.pipeline",  # the package's own __init__
+    "agentsearch.pipeline.refusal",
+    "agentsearch.pipeline.documents",
+    "agentsearch.pipeline.platform",
+    "agentsearch.pipeline.records",
+    "agentsearch.pipeline.text",
+    "agentsearch.pipeline.parsing",
+    "agentsearch.pipeline.retrieval",
+    "agentsearch.pipeline.security",
+    "agentsearch.pipeline.observability",
+    "agentsearch.pipeline.agents",
+    "agentsearch.pipeline.agentic",
+    "agentsearch.pipeline.services",
+    "agentsearch.pipeline.ingestion",
+    "agentsearch.pipeline.webhooks",
+    "agentsearch.pipeline.job",
+    "agentsearch.pipeline.operations",
+    "agentsearch.pipeline.eval",
 )
 FRAMEWORKS = ("celery", "fastapi", "starlette", "kombu")
 # What must run without a job: the agent machinery and the built-in agents, the metrics and the traces they write,
-# and the quotas a submission checks. They read the records (pipeline.records) and refusals (pipeline.refusal),
-# never the job's state. The order above holds this too; it is kept by name, as the reason the order is so.
-BELOW_THE_JOB = ("pipeline.agents", "pipeline.observability.metrics", "pipeline.observability.tracing",
-                 "pipeline.security.quotas")
+# and the quotas a submission checks. They read the records (agentsearch.pipeline.records) and refusals
+# (agentsearch.pipeline.refusal), never the job's state. The order above holds this too; it is kept by name, as the
+# reason the order is so.
+BELOW_THE_JOB = ("agentsearch.pipeline.agents", "agentsearch.pipeline.observability.metrics",
+                 "agentsearch.pipeline.observability.tracing", "agentsearch.pipeline.security.quotas")
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {module_name(p): p for folder in FOLDERS for p in (REPO / folder).rglob("*.py")}
-PIPELINE = {m for m in MODULES if m == "pipeline" or m.startswith("pipeline.")}
+MODULES = {module_name(p): p for folder in FOLDERS for p in (PACKAGE / folder).rglob("*.py")}
+PIPELINE = {m for m in MODULES if m == "agentsearch.pipeline" or m.startswith("agentsearch.pipeline.")}
 
 
 @dataclass(frozen=True, order=True)
@@ -193,12 +197,14 @@ def _within(module: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def folder_of(module: str) -> str:
-    return module.split(".")[0]
+    """The top-level folder of ``agentsearch`` a module is in (``api`` for ``agentsearch.api.routes.jobs``)."""
+    return module.split(".")[1]
 
 
 def layer_of(module: str) -> str:
-    """The package of ``pipeline/`` a module is in (``pipeline.job`` for ``pipeline.job.answer.extractive``)."""
-    return ".".join(module.split(".")[:2])
+    """The package of ``src/agentsearch/pipeline/`` a module is in (``agentsearch.pipeline.job`` for
+    ``agentsearch.pipeline.job.answer.extractive``)."""
+    return ".".join(module.split(".")[:3])
 
 
 def upward(rank, edges_: Iterable[Import]) -> list[str]:
@@ -223,11 +229,13 @@ def _failure(rule: str, offending: list[str]) -> str:
 
 
 def test_every_folder_and_every_package_of_the_pipeline_has_its_place_in_the_order():
-    folders = {p.name for p in REPO.iterdir() if (p / "__init__.py").exists()} - {"tests"}
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()} - {"examples"}
+    assert not [p.name for p in REPO.iterdir() if (p / "__init__.py").exists() and p.name != "tests"], (
+        "a top-level package beside src/agentsearch")
     assert folders <= set(FOLDERS), f"a top-level package not in FOLDERS: {sorted(folders - set(FOLDERS))}"
     layers = {layer_of(m) for m in PIPELINE}
     assert layers == set(PIPELINE_LAYERS), (
-        f"packages of pipeline/ not in PIPELINE_LAYERS: {sorted(layers - set(PIPELINE_LAYERS))}; "
+        f"packages of src/agentsearch/pipeline/ not in PIPELINE_LAYERS: {sorted(layers - set(PIPELINE_LAYERS))}; "
         f"named but gone: {sorted(set(PIPELINE_LAYERS) - layers)}")
 
 
@@ -238,7 +246,7 @@ def test_no_folder_imports_a_folder_above_it():
 
 def test_no_package_of_the_pipeline_imports_one_above_it():
     offending = upward(_rank_in(PIPELINE_LAYERS, layer_of), {e for e in edges() if e.importer in PIPELINE})
-    assert not offending, _failure("a package of pipeline/ imports only the ones before it in PIPELINE_LAYERS",
+    assert not offending, _failure("a package of the pipeline imports only the ones before it in PIPELINE_LAYERS",
                                    offending)
 
 
@@ -260,14 +268,14 @@ def test_pipeline_imports_no_framework():
         for name in set().union(*imports_of(module))
         if name.split(".")[0] in FRAMEWORKS
     )
-    assert not used, _failure("pipeline/ imports no framework (" + ", ".join(FRAMEWORKS) + ")", used)
+    assert not used, _failure("src/agentsearch/pipeline/ imports no framework (" + ", ".join(FRAMEWORKS) + ")", used)
 
 
 def test_agents_metrics_tracing_and_quotas_stand_below_the_job():
     offending = [
         f"{edge}: runs without a job, imports the job"
         for edge in sorted(edges())
-        if _within(edge.importer, BELOW_THE_JOB) and _within(edge.imported, ("pipeline.job",))
+        if _within(edge.importer, BELOW_THE_JOB) and _within(edge.imported, ("agentsearch.pipeline.job",))
     ]
     assert not offending, _failure("agents, metrics, tracing and quotas stand below the job", offending)
 
@@ -276,17 +284,22 @@ def test_the_graph_sees_what_it_should():
     # The reading itself: known edges at the top level, some inside functions, a dotted name resolved, and an upward
     # import made up here named with its line and its rule.
     top, inner = import_graph()
-    assert "pipeline.records.agent_runs" in top["pipeline.agents.runner"]
-    assert "pipeline.agents.base" in top["pipeline.agents.runner"]
+    assert "agentsearch.pipeline.records.agent_runs" in top["agentsearch.pipeline.agents.runner"]
+    assert "agentsearch.pipeline.agents.base" in top["agentsearch.pipeline.agents.runner"]
     assert any(inner.values()) and len(PIPELINE) > 100
-    assert {"api.app", "worker.app", "cli.serve", "bench.common", "devstack.stack"} <= set(MODULES)
-    assert _resolved("pipeline.agents.builtin.reranker.Reranker") == "pipeline.agents.builtin.reranker"
-    made_up = Import("pipeline.refusal", "pipeline.job.submit", 7, True)
+    known = ("api.app", "worker.app", "cli.serve", "bench.common", "devstack.stack")
+    assert {f"agentsearch.{m}" for m in known} <= set(MODULES)
+    reranker = "agentsearch.pipeline.agents.builtin.reranker"
+    assert _resolved(f"{reranker}.Reranker") == reranker
+    made_up = Import("agentsearch.pipeline.refusal", "agentsearch.pipeline.job.submit", 7, True)
     assert upward(_rank_in(PIPELINE_LAYERS, layer_of), {made_up}) == [
-        "pipeline.refusal -> pipeline.job.submit  (pipeline/refusal.py:7) (inside a function): "
-        "pipeline.refusal imports pipeline.job, above it"]
-    assert upward(_rank_in(FOLDERS, folder_of), {Import("worker.app", "cli.serve", 3, False)}) == [
-        "worker.app -> cli.serve  (worker/app.py:3): worker imports cli, above it"]
+        "agentsearch.pipeline.refusal -> agentsearch.pipeline.job.submit  (src/agentsearch/pipeline/refusal.py:7) "
+        "(inside a function): "
+        "agentsearch.pipeline.refusal imports agentsearch.pipeline.job, above it"]
+    made_up = Import("agentsearch.worker.app", "agentsearch.cli.serve", 3, False)
+    assert upward(_rank_in(FOLDERS, folder_of), {made_up}) == [
+        "agentsearch.worker.app -> agentsearch.cli.serve  (src/agentsearch/worker/app.py:3): "
+        "worker imports cli, above it"]
 
 
 if __name__ == "__main__":

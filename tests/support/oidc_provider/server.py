@@ -19,7 +19,7 @@ from urllib.parse import urljoin
 
 import httpx
 
-from devstack.processes import REPO, LocalServer
+from agentsearch.devstack.processes import REPO, LocalServer
 
 
 @dataclass(frozen=True)

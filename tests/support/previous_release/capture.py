@@ -68,9 +68,9 @@ def use_tree(tree: Path) -> None:
 
 
 def job_states() -> dict[str, Any]:
-    from pipeline.job.state import AgentRun, AgentSpec, ArtifactRef, JobState
+    from agentsearch.pipeline.job.state import AgentRun, AgentSpec, ArtifactRef, JobState
 
-    from pipeline.documents import Citation, CotStep, Document, Source
+    from agentsearch.pipeline.documents import Citation, CotStep, Document, Source
 
     specs = [AgentSpec.model_validate(spec) for spec in SPECS]
     queued = JobState(job_id=JOB_ID, collection_id=COLLECTION_ID, user_id=USER_ID, query=QUERY, original_query=QUERY,
@@ -106,7 +106,7 @@ def job_states() -> dict[str, Any]:
     responded = answered.model_copy(deep=True, update={"agent_runs": [pre, summary], "timings_ms": {
         "pre_search": 2.0, "core_search": 30.0, "answer": 4.0, "response": 12.0}})
     agentic = queued.model_copy(deep=True, update={"agentic": agentic_spec()})
-    from pipeline.job.assembly import assemble_response
+    from agentsearch.pipeline.job.assembly import assemble_response
 
     return {
         "states": {"queued": queued.dump(), "searched": searched.dump(), "answered": answered.dump(),
@@ -118,17 +118,17 @@ def job_states() -> dict[str, Any]:
 
 
 def agentic_spec() -> dict[str, Any]:
-    from pipeline.agentic.spec import AgenticSpec
+    from agentsearch.pipeline.agentic.spec import AgenticSpec
 
     return AgenticSpec.for_request({"max_iterations": 2}, None, None, test_mode=True).model_dump(mode="json")
 
 
 def job_messages() -> dict[str, Any]:
     """The first message of each canvas, as the release's ``enqueue_job`` sends it (its canvas rides inside)."""
-    from pipeline.job.state import AgentSpec, JobState
+    from agentsearch.pipeline.job.state import AgentSpec, JobState
 
-    from worker.app import app
-    from worker.canvas import enqueue_job
+    from agentsearch.worker.app import app
+    from agentsearch.worker.canvas import enqueue_job
 
     specs = [AgentSpec.model_validate(spec) for spec in SPECS]
     state = JobState(job_id=JOB_ID, collection_id=COLLECTION_ID, user_id=USER_ID, query=QUERY, original_query=QUERY,
@@ -148,7 +148,7 @@ def job_messages() -> dict[str, Any]:
 
 
 def task_signatures() -> dict[str, Any]:
-    from worker import app as app_module
+    from agentsearch.worker import app as app_module
 
     for module in app_module.TASK_MODULES:
         importlib.import_module(module)
@@ -165,7 +165,7 @@ def task_signatures() -> dict[str, Any]:
 
 
 def capture(out: Path) -> None:
-    from pipeline.job.state import JobState
+    from agentsearch.pipeline.job.state import JobState
 
     files = {"job_states.json": job_states(), "job_messages.json": job_messages(),
              "task_signatures.json": task_signatures(), "job_state_schema.json": JobState.model_json_schema()}
@@ -175,7 +175,7 @@ def capture(out: Path) -> None:
 
 
 def read(path: Path, database_url: str | None) -> int:
-    from pipeline.job.state import AgentRun, AgentSpec, JobState
+    from agentsearch.pipeline.job.state import AgentRun, AgentSpec, JobState
 
     content = json.loads(path.read_text())
     try:
@@ -197,11 +197,11 @@ def read_database(url: str) -> dict[str, Any]:
     from datetime import UTC, datetime
     from uuid import uuid4
 
-    from pipeline.job.state import JobState
+    from agentsearch.pipeline.job.state import JobState
     from sqlalchemy import create_engine, select
     from sqlalchemy.orm import Session
 
-    from pipeline.platform.db import Base, DocumentRow, Job
+    from agentsearch.pipeline.platform.db import Base, DocumentRow, Job
 
     engine = create_engine(url)
     tables, states = {}, 0

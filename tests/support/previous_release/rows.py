@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pipeline.security.users import SHOWN_CHARS, digest
+from agentsearch.pipeline.security.users import SHOWN_CHARS, digest
 from tests.support.previous_release.capture import COLLECTION_ID, CONVERSATION_ID, JOB_ID, USER_ID
 from tests.support.schema_rows import Rows
 

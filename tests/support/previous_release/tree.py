@@ -4,10 +4,10 @@ No worktree is registered: ``git archive`` of the release, unpacked. A checkout 
 (a shallow clone) skips the test that asks.
 
 The release's processes share this checkout's virtual environment, whose installed metadata names this checkout's
-entry points: the built-in agents, found by entry point, moved since the release (``pipeline.agents.builtin``).
-So the tree carries the release's own metadata (a ``.dist-info`` made from its ``pyproject.toml``): on the
-``PYTHONPATH``, before the environment's, it is the one ``importlib.metadata`` finds, as the release's own install
-would be.
+entry points: the built-in agents, found by entry point, moved since the release
+(``agentsearch.pipeline.agents.builtin``). So the tree carries the release's own metadata (a ``.dist-info`` made from
+its ``pyproject.toml``): on the ``PYTHONPATH``, before the environment's, it is the one ``importlib.metadata`` finds, as
+the release's own install would be.
 
 Usage::
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from devstack import REPO
+from agentsearch.devstack import REPO
 from tests.support.previous_release.messages import PREVIOUS_RELEASE
 
 

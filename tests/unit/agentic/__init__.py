@@ -1,1 +1,1 @@
-"""Unit tests of pipeline/agentic/: the iterative search loop, its parts and its jobs."""
+"""Unit tests of src/agentsearch/pipeline/agentic/: the iterative search loop, its parts and its jobs."""

@@ -36,7 +36,7 @@ def test_bad_agentic_requests_are_422_on_the_field_and_write_no_job(client, app,
 def test_profile_sets_are_validated_listed_and_private(client, app, collection_id):
     from fastapi.testclient import TestClient
 
-    from pipeline.security.users import UserStore
+    from agentsearch.pipeline.security.users import UserStore
 
     bad = client.post("/v1/profile-sets", json={"name": "x", "collection_id": collection_id,
                                                 "profiles": [{"name": "a"}, {"name": "a"}]})

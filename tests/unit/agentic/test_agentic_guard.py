@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.agentic.config import IterativeConfig
-from pipeline.agentic.guard import DISAGREES, check_agreement, kendall_tau_b
-from pipeline.agentic.loop import LoopState, LoopTools, run_iteration, run_loop
-from pipeline.agentic.refine import Refinement
-from pipeline.agentic.scoring import Evaluation, Scoring, judge
-from pipeline.agents.base import Document
+from agentsearch.pipeline.agentic.config import IterativeConfig
+from agentsearch.pipeline.agentic.guard import DISAGREES, check_agreement, kendall_tau_b
+from agentsearch.pipeline.agentic.loop import LoopState, LoopTools, run_iteration, run_loop
+from agentsearch.pipeline.agentic.refine import Refinement
+from agentsearch.pipeline.agentic.scoring import Evaluation, Scoring, judge
+from agentsearch.pipeline.agents.base import Document
 
 RETRIEVAL = [0.9, 0.8, 0.7, 0.6, 0.5]
 THRESHOLDS = IterativeConfig().thresholds

@@ -10,22 +10,22 @@ import pytest
 from celery.canvas import _chain, _chord
 from pydantic import ValidationError
 
-from migrations import upgrade
-from pipeline.agentic.config import IterativeConfig
-from pipeline.agentic.loop import IterationRecord, JudgedDocument, LoopState
-from pipeline.agentic.scoring import Evaluation
-from pipeline.agentic.spec import AgenticSpec, LoopStore, job_documents
-from pipeline.agents.base import Document, Stage
-from pipeline.job.job_state import JobState
-from pipeline.job.profile_sets import claim_due, create_run
-from pipeline.platform.db import Database, utcnow
-from pipeline.platform.settings import Settings
-from pipeline.platform.tables.agentic import ProfileRunRow, ProfileSetRow
-from pipeline.platform.tables.collections import CollectionRow
-from pipeline.platform.tables.jobs import JobRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID, UserRow
-from pipeline.records.agent_runs import AgentSpec
-from worker.canvas import build_agentic_head, build_agentic_tail, build_loops
+from agentsearch.migrations import upgrade
+from agentsearch.pipeline.agentic.config import IterativeConfig
+from agentsearch.pipeline.agentic.loop import IterationRecord, JudgedDocument, LoopState
+from agentsearch.pipeline.agentic.scoring import Evaluation
+from agentsearch.pipeline.agentic.spec import AgenticSpec, LoopStore, job_documents
+from agentsearch.pipeline.agents.base import Document, Stage
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.profile_sets import claim_due, create_run
+from agentsearch.pipeline.platform.db import Database, utcnow
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.tables.agentic import ProfileRunRow, ProfileSetRow
+from agentsearch.pipeline.platform.tables.collections import CollectionRow
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID, UserRow
+from agentsearch.pipeline.records.agent_runs import AgentSpec
+from agentsearch.worker.canvas import build_agentic_head, build_agentic_tail, build_loops
 
 COLLECTION = str(uuid.uuid4())
 

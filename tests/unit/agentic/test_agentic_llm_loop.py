@@ -7,13 +7,13 @@ import re
 
 import pytest
 
-from pipeline.agentic.config import IterativeConfig, Thresholds
-from pipeline.agentic.loop import LoopState, LoopTools, next_action, run_iteration, run_loop
-from pipeline.agentic.refine import LLMRefiner
-from pipeline.agentic.scoring import CRITERIA, LLMScorer
-from pipeline.agentic.sufficiency import LLMGrader, OfflineGrader
-from pipeline.agents.base import Document
-from pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.agentic.config import IterativeConfig, Thresholds
+from agentsearch.pipeline.agentic.loop import LoopState, LoopTools, next_action, run_iteration, run_loop
+from agentsearch.pipeline.agentic.refine import LLMRefiner
+from agentsearch.pipeline.agentic.scoring import CRITERIA, LLMScorer
+from agentsearch.pipeline.agentic.sufficiency import LLMGrader, OfflineGrader
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
 from tests.support.toy_search import ToySearch

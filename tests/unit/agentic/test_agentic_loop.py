@@ -7,8 +7,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agentic.config import IterativeConfig, Thresholds
-from pipeline.agentic.loop import (
+from agentsearch.pipeline.agentic.config import IterativeConfig, Thresholds
+from agentsearch.pipeline.agentic.loop import (
     IterationRecord,
     JudgedDocument,
     LoopState,
@@ -18,12 +18,12 @@ from pipeline.agentic.loop import (
     run_iteration,
     run_loop,
 )
-from pipeline.agentic.profiles import Profile, ProfileSet, merge_by_category
-from pipeline.agentic.refine import OfflineRefiner
-from pipeline.agentic.scoring import Evaluation, OfflineScorer
-from pipeline.agentic.sufficiency import OfflineGrader
-from pipeline.agents.base import Document
-from pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.agentic.profiles import Profile, ProfileSet, merge_by_category
+from agentsearch.pipeline.agentic.refine import OfflineRefiner
+from agentsearch.pipeline.agentic.scoring import Evaluation, OfflineScorer
+from agentsearch.pipeline.agentic.sufficiency import OfflineGrader
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
 from tests.support.toy_search import ToySearch
 
 ANALYZER = KeywordAnalyzer()

@@ -8,14 +8,21 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agentic.compress import Compressor, compress_documents, extractive_compress
-from pipeline.agentic.config import IterativeConfig, Thresholds, reduced_for_test_mode
-from pipeline.agentic.refine import OfflineRefiner, clean_query_reply
-from pipeline.agentic.scoring import Evaluation, OfflineScorer, Scoring, adaptive_threshold, judge, parse_evaluations
-from pipeline.agentic.sufficiency import OfflineGrader, choose_budget, query_aspects
-from pipeline.agents.base import Document
-from pipeline.platform.llm import LLMClient
-from pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.agentic.compress import Compressor, compress_documents, extractive_compress
+from agentsearch.pipeline.agentic.config import IterativeConfig, Thresholds, reduced_for_test_mode
+from agentsearch.pipeline.agentic.refine import OfflineRefiner, clean_query_reply
+from agentsearch.pipeline.agentic.scoring import (
+    Evaluation,
+    OfflineScorer,
+    Scoring,
+    adaptive_threshold,
+    judge,
+    parse_evaluations,
+)
+from agentsearch.pipeline.agentic.sufficiency import OfflineGrader, choose_budget, query_aspects
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.platform.llm import LLMClient
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
 from tests.support.fake_llm import FakeLLM
 
 ANALYZER = KeywordAnalyzer()

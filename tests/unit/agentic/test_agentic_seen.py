@@ -7,15 +7,15 @@ from datetime import timedelta
 
 import pytest
 
-from pipeline.agentic.config import IterativeConfig
-from pipeline.agentic.loop import LoopState, LoopTools, final_documents, run_loop
-from pipeline.agentic.refine import OfflineRefiner
-from pipeline.agentic.scoring import OfflineScorer
-from pipeline.agentic.seen import SeenFilter, SeenPolicy, SqlSeenStore
-from pipeline.agents.base import Document
-from pipeline.platform.db import utcnow
-from pipeline.platform.tables.users import DEFAULT_USER_ID, UserRow
-from pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.agentic.config import IterativeConfig
+from agentsearch.pipeline.agentic.loop import LoopState, LoopTools, final_documents, run_loop
+from agentsearch.pipeline.agentic.refine import OfflineRefiner
+from agentsearch.pipeline.agentic.scoring import OfflineScorer
+from agentsearch.pipeline.agentic.seen import SeenFilter, SeenPolicy, SqlSeenStore
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.platform.db import utcnow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID, UserRow
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
 from tests.support.toy_search import ToySearch
 
 ANALYZER = KeywordAnalyzer()

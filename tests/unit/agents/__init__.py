@@ -1,1 +1,1 @@
-"""Unit tests of pipeline/agents/: the runner, the registry, the fallbacks and the built-in agents."""
+"""Unit tests of src/agentsearch/pipeline/agents/: the runner, the registry, the fallbacks and the built-in agents."""

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.agents.base import AgentContext, Document, PostSearchInput, Stage
-from pipeline.agents.references import collection_missing
-from pipeline.platform.llm import LLMClient
-from pipeline.retrieval.embedder import Embedder
+from agentsearch.pipeline.agents.base import AgentContext, Document, PostSearchInput, Stage
+from agentsearch.pipeline.agents.references import collection_missing
+from agentsearch.pipeline.platform.llm import LLMClient
+from agentsearch.pipeline.retrieval.embedder import Embedder
 
 TRUSTED_ID = "7d1c2f4e-5b6a-4c3d-9e8f-0a1b2c3d4e5f"  # the trusted collection
 REPO = Path(__file__).resolve().parents[3]
-SAMPLE_LINES = (REPO / "examples" / "sample_corpus.jsonl").read_text().splitlines()
+SAMPLE_LINES = (REPO / "src" / "agentsearch" / "examples" / "sample_corpus.jsonl").read_text().splitlines()
 CORPUS = {d["id"]: Document(**d) for d in map(json.loads, SAMPLE_LINES)}
 POST = AgentContext(pipeline_stage=Stage.POST_SEARCH)
 

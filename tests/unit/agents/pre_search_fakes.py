@@ -1,7 +1,7 @@
 """What the pre-search agents' tests share: the sample corpus plus a hydrogen document of its own, and a fake
-toolbox (``FakeTools``) with the same methods as ``pipeline.agents.toolbox.AgentTools``: BM25 keyword search, the
-collection vocabulary, acronyms mined with the project's miner, embeddings from the embedder it is given, and an
-optional LLM; ``StubLLM`` gives scripted replies without a server.
+toolbox (``FakeTools``) with the same methods as ``agentsearch.pipeline.agents.toolbox.AgentTools``: BM25 keyword
+search, the collection vocabulary, acronyms mined with the project's miner, embeddings from the embedder it is given,
+and an optional LLM; ``StubLLM`` gives scripted replies without a server.
 
 Usage::
 
@@ -17,14 +17,15 @@ import math
 from collections import Counter
 from pathlib import Path
 
-from pipeline.agents.base import AgentContext, Document, PreSearchInput, Stage
-from pipeline.platform.llm import LLMReply, reply_json
-from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.text import words
-from pipeline.text.acronyms import mine_acronyms
+from agentsearch.pipeline.agents.base import AgentContext, Document, PreSearchInput, Stage
+from agentsearch.pipeline.platform.llm import LLMReply, reply_json
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.text import words
+from agentsearch.pipeline.text.acronyms import mine_acronyms
 
 REPO = Path(__file__).resolve().parents[3]
-SAMPLE = [json.loads(line) for line in (REPO / "examples" / "sample_corpus.jsonl").read_text().splitlines() if line]
+SAMPLE_FILE = REPO / "src" / "agentsearch" / "examples" / "sample_corpus.jsonl"
+SAMPLE = [json.loads(line) for line in SAMPLE_FILE.read_text().splitlines() if line]
 HYDROGEN = {
     "id": "nw-hydrogen-pilot",
     "title": "Northwind Hydrogen Pilot at Harrow Ridge",

@@ -14,9 +14,9 @@ import json
 import re
 from pathlib import Path
 
-from pipeline.agents.base import AgentContext, CotStep, Document, ResponseAgentInput, Source, Stage
+from agentsearch.pipeline.agents.base import AgentContext, CotStep, Document, ResponseAgentInput, Source, Stage
 
-CORPUS = Path(__file__).resolve().parents[3] / "examples" / "sample_corpus.jsonl"
+CORPUS = Path(__file__).resolve().parents[3] / "src" / "agentsearch" / "examples" / "sample_corpus.jsonl"
 QUERY = "What was Northwind Energy's revenue in Q4 2025?"
 # What the extractive answer gives for QUERY over the sample corpus (sentences from three quarterly reports).
 ANSWER = (

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Stage
-from pipeline.agents.builtin.acronym_resolver import AcronymResolver
+from agentsearch.pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Stage
+from agentsearch.pipeline.agents.builtin.acronym_resolver import AcronymResolver
 from tests.unit.agents.pre_search_fakes import COLLECTION, CORPUS, FakeTools, ctx_with, inp
 
 PRE = AgentContext(pipeline_stage=Stage.PRE_SEARCH)

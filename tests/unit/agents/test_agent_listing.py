@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 from click.testing import CliRunner
 
-from api.routes.agents import list_agents
-from cli import main
-from pipeline.agents.registry import AgentRegistry
+from agentsearch.api.routes.agents import list_agents
+from agentsearch.cli import main
+from agentsearch.pipeline.agents.registry import AgentRegistry
 
 
 def test_agents_list_json_prints_every_registered_agent():

@@ -9,7 +9,7 @@ import pytest
 from mutagen.mp3 import MP3
 from pydantic import ValidationError
 
-from pipeline.agents.builtin.audio_summary import AudioSummary, EspeakMissing, speech_text
+from agentsearch.pipeline.agents.builtin.audio_summary import AudioSummary, EspeakMissing, speech_text
 from tests.unit.agents.response_fakes import ANSWER, CTX, QUERY, make_input
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng missing (make services)")

@@ -11,8 +11,8 @@ from defusedxml import ElementTree
 from PIL import Image
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentSkipped, Document, ResponseAgentInput, Source
-from pipeline.agents.builtin.chart_generator import ChartGenerator, extract_data_points
+from agentsearch.pipeline.agents.base import AgentSkipped, Document, ResponseAgentInput, Source
+from agentsearch.pipeline.agents.builtin.chart_generator import ChartGenerator, extract_data_points
 from tests.unit.agents.response_fakes import CTX, corpus, make_input
 
 

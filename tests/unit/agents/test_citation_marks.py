@@ -9,13 +9,13 @@ import subprocess
 
 import pytest
 
-from pipeline.agents.base import AgentContext, Document, ResponseAgentInput, Source, Stage
-from pipeline.agents.builtin.citation_marks import marked_pieces, model_note, shown, summary
-from pipeline.agents.builtin.email_draft import EmailDraft
-from pipeline.agents.builtin.pdf_report import PdfReport
-from pipeline.documents import Citation
-from pipeline.job.answer.citations import verify_citations
-from pipeline.job.answer.grounding import PARTIAL_MARK
+from agentsearch.pipeline.agents.base import AgentContext, Document, ResponseAgentInput, Source, Stage
+from agentsearch.pipeline.agents.builtin.citation_marks import marked_pieces, model_note, shown, summary
+from agentsearch.pipeline.agents.builtin.email_draft import EmailDraft
+from agentsearch.pipeline.agents.builtin.pdf_report import PdfReport
+from agentsearch.pipeline.documents import Citation
+from agentsearch.pipeline.job.answer.citations import verify_citations
+from agentsearch.pipeline.job.answer.grounding import PARTIAL_MARK
 from tests.support.readers import HtmlReader
 
 DOCS = [
@@ -103,8 +103,8 @@ def test_the_pdf_report_marks_unsupported_and_partial_sentences(tmp_path):
     assert "Citation check: 1 of 3 cited sentences supported by their sources" in text
 
 
-# An answer an LLM wrote, as the answer step delivers it (pipeline.job.answer.grounding): one supported sentence,
-# one partly supported (carrying the text mark), one left out, then a quote of the offline answer.
+# An answer an LLM wrote, as the answer step delivers it (agentsearch.pipeline.job.answer.grounding): one supported
+# sentence, one partly supported (carrying the text mark), one left out, then a quote of the offline answer.
 LLM_SUPPORTED = "The Denver Broncos defeated the Carolina Panthers 24–10 [1]."
 LLM_PARTIAL = f"The New England Patriots won Super Bowl XLIX after a snowstorm delayed the kickoff [2] {PARTIAL_MARK}."
 LLM_QUOTE = "The game was played at Levi's Stadium in Santa Clara, California [1]."

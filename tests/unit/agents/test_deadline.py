@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pipeline.agents.deadline import _RUNNERS, ABANDONED, AgentTimeout, call_with_deadline
+from agentsearch.pipeline.agents.deadline import _RUNNERS, ABANDONED, AgentTimeout, call_with_deadline
 
 REQUEST = contextvars.ContextVar("request", default=None)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentContext, Document, PostSearchInput, Stage
-from pipeline.agents.builtin.deduplicator import Deduplicator
+from agentsearch.pipeline.agents.base import AgentContext, Document, PostSearchInput, Stage
+from agentsearch.pipeline.agents.builtin.deduplicator import Deduplicator
 
 POST = AgentContext(pipeline_stage=Stage.POST_SEARCH)
 

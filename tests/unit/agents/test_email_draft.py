@@ -6,8 +6,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from pipeline.agents.base import AgentContext, AgentSkipped, Document, ResponseAgentInput, Source, Stage
-from pipeline.agents.builtin.email_draft import EmailDraft
+from agentsearch.pipeline.agents.base import AgentContext, AgentSkipped, Document, ResponseAgentInput, Source, Stage
+from agentsearch.pipeline.agents.builtin.email_draft import EmailDraft
 
 RESPONSE = AgentContext(pipeline_stage=Stage.RESPONSE)
 

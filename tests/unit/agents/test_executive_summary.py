@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentContext, AgentSkipped, ResponseAgentInput, Source, Stage
-from pipeline.agents.builtin.executive_summary import ExecutiveSummary
+from agentsearch.pipeline.agents.base import AgentContext, AgentSkipped, ResponseAgentInput, Source, Stage
+from agentsearch.pipeline.agents.builtin.executive_summary import ExecutiveSummary
 
 RESPONSE = AgentContext(pipeline_stage=Stage.RESPONSE)
 

@@ -13,16 +13,16 @@ import fakeredis
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentContext, AgentSkipped, Document, Stage
-from pipeline.agents.builtin.external_enricher import ExternalEnricher, parse_path, resolve_path
-from pipeline.agents.builtin.fact_checker import FactChecker
-from pipeline.agents.builtin.pii_redactor import PiiRedactor
-from pipeline.agents.builtin.relevance_filter import RelevanceFilter
-from pipeline.agents.builtin.reranker import Reranker
-from pipeline.agents.references import UnresolvedReference
-from pipeline.platform.breakers import AgentBreaker
-from pipeline.platform.egress import EgressPolicy
-from pipeline.security.registered_tools import RegisteredTool
+from agentsearch.pipeline.agents.base import AgentContext, AgentSkipped, Document, Stage
+from agentsearch.pipeline.agents.builtin.external_enricher import ExternalEnricher, parse_path, resolve_path
+from agentsearch.pipeline.agents.builtin.fact_checker import FactChecker
+from agentsearch.pipeline.agents.builtin.pii_redactor import PiiRedactor
+from agentsearch.pipeline.agents.builtin.relevance_filter import RelevanceFilter
+from agentsearch.pipeline.agents.builtin.reranker import Reranker
+from agentsearch.pipeline.agents.references import UnresolvedReference
+from agentsearch.pipeline.platform.breakers import AgentBreaker
+from agentsearch.pipeline.platform.egress import EgressPolicy
+from agentsearch.pipeline.security.registered_tools import RegisteredTool
 from tests.support.toolbox import RegisteredToolbox
 from tests.unit.agents.post_search_fakes import ctx_with, run
 

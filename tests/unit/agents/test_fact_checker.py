@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentSkipped, Document
-from pipeline.agents.builtin.fact_checker import FactChecker, quantities
-from pipeline.agents.references import CollectionReference, UnresolvedReference
-from pipeline.platform.llm import LLMClient
-from pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.agents.base import AgentSkipped, Document
+from agentsearch.pipeline.agents.builtin.fact_checker import FactChecker, quantities
+from agentsearch.pipeline.agents.references import CollectionReference, UnresolvedReference
+from agentsearch.pipeline.platform.llm import LLMClient
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
 from tests.unit.agents.post_search_fakes import CORPUS, TRUSTED_ID, FakeTools, ctx_with, run
 
 TRUSTED = [CORPUS[i] for i in ("nw-2024-q3", "nw-2024-q4", "nw-2025-q4", "nw-safety-2024", "nw-kestrel-storage")]

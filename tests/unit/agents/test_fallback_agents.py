@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.agents.base import (
+from agentsearch.pipeline.agents.base import (
     AgentArtifact,
     AgentContext,
     PreSearchAgent,
@@ -13,11 +13,11 @@ from pipeline.agents.base import (
     ResponseAgent,
     Stage,
 )
-from pipeline.agents.fallback import CriticalAgentFailed, run_with_fallback
-from pipeline.job.agent_call import pre_search_step, response_step
-from pipeline.job.assembly import critical_response_failure
-from pipeline.job.job_state import JobState
-from pipeline.records.agent_runs import AgentRun, AgentSpec
+from agentsearch.pipeline.agents.fallback import CriticalAgentFailed, run_with_fallback
+from agentsearch.pipeline.job.agent_call import pre_search_step, response_step
+from agentsearch.pipeline.job.assembly import critical_response_failure
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.records.agent_runs import AgentRun, AgentSpec
 from tests.support.slow_agent import SlowAgent
 
 SEEN: list[tuple[str, str]] = []  # (agent id, query) of every input a fallback received
@@ -172,7 +172,7 @@ def test_pre_search_step_of_a_critical_agent_without_fallback_raises(make_runner
 
 class _Artifacts:
     def save(self, job_id, artifact):
-        from pipeline.records.agent_runs import ArtifactRef
+        from agentsearch.pipeline.records.agent_runs import ArtifactRef
 
         return ArtifactRef(id="a1", agent_id="x", type=artifact.type, filename=artifact.filename,
                            content_type=artifact.content_type, size=len(artifact.data))

@@ -16,14 +16,22 @@ import pytest
 import uvicorn
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentContext, AgentSkipped, Document, PreSearchInput, ResponseAgentInput, Source, Stage
-from pipeline.agents.builtin.llm_prompt import LlmPrompt
-from pipeline.agents.builtin.mcp_tool import McpTool, McpToolError
-from pipeline.agents.references import ToolReference, UnresolvedReference
-from pipeline.agents.registry import AgentRegistry
-from pipeline.platform.egress import EgressPolicy
-from pipeline.platform.llm import LLMClient, LLMError
-from pipeline.security.registered_tools import RegisteredTool
+from agentsearch.pipeline.agents.base import (
+    AgentContext,
+    AgentSkipped,
+    Document,
+    PreSearchInput,
+    ResponseAgentInput,
+    Source,
+    Stage,
+)
+from agentsearch.pipeline.agents.builtin.llm_prompt import LlmPrompt
+from agentsearch.pipeline.agents.builtin.mcp_tool import McpTool, McpToolError
+from agentsearch.pipeline.agents.references import ToolReference, UnresolvedReference
+from agentsearch.pipeline.agents.registry import AgentRegistry
+from agentsearch.pipeline.platform.egress import EgressPolicy
+from agentsearch.pipeline.platform.llm import LLMClient, LLMError
+from agentsearch.pipeline.security.registered_tools import RegisteredTool
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
 from tests.support.mcp_server import build_server

@@ -10,17 +10,17 @@ import fakeredis
 import pytest
 import redis
 
-from pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
-from pipeline.agents.registry import AgentRegistry
-from pipeline.agents.runner import AgentRunner
-from pipeline.job.agent_call import pre_search_step
-from pipeline.job.job_state import JobState
-from pipeline.job.ledger import StepLedger
-from pipeline.platform import redis_pipelining
-from pipeline.platform.cache import ResultCache
-from pipeline.platform.redis_pipelining import send
-from pipeline.platform.settings import Settings
-from pipeline.records.agent_runs import AgentRun, AgentSpec
+from agentsearch.pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
+from agentsearch.pipeline.agents.registry import AgentRegistry
+from agentsearch.pipeline.agents.runner import AgentRunner
+from agentsearch.pipeline.job.agent_call import pre_search_step
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.ledger import StepLedger
+from agentsearch.pipeline.platform import redis_pipelining
+from agentsearch.pipeline.platform.cache import ResultCache
+from agentsearch.pipeline.platform.redis_pipelining import send
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.records.agent_runs import AgentRun, AgentSpec
 
 CTX = AgentContext(pipeline_stage=Stage.PRE_SEARCH, user_id="u1")
 QUERY = PreSearchInput(query="Q4 revenue of the solar segment", collection_id="c-energy")
@@ -105,7 +105,7 @@ def test_a_failed_run_releases_the_lock_and_counts_the_failure(runner, client):
 
 
 def test_the_runs_writes_reach_redis_when_the_metrics_are_counted_elsewhere(client, tmp_path, fake_server):
-    from pipeline.observability.metrics import AGENT_RUNS_KEY, MetricsRecorder
+    from agentsearch.pipeline.observability.metrics import AGENT_RUNS_KEY, MetricsRecorder
 
     elsewhere = fakeredis.FakeRedis(server=fakeredis.FakeServer())
     runner = AgentRunner(AgentRegistry([Echo]), client, Settings(data_dir=tmp_path),

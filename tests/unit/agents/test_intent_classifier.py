@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentSkipped
-from pipeline.agents.builtin.intent_classifier import IntentClassifier
-from pipeline.platform.llm import LLMClient
+from agentsearch.pipeline.agents.base import AgentSkipped
+from agentsearch.pipeline.agents.builtin.intent_classifier import IntentClassifier
+from agentsearch.pipeline.platform.llm import LLMClient
 from tests.support.fake_llm import FakeLLM
 from tests.unit.agents.pre_search_fakes import CORPUS, FakeTools, ctx_with, inp
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentContext, PreSearchInput, Stage
-from pipeline.agents.builtin.language_detector import LanguageDetector
+from agentsearch.pipeline.agents.base import AgentContext, PreSearchInput, Stage
+from agentsearch.pipeline.agents.builtin.language_detector import LanguageDetector
 
 PRE = AgentContext(pipeline_stage=Stage.PRE_SEARCH)
 

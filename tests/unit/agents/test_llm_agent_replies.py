@@ -10,19 +10,19 @@ from types import SimpleNamespace
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agentic.compress import Compressor
-from pipeline.agentic.refine import LLMRefiner
-from pipeline.agentic.scoring import Evaluation, LLMScorer
-from pipeline.agentic.sufficiency import LLMGrader, OfflineGrader
-from pipeline.agents.base import AgentContext, Document, PostSearchInput, PreSearchInput, Stage
-from pipeline.agents.builtin.intent_classifier import IntentClassifier
-from pipeline.agents.builtin.llm_prompt import LlmPrompt
-from pipeline.agents.builtin.query_contextualizer import QueryContextualizer
-from pipeline.agents.builtin.query_expander import QueryExpander
-from pipeline.agents.builtin.reranker import Reranker
-from pipeline.agents.builtin.translator import Translator
-from pipeline.platform.llm import LLMClient, LLMError, LLMReply, estimate_tokens, reply_json
-from pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.agentic.compress import Compressor
+from agentsearch.pipeline.agentic.refine import LLMRefiner
+from agentsearch.pipeline.agentic.scoring import Evaluation, LLMScorer
+from agentsearch.pipeline.agentic.sufficiency import LLMGrader, OfflineGrader
+from agentsearch.pipeline.agents.base import AgentContext, Document, PostSearchInput, PreSearchInput, Stage
+from agentsearch.pipeline.agents.builtin.intent_classifier import IntentClassifier
+from agentsearch.pipeline.agents.builtin.llm_prompt import LlmPrompt
+from agentsearch.pipeline.agents.builtin.query_contextualizer import QueryContextualizer
+from agentsearch.pipeline.agents.builtin.query_expander import QueryExpander
+from agentsearch.pipeline.agents.builtin.reranker import Reranker
+from agentsearch.pipeline.agents.builtin.translator import Translator
+from agentsearch.pipeline.platform.llm import LLMClient, LLMError, LLMReply, estimate_tokens, reply_json
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
 from tests.support import llm_fixtures
 
 fake = llm_fixtures.fake

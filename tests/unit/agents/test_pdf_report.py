@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.agents.builtin.pdf_report import PdfReport
+from agentsearch.pipeline.agents.builtin.pdf_report import PdfReport
 from tests.unit.agents.response_fakes import ANSWER, CTX, QUERY, flat, make_input
 
 needs_poppler = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils missing (make services)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.agents.phrase_lists import phrase_lists
+from agentsearch.pipeline.agents.phrase_lists import phrase_lists
 
 
 def test_keys_and_phrases_are_stripped_and_blank_phrases_left_out():

@@ -8,8 +8,8 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import Document
-from pipeline.agents.builtin.pii_redactor import PiiRedactor, iban_valid, luhn_valid
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.agents.builtin.pii_redactor import PiiRedactor, iban_valid, luhn_valid
 from tests.unit.agents.post_search_fakes import CORPUS, run
 
 VALID_CARD, INVALID_CARD = "4111 1111 1111 1111", "4111 1111 1111 1112"

@@ -8,8 +8,8 @@ import pytest
 from pptx import Presentation
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentSkipped
-from pipeline.agents.builtin.pptx_generator import PptxGenerator
+from agentsearch.pipeline.agents.base import AgentSkipped
+from agentsearch.pipeline.agents.builtin.pptx_generator import PptxGenerator
 from tests.unit.agents.response_fakes import CTX, QUERY, SENTENCES, flat, make_input
 
 

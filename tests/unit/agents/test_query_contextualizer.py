@@ -6,9 +6,14 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Stage
-from pipeline.agents.builtin.query_contextualizer import QueryContextualizer, contextualize, is_standalone, parse
-from pipeline.platform.llm import LLMClient, LLMError
+from agentsearch.pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Stage
+from agentsearch.pipeline.agents.builtin.query_contextualizer import (
+    QueryContextualizer,
+    contextualize,
+    is_standalone,
+    parse,
+)
+from agentsearch.pipeline.platform.llm import LLMClient, LLMError
 from tests.support.fake_llm import FakeLLM
 
 REVENUE = [

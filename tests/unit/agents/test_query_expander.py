@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentSkipped, PreSearchInput
-from pipeline.agents.builtin.query_expander import QueryExpander
-from pipeline.platform.llm import LLMClient
-from pipeline.text import words
+from agentsearch.pipeline.agents.base import AgentSkipped, PreSearchInput
+from agentsearch.pipeline.agents.builtin.query_expander import QueryExpander
+from agentsearch.pipeline.platform.llm import LLMClient
+from agentsearch.pipeline.text import words
 from tests.unit.agents.pre_search_fakes import ANALYZER, COLLECTION, CORPUS, PLAIN, FakeTools, ctx_with, inp
 
 

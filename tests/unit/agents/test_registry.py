@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import (
+from agentsearch.pipeline.agents.base import (
     Agent,
     AgentConfig,
     AgentContext,
@@ -15,11 +15,11 @@ from pipeline.agents.base import (
     PreSearchOutput,
     Stage,
 )
-from pipeline.agents.builtin.audio_summary import AudioSummary
-from pipeline.agents.builtin.chart_generator import ChartGenerator
-from pipeline.agents.builtin.pdf_report import PdfReport
-from pipeline.agents.builtin.pptx_generator import PptxGenerator
-from pipeline.agents.registry import AgentRegistry, UnknownAgent
+from agentsearch.pipeline.agents.builtin.audio_summary import AudioSummary
+from agentsearch.pipeline.agents.builtin.chart_generator import ChartGenerator
+from agentsearch.pipeline.agents.builtin.pdf_report import PdfReport
+from agentsearch.pipeline.agents.builtin.pptx_generator import PptxGenerator
+from agentsearch.pipeline.agents.registry import AgentRegistry, UnknownAgent
 
 SAMPLE = "agentsearch_test_agents"
 CLASH = "agentsearch_test_agents_clash"
@@ -50,7 +50,7 @@ def test_built_in_agents_resolve_to_their_own_module_and_class(registry, agent_i
     cls = registry.get(agent_id)
     assert issubclass(cls, Agent)
     assert cls.agent_id == agent_id
-    assert cls.__module__ == f"pipeline.agents.builtin.{agent_id}"
+    assert cls.__module__ == f"agentsearch.pipeline.agents.builtin.{agent_id}"
     assert agent_id in registry
     # Every built-in works with its default config.
     assert isinstance(registry.build(agent_id).config, cls.Config)
@@ -73,7 +73,7 @@ def test_extra_module_registers_its_agent_classes_besides_the_built_ins(registry
     }
     assert extended.get("year_scoper").__module__ == SAMPLE
     # The imported built-in is still the entry-point class, and bases / helpers were not registered.
-    assert extended.get("language_detector").__module__ == "pipeline.agents.builtin.language_detector"
+    assert extended.get("language_detector").__module__ == "agentsearch.pipeline.agents.builtin.language_detector"
     assert "CitationFormatter" not in {cls.__name__ for cls in extended}
 
 
@@ -176,7 +176,7 @@ def test_the_four_new_agents_are_registered_with_their_stage():
     registry = AgentRegistry.discover()
     for agent_id in ("translator", "query_expander", "intent_classifier", "spell_checker"):
         cls = registry.get(agent_id)
-        assert cls.stage == Stage.PRE_SEARCH and cls.__module__ == f"pipeline.agents.builtin.{agent_id}"
+        assert cls.stage == Stage.PRE_SEARCH and cls.__module__ == f"agentsearch.pipeline.agents.builtin.{agent_id}"
         assert isinstance(registry.build(agent_id).config, cls.Config)  # each works with its default config
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import Document
-from pipeline.agents.builtin.relevance_filter import RelevanceFilter
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.agents.builtin.relevance_filter import RelevanceFilter
 from tests.unit.agents.post_search_fakes import CORPUS, run
 
 LONG_TEXT = CORPUS["grid-integration-basics"].text

@@ -7,11 +7,11 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import Document
-from pipeline.agents.builtin.reranker import Reranker, proximity_score, smallest_window
-from pipeline.platform.llm import LLMClient
-from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.retrieval.sentence_vectors import chunk_units
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.agents.builtin.reranker import Reranker, proximity_score, smallest_window
+from agentsearch.pipeline.platform.llm import LLMClient
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.retrieval.sentence_vectors import chunk_units
 from tests.unit.agents.post_search_fakes import CORPUS, CachedEmbedder, FakeTools, ctx_with, run
 
 HARROW_QUERY = "When did the Harrow Ridge solar farm enter commercial operation?"

@@ -11,7 +11,7 @@ import fakeredis
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import (
+from agentsearch.pipeline.agents.base import (
     AgentArtifact,
     AgentConfig,
     AgentContext,
@@ -26,11 +26,11 @@ from pipeline.agents.base import (
     Source,
     Stage,
 )
-from pipeline.agents.registry import AgentRegistry
-from pipeline.agents.runner import AgentRunner
-from pipeline.platform.cache import ResultCache
-from pipeline.platform.settings import Settings
-from pipeline.records.agent_runs import AgentSpec
+from agentsearch.pipeline.agents.registry import AgentRegistry
+from agentsearch.pipeline.agents.runner import AgentRunner
+from agentsearch.pipeline.platform.cache import ResultCache
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.records.agent_runs import AgentSpec
 
 CALLS: Counter[str] = Counter()
 _CALLS_LOCK = threading.Lock()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentSkipped
-from pipeline.agents.builtin.spell_checker import SpellChecker
+from agentsearch.pipeline.agents.base import AgentSkipped
+from agentsearch.pipeline.agents.builtin.spell_checker import SpellChecker
 from tests.unit.agents.pre_search_fakes import PLAIN, ctx_with, inp
 
 
@@ -35,7 +35,7 @@ def test_spell_checker_corrects_towards_the_collections_spelling(keyword_tools):
 
 
 def test_spell_checker_builds_the_collections_dictionary_only_for_a_word_to_correct(keyword_tools, monkeypatch):
-    from pipeline.agents.builtin import spell_checker
+    from agentsearch.pipeline.agents.builtin import spell_checker
 
     built, real = [], spell_checker.domain_dictionary
 

@@ -8,15 +8,15 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentSkipped, Stage
-from pipeline.agents.builtin.translator import Translator
-from pipeline.agents.registry import AgentRegistry
-from pipeline.agents.runner import AgentRunner
-from pipeline.job.agent_call import pre_search_step
-from pipeline.job.job_state import JobState
-from pipeline.platform.llm import LLMClient
-from pipeline.platform.settings import Settings
-from pipeline.records.agent_runs import AgentSpec
+from agentsearch.pipeline.agents.base import AgentSkipped, Stage
+from agentsearch.pipeline.agents.builtin.translator import Translator
+from agentsearch.pipeline.agents.registry import AgentRegistry
+from agentsearch.pipeline.agents.runner import AgentRunner
+from agentsearch.pipeline.job.agent_call import pre_search_step
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.platform.llm import LLMClient
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.records.agent_runs import AgentSpec
 from tests.unit.agents.pre_search_fakes import COLLECTION, CORPUS, PLAIN, FakeTools, StubLLM, ctx_with, inp
 
 # --- translator -----------------------------------------------------------------------------------------------

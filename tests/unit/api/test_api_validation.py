@@ -251,7 +251,7 @@ def test_agent_config_with_an_invalid_runtime_limit_is_422(client, app):
 
 def test_a_valid_agent_config_is_saved_normalised_and_listed(client, app):
     """The control for the checks above: a config that passes validation does show up in the listing."""
-    from pipeline.platform.tables.agents import AgentConfigRow
+    from agentsearch.pipeline.platform.tables.agents import AgentConfigRow
 
     response = client.post("/v1/agent-configs", json={"agent_id": "deduplicator", "config": {"threshold": 0.7}})
     try:
@@ -318,7 +318,7 @@ def test_probes_need_no_key_and_the_key_may_come_in_its_own_header(client):
 def test_two_different_keys_in_one_request_are_refused(client, app):
     """The key schemes read the first header of each name only: a second X-API-Key (or Authorization) header went
     unseen, and the request was served as whichever key came first."""
-    from pipeline.security.users import UserStore
+    from agentsearch.pipeline.security.users import UserStore
 
     key = client.headers["Authorization"].removeprefix("Bearer ")
     _, other = UserStore(app.state.services.db).create(f"other-{uuid.uuid4().hex[:8]}")

@@ -9,14 +9,14 @@ from urllib.parse import quote
 
 import pytest
 
-from pipeline.agents.base import AgentArtifact
-from pipeline.job.artifacts import ArtifactStore
-from pipeline.platform.tables.jobs import JobRow
-from pipeline.security.users import UserStore
+from agentsearch.pipeline.agents.base import AgentArtifact
+from agentsearch.pipeline.job.artifacts import ArtifactStore
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.security.users import UserStore
 from tests.support.api_checks import new_collection
 
 # Names an artifact can have: response agents take a file name from their config, and a registered tool's name
-# for its result is taken as it is (pipeline/agents/builtin/mcp_tool.py).
+# for its result is taken as it is (src/agentsearch/pipeline/agents/builtin/mcp_tool.py).
 NAMES = {
     "summary.txt": 'attachment; filename="summary.txt"',
     'final"; x=".html': "attachment; filename=\"final__ x__.html\"; filename*=UTF-8''final%22%3B%20x%3D%22.html",

@@ -7,9 +7,9 @@ import re
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from api.route_rules import ROUTE_RULES
-from api.routes import console
-from pipeline.security.roles import RANK
+from agentsearch.api.route_rules import ROUTE_RULES
+from agentsearch.api.routes import console
+from agentsearch.pipeline.security.roles import RANK
 
 FILES = sorted(p for p in console.CONSOLE_DIR.iterdir() if p.is_file())
 
@@ -62,7 +62,8 @@ def test_no_markup_is_built_from_strings_and_nothing_inline():
 
 def test_the_roles_the_console_offers_each_action_to_are_the_ones_its_route_needs():
     """The console hides what a role may not do (roles.js); each action names its route and role as
-    api/route_rules.py declares them, and the roles rank as pipeline/security/roles.py ranks them."""
+    src/agentsearch/api/route_rules.py declares them, and the roles rank as src/agentsearch/pipeline/security/roles.py
+    ranks them."""
     code = (console.CONSOLE_DIR / "roles.js").read_text()
     actions = re.findall(r"(\w+): \{ method: '(\w+)', route: '([^']+)', role: '(\w+)' \}", code)
     assert {name for name, *_ in actions} == {"upload", "deleteDocument", "editAgents"}

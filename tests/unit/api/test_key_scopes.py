@@ -12,13 +12,19 @@ import pytest
 from fastapi.routing import APIRoute
 from starlette.routing import Route
 
-import api.routes
-from api.auth import current_user
-from api.route_rules import FRAMEWORK_PATHS, ROUTE_RULES, template
-from api.scopes import need_of
-from pipeline.platform.tables.jobs import JobRow
-from pipeline.security.key_limits import KeyLimitError, KeyLimits, checked_scopes, parse_duration, searched_collections
-from pipeline.security.users import SHOWN_CHARS, UserStore
+import agentsearch.api.routes
+from agentsearch.api.auth import current_user
+from agentsearch.api.route_rules import FRAMEWORK_PATHS, ROUTE_RULES, template
+from agentsearch.api.scopes import need_of
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.security.key_limits import (
+    KeyLimitError,
+    KeyLimits,
+    checked_scopes,
+    parse_duration,
+    searched_collections,
+)
+from agentsearch.pipeline.security.users import SHOWN_CHARS, UserStore
 
 # -- durations and scopes ---------------------------------------------------------------------------------------
 
@@ -79,10 +85,11 @@ def test_the_collections_a_job_searched_come_from_its_request_and_its_state():
 
 
 def _module_routes() -> list[APIRoute]:
-    """Every route of every module of api.routes (a new module is walked too), those left out of the schema too."""
+    """Every route of every module of agentsearch.api.routes (a new module is walked too), those left out of the schema
+    too."""
     found = []
-    for info in pkgutil.iter_modules(api.routes.__path__):
-        router = getattr(importlib.import_module(f"api.routes.{info.name}"), "router", None)
+    for info in pkgutil.iter_modules(agentsearch.api.routes.__path__):
+        router = getattr(importlib.import_module(f"agentsearch.api.routes.{info.name}"), "router", None)
         found.extend(r for r in getattr(router, "routes", []) if isinstance(r, APIRoute))
     return found
 
@@ -102,7 +109,7 @@ def test_every_route_of_the_app_has_a_declared_need(app):
     routes |= {("*", r.path) for r in app.routes if type(r) is Route and r.path not in FRAMEWORK_PATHS}
     assert ("POST", "/v1/keys") in routes and ("*", "/mcp") in routes and ("GET", "/metrics") in routes
     undeclared = sorted(route for route in routes if need_of(*route) is None)
-    assert undeclared == [], f"routes with no line in api/route_rules.py ROUTE_RULES: {undeclared}"
+    assert undeclared == [], f"routes with no line in src/agentsearch/api/route_rules.py ROUTE_RULES: {undeclared}"
     # And the table names no route the app does not have (a renamed route would leave a stale line).
     assert sorted(set(ROUTE_RULES) - routes) == []
 
@@ -240,10 +247,10 @@ def test_keys_are_made_listed_and_revoked_by_their_owner_only(app, client, owner
 def test_the_new_key_command_limits_the_key_and_refuses_bad_input_clearly(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from cli import main
-    from pipeline.platform.db import Database
-    from pipeline.platform.settings import get_settings
-    from pipeline.platform.tables.collections import CollectionRow
+    from agentsearch.cli import main
+    from agentsearch.pipeline.platform.db import Database
+    from agentsearch.pipeline.platform.settings import get_settings
+    from agentsearch.pipeline.platform.tables.collections import CollectionRow
 
     monkeypatch.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path))
     get_settings.cache_clear()

@@ -18,10 +18,10 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver.exceptions import ToolError
 
-from api.mcp_server.gateway import ApiGateway
-from api.mcp_server.outcomes import job_outcome
-from api.mcp_server.requests import MAX_WAIT_S, CollectionRef, search_body
-from api.mcp_server.server import build_server
+from agentsearch.api.mcp_server.gateway import ApiGateway
+from agentsearch.api.mcp_server.outcomes import job_outcome
+from agentsearch.api.mcp_server.requests import MAX_WAIT_S, CollectionRef, search_body
+from agentsearch.api.mcp_server.server import build_server
 
 COLLECTION_ID = str(uuid.uuid4())
 JOB_ID = str(uuid.uuid4())
@@ -273,7 +273,7 @@ def test_ingest_refusals_name_the_field_and_an_unknown_id_is_not_made():
 
 
 def test_argument_errors_keep_each_field_and_reason_and_drop_the_values():
-    from api.mcp_server.argument_errors import concise
+    from agentsearch.api.mcp_server.argument_errors import concise
 
     secret = "a confidential paragraph ], input_type=str] of the document"
     message = ("Error executing tool ingest_documents: 2 validation errors for ingest_documentsArguments\n"
@@ -342,8 +342,8 @@ def test_the_api_serves_mcp_at_slash_mcp_to_a_key_and_refuses_one_without(app, c
 
 def test_mcp_refuses_a_console_session_without_a_key(app, client):
     # The console's session cookie signs in the console; an MCP client's calls go on with the key it sent.
-    from pipeline.security.sessions import SessionStore
-    from pipeline.security.users import UserStore
+    from agentsearch.pipeline.security.sessions import SessionStore
+    from agentsearch.pipeline.security.users import UserStore
 
     services = app.state.services
     user_id, _ = UserStore(services.db).create(f"mcp-session-{uuid.uuid4().hex[:8]}")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from fastapi import Request
 
-from api.errors import refusal_answer
-from pipeline.refusal import Refusal, invalid, missing
+from agentsearch.api.errors import refusal_answer
+from agentsearch.pipeline.refusal import Refusal, invalid, missing
 
-API = Path(__file__).resolve().parents[3] / "api"
+API = Path(__file__).resolve().parents[3] / "src" / "agentsearch" / "api"
 
 
 def _answered(app, refusal: Refusal) -> tuple[int, dict]:
@@ -63,4 +63,4 @@ def _converting_handlers(tree: ast.AST) -> list[int]:
 def test_no_module_of_the_api_turns_a_refusal_into_an_http_error_itself():
     copies = {str(path.relative_to(API.parent)): lines for path in sorted(API.rglob("*.py"))
               if (lines := _converting_handlers(ast.parse(path.read_text())))}
-    assert copies == {}, "let the Refusal go: api.errors.refusal_answer answers it for every route"
+    assert copies == {}, "let the Refusal go: agentsearch.api.errors.refusal_answer answers it for every route"

@@ -13,13 +13,13 @@ from types import SimpleNamespace
 import pytest
 from fastapi import Request
 
-import api.routes
-from api import route_rules
-from api.roles import role_needed
-from api.route_rules import ROUTE_RULES
-from api.scopes import need_of
-from pipeline.security.roles import ROLES, RoleError, change_problem, checked_role, covers
-from pipeline.security.users import UserStore
+import agentsearch.api.routes
+from agentsearch.api import route_rules
+from agentsearch.api.roles import role_needed
+from agentsearch.api.route_rules import ROUTE_RULES
+from agentsearch.api.scopes import need_of
+from agentsearch.pipeline.security.roles import ROLES, RoleError, change_problem, checked_role, covers
+from agentsearch.pipeline.security.users import UserStore
 from tests.unit.api.test_key_scopes import _module_routes
 
 ADMIN, BOB = uuid.uuid4(), uuid.uuid4()
@@ -70,7 +70,7 @@ def test_every_route_reaching_a_collection_or_a_job_declares_its_role():
     reaching = {route for route in routes if "{collection_id}" in route[1] or "{job_id}" in route[1]}
     assert ("POST", "/v1/collections/{collection_id}/documents") in reaching
     roles = {route: rule.role for route, rule in ROUTE_RULES.items() if rule.role is not None}
-    assert sorted(reaching - set(roles)) == [], "routes with no role in api/route_rules.py ROUTE_RULES"
+    assert sorted(reaching - set(roles)) == [], "routes with no role in src/agentsearch/api/route_rules.py ROUTE_RULES"
     assert sorted(set(roles) - routes) == []  # each role is of a route the app has
 
 
@@ -98,12 +98,13 @@ def test_routes_are_declared_in_one_table_only():
 
 
 def test_no_route_checks_a_collections_owner_itself():
-    """Every route finds collections and jobs through ``api.roles``: a check of its own would skip the roles."""
+    """Every route finds collections and jobs through ``agentsearch.api.roles``: a check of its own would skip the
+    roles."""
     import importlib
     import pkgutil
 
-    for info in pkgutil.iter_modules(api.routes.__path__):
-        source = inspect.getsource(importlib.import_module(f"api.routes.{info.name}"))
+    for info in pkgutil.iter_modules(agentsearch.api.routes.__path__):
+        source = inspect.getsource(importlib.import_module(f"agentsearch.api.routes.{info.name}"))
         for pattern in ("Collection.user_id ==", "collection.user_id !=", "job.user_id != user_id",
                         "s.get(Collection, collection_id)"):
             assert pattern not in source.replace("s.get(Collection, collection_id).user_id", ""), (info.name, pattern)
@@ -216,10 +217,10 @@ def test_another_members_job_is_read_by_a_viewer_and_cancelled_by_an_editor_only
 
 
 def test_a_collections_webhook_hears_every_members_jobs_while_its_user_may_edit_it(migrated_db):
-    from pipeline.job.job_store import JobStore
-    from pipeline.platform.tables.collections import CollectionRow
-    from pipeline.platform.tables.webhooks import WebhookDeliveryRow, WebhookRow
-    from pipeline.security.teams import create_team, set_role
+    from agentsearch.pipeline.job.job_store import JobStore
+    from agentsearch.pipeline.platform.tables.collections import CollectionRow
+    from agentsearch.pipeline.platform.tables.webhooks import WebhookDeliveryRow, WebhookRow
+    from agentsearch.pipeline.security.teams import create_team, set_role
 
     store = UserStore(migrated_db)
     admin, editor, viewer = (store.create(f"{role}-{uuid.uuid4().hex[:6]}")[0] for role in ("a", "e", "v"))
@@ -271,8 +272,8 @@ def test_a_name_finds_ones_own_collection_first_and_team_slash_name_the_teams(cl
 def test_the_teams_commands_manage_a_team_and_refuse_bad_input_clearly(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from cli import main
-    from pipeline.platform.settings import get_settings
+    from agentsearch.cli import main
+    from agentsearch.pipeline.platform.settings import get_settings
 
     monkeypatch.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path))
     get_settings.cache_clear()
@@ -305,10 +306,10 @@ def test_the_teams_commands_manage_a_team_and_refuse_bad_input_clearly(tmp_path,
 def test_a_team_collection_is_named_by_keys_and_configs_of_its_members_only(migrated_db):
     """``users new-key --collection TEAM/NAME`` and a config's collection (``fact_checker``'s trusted one) reach a
     team's collection for its members, the words of a missing one for anyone else."""
-    from pipeline.agents.references import MissingResource, UserResources
-    from pipeline.platform.tables.collections import CollectionRow
-    from pipeline.security.teams import create_team, set_role
-    from pipeline.security.users import UserError
+    from agentsearch.pipeline.agents.references import MissingResource, UserResources
+    from agentsearch.pipeline.platform.tables.collections import CollectionRow
+    from agentsearch.pipeline.security.teams import create_team, set_role
+    from agentsearch.pipeline.security.users import UserError
 
     store = UserStore(migrated_db)
     admin, member, outsider = (store.create(f"{role}-{uuid.uuid4().hex[:6]}")[0] for role in ("a", "m", "o"))

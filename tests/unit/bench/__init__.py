@@ -1,1 +1,1 @@
-"""Unit tests of bench/: the benchmarks' own parts."""
+"""Unit tests of src/agentsearch/bench/: the benchmarks' own parts."""

@@ -8,10 +8,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from bench import common, hop, ingest, scifact, suite
-from bench.agents import NOOP_AGENTS, noop_agent_ids
-from pipeline.agents.base import AgentContext, PreSearchInput, Stage
-from pipeline.agents.registry import AgentRegistry
+from agentsearch.bench import common, hop, ingest, scifact, suite
+from agentsearch.bench.agents import NOOP_AGENTS, noop_agent_ids
+from agentsearch.pipeline.agents.base import AgentContext, PreSearchInput, Stage
+from agentsearch.pipeline.agents.registry import AgentRegistry
 
 
 def test_a_hop_is_the_difference_of_medians_per_added_step():
@@ -26,7 +26,7 @@ def test_a_hop_is_the_difference_of_medians_per_added_step():
 
 
 def test_bench_hop_writes_the_three_figures(tmp_path, monkeypatch):
-    from cli import main
+    from agentsearch.cli import main
 
     calls = []
 
@@ -44,7 +44,7 @@ def test_bench_hop_writes_the_three_figures(tmp_path, monkeypatch):
 
 
 def test_bench_default_job_writes_p50_and_p95_with_and_without_artifacts(tmp_path, monkeypatch):
-    from cli import main
+    from agentsearch.cli import main
 
     calls = []
 
@@ -70,7 +70,7 @@ def test_bench_default_job_writes_p50_and_p95_with_and_without_artifacts(tmp_pat
 
 
 def test_the_bench_agents_register_and_stand_still():
-    registry = AgentRegistry.discover(["bench.agents"])
+    registry = AgentRegistry.discover(["agentsearch.bench.agents"])
     ids = noop_agent_ids(NOOP_AGENTS)
     assert all(agent_id in registry for agent_id in [*ids, "bench_skip_search", "bench_sleep_pre", "bench_sleep_post"])
     ctx = AgentContext(pipeline_stage=Stage.PRE_SEARCH)
@@ -106,7 +106,8 @@ def fake_result(hop_ratio: float, hit_p50: float, throughput_ratio: float) -> di
 
 
 def fake_ingest(baseline: bool = True) -> dict:
-    """What ``bench.ingest.measure`` gives for 600 chunks: the plain model 60 s a round, one process 30 s, two 15 s
+    """What ``agentsearch.bench.ingest.measure`` gives for 600 chunks: the plain model 60 s a round, one process 30 s,
+    two 15 s
     (every core each: 20 s), the baseline with two 120 s."""
     sides = [("plain", 0, None, None, [60.0, 50.0, 70.0]), ("this", 1, 0, "share", [30.0, 31.0, 29.0]),
              ("this", 2, 1, "share", [15.0, 14.0, 16.0]), ("this", 2, 0, "0", [20.0, 20.0, 20.0])]
@@ -139,27 +140,30 @@ def test_the_report_replaces_only_its_own_block(tmp_path):
 
 
 def test_the_hop_profile_nests_frames_under_the_anchor_with_their_shares(tmp_path):
-    from bench import profile_hop
+    from agentsearch.bench import profile_hop
 
     raw = tmp_path / "stacks.txt"
+    tasks, job = "src/agentsearch/worker/job_tasks.py", "src/agentsearch/pipeline/job"
     raw.write_text(
-        "main (w.py:1);run_step (worker/job_tasks.py:9);JobStore.progress (pipeline/job/job_store.py:3) 6\n"
-        "main (w.py:1);run_step (worker/job_tasks.py:9);StepLedger.put (pipeline/job/ledger.py:5) 3\n"
-        "main (w.py:1);run_step (worker/job_tasks.py:12);JobStore.progress (pipeline/job/job_store.py:4) 1\n"
+        f"main (w.py:1);run_step ({tasks}:9);JobStore.progress ({job}/job_store.py:3) 6\n"
+        f"main (w.py:1);run_step ({tasks}:9);StepLedger.put ({job}/ledger.py:5) 3\n"
+        f"main (w.py:1);run_step ({tasks}:12);JobStore.progress ({job}/job_store.py:4) 1\n"
         "main (w.py:1);idle (w.py:2) 90\n")
     assert profile_hop.tree(raw, "run_step", depth=1, min_share=5) == [
-        " 70.0%  JobStore.progress (pipeline/job/job_store.py)", " 30.0%  StepLedger.put (pipeline/job/ledger.py)"]
-    assert profile_hop.breakdown(raw, "run_step")[0] == (60.0, "JobStore.progress (pipeline/job/job_store.py:3)")
+        f" 70.0%  JobStore.progress ({job}/job_store.py)", f" 30.0%  StepLedger.put ({job}/ledger.py)"]
+    assert profile_hop.breakdown(raw, "run_step")[0] == (60.0, f"JobStore.progress ({job}/job_store.py:3)")
 
 
 def test_the_hop_profile_splits_an_agent_step_into_its_parts_and_celerys_own(tmp_path):
-    from bench import profile_hop
+    from agentsearch.bench import profile_hop
 
     task = "fast_trace_task (celery/app/trace.py:1);trace_task (celery/app/trace.py:2)"
-    step = f"{task};__protected_call__ (celery/app/trace.py:3);pre_search_agent (worker/job_tasks.py:4);run_step (w:5)"
+    job = "src/agentsearch/pipeline/job"
+    step = (f"{task};__protected_call__ (celery/app/trace.py:3);pre_search_agent (agentsearch/worker/job_tasks.py:4);"
+            "run_step (w:5)")
     raw = tmp_path / "stacks.txt"
-    raw.write_text(f"{step};JobStore.progress (pipeline/job/job_store.py:6) 50\n"
-                   f"{step};x (pipeline/job/agent_call.py:7);AgentRunner.run (r:8);call_with_deadline (d:9) 25\n"
+    raw.write_text(f"{step};JobStore.progress ({job}/job_store.py:6) 50\n"
+                   f"{step};x ({job}/agent_call.py:7);AgentRunner.run (r:8);call_with_deadline (d:9) 25\n"
                    f"{task};Backend.store_result (celery/backends/base.py:10) 40\n")
     parts = dict(profile_hop.costs(raw, jobs=1, agents=1, rate=100))  # 2 agent steps, 5 tasks
     assert parts["progress report (PostgreSQL)"] == 250.0 and parts["agent deadline thread (start, wait)"] == 125.0
@@ -167,9 +171,9 @@ def test_the_hop_profile_splits_an_agent_step_into_its_parts_and_celerys_own(tmp
 
 
 def test_the_plain_model_embeds_exactly_the_chunks_the_stack_embeds():
-    from pipeline.ingestion.chunking import ChunkingConfig
-    from pipeline.ingestion.indexing import index_documents
-    from pipeline.retrieval.analyzer import KeywordAnalyzer
+    from agentsearch.pipeline.ingestion.chunking import ChunkingConfig
+    from agentsearch.pipeline.ingestion.indexing import index_documents
+    from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
 
     long = " ".join(f"Sentence number {i} says something about solar panels and their output." for i in range(30))
     documents = [{"id": "a", "title": "Solar output", "text": long},
@@ -225,7 +229,7 @@ def test_bench_ingest_figures_compare_medians_in_one_run():
 
 
 def test_bench_ingest_writes_the_json_and_the_table(tmp_path, monkeypatch):
-    from cli import main
+    from agentsearch.cli import main
 
     calls = []
 
@@ -234,7 +238,7 @@ def test_bench_ingest_writes_the_json_and_the_table(tmp_path, monkeypatch):
         return fake_ingest()
 
     monkeypatch.setattr(ingest, "measure", fake_measure)
-    monkeypatch.setattr(common, "REPO", tmp_path)  # bench/results/ingest.md goes there
+    monkeypatch.setattr(common, "REPO", tmp_path)  # src/agentsearch/bench/results/ingest.md goes there
     out = tmp_path / "ingest.json"
     result = CliRunner().invoke(main, ["bench", "ingest", "--docs", "50", "--workers", "1,2", "--rounds", "1",
                                        "--threads", "share,0", "--baseline", str(tmp_path), "--json", str(out)])
@@ -244,7 +248,7 @@ def test_bench_ingest_writes_the_json_and_the_table(tmp_path, monkeypatch):
     assert {"stack_chunks_per_s", "plain_model_chunks_per_s", "ratio", "workers", "scaling", "before_after"} <= set(
         figures)
     assert "| stack, before (`/tmp/before`) | 2 | its own |" in result.output
-    assert (tmp_path / "bench" / "results" / "ingest.md").read_text() in result.output + "\n"
+    assert (tmp_path / "src" / "agentsearch" / "bench" / "results" / "ingest.md").read_text() in result.output + "\n"
     refused = CliRunner().invoke(main, ["bench", "ingest", "--workers", "0"])
     assert refused.exit_code == 2 and "at least 1" in refused.output
 
@@ -260,7 +264,7 @@ def test_the_suite_reports_ingestion_with_its_goal_and_before_and_after():
 
 
 def test_the_groups_filters_keep_what_a_searcher_finds_and_every_hit_passes_them():
-    from bench import filter_cost
+    from agentsearch.bench import filter_cost
 
     rows, _ = filter_cost.make_rows(400, 0.2)
     restricted = [m for _, m, _ in rows if filter_cost.ACCESS_KEY in m]
@@ -287,7 +291,7 @@ def test_the_groups_filters_keep_what_a_searcher_finds_and_every_hit_passes_them
 def test_the_team_cache_bench_expects_one_miss_per_set_of_groups_and_reports_both_rounds():
     from datetime import UTC, datetime
 
-    from bench import team_cache
+    from agentsearch.bench import team_cache
 
     groups = team_cache.viewer_groups(10)
     assert groups == ["finance"] * 4 + ["hr"] * 3 + [None] * 3
@@ -320,8 +324,8 @@ def test_the_team_cache_bench_expects_one_miss_per_set_of_groups_and_reports_bot
 
 
 def test_bench_embedded_sides_name_the_wake_or_kombus_sleep_and_refuse_what_is_not_a_positive_interval():
-    from bench import embedded_job
-    from cli import main
+    from agentsearch.bench import embedded_job
+    from agentsearch.cli import main
 
     assert embedded_job.parse_polls(None) == ["timer:1", "1"]  # kombu's old sleep beside the default wake
     assert embedded_job.parse_polls("timer:0.010, 0.5,1.0") == ["timer:0.01", "0.5", "1"]

@@ -1,1 +1,1 @@
-"""Unit tests of cli/: the agentsearch command."""
+"""Unit tests of src/agentsearch/cli/: the agentsearch command."""

@@ -9,9 +9,9 @@ import sys
 import tomllib
 from pathlib import Path
 
-import cli
-from cli import main
-from cli.client import _batches
+from agentsearch import cli
+from agentsearch.cli import main
+from agentsearch.cli.client import _batches
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -1,5 +1,6 @@
-"""What the commands that load the models print of the libraries' output (``cli/quiet.py``): errors, and agentsearch's
-own warnings; never a library's progress bar, advice or warning. Each case runs in a process of its own: the
+"""What the commands that load the models print of the libraries' output (``src/agentsearch/cli/quiet.py``): errors, and
+agentsearch's own warnings; never a library's progress bar, advice or warning. Each case runs in a process of its own:
+the
 switches are process-wide (environment, root logger, warnings)."""
 
 from __future__ import annotations
@@ -11,20 +12,20 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-import cli
-from cli import main
+from agentsearch import cli
+from agentsearch.cli import main
 
 REPO = Path(__file__).resolve().parents[3]
 
 LIBRARIES_SPEAK = """
 import logging, warnings
-from cli.quiet import quiet_libraries
+from agentsearch.cli.quiet import quiet_libraries
 quiet_libraries()
 logging.warning("consider pre-processing before quantization")      # ONNX Runtime's, on the root logger
 warnings.warn("converting a tensor to a Python boolean", UserWarning)    # torch's, while a model is exported
 logging.getLogger("sentence_transformers.models").warning("no pooling layer found")
 logging.getLogger("agentsearch.worker").warning("Milvus unreachable, retrying")
-logging.getLogger("pipeline.parsing").error("the document could not be read")
+logging.getLogger("agentsearch.pipeline.parsing").error("the document could not be read")
 for exc in (NotImplementedError("Method not implemented!"), ValueError("segment file is corrupt")):
     try:
         raise exc
@@ -45,7 +46,7 @@ def run(code: str, **env: str) -> subprocess.CompletedProcess:
 def test_errors_and_agentsearch_warnings_are_shown_library_warnings_are_not():
     err = run(LIBRARIES_SPEAK).stderr
     assert "WARNING agentsearch.worker: Milvus unreachable, retrying" in err
-    assert "ERROR pipeline.parsing: the document could not be read" in err
+    assert "ERROR agentsearch.pipeline.parsing: the document could not be read" in err
     # The embedded Milvus Lite server's real failures are shown, with their traceback.
     assert "ERROR grpc._server: Exception calling application: segment file is corrupt" in err
     assert "ValueError: segment file is corrupt" in err
@@ -54,7 +55,7 @@ def test_errors_and_agentsearch_warnings_are_shown_library_warnings_are_not():
 
 
 def test_transformers_loads_without_progress_bars_and_with_errors_only():
-    code = ("import logging; from cli.quiet import quiet_libraries; quiet_libraries()\n"
+    code = ("import logging; from agentsearch.cli.quiet import quiet_libraries; quiet_libraries()\n"
             "from transformers.utils import logging as tl\n"
             "print(tl.is_progress_bar_enabled(), logging.getLogger('transformers').getEffectiveLevel())")
     assert run(code).stdout.split() == ["False", str(40)]

@@ -6,8 +6,8 @@ from contextlib import contextmanager
 
 from click.testing import CliRunner
 
-import cli.search as search_module
-from pipeline.platform.settings import Settings
+import agentsearch.cli.search as search_module
+from agentsearch.pipeline.platform.settings import Settings
 
 
 class RecordingClient:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cli.eval import filter_option
+from agentsearch.cli.eval import filter_option
 
 
 def test_a_filter_is_sent_as_the_searchs_filter():

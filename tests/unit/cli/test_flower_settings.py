@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from cli import main
-from pipeline.platform.settings import Settings, get_settings
+from agentsearch.cli import main
+from agentsearch.pipeline.platform.settings import Settings, get_settings
 
 BROKER = "redis://127.0.0.1:1/0"  # never contacted: every case here stops before Flower starts
 

@@ -1,5 +1,6 @@
-"""What ``agentsearch sync`` uploads and deletes (``cli.folder_sync``): a folder's files against a collection's
-documents, by content hash; which files are documents and which are left out (``cli.folder_files``); and a file
+"""What ``agentsearch sync`` uploads and deletes (``agentsearch.cli.folder_sync``): a folder's files against a
+collection's documents, by content hash; which files are documents and which are left out
+(``agentsearch.cli.folder_files``); and a file
 read once, whatever it does on disk meanwhile."""
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from pathlib import Path
 import click
 import pytest
 
-from cli.client import ApiClient
-from cli.folder_files import UnreadableFile, file_digest, folder_listing, read_file, shown
-from cli.folder_sync import plan_sync
+from agentsearch.cli.client import ApiClient
+from agentsearch.cli.folder_files import UnreadableFile, file_digest, folder_listing, read_file, shown
+from agentsearch.cli.folder_sync import plan_sync
 
 
 def files_of(folder: Path) -> dict[str, Path]:

@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
-from cli import main
-from pipeline.platform.settings import ANSWER_LLM_TIMEOUT_S, JUDGE_LLM_TIMEOUT_S, Settings, get_settings
+from agentsearch.cli import main
+from agentsearch.pipeline.platform.settings import ANSWER_LLM_TIMEOUT_S, JUDGE_LLM_TIMEOUT_S, Settings, get_settings
 
 ANSWER, JUDGE = "AGENTSEARCH_ANSWER_LLM_TIMEOUT_S", "AGENTSEARCH_JUDGE_LLM_TIMEOUT_S"
 NUMBER, ABOVE_0, FINITE = "must be a number of seconds", "must be a number of seconds above 0", "must be a finite"

@@ -1,1 +1,1 @@
-"""Unit tests of pipeline/eval/: the evaluations."""
+"""Unit tests of src/agentsearch/pipeline/eval/: the evaluations."""

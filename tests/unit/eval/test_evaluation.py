@@ -7,13 +7,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline.agents.registry import AgentRegistry
-from pipeline.eval.retrieval import mrr_at, ndcg_at, recall_at, run_agents_eval, score_run
-from pipeline.platform.settings import Settings
-from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.retrieval.config import SearchConfig
-from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.stored_chunks import Hit
+from agentsearch.pipeline.agents.registry import AgentRegistry
+from agentsearch.pipeline.eval.retrieval import mrr_at, ndcg_at, recall_at, run_agents_eval, score_run
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.retrieval.config import SearchConfig
+from agentsearch.pipeline.retrieval.retriever import Retriever
+from agentsearch.pipeline.retrieval.stored_chunks import Hit
 
 
 def test_metrics_match_hand_computed_values():
@@ -76,7 +76,7 @@ def test_agents_run_around_the_search_and_a_skipping_agent_changes_nothing(tmp_p
 def test_evaluations_embed_queries_on_the_query_side_as_jobs_do(tmp_path):
     # E5 embeds a query and a passage apart; an evaluation that embedded its queries as passages measured a path no
     # job takes (XQuAD ar questions over en paragraphs: 0.673 nDCG@10 against the job path's 0.782).
-    from pipeline.services import Services
+    from agentsearch.pipeline.services import Services
 
     class TwoSided:
         def embed(self, texts):

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.agents.builtin.query_contextualizer import contextualize
-from pipeline.eval.followups import load_followups, scifact_followups
+from agentsearch.pipeline.agents.builtin.query_contextualizer import contextualize
+from agentsearch.pipeline.eval.followups import load_followups, scifact_followups
 
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "src" / "agentsearch" / "examples"
 
 
 def test_the_sample_set_loads_and_every_relevant_document_is_in_the_sample_corpus():

@@ -1,5 +1,6 @@
-"""The format-invariance evaluation (``pipeline.eval.format_invariance``): its scoring on hand-made job responses,
-and its files (``pipeline.eval.article_files``) read back by readers other than the project's own, one paragraph per
+"""The format-invariance evaluation (``agentsearch.pipeline.eval.format_invariance``): its scoring on hand-made job
+responses, and its files (``agentsearch.pipeline.eval.article_files``) read back by readers other than the project's
+own, one paragraph per
 page, slide, row or section."""
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import subprocess
 
 import pytest
 
-from pipeline.eval.article_files import FORMATS, Article, load_articles, load_questions, render, wrap
-from pipeline.eval.format_invariance import (
+from agentsearch.pipeline.eval.article_files import FORMATS, Article, load_articles, load_questions, render, wrap
+from agentsearch.pipeline.eval.format_invariance import (
     Asked,
     baseline_jsonl,
     gold_place,
@@ -245,7 +246,7 @@ def test_a_scanned_pdf_is_one_image_per_paragraph_that_ocr_reads_back(tmp_path):
 
 
 def test_the_parse_bench_reads_task_times_from_a_worker_log():
-    from bench.parse import task_seconds
+    from agentsearch.bench.parse import task_seconds
 
     lines = [
         "INFO celery.app.trace: Task agentsearch.parse_document[c053-e9] succeeded in 0.7163s: {'status': 'parsed'}",

@@ -1,1 +1,1 @@
-"""Unit tests of pipeline/ingestion/: ingestion progress and recovery."""
+"""Unit tests of src/agentsearch/pipeline/ingestion/: ingestion progress and recovery."""

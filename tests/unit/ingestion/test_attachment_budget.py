@@ -1,5 +1,5 @@
-"""What a tree of e-mails may become (``pipeline.ingestion.attachments``), on document rows in SQLite: the e-mails
-are read in any order, each storing its attachments as the worker does; the tree never passes the documents one
+"""What a tree of e-mails may become (``agentsearch.pipeline.ingestion.attachments``), on document rows in SQLite: the
+e-mails are read in any order, each storing its attachments as the worker does; the tree never passes the documents one
 upload may become nor the quota, and a small tree is taken whole. The real stack's runs are
 ``tests/integration/test_attachment_limits.py``."""
 
@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from pipeline.ingestion.attachments import _shares, store_attachments
-from pipeline.ingestion.documents import upload_state
-from pipeline.parsing import Attachment
-from pipeline.platform.settings import Settings
-from pipeline.platform.tables.collections import DocumentFileRow, DocumentRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID
+from agentsearch.pipeline.ingestion.attachments import _shares, store_attachments
+from agentsearch.pipeline.ingestion.documents import upload_state
+from agentsearch.pipeline.parsing import Attachment
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.tables.collections import DocumentFileRow, DocumentRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
 
 # A tree: an e-mail is the list of what it carries, a note is None.
 Tree = list[Any]

@@ -1,4 +1,5 @@
-"""A collection's ingestion progress (``pipeline.ingestion.progress``): the arithmetic of the rate and the time left,
+"""A collection's ingestion progress (``agentsearch.pipeline.ingestion.progress``): the arithmetic of the rate and the
+time left,
 and which documents make the current ingestion, read from document rows in SQLite."""
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import event, select, update
 
-from pipeline.ingestion.progress import MIN_SPAN_S, RATE_WINDOW_S, Ended, collection_progress, estimate
-from pipeline.platform.db import Database
-from pipeline.platform.tables.collections import DocumentRow
+from agentsearch.pipeline.ingestion.progress import MIN_SPAN_S, RATE_WINDOW_S, Ended, collection_progress, estimate
+from agentsearch.pipeline.platform.db import Database
+from agentsearch.pipeline.platform.tables.collections import DocumentRow
 
 T0 = datetime(2026, 11, 27, 9, 0, tzinfo=UTC)
 

@@ -1,5 +1,6 @@
-"""A document's lease (``pipeline.ingestion.lease``) and the reaper's look for lost documents
-(``pipeline.ingestion.recovery``), on document rows in SQLite: which task may work on a document, when a lost worker
+"""A document's lease (``agentsearch.pipeline.ingestion.lease``) and the reaper's look for lost documents
+(``agentsearch.pipeline.ingestion.recovery``), on document rows in SQLite: which task may work on a document, when a
+lost worker
 or task counts, what is sent again, and when a document ends ``failed`` instead."""
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pipeline.ingestion.lease import claim, finish, queue, queue_in_tasks
-from pipeline.ingestion.recovery import BrokerView, find_lost, send_again
-from pipeline.platform.tables.collections import DocumentFileRow, DocumentRow
+from agentsearch.pipeline.ingestion.lease import claim, finish, queue, queue_in_tasks
+from agentsearch.pipeline.ingestion.recovery import BrokerView, find_lost, send_again
+from agentsearch.pipeline.platform.tables.collections import DocumentFileRow, DocumentRow
 
 GRACE_S = 45.0
 

@@ -1,1 +1,1 @@
-"""Unit tests of pipeline/job/: a job's stages, state, store, answer and artifacts."""
+"""Unit tests of src/agentsearch/pipeline/job/: a job's stages, state, store, answer and artifacts."""

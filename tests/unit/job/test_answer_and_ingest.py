@@ -8,11 +8,11 @@ from itertools import pairwise
 
 import pytest
 
-from pipeline.agents.base import Document
-from pipeline.ingestion.chunking import chunk_text
-from pipeline.ingestion.documents_in import IngestError, parse_jsonl
-from pipeline.job.answer import NO_RESULTS, extractive_answer
-from pipeline.text import split_sentences
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.ingestion.chunking import chunk_text
+from agentsearch.pipeline.ingestion.documents_in import IngestError, parse_jsonl
+from agentsearch.pipeline.job.answer import NO_RESULTS, extractive_answer
+from agentsearch.pipeline.text import split_sentences
 
 DOCS = [
     Document(
@@ -265,7 +265,7 @@ def test_a_sentence_holding_what_the_question_asks_for_wins_a_tie():
     ],
 )
 def test_question_kind(question, kind):
-    from pipeline.job.answer import question_kind
+    from agentsearch.pipeline.job.answer import question_kind
 
     assert question_kind(question) == kind
 
@@ -323,7 +323,7 @@ def test_a_sentence_found_in_two_documents_is_cited_once_from_the_better_one():
     ("It sold well, e.g. in spring. Then it stopped.", ["It sold well, e.g. in spring.", "Then it stopped."]),
 ])
 def test_sentences_end_where_each_script_ends_them(text, sentences):
-    from pipeline.text.spans import sentence_spans
+    from agentsearch.pipeline.text.spans import sentence_spans
 
     assert split_sentences(text) == sentences
     assert [text[s.start:s.end] for s in sentence_spans(text)] == sentences  # offsets into the text itself

@@ -17,16 +17,16 @@ from click.testing import CliRunner
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from api.answer_events import AnswerEvents
-from cli.client import ApiClient
-from cli.search import search
-from pipeline.agents.base import Document
-from pipeline.job.answer import generate_answer
-from pipeline.job.answer.llm import SentenceReader
-from pipeline.job.answer_step import answer_step
-from pipeline.job.answer_stream import AnswerChannel, AnswerStreamReader, DeltaBatcher, stream_key
-from pipeline.job.job_state import JobState
-from pipeline.platform.llm import LLMError
+from agentsearch.api.answer_events import AnswerEvents
+from agentsearch.cli.client import ApiClient
+from agentsearch.cli.search import search
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.job.answer import generate_answer
+from agentsearch.pipeline.job.answer.llm import SentenceReader
+from agentsearch.pipeline.job.answer_step import answer_step
+from agentsearch.pipeline.job.answer_stream import AnswerChannel, AnswerStreamReader, DeltaBatcher, stream_key
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.platform.llm import LLMError
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
 

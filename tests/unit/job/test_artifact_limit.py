@@ -5,16 +5,16 @@ from __future__ import annotations
 import fakeredis
 import pytest
 
-from migrations import upgrade
-from pipeline.agents.base import AgentArtifact, Source, Stage
-from pipeline.agents.registry import AgentRegistry
-from pipeline.agents.runner import AgentRunner
-from pipeline.job.agent_call import response_step
-from pipeline.job.artifacts import ArtifactStore, ArtifactTooLarge
-from pipeline.job.job_state import JobState
-from pipeline.platform.db import Database
-from pipeline.platform.settings import Settings
-from pipeline.records.agent_runs import AgentSpec
+from agentsearch.migrations import upgrade
+from agentsearch.pipeline.agents.base import AgentArtifact, Source, Stage
+from agentsearch.pipeline.agents.registry import AgentRegistry
+from agentsearch.pipeline.agents.runner import AgentRunner
+from agentsearch.pipeline.job.agent_call import response_step
+from agentsearch.pipeline.job.artifacts import ArtifactStore, ArtifactTooLarge
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.platform.db import Database
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.records.agent_runs import AgentSpec
 
 JOB_ID = "7f1d2c3b-0000-4000-8000-000000000001"
 

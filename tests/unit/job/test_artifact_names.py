@@ -1,7 +1,7 @@
 """Artifacts of two configs of one agent get names of their own; a cancelled job stores no artifact.
 
-Naming is pure (``pipeline.job.artifact_names``) and decided by the canvas; storing runs the real task functions against
-a real job row (SQLite) and a Redis-API step ledger, as ``test_step_idempotency`` does.
+Naming is pure (``agentsearch.pipeline.job.artifact_names``) and decided by the canvas; storing runs the real task
+functions against a real job row (SQLite) and a Redis-API step ledger, as ``test_step_idempotency`` does.
 """
 
 from __future__ import annotations
@@ -11,21 +11,21 @@ import uuid
 import fakeredis
 import pytest
 
-from migrations import upgrade
-from pipeline import services as services_module
-from pipeline.agents.base import AgentArtifact, Stage
-from pipeline.job.agent_call import response_step
-from pipeline.job.artifact_names import name_ranks, numbered, rank_key
-from pipeline.job.artifacts import ArtifactStore, JobEnded
-from pipeline.job.job_state import JobState
-from pipeline.job.job_store import JobStore
-from pipeline.job.ledger import StepLedger
-from pipeline.platform.settings import Settings
-from pipeline.platform.tables.jobs import ArtifactRow
-from pipeline.records.agent_runs import AgentRun, AgentSpec
+from agentsearch.migrations import upgrade
+from agentsearch.pipeline import services as services_module
+from agentsearch.pipeline.agents.base import AgentArtifact, Stage
+from agentsearch.pipeline.job.agent_call import response_step
+from agentsearch.pipeline.job.artifact_names import name_ranks, numbered, rank_key
+from agentsearch.pipeline.job.artifacts import ArtifactStore, JobEnded
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.job_store import JobStore
+from agentsearch.pipeline.job.ledger import StepLedger
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.tables.jobs import ArtifactRow
+from agentsearch.pipeline.records.agent_runs import AgentRun, AgentSpec
+from agentsearch.worker import job_tasks
+from agentsearch.worker.canvas import build_job_canvas, response_signatures
 from tests.support.jobs import answered, new_job
-from worker import job_tasks
-from worker.canvas import build_job_canvas, response_signatures
 
 SHORT = AgentSpec(agent_id="executive_summary", stage=Stage.RESPONSE, config_id="cfg-b", priority=0,
                   config={"max_points": 1})

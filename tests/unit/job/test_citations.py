@@ -12,13 +12,13 @@ import uuid
 
 import pytest
 
-from pipeline.documents import Citation, Document
-from pipeline.job.answer.citations import cited_sentences, fully_supported, numbers_in, verify_citations
-from pipeline.job.answer_step import answer_step
-from pipeline.job.assembly import assemble_response
-from pipeline.job.job_state import JobState
-from pipeline.text import whole_sentences
-from pipeline.text.spans import find_loose, sentence_spans
+from agentsearch.pipeline.documents import Citation, Document
+from agentsearch.pipeline.job.answer.citations import cited_sentences, fully_supported, numbers_in, verify_citations
+from agentsearch.pipeline.job.answer_step import answer_step
+from agentsearch.pipeline.job.assembly import assemble_response
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.text import whole_sentences
+from agentsearch.pipeline.text.spans import find_loose, sentence_spans
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
 
@@ -287,7 +287,7 @@ def test_the_answer_step_judges_an_llm_answer_before_delivering_it(fake, llm):
 # --- the evaluation's citation figures -----------------------------------------------------------------------------
 
 def test_the_tally_counts_supported_answers_gold_spans_and_caught_probes():
-    from pipeline.eval.citation_scores import CitationTally, probe_texts
+    from agentsearch.pipeline.eval.citation_scores import CitationTally, probe_texts
 
     out = answer_step(job_state())
     probes = probe_texts(out.answer, DOCS)
@@ -317,8 +317,8 @@ def test_a_number_is_matched_in_its_place_not_anywhere_in_the_span():
 
 
 def test_the_answer_and_its_check_together_stay_below_the_answer_steps_celery_limit():
-    from pipeline.job.answer import ANSWER_LLM_TIMEOUT_S
-    from pipeline.job.answer.citations import CITATION_LLM_TIMEOUT_S
-    from worker.canvas import STEP_LIMIT_S
+    from agentsearch.pipeline.job.answer import ANSWER_LLM_TIMEOUT_S
+    from agentsearch.pipeline.job.answer.citations import CITATION_LLM_TIMEOUT_S
+    from agentsearch.worker.canvas import STEP_LIMIT_S
 
     assert ANSWER_LLM_TIMEOUT_S + CITATION_LLM_TIMEOUT_S < STEP_LIMIT_S

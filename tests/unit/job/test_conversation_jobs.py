@@ -1,5 +1,6 @@
-"""Conversations without HTTP (``pipeline.job.submit`` with ``pipeline.job.conversation``): the history a job is given,
-the contextualizer added for it, the whole-job and agent cache keys covering the history, the turn a success leaves,
+"""Conversations without HTTP (``agentsearch.pipeline.job.submit`` with ``agentsearch.pipeline.job.conversation``): the
+history a job is given, the contextualizer added for it, the whole-job and agent cache keys covering the history, the
+turn a success leaves,
 and the refusals that write nothing (SQLite in a temporary directory, fake Redis)."""
 
 from __future__ import annotations
@@ -10,19 +11,19 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import func, select
 
-from pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
-from pipeline.agents.registry import AgentRegistry
-from pipeline.agents.runner import AgentRunner
-from pipeline.job.conversation import HISTORY_TURNS, conversation_history
-from pipeline.job.job_store import JobStore
-from pipeline.job.request import SearchRequest
-from pipeline.job.submit import submit_job
-from pipeline.platform.settings import Settings
-from pipeline.platform.tables.conversations import ConversationRow, ConversationTurnRow
-from pipeline.platform.tables.jobs import JobRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID, UserRow
-from pipeline.records.agent_runs import AgentSpec
-from pipeline.refusal import Refusal
+from agentsearch.pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
+from agentsearch.pipeline.agents.registry import AgentRegistry
+from agentsearch.pipeline.agents.runner import AgentRunner
+from agentsearch.pipeline.job.conversation import HISTORY_TURNS, conversation_history
+from agentsearch.pipeline.job.job_store import JobStore
+from agentsearch.pipeline.job.request import SearchRequest
+from agentsearch.pipeline.job.submit import submit_job
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.tables.conversations import ConversationRow, ConversationTurnRow
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID, UserRow
+from agentsearch.pipeline.records.agent_runs import AgentSpec
+from agentsearch.pipeline.refusal import Refusal
 from tests.support import submission
 
 FIRST = "What was Northwind's Q4 2025 revenue?"

@@ -1,12 +1,19 @@
 """Grounded answers: each sentence an LLM wrote judged against the sources, and the rule that picks the delivered
-answer (pipeline/job/answer/grounding.py)."""
+answer (src/agentsearch/pipeline/job/answer/grounding.py)."""
 
 from __future__ import annotations
 
-from pipeline.documents import Document
-from pipeline.eval.answers import holds_gold_span
-from pipeline.job.answer import PARTIAL_MARK, extractive_answer
-from pipeline.job.answer.grounding import LLMSentence, deliver, judge_sentences, lower_by_judge, names_in, unstated
+from agentsearch.pipeline.documents import Document
+from agentsearch.pipeline.eval.answers import holds_gold_span
+from agentsearch.pipeline.job.answer import PARTIAL_MARK, extractive_answer
+from agentsearch.pipeline.job.answer.grounding import (
+    LLMSentence,
+    deliver,
+    judge_sentences,
+    lower_by_judge,
+    names_in,
+    unstated,
+)
 
 DOCS = [
     Document(id="q4", title="Northwind Q4 2025", score=0.9,

@@ -1,20 +1,20 @@
-"""The typed hand-offs of a job: its search outcome (pipeline.retrieval.outcome), the translations the search takes
-(pipeline.retrieval.translations) and its response (pipeline.records.job_response, assembled by
-pipeline.job.assembly), each read and written back as the JSON it was, a stored job's included.
+"""The typed hand-offs of a job: its search outcome (agentsearch.pipeline.retrieval.outcome), the translations the
+search takes (agentsearch.pipeline.retrieval.translations) and its response (agentsearch.pipeline.records.job_response,
+assembled by agentsearch.pipeline.job.assembly), each read and written back as the JSON it was, a stored job's included.
 """
 
 from __future__ import annotations
 
 import json
 
-from pipeline.agents.base import Stage
-from pipeline.documents import Source
-from pipeline.job.assembly import job_response
-from pipeline.job.job_state import JobState
-from pipeline.records.agent_runs import AgentRun, ArtifactRef
-from pipeline.records.job_response import InlinedArtifact, JobResponse, StoredArtifact
-from pipeline.retrieval.outcome import SearchOutcome
-from pipeline.retrieval.translations import Translations
+from agentsearch.pipeline.agents.base import Stage
+from agentsearch.pipeline.documents import Source
+from agentsearch.pipeline.job.assembly import job_response
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.records.agent_runs import AgentRun, ArtifactRef
+from agentsearch.pipeline.records.job_response import InlinedArtifact, JobResponse, StoredArtifact
+from agentsearch.pipeline.retrieval.outcome import SearchOutcome
+from agentsearch.pipeline.retrieval.translations import Translations
 from tests.support.previous_release.rows import captured
 
 METRICS = {"embedding_ms": 1.2, "search_ms": 3.4, "strategy": "hybrid", "sources_found": 12, "returned": 5,

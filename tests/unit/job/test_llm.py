@@ -8,16 +8,16 @@ import uuid
 
 import pytest
 
-from pipeline.agents.base import Document
-from pipeline.job.answer import ANSWER_LLM_TIMEOUT_S, NO_RESULTS, draft_answer, generate_answer
-from pipeline.job.answer.llm import ANSWER_MAX_TOKENS, ANSWER_SCHEMA, ANSWER_SCHEMA_COT, read_reply
-from pipeline.job.answer_step import answer_step
-from pipeline.job.job_state import JobState
-from pipeline.platform.llm import LLMClient, LLMError, parse_json_reply
-from pipeline.platform.settings import Settings
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.job.answer import ANSWER_LLM_TIMEOUT_S, NO_RESULTS, draft_answer, generate_answer
+from agentsearch.pipeline.job.answer.llm import ANSWER_MAX_TOKENS, ANSWER_SCHEMA, ANSWER_SCHEMA_COT, read_reply
+from agentsearch.pipeline.job.answer_step import answer_step
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.platform.llm import LLMClient, LLMError, parse_json_reply
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.worker.canvas import STEP_LIMIT_S
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
-from worker.canvas import STEP_LIMIT_S
 
 DOCS = [
     Document(id="sb50", title="Super Bowl 50", score=0.91,
@@ -38,7 +38,7 @@ def llm(fake):
 
 
 def reply(*sentences: tuple[str, list[int]], steps: list[str] | None = None) -> str:
-    """The reply the answer's schema asks for (``pipeline.job.answer.llm.ANSWER_SCHEMA``)."""
+    """The reply the answer's schema asks for (``agentsearch.pipeline.job.answer.llm.ANSWER_SCHEMA``)."""
     body = {"sentences": [{"text": text, "sources": cited} for text, cited in sentences]}
     return json.dumps({**({"steps": steps} if steps is not None else {}), **body})
 
@@ -313,12 +313,12 @@ def test_the_llm_is_told_the_users_question_and_what_was_searched(fake, llm):
 
 @pytest.fixture
 def services_with_llm(request, tmp_path, install_services, fake):
-    import pipeline.services as services_module
+    import agentsearch.pipeline.services as services_module
 
     budgets = getattr(request, "param", {})  # the LLM budgets of a test's own
     settings = Settings(data_dir=tmp_path, openai_base_url=fake.base_url, openai_model="fake-model",
                         openai_api_key="sk-task", **budgets)
-    from migrations import upgrade
+    from agentsearch.migrations import upgrade
 
     upgrade(settings.database_url)  # the task records its progress in the jobs table (no row: nothing written)
     services = services_module.Services(settings)
@@ -328,7 +328,7 @@ def services_with_llm(request, tmp_path, install_services, fake):
 
 
 def test_the_generate_answer_task_answers_with_the_configured_llm(services_with_llm, fake):
-    from worker.job_tasks import write_answer
+    from agentsearch.worker.job_tasks import write_answer
 
     fake.script(reply(PATRIOTS), AGREES)
     out = JobState.load(write_answer(state().dump()))  # no job row: progress is a no-op
@@ -339,7 +339,7 @@ def test_the_generate_answer_task_answers_with_the_configured_llm(services_with_
 
 
 def test_the_generate_answer_task_falls_back_with_embeddings_when_the_llm_refuses(services_with_llm, fake):
-    from worker.job_tasks import write_answer
+    from agentsearch.worker.job_tasks import write_answer
 
     fake.script(FakeLLM.error(401, "invalid api key"))
     out = JobState.load(write_answer(state().dump()))
@@ -352,7 +352,7 @@ def test_the_generate_answer_task_falls_back_with_embeddings_when_the_llm_refuse
 
 @pytest.mark.parametrize("services_with_llm", [{"answer_llm_timeout_s": 0.5}], indirect=True)
 def test_the_generate_answer_task_holds_the_llm_to_the_budget_of_the_settings(services_with_llm, fake):
-    from worker.job_tasks import write_answer
+    from agentsearch.worker.job_tasks import write_answer
 
     fake.script(FakeLLM.delay(5, reply(PATRIOTS)))
     started = time.monotonic()

@@ -14,15 +14,15 @@ import uuid
 import jsonschema
 import pytest
 
-from pipeline.agents.base import Stage
-from pipeline.ingestion.lease import claim, finish, queue
-from pipeline.job.job_state import JobState
-from pipeline.job.stage_budget import start_clock
-from pipeline.platform.tables.collections import DocumentRow
-from pipeline.records.agent_runs import AgentRun, AgentSpec
+from agentsearch.pipeline.agents.base import Stage
+from agentsearch.pipeline.ingestion.lease import claim, finish, queue
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.stage_budget import start_clock
+from agentsearch.pipeline.platform.tables.collections import DocumentRow
+from agentsearch.pipeline.records.agent_runs import AgentRun, AgentSpec
+from agentsearch.worker import app as app_module
 from tests.support.previous_release.capture import JOB_ID
 from tests.support.previous_release.messages import calls, load
-from worker import app as app_module
 
 STATES = load("job_states.json")
 MESSAGES = load("job_messages.json")

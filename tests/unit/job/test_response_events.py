@@ -8,19 +8,19 @@ import uuid
 
 import pytest
 
-from pipeline.agents.base import Stage
-from pipeline.job.job_store import JobStore, in_arrival_order
-from pipeline.platform.settings import Settings
-from pipeline.platform.tables.collections import CollectionRow
-from pipeline.platform.tables.jobs import JobRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID
-from pipeline.records.agent_runs import AgentRun
+from agentsearch.pipeline.agents.base import Stage
+from agentsearch.pipeline.job.job_store import JobStore, in_arrival_order
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.tables.collections import CollectionRow
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
+from agentsearch.pipeline.records.agent_runs import AgentRun
 
 
 @pytest.fixture
 def services(tmp_path, install_services):
-    import pipeline.services as services_module
-    from migrations import upgrade
+    import agentsearch.pipeline.services as services_module
+    from agentsearch.migrations import upgrade
 
     settings = Settings(data_dir=tmp_path)
     upgrade(settings.database_url)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentConfig, PreSearchAgent, PreSearchOutput, Stage
-from pipeline.agents.builtin.intent_classifier import IntentClassifier
-from pipeline.agents.fallback import CriticalAgentFailed
-from pipeline.job.agent_call import post_search_step, pre_search_step
-from pipeline.job.job_state import JobState
-from pipeline.job.routing import ROUTED, RouteRefused, table_problem, target
-from pipeline.records.agent_runs import AgentSpec
+from agentsearch.pipeline.agents.base import AgentConfig, PreSearchAgent, PreSearchOutput, Stage
+from agentsearch.pipeline.agents.builtin.intent_classifier import IntentClassifier
+from agentsearch.pipeline.agents.fallback import CriticalAgentFailed
+from agentsearch.pipeline.job.agent_call import post_search_step, pre_search_step
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.routing import ROUTED, RouteRefused, table_problem, target
+from agentsearch.pipeline.records.agent_runs import AgentSpec
 
 PEERS = [("router", "c-router"), ("a", "c-a"), ("b", "c-b"), ("c", "c-c")]
 
@@ -106,7 +106,7 @@ def test_a_critical_router_naming_nobody_fails_the_job(make_runner):
 
 
 def test_post_search_agents_route_the_same_way(make_runner):
-    from pipeline.agents.base import PostSearchAgent, PostSearchOutput
+    from agentsearch.pipeline.agents.base import PostSearchAgent, PostSearchOutput
 
     class PostRouter(PostSearchAgent):
         agent_id = "post_router"
@@ -137,7 +137,7 @@ def test_intent_classifier_routes_by_intent_from_its_config():
         def embed(self, texts):
             return [[1.0, 0.0] if "leave" in t or "holiday" in t else [0.0, 1.0] for t in texts]
 
-    from pipeline.agents.base import AgentContext, PreSearchInput
+    from agentsearch.pipeline.agents.base import AgentContext, PreSearchInput
 
     agent = IntentClassifier({"intents": {"hr": ["annual leave"], "finance": ["revenue"]}, "mode": "embedding",
                               "routes": {"hr": "query_expander"}})
@@ -152,7 +152,7 @@ def test_intent_classifier_routes_by_intent_from_its_config():
 def test_the_canvas_stays_one_task_per_agent_each_told_its_stage_s_agents_in_order():
     from kombu.utils.json import dumps, loads
 
-    from worker.canvas import build_job_canvas
+    from agentsearch.worker.canvas import build_job_canvas
 
     specs = [AgentSpec(agent_id="b", stage=Stage.PRE_SEARCH, priority=5, config_id="cb"),
              AgentSpec(agent_id="a", stage=Stage.PRE_SEARCH, priority=1, config_id="ca"),

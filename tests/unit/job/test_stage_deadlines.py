@@ -8,11 +8,11 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentArtifact, PreSearchAgent, PreSearchOutput, ResponseAgent, Stage
-from pipeline.job.agent_call import pre_search_step, response_step
-from pipeline.job.assembly import assemble_response
-from pipeline.job.job_state import JobState
-from pipeline.job.stage_budget import (
+from agentsearch.pipeline.agents.base import AgentArtifact, PreSearchAgent, PreSearchOutput, ResponseAgent, Stage
+from agentsearch.pipeline.job.agent_call import pre_search_step, response_step
+from agentsearch.pipeline.job.assembly import assemble_response
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.stage_budget import (
     STAGE_TIMEOUT,
     StageBudget,
     StageTimeouts,
@@ -21,7 +21,7 @@ from pipeline.job.stage_budget import (
     stage_timed_out,
     start_clock,
 )
-from pipeline.records.agent_runs import AgentRun, AgentSpec
+from agentsearch.pipeline.records.agent_runs import AgentRun, AgentSpec
 from tests.support.slow_agent import SlowAgent
 
 

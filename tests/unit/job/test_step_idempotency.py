@@ -17,18 +17,18 @@ import redis
 from celery.exceptions import Retry
 from sqlalchemy.exc import OperationalError
 
-from migrations import upgrade
-from pipeline import services as services_module
-from pipeline.agents.base import Stage
-from pipeline.job import workflow
-from pipeline.job.job_store import JobStore
-from pipeline.job.ledger import StepLedger
-from pipeline.platform.db import utcnow
-from pipeline.platform.settings import Settings
-from pipeline.platform.tables.jobs import ArtifactRow, JobRow
-from pipeline.records.agent_runs import AgentSpec
+from agentsearch.migrations import upgrade
+from agentsearch.pipeline import services as services_module
+from agentsearch.pipeline.agents.base import Stage
+from agentsearch.pipeline.job import workflow
+from agentsearch.pipeline.job.job_store import JobStore
+from agentsearch.pipeline.job.ledger import StepLedger
+from agentsearch.pipeline.platform.db import utcnow
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.tables.jobs import ArtifactRow, JobRow
+from agentsearch.pipeline.records.agent_runs import AgentSpec
+from agentsearch.worker import job_tasks
 from tests.support.jobs import answered, new_job
-from worker import job_tasks
 
 REWRITER = AgentSpec(agent_id="counted_rewriter", stage=Stage.PRE_SEARCH, priority=0)
 NOTE = AgentSpec(agent_id="counted_note", stage=Stage.RESPONSE, priority=0)

@@ -10,20 +10,20 @@ import uuid
 import pytest
 from sqlalchemy import event
 
-from pipeline.agents.base import Stage
-from pipeline.job.job_state import JobState
-from pipeline.job.job_store import JobStore
-from pipeline.platform.settings import Settings
-from pipeline.platform.tables.collections import CollectionRow
-from pipeline.platform.tables.jobs import JobRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID
-from pipeline.records.agent_runs import AgentSpec
+from agentsearch.pipeline.agents.base import Stage
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.job_store import JobStore
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.tables.collections import CollectionRow
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
+from agentsearch.pipeline.records.agent_runs import AgentSpec
 
 
 @pytest.fixture
 def services(tmp_path, install_services):
-    import pipeline.services as services_module
-    from migrations import upgrade
+    import agentsearch.pipeline.services as services_module
+    from agentsearch.migrations import upgrade
 
     settings = Settings(data_dir=tmp_path, agent_modules=["agentsearch_test_agents"])
     upgrade(settings.database_url)
@@ -55,7 +55,7 @@ def spec(agent_id: str, stage: Stage) -> dict:
 
 
 def test_an_agent_step_writes_once_and_its_record_arrives_with_the_next_step(services, job, monkeypatch):
-    from worker.job_tasks import post_search_agent, pre_search_agent, write_answer
+    from agentsearch.worker.job_tasks import post_search_agent, pre_search_agent, write_answer
 
     commits = []
     for engine in (services.db.engine, services.db.progress_engine):
@@ -81,7 +81,7 @@ def test_an_agent_step_writes_once_and_its_record_arrives_with_the_next_step(ser
 
 
 def test_a_step_of_a_cancelled_job_does_no_work(services, job):
-    from worker.job_tasks import pre_search_agent
+    from agentsearch.worker.job_tasks import pre_search_agent
 
     assert JobStore(services.db).cancel(job.job_id)
     out = pre_search_agent(job.dump(), spec("year_scoper", Stage.PRE_SEARCH))

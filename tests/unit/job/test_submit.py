@@ -1,5 +1,6 @@
-"""Submitting a search job without HTTP (``pipeline.job.submit``): a refusal says where and why and writes nothing,
-an Idempotency-Key answers with its job, an identical complete job answers from its stored response, and every job
+"""Submitting a search job without HTTP (``agentsearch.pipeline.job.submit``): a refusal says where and why and writes
+nothing, an Idempotency-Key answers with its job, an identical complete job answers from its stored response, and every
+job
 row comes from ``JobStore`` (SQLite in a temporary directory, fake Redis for the metrics)."""
 
 from __future__ import annotations
@@ -9,14 +10,14 @@ import uuid
 import pytest
 from sqlalchemy import func, select
 
-from pipeline.job.job_store import JobStore
-from pipeline.job.request import SearchRequest
-from pipeline.job.submit import audit_search, submit_job
-from pipeline.platform.tables.audit import AuditEventRow
-from pipeline.platform.tables.jobs import JobRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID
-from pipeline.refusal import Refusal
-from pipeline.security.audit import Actor
+from agentsearch.pipeline.job.job_store import JobStore
+from agentsearch.pipeline.job.request import SearchRequest
+from agentsearch.pipeline.job.submit import audit_search, submit_job
+from agentsearch.pipeline.platform.tables.audit import AuditEventRow
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
+from agentsearch.pipeline.refusal import Refusal
+from agentsearch.pipeline.security.audit import Actor
 from tests.support import submission
 
 MISSING = uuid.UUID("6b0f9a52-1d4e-4c8a-9a55-0e1c2f3d4b5a")

@@ -1,1 +1,1 @@
-"""Unit tests of pipeline/observability/: logs, metrics and tracing."""
+"""Unit tests of src/agentsearch/pipeline/observability/: logs, metrics and tracing."""

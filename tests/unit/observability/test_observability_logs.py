@@ -9,11 +9,11 @@ import logging
 import pytest
 from celery.signals import task_postrun, task_prerun
 
-from pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
-from pipeline.agents.runner import AgentRunner
-from pipeline.observability.logs import configure_logging, current_ids, log_context
-from pipeline.records.agent_runs import AgentSpec
-from worker.observability import job_id_of
+from agentsearch.pipeline.agents.base import AgentContext, PreSearchAgent, PreSearchInput, PreSearchOutput, Stage
+from agentsearch.pipeline.agents.runner import AgentRunner
+from agentsearch.pipeline.observability.logs import configure_logging, current_ids, log_context
+from agentsearch.pipeline.records.agent_runs import AgentSpec
+from agentsearch.worker.observability import job_id_of
 
 agent_log = logging.getLogger("agentsearch.test.chatty")
 

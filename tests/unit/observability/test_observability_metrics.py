@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.routes import metrics as metrics_route
-from pipeline.agents.base import (
+from agentsearch.api.routes import metrics as metrics_route
+from agentsearch.pipeline.agents.base import (
     AgentArtifact,
     AgentContext,
     AgentSkipped,
@@ -23,11 +23,11 @@ from pipeline.agents.base import (
     ResponseAgentInput,
     Stage,
 )
-from pipeline.agents.runner import AgentRunner
-from pipeline.observability.exposition import AgentSearchCollector
-from pipeline.observability.metrics import MetricsRecorder
-from pipeline.platform.settings import Settings
-from pipeline.records.agent_runs import AgentRun, AgentSpec
+from agentsearch.pipeline.agents.runner import AgentRunner
+from agentsearch.pipeline.observability.exposition import AgentSearchCollector
+from agentsearch.pipeline.observability.metrics import MetricsRecorder
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.records.agent_runs import AgentRun, AgentSpec
 
 
 class Echo(PreSearchAgent):

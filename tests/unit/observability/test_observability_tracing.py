@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from pipeline.agents.base import (
+from agentsearch.pipeline.agents.base import (
     AgentArtifact,
     Document,
     PostSearchAgent,
@@ -21,11 +21,11 @@ from pipeline.agents.base import (
     ResponseAgent,
     Stage,
 )
-from pipeline.job import agent_call, answer_step, search
-from pipeline.job.job_state import JobState
-from pipeline.observability import tracing
-from pipeline.records.agent_runs import AgentSpec, ArtifactRef
-from pipeline.retrieval.retriever import RetrievalResult
+from agentsearch.pipeline.job import agent_call, answer_step, search
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.observability import tracing
+from agentsearch.pipeline.records.agent_runs import AgentSpec, ArtifactRef
+from agentsearch.pipeline.retrieval.retriever import RetrievalResult
 
 SEEN_IN_AGENT: list[trace.SpanContext] = []
 

@@ -1,1 +1,1 @@
-"""Unit tests of pipeline/operations/: backup and retention."""
+"""Unit tests of src/agentsearch/pipeline/operations/: backup and retention."""

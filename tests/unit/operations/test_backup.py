@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from migrations import upgrade
-from pipeline.operations.backup import (
+from agentsearch.migrations import upgrade
+from agentsearch.pipeline.operations.backup import (
     MANIFEST,
     SQLITE_FILE,
     BackupError,
@@ -21,8 +21,8 @@ from pipeline.operations.backup import (
     sha256_of,
     verify_backup,
 )
-from pipeline.platform.db import Database
-from pipeline.platform.tables.users import UserRow
+from agentsearch.pipeline.platform.db import Database
+from agentsearch.pipeline.platform.tables.users import UserRow
 
 
 @pytest.fixture
@@ -142,7 +142,7 @@ def test_a_manifest_that_is_not_an_object_and_every_problem_of_one_are_named(dat
 def test_restore_says_what_is_wrong_with_the_manifest_and_exits_non_zero(database, tmp_path):
     from click.testing import CliRunner
 
-    from cli.backup import restore
+    from agentsearch.cli.backup import restore
 
     make_backup(database, tmp_path / "backup")
     path = tmp_path / "backup" / MANIFEST

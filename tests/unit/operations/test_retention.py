@@ -1,4 +1,5 @@
-"""Retention (pipeline/operations/retention.py) on SQLite: which rows go, with what, in batches of what size; the
+"""Retention (src/agentsearch/pipeline/operations/retention.py) on SQLite: which rows go, with what, in batches of what
+size; the
 dry run; the budget; the counter in /metrics; the command line."""
 
 from __future__ import annotations
@@ -15,19 +16,19 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 from sqlalchemy import event, func, insert, select
 
-from bench.retention import artifact_row, attempt_row, delivery_row, job_row, owners, turn_row
-from cli import main
-from pipeline.observability.exposition import AgentSearchCollector
-from pipeline.observability.metrics import MetricsRecorder, read_metrics
-from pipeline.operations.retention import PRUNED_KINDS, RetentionPolicy, prune
-from pipeline.platform.db import Database, utcnow
-from pipeline.platform.settings import Settings, get_settings
-from pipeline.platform.tables.agentic import AgenticLoopRow, ProfileRunRow, ProfileSetRow
-from pipeline.platform.tables.audit import AuditEventRow
-from pipeline.platform.tables.conversations import ConversationTurnRow
-from pipeline.platform.tables.jobs import ArtifactRow, JobRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID
-from pipeline.platform.tables.webhooks import WebhookAttemptRow, WebhookDeliveryRow
+from agentsearch.bench.retention import artifact_row, attempt_row, delivery_row, job_row, owners, turn_row
+from agentsearch.cli import main
+from agentsearch.pipeline.observability.exposition import AgentSearchCollector
+from agentsearch.pipeline.observability.metrics import MetricsRecorder, read_metrics
+from agentsearch.pipeline.operations.retention import PRUNED_KINDS, RetentionPolicy, prune
+from agentsearch.pipeline.platform.db import Database, utcnow
+from agentsearch.pipeline.platform.settings import Settings, get_settings
+from agentsearch.pipeline.platform.tables.agentic import AgenticLoopRow, ProfileRunRow, ProfileSetRow
+from agentsearch.pipeline.platform.tables.audit import AuditEventRow
+from agentsearch.pipeline.platform.tables.conversations import ConversationTurnRow
+from agentsearch.pipeline.platform.tables.jobs import ArtifactRow, JobRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
+from agentsearch.pipeline.platform.tables.webhooks import WebhookAttemptRow, WebhookDeliveryRow
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=utcnow().tzinfo)
 OLD, RECENT = NOW - timedelta(days=31), NOW - timedelta(days=29)

@@ -1,1 +1,1 @@
-"""Unit tests of pipeline/parsing/: the readers of uploaded files."""
+"""Unit tests of src/agentsearch/pipeline/parsing/: the readers of uploaded files."""

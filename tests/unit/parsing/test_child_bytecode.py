@@ -16,14 +16,14 @@ import sysconfig
 import tomllib
 from pathlib import Path
 
-from pipeline.parsing.sandbox import CHILD_ENVIRONMENT
+from agentsearch.pipeline.parsing.sandbox import CHILD_ENVIRONMENT
 
 REPO = Path(__file__).resolve().parents[3]
 PROBE = """
 import importlib, json, sys
-from pipeline.parsing.child import main
-from pipeline.parsing.formats import READERS
-from pipeline.parsing.parsed import ParseLimits
+from agentsearch.pipeline.parsing.child import main
+from agentsearch.pipeline.parsing.formats import READERS
+from agentsearch.pipeline.parsing.parsed import ParseLimits
 
 main(sys.argv[1], "pdf", ParseLimits(), None)  # refuses the file, as its child does
 for reader in sorted(set(READERS.values())):
@@ -67,7 +67,8 @@ def test_every_library_the_child_imports_has_bytecode_for_this_interpreter(tmp_p
     """The venv's libraries (in the image the project too, installed among them; a clone's own sources, edited as
     they are, get theirs from any import that may write it)."""
     imports = child_imports(tmp_path)
-    assert {"pipeline.parsing.child", "pipeline.parsing.formats.pdf", "pypdfium2"} <= imports.keys()
+    expected = {"agentsearch.pipeline.parsing.child", "agentsearch.pipeline.parsing.formats.pdf", "pypdfium2"}
+    assert expected <= imports.keys()
     installed = {Path(sysconfig.get_path(where)).resolve() for where in ("purelib", "platlib")}
     libraries = {name: Path(file) for name, file in imports.items()
                  if any(Path(file).resolve().is_relative_to(root) for root in installed)}

@@ -1,17 +1,18 @@
-"""A parsed file as a stored document (``pipeline.ingestion.files.file_document``), its chunks along its parts
-(``chunk_parts``, ``index_documents``), and the windows of a long file (``pipeline.ingestion.file_parse``)."""
+"""A parsed file as a stored document (``agentsearch.pipeline.ingestion.files.file_document``), its chunks along its
+parts (``chunk_parts``, ``index_documents``), and the windows of a long file
+(``agentsearch.pipeline.ingestion.file_parse``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.ingestion.chunking import ChunkingConfig, chunk_parts
-from pipeline.ingestion.documents_in import IngestError
-from pipeline.ingestion.file_parse import FIRST_WINDOW_PAGES, _merged, _window_pages
-from pipeline.ingestion.files import file_document
-from pipeline.ingestion.indexing import index_documents
-from pipeline.parsing import ParsedFile, Part
-from pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.ingestion.chunking import ChunkingConfig, chunk_parts
+from agentsearch.pipeline.ingestion.documents_in import IngestError
+from agentsearch.pipeline.ingestion.file_parse import FIRST_WINDOW_PAGES, _merged, _window_pages
+from agentsearch.pipeline.ingestion.files import file_document
+from agentsearch.pipeline.ingestion.indexing import index_documents
+from agentsearch.pipeline.parsing import ParsedFile, Part
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
 
 
 def _embed(texts: list[str]) -> list[list[float]]:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.parsing import ParseRefused
-from pipeline.parsing.file_names import MAX_NAME_BYTES, bare_name, upload_name
+from agentsearch.pipeline.parsing import ParseRefused
+from agentsearch.pipeline.parsing.file_names import MAX_NAME_BYTES, bare_name, upload_name
 
 
 @pytest.mark.parametrize("sent, kept", [

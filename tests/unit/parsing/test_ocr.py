@@ -1,6 +1,6 @@
-"""Images of text read by OCR through the real parsing child (``pipeline.parsing.read_file``) and the real tesseract
-engine: PNG, JPEG and multi-page TIFF, a page lying on its side, pages in Latin, Cyrillic and Arabic script read with
-the language packs of their script, an image bomb refused from its header.
+"""Images of text read by OCR through the real parsing child (``agentsearch.pipeline.parsing.read_file``) and the real
+tesseract engine: PNG, JPEG and multi-page TIFF, a page lying on its side, pages in Latin, Cyrillic and Arabic script
+read with the language packs of their script, an image bomb refused from its header.
 
 The pages are drawn by ``tests.support.scans`` (150 dpi, a small turn, blur and speckles). OCR makes mistakes, so a
 page passes when nearly all its words are found (Arabic: 85%, where one misread dot changes a word).
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.parsing import ParseLimits, ParseRefused, read_file
-from pipeline.parsing.ocr import languages_for, ocr_note
-from pipeline.platform.settings import Settings
+from agentsearch.pipeline.parsing import ParseLimits, ParseRefused, read_file
+from agentsearch.pipeline.parsing.ocr import languages_for, ocr_note
+from agentsearch.pipeline.platform.settings import Settings
 from tests.support.scans import png_bomb, save_tiff, scan_page, words_found
 
 ENGLISH = ["Quarterly report of the northern wind farms", "Revenue rose by twelve percent in the fourth quarter,",

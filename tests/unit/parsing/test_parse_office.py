@@ -1,7 +1,7 @@
 """Word, PowerPoint, Excel and CSV files are read into parts with their places (a heading path, a slide, a sheet's
-row), through the parsing child process (``pipeline.parsing.read_file``) as the worker reads them, and refused by
-reason when they are bombs (ZIP or XML), damaged, or past the limits on rows and text. The files are built here
-with the libraries that write them (python-docx, python-pptx, openpyxl, the csv module) or, for what no library
+row), through the parsing child process (``agentsearch.pipeline.parsing.read_file``) as the worker reads them, and
+refused by reason when they are bombs (ZIP or XML), damaged, or past the limits on rows and text. The files are built
+here with the libraries that write them (python-docx, python-pptx, openpyxl, the csv module) or, for what no library
 writes, with zipfile."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from msoffcrypto.format.ooxml import OOXMLFile
 from pptx import Presentation
 from pptx.util import Inches
 
-from pipeline.parsing import ParseLimits, ParseRefused, read_file, sniff
+from agentsearch.pipeline.parsing import ParseLimits, ParseRefused, read_file, sniff
 
 LAUGHS = ('<!DOCTYPE lolz [<!ENTITY lol0 "lol">'
           + "".join(f'<!ENTITY lol{n} "{f"&lol{n - 1};" * 10}">' for n in range(1, 10)) + "]>")

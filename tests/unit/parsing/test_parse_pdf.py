@@ -1,5 +1,5 @@
-"""PDFs read through the real parsing child (``pipeline.parsing.read_file``): reading order, tables as rows of
-cells, running headers and footers left out, characters without a meaning left out with a note, scanned pages read
+"""PDFs read through the real parsing child (``agentsearch.pipeline.parsing.read_file``): reading order, tables as rows
+of cells, running headers and footers left out, characters without a meaning left out with a note, scanned pages read
 by OCR, passwords, windows of a long file.
 
 The files are made here with reportlab (text, columns, tables), Pillow (scanned pages, ``tests.support.scans``) and
@@ -21,7 +21,7 @@ from reportlab.pdfbase.pdfmetrics import stringWidth
 from reportlab.pdfgen import canvas
 from reportlab.platypus import BaseDocTemplate, Frame, PageTemplate, Paragraph, SimpleDocTemplate, Table, TableStyle
 
-from pipeline.parsing import ParseLimits, ParseRefused, read_file
+from agentsearch.pipeline.parsing import ParseLimits, ParseRefused, read_file
 from tests.support.pdfs import page_text, pdf_file
 from tests.support.scans import save_scanned_pdf, scan_page, words_found
 

@@ -1,5 +1,5 @@
 """Web pages, Markdown, plain text and e-mail are read into parts by heading path, through the parsing child process
-(``pipeline.parsing.read_file``) as the worker reads them, and told apart by their bytes (``sniff``)."""
+(``agentsearch.pipeline.parsing.read_file``) as the worker reads them, and told apart by their bytes (``sniff``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.parsing import ParseLimits, ParseRefused, read_file, sniff
+from agentsearch.pipeline.parsing import ParseLimits, ParseRefused, read_file, sniff
 from tests.support.zips import word_file
 
 DOCS_PAGE = """<!DOCTYPE html>

@@ -1,4 +1,4 @@
-"""A PDF is read within limits on pages, CPU time and memory (``pipeline.parsing.read_file``, the real child
+"""A PDF is read within limits on pages, CPU time and memory (``agentsearch.pipeline.parsing.read_file``, the real child
 process), and refused by name past them.
 
 The slow file is the shape that costs PDFium most for its size: form XObjects nested four deep, each drawing the next
@@ -12,8 +12,8 @@ import pytest
 from reportlab.lib.pagesizes import A4
 from reportlab.pdfgen import canvas
 
-from pipeline.parsing import ParseLimits, ParseRefused, read_file
-from pipeline.platform.settings import Settings
+from agentsearch.pipeline.parsing import ParseLimits, ParseRefused, read_file
+from agentsearch.pipeline.platform.settings import Settings
 from tests.support.pdfs import page_text, pdf_file
 
 

@@ -1,5 +1,7 @@
-"""A ZIP's end record read from its last bytes (``pipeline.parsing.zip_end``), and a file format told without reading
-a ZIP's directory (``pipeline.parsing.sniff``): what the API and the workers read of an untrusted Office file."""
+"""A ZIP's end record read from its last bytes (``agentsearch.pipeline.parsing.zip_end``), and a file format told
+without reading a ZIP's directory (``agentsearch.pipeline.parsing.sniff``): what the API and the workers read of an
+untrusted Office
+file."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import zipfile
 
 import pytest
 
-from pipeline.parsing import ParseLimits, ParseRefused, read_file, sniff
-from pipeline.parsing.zip_end import MAX_DIRECTORY_BYTES, MAX_PARTS, EndRecord, check_directory, end_record
+from agentsearch.pipeline.parsing import ParseLimits, ParseRefused, read_file, sniff
+from agentsearch.pipeline.parsing.zip_end import MAX_DIRECTORY_BYTES, MAX_PARTS, EndRecord, check_directory, end_record
 from tests.support.zips import huge_directory, with_end, word_file
 
 CANNOT_OPEN = r"^a damaged ZIP file \(Office files are ZIP files\): it cannot be opened"

@@ -1,1 +1,1 @@
-"""Unit tests of pipeline/platform/: breakers, the LLM client, prompt budgets and the ticker."""
+"""Unit tests of src/agentsearch/pipeline/platform/: breakers, the LLM client, prompt budgets and the ticker."""

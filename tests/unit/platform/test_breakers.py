@@ -9,7 +9,7 @@ import pybreaker
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from pipeline.platform.breakers import UNREAD, AgentBreaker
+from agentsearch.pipeline.platform.breakers import UNREAD, AgentBreaker
 
 FAILURE = RuntimeError("thesaurus service returned HTTP 503")
 

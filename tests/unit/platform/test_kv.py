@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from pipeline.platform.kv import connect_async_redis, connect_redis
+from agentsearch.pipeline.platform.kv import connect_async_redis, connect_redis
 
 
 def test_the_sync_and_asyncio_clients_share_one_in_process_store():

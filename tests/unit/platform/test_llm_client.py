@@ -8,9 +8,9 @@ import threading
 import httpx
 import pytest
 
-import pipeline.platform.llm as llm_module
-from pipeline.platform.llm import LLMClient, LLMError, LLMReply, parse_json_reply, reply_json
-from pipeline.platform.settings import Settings
+import agentsearch.pipeline.platform.llm as llm_module
+from agentsearch.pipeline.platform.llm import LLMClient, LLMError, LLMReply, parse_json_reply, reply_json
+from agentsearch.pipeline.platform.settings import Settings
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
 

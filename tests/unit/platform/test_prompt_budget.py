@@ -1,11 +1,12 @@
-"""Prompt budgets in tokens (pipeline.platform.prompt_budget): what is cut, what is left out, what is never asked."""
+"""Prompt budgets in tokens (agentsearch.pipeline.platform.prompt_budget): what is cut, what is left out, what is never
+asked."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.platform.llm import LLMError, estimate_tokens
-from pipeline.platform.prompt_budget import (
+from agentsearch.pipeline.platform.llm import LLMError, estimate_tokens
+from agentsearch.pipeline.platform.prompt_budget import (
     MARGIN_TOKENS,
     TOKENS_PER_MESSAGE,
     cut_to_tokens,

@@ -1,4 +1,5 @@
-"""The tables: a module per domain under ``pipeline.platform.tables``, every mapped class named ``...Row``, and the
+"""The tables: a module per domain under ``agentsearch.pipeline.platform.tables``, every mapped class named ``...Row``,
+and the
 one metadata Alembic's environment compares with the migrations holding every table, as the migrations made it."""
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
-import pipeline.platform.tables  # noqa: F401  (every table, as migrations/env.py loads them)
-from pipeline.platform.db import Base
+import agentsearch.pipeline.platform.tables  # noqa: F401  (every table, as src/agentsearch/migrations/env.py loads them)
+from agentsearch.pipeline.platform.db import Base
 
 REPO = Path(__file__).resolve().parents[3]
-TABLES = REPO / "pipeline" / "platform" / "tables"
+TABLES = REPO / "src" / "agentsearch" / "pipeline" / "platform" / "tables"
 
 
 def test_every_mapped_class_is_a_row_of_its_domain_module():
@@ -26,11 +27,12 @@ def test_every_mapped_class_is_a_row_of_its_domain_module():
         cls = mapper.class_
         assert cls.__name__.endswith("Row"), cls.__name__
         package, _, domain = cls.__module__.rpartition(".")
-        assert package == "pipeline.platform.tables" and domain in domains, cls.__module__
+        assert package == "agentsearch.pipeline.platform.tables" and domain in domains, cls.__module__
 
 
 def test_the_migrations_environment_sees_every_table(tmp_path):
-    """``alembic check`` through ``migrations/env.py``, in a fresh interpreter (nothing imported beforehand): its
+    """``alembic check`` through ``src/agentsearch/migrations/env.py``, in a fresh interpreter (nothing imported
+    beforehand): its
     autogenerate finds nothing to add or drop, so its one metadata holds every table the migrations made."""
     url = f"sqlite:///{tmp_path / 'agentsearch.db'}"
     code = ("import sys; from alembic import command; from migrations import alembic_config, upgrade; "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from pipeline.platform.ticker import Ticker
+from agentsearch.pipeline.platform.ticker import Ticker
 
 
 def wait_for(condition, timeout_s: float = 5.0) -> bool:

@@ -1,1 +1,1 @@
-"""Unit tests of pipeline/retrieval/: the embedders, the vector store, the retriever and its outcome."""
+"""Unit tests of src/agentsearch/pipeline/retrieval/: the embedders, the vector store, the retriever and its outcome."""

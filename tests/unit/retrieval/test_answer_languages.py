@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.documents import Document
-from pipeline.eval.answers import holds_gold_span
-from pipeline.job.answer import extractive_answer, question_kind, score_sentences
-from pipeline.job.answer.question_kind import holds_kind
-from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.retrieval.config import SearchConfig
-from pipeline.retrieval.language import embedding_learnt
-from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.stored_chunks import Hit
+from agentsearch.pipeline.documents import Document
+from agentsearch.pipeline.eval.answers import holds_gold_span
+from agentsearch.pipeline.job.answer import extractive_answer, question_kind, score_sentences
+from agentsearch.pipeline.job.answer.question_kind import holds_kind
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.retrieval.config import SearchConfig
+from agentsearch.pipeline.retrieval.language import embedding_learnt
+from agentsearch.pipeline.retrieval.retriever import Retriever
+from agentsearch.pipeline.retrieval.stored_chunks import Hit
 
 GERMAN = Document(id="bern", title="Bern", score=1.0, metadata={"language": "de"}, text=(
     "Das Parlament tagt im Frühling. Das Parlament wurde 1902 in Bern gebaut."))
@@ -82,7 +82,7 @@ def test_a_word_every_sentence_holds_weighs_next_to_nothing():
 
 
 def test_each_document_is_analysed_as_its_stored_language_and_detected_once_when_it_has_none(monkeypatch):
-    import pipeline.retrieval.analyzer as analyzer_module
+    import agentsearch.pipeline.retrieval.analyzer as analyzer_module
 
     seen: list[str] = []
     detect = analyzer_module.detect_language

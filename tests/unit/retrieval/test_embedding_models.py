@@ -11,11 +11,11 @@ import sys
 import numpy as np
 import pytest
 
-from pipeline.platform.settings import Settings
-from pipeline.retrieval.e5_engine import E5Engine
-from pipeline.retrieval.embedder import Embedder
-from pipeline.retrieval.model_files import resolve_model_path
-from pipeline.services import Services
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.retrieval.e5_engine import E5Engine
+from agentsearch.pipeline.retrieval.embedder import Embedder
+from agentsearch.pipeline.retrieval.model_files import resolve_model_path
+from agentsearch.pipeline.services import Services
 
 ANSWER = "Jared Allen recorded 136 sacks during his career in the National Football League."
 OTHER = "The Rhine flows from the Swiss Alps to the North Sea through Germany and the Netherlands."
@@ -100,7 +100,7 @@ def test_the_retriever_embeds_queries_through_the_query_side_when_the_embedder_h
 
 
 def test_the_model_benchmark_scores_ndcg_at_10_by_rank_of_the_relevant_documents():
-    from bench.embedding_models import ndcg_at_10
+    from agentsearch.bench.embedding_models import ndcg_at_10
 
     ids = ["a", "b", "c"]
     scores = np.array([[0.9, 0.5, 0.1],    # relevant first: 1

@@ -1,5 +1,5 @@
-"""Metadata filters (pipeline.retrieval.filters): the language's checks and error paths, its compilation to a Milvus
-expression (template + parameters, and the literals written in), the same rules in Python, and where a filter
+"""Metadata filters (agentsearch.pipeline.retrieval.filters): the language's checks and error paths, its compilation to
+a Milvus expression (template + parameters, and the literals written in), the same rules in Python, and where a filter
 reaches: the search config's cache view, the retriever's two Milvus searches, the agents' toolbox and cache keys,
 and the API's 422s (nothing written).
 
@@ -19,12 +19,12 @@ from milvus_lite.search.filter.parser import parse_expr
 from milvus_lite.search.filter.tokens import TokenKind, tokenize
 from pydantic import ValidationError
 
-from pipeline.agents.base import AgentContext, Stage
-from pipeline.job.agent_call import agent_context
-from pipeline.job.job_state import JobState
-from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.retrieval.config import SearchConfig
-from pipeline.retrieval.filters import (
+from agentsearch.pipeline.agents.base import AgentContext, Stage
+from agentsearch.pipeline.job.agent_call import agent_context
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.retrieval.config import SearchConfig
+from agentsearch.pipeline.retrieval.filters import (
     MAX_DEPTH,
     MAX_IN_VALUES,
     MAX_NODES,
@@ -32,9 +32,9 @@ from pipeline.retrieval.filters import (
     filter_problems,
     parse_filter,
 )
-from pipeline.retrieval.milvus_expressions import milvus_literal
-from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.stored_chunks import Hit
+from agentsearch.pipeline.retrieval.milvus_expressions import milvus_literal
+from agentsearch.pipeline.retrieval.retriever import Retriever
+from agentsearch.pipeline.retrieval.stored_chunks import Hit
 from tests.support.api_checks import jobs_written, locs, new_collection
 from tests.support.dict_cache import DictCache
 
@@ -357,7 +357,7 @@ def test_agents_of_a_filtered_job_get_the_filter_in_their_context_and_cache_key(
     ctx = agent_context(state, Stage.PRE_SEARCH)
     assert ctx.search_filter == eq("region", "emea")
     runner = make_runner()
-    from pipeline.agents.base import Agent, PreSearchInput
+    from agentsearch.pipeline.agents.base import Agent, PreSearchInput
 
     class Probe(Agent):
         agent_id = "probe"
@@ -372,7 +372,7 @@ def test_agents_of_a_filtered_job_get_the_filter_in_their_context_and_cache_key(
 
 
 def test_the_toolbox_search_of_a_filtered_job_applies_the_filter():
-    from pipeline.agents.toolbox import AgentTools
+    from agentsearch.pipeline.agents.toolbox import AgentTools
 
     seen = []
 
@@ -442,7 +442,7 @@ def test_agentsearch_search_sends_the_filter_and_refuses_what_is_not_json(monkey
 
     from click.testing import CliRunner
 
-    from cli import main, search as search_module
+    from agentsearch.cli import main, search as search_module
 
     sent = {}
 
@@ -469,7 +469,7 @@ def test_agentsearch_search_sends_the_filter_and_refuses_what_is_not_json(monkey
 def test_agentsearch_eval_retrieval_refuses_a_malformed_filter_before_loading_anything(tmp_path):
     from click.testing import CliRunner
 
-    from cli import main
+    from agentsearch.cli import main
 
     corpus, queries, qrels = tmp_path / "corpus.jsonl", tmp_path / "queries.jsonl", tmp_path / "qrels.tsv"
     corpus.write_text('{"_id": "d1", "title": "t", "text": "x"}\n')
@@ -482,8 +482,8 @@ def test_agentsearch_eval_retrieval_refuses_a_malformed_filter_before_loading_an
 
 
 def test_the_iterative_loop_takes_the_jobs_filter_and_refuses_one_of_its_own():
-    from pipeline.agentic.config import IterativeConfig
-    from pipeline.agentic.runtime import job_filter
+    from agentsearch.pipeline.agentic.config import IterativeConfig
+    from agentsearch.pipeline.agentic.runtime import job_filter
 
     assert job_filter({"strategy": "keyword", "filter": eq("region", "emea")}) == {"filter": eq("region", "emea")}
     assert job_filter({"strategy": "keyword"}) == {}
@@ -492,8 +492,8 @@ def test_the_iterative_loop_takes_the_jobs_filter_and_refuses_one_of_its_own():
 
 
 def test_the_runner_binds_an_agents_toolbox_to_the_jobs_filter(make_runner):
-    from pipeline.agents.base import PreSearchAgent, PreSearchInput, PreSearchOutput
-    from pipeline.records.agent_runs import AgentSpec
+    from agentsearch.pipeline.agents.base import PreSearchAgent, PreSearchInput, PreSearchOutput
+    from agentsearch.pipeline.records.agent_runs import AgentSpec
 
     class Tools:
         def __init__(self, search_filter=None):

@@ -10,18 +10,18 @@ import unicodedata
 
 import pytest
 
-from pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Stage
-from pipeline.agents.builtin.translator import Translator
-from pipeline.ingestion.indexing import chunk_keywords, index_documents
-from pipeline.job.job_state import JobState
-from pipeline.platform.llm import LLMClient
-from pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text, index_form
-from pipeline.retrieval.config import SearchConfig
-from pipeline.retrieval.language import detect_language
-from pipeline.retrieval.language_route import language_route
-from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.stored_chunks import Hit
-from pipeline.retrieval.translations import Translations
+from agentsearch.pipeline.agents.base import AgentContext, AgentSkipped, PreSearchInput, Stage
+from agentsearch.pipeline.agents.builtin.translator import Translator
+from agentsearch.pipeline.ingestion.indexing import chunk_keywords, index_documents
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.platform.llm import LLMClient
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text, index_form
+from agentsearch.pipeline.retrieval.config import SearchConfig
+from agentsearch.pipeline.retrieval.language import detect_language
+from agentsearch.pipeline.retrieval.language_route import language_route
+from agentsearch.pipeline.retrieval.retriever import Retriever
+from agentsearch.pipeline.retrieval.stored_chunks import Hit
+from agentsearch.pipeline.retrieval.translations import Translations
 from tests.support.fake_llm import FakeLLM
 
 AUTO = KeywordAnalyzer("auto")
@@ -131,7 +131,7 @@ def test_unknown_languages_are_refused_by_name():
 def test_segmenters_and_the_language_model_load_only_when_a_text_needs_them():
     code = (
         "import sys\n"
-        "from pipeline.retrieval.analyzer import KeywordAnalyzer\n"
+        "from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer\n"
         "a = KeywordAnalyzer('auto')\n"
         "a.terms('नमस्ते दुनिया'); a.terms('Привет')\n"
         "heavy = ('jieba', 'pythainlp', 'fugashi')\n"

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pipeline.retrieval.micro_batcher import MicroBatcher
+from agentsearch.pipeline.retrieval.micro_batcher import MicroBatcher
 
 
 class SlowModel:

@@ -7,7 +7,7 @@ import grpc
 import pytest
 from pymilvus.client.grpc_handler import GrpcHandler
 
-from pipeline.retrieval.vector_store import GRPC_OPTIONS
+from agentsearch.pipeline.retrieval.vector_store import GRPC_OPTIONS
 
 # gRPC core's server defaults (grpc doc/keepalive.md): pings no closer than 5 min while calls are in flight
 # (GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS) and none on a connection without calls (2 h apart).

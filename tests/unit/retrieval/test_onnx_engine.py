@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.platform.settings import get_settings
-from pipeline.retrieval.embedder import Embedder
-from pipeline.retrieval.model_files import resolve_model_path
-from pipeline.retrieval.onnx_engine import OnnxEngine
-from pipeline.retrieval.onnx_export import onnx_model_for
+from agentsearch.pipeline.platform.settings import get_settings
+from agentsearch.pipeline.retrieval.embedder import Embedder
+from agentsearch.pipeline.retrieval.model_files import resolve_model_path
+from agentsearch.pipeline.retrieval.onnx_engine import OnnxEngine
+from agentsearch.pipeline.retrieval.onnx_export import onnx_model_for
 
 MODEL = "all-MiniLM-L6-v2"
 TEXTS = [

@@ -1,5 +1,5 @@
-"""The embeddings server's client (``pipeline.retrieval.remote_embedder``) against a fake server and bad answers;
-the setting that chooses it; and a worker and the API holding no model, not even torch, when it is set.
+"""The embeddings server's client (``agentsearch.pipeline.retrieval.remote_embedder``) against a fake server and bad
+answers; the setting that chooses it; and a worker and the API holding no model, not even torch, when it is set.
 
 The real server (Infinity) is exercised by ``tests/integration/test_embedding_service.py``.
 """
@@ -17,14 +17,14 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from pipeline.platform.settings import Settings
-from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.retrieval.config import SearchConfig
-from pipeline.retrieval.embedder import make_embedder
-from pipeline.retrieval.remote_embedder import EmbeddingServiceError, RemoteEmbedder
-from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.stored_chunks import Hit
-from pipeline.services import Services
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.retrieval.config import SearchConfig
+from agentsearch.pipeline.retrieval.embedder import make_embedder
+from agentsearch.pipeline.retrieval.remote_embedder import EmbeddingServiceError, RemoteEmbedder
+from agentsearch.pipeline.retrieval.retriever import Retriever
+from agentsearch.pipeline.retrieval.stored_chunks import Hit
+from agentsearch.pipeline.services import Services
 from tests.support.fake_embeddings import FakeEmbeddingsServer, raw_vector
 
 REPO = Path(__file__).resolve().parents[3]
@@ -200,17 +200,17 @@ def test_a_search_with_the_server_down_falls_back_to_keywords_and_names_the_serv
 # a thread-pool worker does on its first search and ingest, then the API's app; torch must never be imported.
 NO_MODEL_SCRIPT = """
 import json, sys
-import worker.app
-import worker.lifecycle as lifecycle
-import worker.job_tasks, worker.ingestion
-from pipeline.services import get_services
+import agentsearch.worker.app
+import agentsearch.worker.lifecycle as lifecycle
+import agentsearch.worker.job_tasks, agentsearch.worker.ingestion
+from agentsearch.pipeline.services import get_services
 
 lifecycle._load_model_before_fork()
 lifecycle._fresh_clients_after_fork()
 services = get_services()
 vectors = services.embedder.embed(["solar output"])
 dimension = services.embedder.dimension
-import api.app
+import agentsearch.api.app
 print(json.dumps({
     "preloaded": lifecycle._parent_embedder is not None,
     "embedder": type(services.embedder).__name__,

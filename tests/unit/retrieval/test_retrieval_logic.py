@@ -9,12 +9,12 @@ from pydantic import ValidationError
 from reportlab.lib.pagesizes import A4
 from reportlab.pdfgen import canvas
 
-from pipeline.ingestion.documents_in import IngestError
-from pipeline.ingestion.files import read_documents
-from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.retrieval.config import SearchConfig
-from pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse
-from pipeline.retrieval.retriever import _recency, choose_strategy
+from agentsearch.pipeline.ingestion.documents_in import IngestError
+from agentsearch.pipeline.ingestion.files import read_documents
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.retrieval.config import SearchConfig
+from agentsearch.pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse
+from agentsearch.pipeline.retrieval.retriever import _recency, choose_strategy
 
 
 def test_rrf_rewards_documents_both_lists_rank_high():

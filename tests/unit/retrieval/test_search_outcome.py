@@ -1,4 +1,5 @@
-"""What a search that met Milvus errors amounts to for its job: failed, degraded or whole (pipeline.retrieval.outcome).
+"""What a search that met Milvus errors amounts to for its job: failed, degraded or whole
+(agentsearch.pipeline.retrieval.outcome).
 
 The pure parts, the retriever with a fake store, and the search task against a real job row: a search that failed
 outright is searched again with backoff, then fails the job; one that failed in part makes a degraded response.
@@ -15,26 +16,26 @@ import fakeredis
 import pytest
 from celery.exceptions import Retry
 
-from migrations import upgrade
-from pipeline import services as services_module
-from pipeline.agents.base import Document
-from pipeline.job.assembly import assemble_response
-from pipeline.job.job_state import JobState
-from pipeline.job.ledger import StepLedger
-from pipeline.job.search import merge_search_step
-from pipeline.platform.backoff import backoff_delay
-from pipeline.platform.db import utcnow
-from pipeline.platform.settings import Settings
-from pipeline.platform.tables.collections import CollectionRow
-from pipeline.platform.tables.jobs import JobRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID
-from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.retrieval.config import SearchConfig
-from pipeline.retrieval.outcome import SearchFailed, degraded_reasons, search_failure
-from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.stored_chunks import Hit
+from agentsearch.migrations import upgrade
+from agentsearch.pipeline import services as services_module
+from agentsearch.pipeline.agents.base import Document
+from agentsearch.pipeline.job.assembly import assemble_response
+from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.ledger import StepLedger
+from agentsearch.pipeline.job.search import merge_search_step
+from agentsearch.pipeline.platform.backoff import backoff_delay
+from agentsearch.pipeline.platform.db import utcnow
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.tables.collections import CollectionRow
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.retrieval.config import SearchConfig
+from agentsearch.pipeline.retrieval.outcome import SearchFailed, degraded_reasons, search_failure
+from agentsearch.pipeline.retrieval.retriever import Retriever
+from agentsearch.pipeline.retrieval.stored_chunks import Hit
+from agentsearch.worker import job_tasks
 from tests.support.dict_cache import DictCache
-from worker import job_tasks
 
 RELEASED = "MilvusException: Collection 'c1' is in state 'released'; call load() before search/get/query"
 
@@ -187,7 +188,7 @@ class DownRetriever:
         self.calls = 0
 
     def search(self, collection, query, config, epoch=0, model=""):
-        from pipeline.retrieval.retriever import RetrievalResult
+        from agentsearch.pipeline.retrieval.retriever import RetrievalResult
 
         self.calls += 1
         return RetrievalResult([], {"errors": [f"semantic search failed: {RELEASED}"], "returned": 0,

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.retrieval.config import SearchConfig
-from pipeline.retrieval.fusion import with_sentence_signal
-from pipeline.retrieval.retriever import Retriever
-from pipeline.retrieval.sentence_signal import SENTENCE_WINDOW
-from pipeline.retrieval.sentence_vectors import best_sentence_cosine, chunk_units, pack, text_key, unpack
-from pipeline.retrieval.stored_chunks import Hit
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.retrieval.config import SearchConfig
+from agentsearch.pipeline.retrieval.fusion import with_sentence_signal
+from agentsearch.pipeline.retrieval.retriever import Retriever
+from agentsearch.pipeline.retrieval.sentence_signal import SENTENCE_WINDOW
+from agentsearch.pipeline.retrieval.sentence_vectors import best_sentence_cosine, chunk_units, pack, text_key, unpack
+from agentsearch.pipeline.retrieval.stored_chunks import Hit
 
 QUERY = "When did the Harrow Ridge farm open?"
 SPANISH = "¿Cuándo abrió el parque eólico de Harrow Ridge?"

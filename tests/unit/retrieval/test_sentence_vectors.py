@@ -11,11 +11,11 @@ import hashlib
 import numpy as np
 import pytest
 
-from pipeline.documents import Document
-from pipeline.ingestion.chunking import ChunkingConfig
-from pipeline.ingestion.indexing import index_documents
-from pipeline.retrieval.analyzer import KeywordAnalyzer
-from pipeline.retrieval.sentence_vectors import (
+from agentsearch.pipeline.documents import Document
+from agentsearch.pipeline.ingestion.chunking import ChunkingConfig
+from agentsearch.pipeline.ingestion.indexing import index_documents
+from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer
+from agentsearch.pipeline.retrieval.sentence_vectors import (
     MAX_STORED,
     KnownVectors,
     chunk_units,
@@ -139,7 +139,7 @@ def test_a_text_changed_on_the_way_is_embedded_not_read():
 
 
 def test_the_vector_store_reads_the_field_only_where_the_collection_has_it(monkeypatch):
-    from pipeline.retrieval import vector_store as module
+    from agentsearch.pipeline.retrieval import vector_store as module
 
     payload = pack(["A fact."], [vector("A fact.")])
 
@@ -183,9 +183,9 @@ def test_the_answers_embed_reads_the_jobs_own_collections_and_the_cached_query_o
     import uuid
     from types import SimpleNamespace
 
-    from pipeline.job.answer_step import answer_embedder
-    from pipeline.job.job_state import JobState
-    from pipeline.platform.tables.collections import milvus_collection_name
+    from agentsearch.pipeline.job.answer_step import answer_embedder
+    from agentsearch.pipeline.job.job_state import JobState
+    from agentsearch.pipeline.platform.tables.collections import milvus_collection_name
 
     mine, theirs = str(uuid.uuid4()), str(uuid.uuid4())
     own, other = chunk_units("", "Own fact."), chunk_units("", "Other fact.")
@@ -239,7 +239,7 @@ def test_sentences_read_in_their_chunks_pass_are_not_embedded_again_but_titles_a
 
 
 def test_sentence_spans_point_at_each_sentence_in_the_embedded_text():
-    from pipeline.ingestion.indexing import sentence_spans
+    from agentsearch.pipeline.ingestion.indexing import sentence_spans
 
     piece = "First one here. Second  one\nthere. Third."
     text = f"Title. {piece}"

@@ -11,8 +11,8 @@ from typing import ClassVar
 import pytest
 from pymilvus import MilvusException
 
-from pipeline.retrieval import vector_store as vector_store_module
-from pipeline.retrieval.vector_store import (
+from agentsearch.pipeline.retrieval import vector_store as vector_store_module
+from agentsearch.pipeline.retrieval.vector_store import (
     COLLECTION_NOT_LOADED,
     GRPC_OPTIONS,
     LANGUAGES_TIMEOUT_S,

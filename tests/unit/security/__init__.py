@@ -1,1 +1,1 @@
-"""Unit tests of pipeline/security/: users, keys, groups, audit, egress and rate limits."""
+"""Unit tests of src/agentsearch/pipeline/security/: users, keys, groups, audit, egress and rate limits."""

@@ -1,5 +1,5 @@
-"""The audit trail (pipeline/security/audit.py) on SQLite and through the embedded API: what a row holds, the
-filters and the cursor, the team's route for its admins only, an UPDATE refused by the table's trigger, the
+"""The audit trail (src/agentsearch/pipeline/security/audit.py) on SQLite and through the embedded API: what a row
+holds, the filters and the cursor, the team's route for its admins only, an UPDATE refused by the table's trigger, the
 operator's command."""
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from click.testing import CliRunner
 from sqlalchemy import func, select, text, update
 from sqlalchemy.exc import DatabaseError
 
-from cli import main
-from cli.audit import since_of
-from pipeline.platform.db import utcnow
-from pipeline.platform.settings import get_settings
-from pipeline.platform.tables.audit import AuditEventRow
-from pipeline.platform.tables.collections import CollectionRow
-from pipeline.platform.tables.teams import TeamRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID
-from pipeline.security.audit import MAX_LIMIT, Actor, events, record
-from pipeline.security.users import UserStore
+from agentsearch.cli import main
+from agentsearch.cli.audit import since_of
+from agentsearch.pipeline.platform.db import utcnow
+from agentsearch.pipeline.platform.settings import get_settings
+from agentsearch.pipeline.platform.tables.audit import AuditEventRow
+from agentsearch.pipeline.platform.tables.collections import CollectionRow
+from agentsearch.pipeline.platform.tables.teams import TeamRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
+from agentsearch.pipeline.security.audit import MAX_LIMIT, Actor, events, record
+from agentsearch.pipeline.security.users import UserStore
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""Document groups (pipeline/security/document_access.py) on SQLite: the tokens a user holds (given by an admin, or
-by the identity provider's groups claim), the filter a job searches with and what it lets through, the listing's
+"""Document groups (src/agentsearch/pipeline/security/document_access.py) on SQLite: the tokens a user holds (given by
+an admin, or by the identity provider's groups claim), the filter a job searches with and what it lets through, the
+listing's
 narrowing, and a job read only by a holder of its groups while its sources stay visible."""
 
 from __future__ import annotations
@@ -9,14 +10,14 @@ import uuid
 import pytest
 from sqlalchemy import select
 
-from pipeline.platform.tables.collections import CollectionRow, DocumentRow
-from pipeline.platform.tables.jobs import JobRow
-from pipeline.platform.tables.teams import TeamGroupMemberRow, TeamMemberRow, TeamRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID, UserIdentityRow, UserRow
-from pipeline.refusal import Refusal
-from pipeline.retrieval.filters import MAX_DEPTH, MetadataFilter
-from pipeline.security.access import Access
-from pipeline.security.document_access import (
+from agentsearch.pipeline.platform.tables.collections import CollectionRow, DocumentRow
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.platform.tables.teams import TeamGroupMemberRow, TeamMemberRow, TeamRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID, UserIdentityRow, UserRow
+from agentsearch.pipeline.refusal import Refusal
+from agentsearch.pipeline.retrieval.filters import MAX_DEPTH, MetadataFilter
+from agentsearch.pipeline.security.access import Access
+from agentsearch.pipeline.security.document_access import (
     ACCESS_KEY,
     DocumentAccess,
     JobAccess,
@@ -181,7 +182,7 @@ def test_access_is_refused_where_it_enters_naming_the_field(client):
 def test_the_command_line_names_a_bad_group(tmp_path):
     from click.testing import CliRunner
 
-    from cli import main
+    from agentsearch.cli import main
 
     path = tmp_path / "a.txt"
     path.write_text("some text")

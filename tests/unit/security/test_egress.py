@@ -16,7 +16,7 @@ import httpx2
 import pytest
 from pydantic import ValidationError
 
-from pipeline.platform.egress import (
+from agentsearch.pipeline.platform.egress import (
     EgressGuard,
     EgressPolicy,
     EgressRefused,
@@ -24,8 +24,8 @@ from pipeline.platform.egress import (
     literal_address,
     system_resolver,
 )
-from pipeline.platform.settings import Settings
-from pipeline.security.transports import egress_refusal, guarded_async_client, guarded_client
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.security.transports import egress_refusal, guarded_async_client, guarded_client
 from tests.support.json_server import JsonServer
 
 PUBLIC = "93.184.216.34"

@@ -1,6 +1,7 @@
-"""A team's document groups (pipeline/security/groups.py) on SQLite: an admin or the operator puts members in
-groups and takes them out, each change in the audit trail; every other caller is refused saying why; a member taken
-out of the team leaves its groups, and added back holds none; a provider's groups claim maps to the team's group of
+"""A team's document groups (src/agentsearch/pipeline/security/groups.py) on SQLite: an admin or the operator puts
+members in groups and takes them out, each change in the audit trail; every other caller is refused saying why; a member
+taken out of the team leaves its groups, and added back holds none; a provider's groups claim maps to the team's group
+of
 that name; the operator's ``agentsearch teams group-*`` commands."""
 
 from __future__ import annotations
@@ -11,16 +12,16 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from cli import main
-from pipeline.platform.settings import get_settings
-from pipeline.platform.tables.audit import AuditEventRow
-from pipeline.platform.tables.teams import TeamGroupMemberRow
-from pipeline.platform.tables.users import UserIdentityRow
-from pipeline.refusal import Refusal
-from pipeline.security.document_access import held_tokens, token
-from pipeline.security.groups import groups_of_team, remove_group_member, set_group_member
-from pipeline.security.teams import create_team, remove_member, set_role
-from pipeline.security.users import UserStore
+from agentsearch.cli import main
+from agentsearch.pipeline.platform.settings import get_settings
+from agentsearch.pipeline.platform.tables.audit import AuditEventRow
+from agentsearch.pipeline.platform.tables.teams import TeamGroupMemberRow
+from agentsearch.pipeline.platform.tables.users import UserIdentityRow
+from agentsearch.pipeline.refusal import Refusal
+from agentsearch.pipeline.security.document_access import held_tokens, token
+from agentsearch.pipeline.security.groups import groups_of_team, remove_group_member, set_group_member
+from agentsearch.pipeline.security.teams import create_team, remove_member, set_role
+from agentsearch.pipeline.security.users import UserStore
 
 
 @pytest.fixture

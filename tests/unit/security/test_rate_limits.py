@@ -10,15 +10,22 @@ import uuid
 import pytest
 from pydantic import ValidationError
 
-from api.rate_limits import rate_limit_headers
-from pipeline.platform.db import Database
-from pipeline.platform.settings import Settings
-from pipeline.platform.tables.collections import CollectionRow, DocumentRow
-from pipeline.platform.tables.jobs import JobRow
-from pipeline.platform.tables.users import UserRow
-from pipeline.refusal import Refusal
-from pipeline.security.quotas import LimitOverrides, Limits, QuotaError, QuotaStore, check_document_quota, route_class
-from pipeline.security.rate_windows import RateWindows, Window
+from agentsearch.api.rate_limits import rate_limit_headers
+from agentsearch.pipeline.platform.db import Database
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.tables.collections import CollectionRow, DocumentRow
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.platform.tables.users import UserRow
+from agentsearch.pipeline.refusal import Refusal
+from agentsearch.pipeline.security.quotas import (
+    LimitOverrides,
+    Limits,
+    QuotaError,
+    QuotaStore,
+    check_document_quota,
+    route_class,
+)
+from agentsearch.pipeline.security.rate_windows import RateWindows, Window
 
 # -- effective limits -------------------------------------------------------------------------------------------
 
@@ -199,7 +206,7 @@ def test_concurrent_submissions_never_pass_the_running_jobs_limit():
 
 @pytest.fixture
 def db(tmp_path):
-    from migrations import upgrade
+    from agentsearch.migrations import upgrade
 
     url = f"sqlite:///{tmp_path / 'q.db'}"
     upgrade(url)
@@ -270,7 +277,7 @@ def test_the_document_quota_counts_every_collection_of_the_user_and_no_one_elses
 
 
 def _limit(app, client, **values) -> uuid.UUID:
-    from pipeline.security.users import UserStore
+    from agentsearch.pipeline.security.users import UserStore
 
     name = f"rl-{uuid.uuid4().hex[:8]}"
     user_id, key = UserStore(app.state.services.db).create(name)
@@ -315,8 +322,8 @@ def test_me_answers_for_the_caller(app, client):
 def test_the_users_limits_command_sets_shows_and_resets(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from cli import main
-    from pipeline.platform.settings import get_settings
+    from agentsearch.cli import main
+    from agentsearch.pipeline.platform.settings import get_settings
 
     monkeypatch.setenv("AGENTSEARCH_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("AGENTSEARCH_RATE_LIMIT_READS_PER_MINUTE", "900")
@@ -348,7 +355,7 @@ def test_the_middleware_adds_the_window_and_gives_back_an_admission_even_when_th
     from starlette.routing import Route
     from starlette.testclient import TestClient
 
-    from api.rate_limits import STATE_ADMISSION, STATE_WINDOW, RateLimitHeaders
+    from agentsearch.api.rate_limits import STATE_ADMISSION, STATE_WINDOW, RateLimitHeaders
 
     windows = RateWindows(None)
     user = uuid.uuid4()

@@ -12,25 +12,25 @@ import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
 
-from cli import main
-from migrations import upgrade
-from pipeline.agents.builtin.external_enricher import ExternalEnricher
-from pipeline.agents.builtin.fact_checker import FactChecker
-from pipeline.agents.builtin.mcp_tool import McpTool
-from pipeline.agents.references import (
+from agentsearch.cli import main
+from agentsearch.migrations import upgrade
+from agentsearch.pipeline.agents.builtin.external_enricher import ExternalEnricher
+from agentsearch.pipeline.agents.builtin.fact_checker import FactChecker
+from agentsearch.pipeline.agents.builtin.mcp_tool import McpTool
+from agentsearch.pipeline.agents.references import (
     MissingResource,
     UnresolvedReference,
     UserResources,
     resolve_config_references,
     resolve_references,
 )
-from pipeline.agents.toolbox import AgentTools
-from pipeline.platform.cache import ResultCache
-from pipeline.platform.db import Database
-from pipeline.platform.settings import Settings, get_settings
-from pipeline.platform.tables.collections import CollectionRow, DocumentRow
-from pipeline.platform.tables.users import UserRow
-from pipeline.security.registered_tools import RegisteredTool, ToolError, ToolStore
+from agentsearch.pipeline.agents.toolbox import AgentTools
+from agentsearch.pipeline.platform.cache import ResultCache
+from agentsearch.pipeline.platform.db import Database
+from agentsearch.pipeline.platform.settings import Settings, get_settings
+from agentsearch.pipeline.platform.tables.collections import CollectionRow, DocumentRow
+from agentsearch.pipeline.platform.tables.users import UserRow
+from agentsearch.pipeline.security.registered_tools import RegisteredTool, ToolError, ToolStore
 
 
 @pytest.fixture
@@ -274,8 +274,8 @@ def test_a_collections_lexicon_is_kept_in_the_process_per_epoch_and_still_only_f
 
 
 def test_a_lexicon_holds_only_the_documents_its_reader_finds(db, toolbox):
-    from pipeline.platform.tables.teams import TeamGroupMemberRow, TeamMemberRow, TeamRow
-    from pipeline.security.document_access import set_document_groups
+    from agentsearch.pipeline.platform.tables.teams import TeamGroupMemberRow, TeamMemberRow, TeamRow
+    from agentsearch.pipeline.security.document_access import set_document_groups
 
     tools, _ = toolbox
     member, outsider = make_user(db, "member"), make_user(db, "outsider")

@@ -8,12 +8,12 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from migrations import upgrade
-from pipeline.platform.db import Database, utcnow
-from pipeline.platform.tables.users import ConsoleSessionRow, UserRow
-from pipeline.security.identities import IdentityStore, groups_in, user_name
-from pipeline.security.sessions import SessionStore, csrf_matches
-from pipeline.security.users import digest
+from agentsearch.migrations import upgrade
+from agentsearch.pipeline.platform.db import Database, utcnow
+from agentsearch.pipeline.platform.tables.users import ConsoleSessionRow, UserRow
+from agentsearch.pipeline.security.identities import IdentityStore, groups_in, user_name
+from agentsearch.pipeline.security.sessions import SessionStore, csrf_matches
+from agentsearch.pipeline.security.users import digest
 
 
 @pytest.fixture

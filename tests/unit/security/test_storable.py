@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.security.storable import (
+from agentsearch.pipeline.security.storable import (
     DEPTH_MESSAGE,
     MAX_DEPTH,
     MAX_PROBLEMS,

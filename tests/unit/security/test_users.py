@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from migrations import upgrade
-from pipeline.platform.db import Database
-from pipeline.platform.tables.users import ApiKeyRow
-from pipeline.security.users import SHOWN_CHARS, UserError, UserStore, digest
+from agentsearch.migrations import upgrade
+from agentsearch.pipeline.platform.db import Database
+from agentsearch.pipeline.platform.tables.users import ApiKeyRow
+from agentsearch.pipeline.security.users import SHOWN_CHARS, UserError, UserStore, digest
 
 
 @pytest.fixture

@@ -1,1 +1,1 @@
-"""Unit tests of pipeline/text/: text locations."""
+"""Unit tests of src/agentsearch/pipeline/text/: text locations."""

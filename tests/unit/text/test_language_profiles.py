@@ -1,4 +1,5 @@
-"""pipeline/text/language_profiles.py: the sparse profiles detect as langdetect's own, probability for probability.
+"""src/agentsearch/pipeline/text/language_profiles.py: the sparse profiles detect as langdetect's own, probability for
+probability.
 
 The same texts (questions in a dozen languages and scripts, the sample corpus's documents, strings with no letters)
 go to both, each detector seeded as the language detector seeds them; every language and probability reported, and
@@ -11,7 +12,7 @@ import pytest
 from langdetect import DetectorFactory, LangDetectException
 from langdetect.detector_factory import PROFILES_DIRECTORY
 
-from pipeline.text.language_profiles import load_profiles
+from agentsearch.pipeline.text.language_profiles import load_profiles
 from tests.support.language_texts import QUESTIONS, sample_documents
 
 
@@ -31,7 +32,7 @@ def _found(factory, text: str) -> list[tuple[str, float]] | str:
 @pytest.fixture(scope="module")
 def both():
     seed = DetectorFactory.seed
-    DetectorFactory.seed = 0  # as pipeline.agents.builtin.language_detector sets it
+    DetectorFactory.seed = 0  # as agentsearch.pipeline.agents.builtin.language_detector sets it
     plain = DetectorFactory()
     plain.load_profile(PROFILES_DIRECTORY)
     yield plain, load_profiles()

@@ -1,13 +1,13 @@
-"""Where a passage stands in its file, in words (``pipeline.text.locations.describe_location``)."""
+"""Where a passage stands in its file, in words (``agentsearch.pipeline.text.locations.describe_location``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.text.locations import describe_location
+from agentsearch.pipeline.text.locations import describe_location
 
-# The wording the PDF report, the email draft and the console (api/console/locations.js) share; the console's test
-# (tests/integration/test_console_locations.py) checks its own function against these same cases.
+# The wording the PDF report, the email draft and the console (src/agentsearch/api/console/locations.js) share; the
+# console's test (tests/integration/test_console_locations.py) checks its own function against these same cases.
 CASES = [
     ({"page": 3}, "p. 3"),
     ({"page": 1}, "p. 1"),

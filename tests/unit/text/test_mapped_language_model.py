@@ -1,5 +1,5 @@
-"""pipeline/text/mapped_language_model.py: the mapped model scores as py3langid's own, and a process holds only the
-pages its texts read.
+"""src/agentsearch/pipeline/text/mapped_language_model.py: the mapped model scores as py3langid's own, and a process
+holds only the pages its texts read.
 
 The same texts (questions in a dozen languages and scripts, the sample corpus's documents, bytes that are not UTF-8,
 an empty string) go to py3langid's identifier loaded as py3langid loads it and to the one over the mapped arrays:
@@ -17,7 +17,13 @@ import numpy as np
 import pytest
 from py3langid.langid import LanguageIdentifier
 
-from pipeline.text.mapped_language_model import ARRAYS, PACKAGED_MODEL, load_identifier, model_folder, unpack
+from agentsearch.pipeline.text.mapped_language_model import (
+    ARRAYS,
+    PACKAGED_MODEL,
+    load_identifier,
+    model_folder,
+    unpack,
+)
 from tests.support.language_texts import QUESTIONS, sample_documents
 
 

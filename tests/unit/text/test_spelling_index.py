@@ -1,4 +1,4 @@
-"""pipeline/text/spelling_index.py: the compact SymSpell answers every lookup as symspellpy's own does.
+"""src/agentsearch/pipeline/text/spelling_index.py: the compact SymSpell answers every lookup as symspellpy's own does.
 
 Both are built from the same words (the first 4,000 of symspellpy's English list, and a small vocabulary added word
 by word); every delete maps to the same words in the same order, and misspellings made at random (seeded) get the
@@ -13,7 +13,7 @@ import random
 import pytest
 from symspellpy import SymSpell, Verbosity
 
-from pipeline.text.spelling_index import CompactSymSpell, has_delete
+from agentsearch.pipeline.text.spelling_index import CompactSymSpell, has_delete
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 

@@ -1,1 +1,1 @@
-"""Unit tests of pipeline/webhooks/: targets, signatures and delivery."""
+"""Unit tests of src/agentsearch/pipeline/webhooks/: targets, signatures and delivery."""

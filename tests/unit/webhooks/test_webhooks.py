@@ -14,21 +14,21 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from pipeline.job.job_store import JobStore
-from pipeline.platform.db import utcnow
-from pipeline.platform.egress import EgressPolicy
-from pipeline.platform.tables.collections import CollectionRow
-from pipeline.platform.tables.users import DEFAULT_USER_ID
-from pipeline.platform.tables.webhooks import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
-from pipeline.webhooks import outbox
-from pipeline.webhooks.courier import Courier
-from pipeline.webhooks.events import encode
-from pipeline.webhooks.outbox import aware, due_deliveries, due_token, on_new_deliveries, record_job_end
-from pipeline.webhooks.schedule import RetrySchedule
-from pipeline.webhooks.secret import new_secret
-from pipeline.webhooks.sender import SendResult
-from pipeline.webhooks.signer import WebhookVerificationError, signed_headers, verify
-from pipeline.webhooks.target import TargetRefused, checked_url
+from agentsearch.pipeline.job.job_store import JobStore
+from agentsearch.pipeline.platform.db import utcnow
+from agentsearch.pipeline.platform.egress import EgressPolicy
+from agentsearch.pipeline.platform.tables.collections import CollectionRow
+from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
+from agentsearch.pipeline.platform.tables.webhooks import WebhookAttemptRow, WebhookDeliveryRow, WebhookRow
+from agentsearch.pipeline.webhooks import outbox
+from agentsearch.pipeline.webhooks.courier import Courier
+from agentsearch.pipeline.webhooks.events import encode
+from agentsearch.pipeline.webhooks.outbox import aware, due_deliveries, due_token, on_new_deliveries, record_job_end
+from agentsearch.pipeline.webhooks.schedule import RetrySchedule
+from agentsearch.pipeline.webhooks.secret import new_secret
+from agentsearch.pipeline.webhooks.sender import SendResult
+from agentsearch.pipeline.webhooks.signer import WebhookVerificationError, signed_headers, verify
+from agentsearch.pipeline.webhooks.target import TargetRefused, checked_url
 from tests.support.webhook_receiver import WebhookReceiver
 
 # The Standard Webhooks specification's own example (and svix's test vector).
@@ -374,7 +374,7 @@ def test_workers_racing_for_one_due_delivery_send_it_once(db, heard):
 
 
 def test_the_sender_goes_through_the_egress_guard():
-    from pipeline.webhooks.sender import WebhookSender
+    from agentsearch.pipeline.webhooks.sender import WebhookSender
 
     refused = WebhookSender(EgressPolicy(), timeout_s=2).send("http://127.0.0.1:9/hook", new_secret(), "msg_1", "{}")
     assert (refused.outcome, refused.status_code) == ("refused", None)
@@ -387,8 +387,8 @@ def test_the_sender_goes_through_the_egress_guard():
 def test_attempts_are_counted_by_outcome(redis_client):
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from pipeline.observability.exposition import AgentSearchCollector
-    from pipeline.observability.metrics import MetricsRecorder
+    from agentsearch.pipeline.observability.exposition import AgentSearchCollector
+    from agentsearch.pipeline.observability.metrics import MetricsRecorder
 
     recorder = MetricsRecorder(redis_client)
     for outcome in ("delivered", "http_error", "http_error"):
@@ -420,7 +420,7 @@ def _wait(condition, timeout_s: float, what: str) -> None:
 
 
 def test_an_attempt_ends_at_its_deadline_however_slowly_the_receiver_trickles():
-    from pipeline.webhooks.sender import WebhookSender
+    from agentsearch.pipeline.webhooks.sender import WebhookSender
 
     with WebhookReceiver() as receiver:
         receiver.trickle["/slow"] = 0.2  # each read gets a byte long before a 1 s read timeout
@@ -438,8 +438,8 @@ def test_an_attempt_ends_at_its_deadline_however_slowly_the_receiver_trickles():
 
 
 def test_the_lease_outlasts_each_attempt_so_the_sweep_never_sends_a_second_copy_beside_it(db, heard, monkeypatch):
-    from pipeline.webhooks import courier as courier_module
-    from pipeline.webhooks.sender import WebhookSender
+    from agentsearch.pipeline.webhooks import courier as courier_module
+    from agentsearch.pipeline.webhooks.sender import WebhookSender
 
     # A short lease, so that an attempt that outlived it would show within seconds.
     monkeypatch.setattr(courier_module, "LEASE_MARGIN_S", 1.0)
@@ -524,7 +524,7 @@ def test_an_automatic_attempt_waits_while_a_manual_one_is_out(db, heard):
 
 
 def test_one_users_attempts_out_at_once_are_capped_and_the_rest_deferred_not_another_users(db, heard):
-    from pipeline.security.users import UserStore
+    from agentsearch.pipeline.security.users import UserStore
 
     slow, fast = "https://slow.example.org/h", "https://fast.example.org/h"
     other_user, _ = UserStore(db).create(f"other-{uuid.uuid4().hex[:6]}")
@@ -594,7 +594,7 @@ def test_a_claim_that_lapsed_frees_its_place_and_its_delivery(db, heard):
 
 
 def test_whatever_the_send_raises_is_a_failed_attempt_with_its_reason_scheduled_again(db, heard):
-    from pipeline.webhooks.sender import WebhookSender
+    from agentsearch.pipeline.webhooks.sender import WebhookSender
 
     delivery = _one_delivery(db)
     with db.session() as s:  # stored before URLs were checked for control characters
@@ -636,8 +636,8 @@ def test_urls_with_control_characters_are_refused(url):
 
 @pytest.mark.parametrize("manual, kwargs", [(False, None), (True, {"manual": True})])
 def test_a_deferred_attempt_is_enqueued_again_and_its_task_ends(monkeypatch, manual, kwargs):
-    from pipeline.webhooks.courier import AttemptReport
-    from worker import webhooks as tasks
+    from agentsearch.pipeline.webhooks.courier import AttemptReport
+    from agentsearch.worker import webhooks as tasks
 
     class Stub:
         def attempt(self, delivery_id, due=None, manual=False):

@@ -12,15 +12,16 @@ import uuid
 import pytest
 from standardwebhooks import Webhook
 
-from pipeline.job.job_store import JobStore
-from pipeline.platform.db import utcnow
-from pipeline.platform.tables.collections import CollectionRow
-from pipeline.platform.tables.webhooks import WebhookDeliveryRow
-from pipeline.security.users import UserStore
+from agentsearch.pipeline.job.job_store import JobStore
+from agentsearch.pipeline.platform.db import utcnow
+from agentsearch.pipeline.platform.tables.collections import CollectionRow
+from agentsearch.pipeline.platform.tables.webhooks import WebhookDeliveryRow
+from agentsearch.pipeline.security.users import UserStore
 from tests.support.webhook_receiver import WebhookReceiver
 
 MAX_WEBHOOKS = 6
-# The threads of the embedded webhooks pool (worker.embedded.WEBHOOK_THREADS): a user's slow receivers hold them all.
+# The threads of the embedded webhooks pool (agentsearch.worker.embedded.WEBHOOK_THREADS): a user's slow receivers hold
+# them all.
 WEBHOOK_THREADS = 4
 
 
@@ -28,8 +29,8 @@ WEBHOOK_THREADS = 4
 def embedded(tmp_path_factory):
     from fastapi.testclient import TestClient
 
-    from pipeline.platform.settings import get_settings
-    from pipeline.services import reset_services, use_services
+    from agentsearch.pipeline.platform.settings import get_settings
+    from agentsearch.pipeline.services import reset_services, use_services
 
     with pytest.MonkeyPatch.context() as mp:
         for name in list(os.environ):
@@ -47,7 +48,7 @@ def embedded(tmp_path_factory):
         get_settings.cache_clear()
         previous = use_services(None)
         reset_services()
-        from api.app import create_app
+        from agentsearch.api.app import create_app
 
         application = create_app()
         try:
@@ -112,7 +113,7 @@ def _new_user(app) -> tuple[uuid.UUID, dict[str, str]]:
 
 
 def test_slow_receivers_never_hold_up_the_jobs_steps(embedded):
-    from worker.agentic_tasks import run_due_profile_sets
+    from agentsearch.worker.agentic_tasks import run_due_profile_sets
 
     app, http, _ = embedded
     user_id, headers = _new_user(app)

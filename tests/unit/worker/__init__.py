@@ -1,1 +1,1 @@
-"""Unit tests of worker/: the Celery app, its canvases and its tasks."""
+"""Unit tests of src/agentsearch/worker/: the Celery app, its canvases and its tasks."""

@@ -1,13 +1,13 @@
-"""What the reaper reads of the broker (``worker.broker_tasks``), on kombu's Redis layout in fakeredis: the tasks a
-worker took and has not acknowledged (``unacked``, with the time from ``unacked_index``) and those waiting in a
+"""What the reaper reads of the broker (``agentsearch.worker.broker_tasks``), on kombu's Redis layout in fakeredis: the
+tasks a worker took and has not acknowledged (``unacked``, with the time from ``unacked_index``) and those waiting in a
 queue's lists, one per priority step; a queue too long to read is not read."""
 
 from __future__ import annotations
 
 import json
 
-from worker import broker_tasks
-from worker.broker_tasks import held_tasks, queued_tasks
+from agentsearch.worker import broker_tasks
+from agentsearch.worker.broker_tasks import held_tasks, queued_tasks
 
 
 def message(task_id: str) -> dict:

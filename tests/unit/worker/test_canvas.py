@@ -8,10 +8,10 @@ import pytest
 from celery.canvas import Signature, _chain, _chord
 from kombu.utils.json import dumps, loads
 
-from pipeline.agents.base import Stage
-from pipeline.platform.settings import get_settings
-from pipeline.records.agent_runs import AgentSpec
-from worker.canvas import (
+from agentsearch.pipeline.agents.base import Stage
+from agentsearch.pipeline.platform.settings import get_settings
+from agentsearch.pipeline.records.agent_runs import AgentSpec
+from agentsearch.worker.canvas import (
     ANSWER_SPARE_S,
     HARD_LIMIT_MARGIN_S,
     SOFT_LIMIT_MARGIN_S,

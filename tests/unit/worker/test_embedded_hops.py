@@ -1,10 +1,10 @@
-"""The embedded mode's hops: the memory broker's worker threads are woken by a publish (``worker.memory_broker``)
-and wait at most ``AGENTSEARCH_EMBEDDED_POLL_S`` between two looks at empty queues; a Redis broker is left as it was
-(kombu reads the same option as its BRPOP timeout there).
+"""The embedded mode's hops: the memory broker's worker threads are woken by a publish
+(``agentsearch.worker.memory_broker``) and wait at most ``AGENTSEARCH_EMBEDDED_POLL_S`` between two looks at empty
+queues; a Redis broker is left as it was (kombu reads the same option as its BRPOP timeout there).
 
 kombu's own memory transport sleeps between two looks (1 s by default): each hop between two steps of a job waited
 up to that, and a job with no agents took 2.9 s from submission to its end for 63 ms of steps
-(bench/results/embedded_job.md); a job is timed here against that.
+(src/agentsearch/bench/results/embedded_job.md); a job is timed here against that.
 
 Usage::
 
@@ -20,10 +20,10 @@ from datetime import datetime
 import pytest
 from pydantic import ValidationError
 
-from pipeline.job.job_store import TERMINAL
-from pipeline.platform.settings import Settings
-from worker import memory_broker
-from worker.app import broker_transport_options
+from agentsearch.pipeline.job.job_store import TERMINAL
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.worker import memory_broker
+from agentsearch.worker.app import broker_transport_options
 
 # kombu's sleep between two polls of an empty queue when no option sets it: what every hop waited before.
 KOMBU_POLL_S = 1.0
@@ -51,7 +51,7 @@ def test_the_setting_is_read_from_the_environment_and_refused_when_not_a_positiv
 
 
 def test_the_celery_apps_conf_gives_kombus_memory_transport_the_interval_and_a_redis_app_none(monkeypatch, tmp_path):
-    from worker import app as worker_app
+    from agentsearch.worker import app as worker_app
 
     monkeypatch.setattr(worker_app, "get_settings", lambda: Settings(data_dir=tmp_path))
     # A worker's SIGTERM remap is set for a distributed app: the test's process keeps its own.
@@ -67,7 +67,8 @@ def test_the_celery_apps_conf_gives_kombus_memory_transport_the_interval_and_a_r
         monkeypatch.setattr(worker_app, "get_settings", lambda: Settings(
             data_dir=tmp_path, broker_url="redis://127.0.0.1:6379/0"))
         redis = worker_app.create_app()
-        assert redis.conf.broker_transport == "worker.redis_broker:Transport"  # kombu's, one client per channel
+        # kombu's, one client per channel
+        assert redis.conf.broker_transport == "agentsearch.worker.redis_broker:Transport"
         assert redis.conf.worker_send_task_events and redis.conf.task_send_sent_event  # for Flower
         assert "polling_interval" not in redis.conf.broker_transport_options
         assert redis.conf.broker_transport_options["socket_timeout"] == 5.0

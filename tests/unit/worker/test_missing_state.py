@@ -1,5 +1,6 @@
 """A late task of a job whose saved state is not there ends quietly: a warning names the job and why, a job still
-going fails with that reason, and nothing is raised (``worker.missing_state``). The real task functions run against
+going fails with that reason, and nothing is raised (``agentsearch.worker.missing_state``). The real task functions run
+against
 job rows in SQLite."""
 
 from __future__ import annotations
@@ -9,16 +10,16 @@ import uuid
 
 import pytest
 
-from migrations import upgrade
-from pipeline import services as services_module
-from pipeline.agentic.config import IterativeConfig
-from pipeline.agentic.loop import LoopState
-from pipeline.job.job_store import JobStore
-from pipeline.platform.settings import Settings
-from pipeline.platform.tables.collections import CollectionRow
-from pipeline.platform.tables.jobs import JobRow
+from agentsearch.migrations import upgrade
+from agentsearch.pipeline import services as services_module
+from agentsearch.pipeline.agentic.config import IterativeConfig
+from agentsearch.pipeline.agentic.loop import LoopState
+from agentsearch.pipeline.job.job_store import JobStore
+from agentsearch.pipeline.platform.settings import Settings
+from agentsearch.pipeline.platform.tables.collections import CollectionRow
+from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.worker import agentic_tasks, job_tasks
 from tests.support.jobs import new_job
-from worker import agentic_tasks, job_tasks
 
 
 @pytest.fixture

@@ -17,12 +17,12 @@ import sqlalchemy
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-import worker.app as worker_app
-from api.answer_events import AnswerEvents
-from api.routes import health
-from pipeline.job.answer_stream import AnswerStreamReader
-from pipeline.platform.kv import connect_async_redis
-from pipeline.platform.settings import Settings
+import agentsearch.worker.app as worker_app
+from agentsearch.api.answer_events import AnswerEvents
+from agentsearch.api.routes import health
+from agentsearch.pipeline.job.answer_stream import AnswerStreamReader
+from agentsearch.pipeline.platform.kv import connect_async_redis
+from agentsearch.pipeline.platform.settings import Settings
 from tests.support.black_hole import black_hole
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pipeline.agents.base import PostSearchAgent, PreSearchAgent, ResponseAgent, Stage
-from pipeline.agents.registry import AgentRegistry
-from worker.warmup import stages_served, warm_agents
+from agentsearch.pipeline.agents.base import PostSearchAgent, PreSearchAgent, ResponseAgent, Stage
+from agentsearch.pipeline.agents.registry import AgentRegistry
+from agentsearch.worker.warmup import stages_served, warm_agents
 
 
 class Loads(PreSearchAgent):
@@ -57,8 +57,8 @@ def test_a_worker_warms_only_the_stages_its_queues_bring():
 
 
 def test_the_language_model_is_loaded_at_start_and_a_failure_left_to_the_first_text(monkeypatch, caplog):
-    from pipeline.retrieval import language
-    from worker.warmup import warm_language_model
+    from agentsearch.pipeline.retrieval import language
+    from agentsearch.worker.warmup import warm_language_model
 
     loaded: list[bool] = []
     monkeypatch.setattr(language, "warm_up", lambda: loaded.append(True))

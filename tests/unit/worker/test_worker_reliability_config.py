@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from types import SimpleNamespace
 
-import worker.app as worker_app
-import worker.canvas as canvas
-import worker.lifecycle as lifecycle
-from pipeline.platform.settings import Settings
+import agentsearch.worker.app as worker_app
+import agentsearch.worker.canvas as canvas
+import agentsearch.worker.lifecycle as lifecycle
+from agentsearch.pipeline.platform.settings import Settings
 
 
 def test_delivery_settings_hold_together():

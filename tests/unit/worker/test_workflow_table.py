@@ -1,6 +1,6 @@
-"""The Celery side is a table of the workflow: each node of ``pipeline.job.workflow``'s graphs has its task under
-its name, every step's work and hooks are named functions a reader can follow, the canvas holds the graph's order,
-and no task body in ``worker/`` grows past 25 lines."""
+"""The Celery side is a table of the workflow: each node of ``agentsearch.pipeline.job.workflow``'s graphs has its task
+under its name, every step's work and hooks are named functions a reader can follow, the canvas holds the graph's order,
+and no task body in ``src/agentsearch/worker/`` grows past 25 lines."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.agents.base import Stage
-from pipeline.job import workflow
-from pipeline.job.step_protocol import Step
-from pipeline.records.agent_runs import AgentSpec
-from worker import agentic_tasks, job_tasks
-from worker.app import app
-from worker.canvas import build_agentic_head, build_agentic_tail, build_job_canvas
+from agentsearch.pipeline.agents.base import Stage
+from agentsearch.pipeline.job import workflow
+from agentsearch.pipeline.job.step_protocol import Step
+from agentsearch.pipeline.records.agent_runs import AgentSpec
+from agentsearch.worker import agentic_tasks, job_tasks
+from agentsearch.worker.app import app
+from agentsearch.worker.canvas import build_agentic_head, build_agentic_tail, build_job_canvas
 
-WORKER = Path(__file__).resolve().parents[3] / "worker"
+WORKER = Path(__file__).resolve().parents[3] / "src" / "agentsearch" / "worker"
 # The ingestion's tasks are the ingestion package's to keep short.
 NOT_HERE = {"parse_document", "ingest_documents"}
 NODES = {n for graph in (workflow.JOB, workflow.ITERATIVE_HEAD, workflow.ITERATIVE_TAIL) for n in graph} | {
@@ -62,7 +62,7 @@ def test_the_canvas_holds_the_graphs_order():
 
 
 def _task_bodies() -> dict[str, int]:
-    """Each Celery task of ``worker/``: the lines of its body, its docstring aside."""
+    """Each Celery task of ``src/agentsearch/worker/``: the lines of its body, its docstring aside."""
     bodies = {}
     for path in sorted(WORKER.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -1,2 +1,0 @@
-"""The agent machinery: the contract (``base``), the registry, the runner, the toolbox; the built-in agents are in
-``pipeline.agents.builtin``, one per module."""

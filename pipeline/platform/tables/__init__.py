@@ -1,9 +1,0 @@
-"""The database's tables, a module per domain; every mapped class is named ``...Row`` (``JobRow``, ``UserRow``).
-
-Import a table from its domain's module (``from pipeline.platform.tables.jobs import JobRow``). Importing any of
-them loads them all (below), so ``pipeline.platform.db.Base.metadata`` always holds every table: their foreign keys
-name one another's tables, and Alembic (``migrations/env.py``) compares that one metadata with the migrations.
-"""
-
-# Loaded for the metadata, not re-exported.
-from pipeline.platform.tables import agentic, agents, audit, collections, conversations, jobs, teams, users, webhooks  # noqa: F401
