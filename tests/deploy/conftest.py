@@ -90,8 +90,7 @@ def broker_lists(broker_url: str) -> dict[str, frozenset[bytes]]:
     job's first step from the API, beat) and once from inside one (a job's next step), through the Celery app (its
     routes and its publish hook, agentsearch.worker.app) and kombu's Redis transport (with the app's broker transport
     options), onto an in-memory Redis. kombu keeps each priority step of a queue on a list of its own: these are every
-    list a
-    message of this app can wait on, so every list an autoscaler must read."""
+    list a message of this app can wait on, so every list an autoscaler must read."""
     import fakeredis
     import kombu
     from kombu.transport import redis as kombu_redis

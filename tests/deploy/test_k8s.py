@@ -172,8 +172,8 @@ def list_name(trigger: dict) -> bytes:
 
 def test_every_queue_has_a_list_per_priority_its_messages_carry(builds):
     """A message sent from outside any task (NEW_WORK_PRIORITY, agentsearch.worker.app) waits on another list than one
-    sent from
-    a task (no priority): each queue has both, and an autoscaler reading one of them misses the other's backlog."""
+    sent from a task (no priority): each queue has both, and an autoscaler reading one of them misses the other's
+    backlog."""
     from agentsearch.worker.app import NEW_WORK_PRIORITY, app
 
     options = app.conf.broker_transport_options

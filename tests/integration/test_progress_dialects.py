@@ -1,6 +1,5 @@
 """One progress rule (``agentsearch.pipeline.job.progress_rule``), two dialects: the same reports on a job in PostgreSQL
-and in
-SQLite (the embedded mode) leave the same row and answer the same."""
+and in SQLite (the embedded mode) leave the same row and answer the same."""
 
 from __future__ import annotations
 

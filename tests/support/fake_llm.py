@@ -123,8 +123,7 @@ class FakeLLM:
     def translation(table: dict[str, dict[str, str]]) -> Callable[[dict], str]:
         """The reply to the translator's prompt (``agentsearch.pipeline.agents.builtin.translator``):
         ``table[query][target]`` for the target language the system prompt names ("... into German (de)"); a query or
-        target not in the table
-        comes back unchanged, as a model does with text already in the target language."""
+        target not in the table comes back unchanged, as a model does with text already in the target language."""
 
         def reply(body: dict) -> str:
             system, user = body["messages"][0]["content"], body["messages"][-1]["content"]

@@ -107,8 +107,7 @@ def fake_result(hop_ratio: float, hit_p50: float, throughput_ratio: float) -> di
 
 def fake_ingest(baseline: bool = True) -> dict:
     """What ``agentsearch.bench.ingest.measure`` gives for 600 chunks: the plain model 60 s a round, one process 30 s,
-    two 15 s
-    (every core each: 20 s), the baseline with two 120 s."""
+    two 15 s (every core each: 20 s), the baseline with two 120 s."""
     sides = [("plain", 0, None, None, [60.0, 50.0, 70.0]), ("this", 1, 0, "share", [30.0, 31.0, 29.0]),
              ("this", 2, 1, "share", [15.0, 14.0, 16.0]), ("this", 2, 0, "0", [20.0, 20.0, 20.0])]
     if baseline:

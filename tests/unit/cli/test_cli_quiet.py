@@ -1,7 +1,6 @@
 """What the commands that load the models print of the libraries' output (``src/agentsearch/cli/quiet.py``): errors, and
 agentsearch's own warnings; never a library's progress bar, advice or warning. Each case runs in a process of its own:
-the
-switches are process-wide (environment, root logger, warnings)."""
+the switches are process-wide (environment, root logger, warnings)."""
 
 from __future__ import annotations
 

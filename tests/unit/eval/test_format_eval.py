@@ -1,7 +1,6 @@
 """The format-invariance evaluation (``agentsearch.pipeline.eval.format_invariance``): its scoring on hand-made job
 responses, and its files (``agentsearch.pipeline.eval.article_files``) read back by readers other than the project's
-own, one paragraph per
-page, slide, row or section."""
+own, one paragraph per page, slide, row or section."""
 
 from __future__ import annotations
 

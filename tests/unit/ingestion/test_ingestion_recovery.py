@@ -1,7 +1,6 @@
 """A document's lease (``agentsearch.pipeline.ingestion.lease``) and the reaper's look for lost documents
 (``agentsearch.pipeline.ingestion.recovery``), on document rows in SQLite: which task may work on a document, when a
-lost worker
-or task counts, what is sent again, and when a document ends ``failed`` instead."""
+lost worker or task counts, what is sent again, and when a document ends ``failed`` instead."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Submitting a search job without HTTP (``agentsearch.pipeline.job.submit``): a refusal says where and why and writes
 nothing, an Idempotency-Key answers with its job, an identical complete job answers from its stored response, and every
-job
-row comes from ``JobStore`` (SQLite in a temporary directory, fake Redis for the metrics)."""
+job row comes from ``JobStore`` (SQLite in a temporary directory, fake Redis for the metrics)."""
 
 from __future__ import annotations
 

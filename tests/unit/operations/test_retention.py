@@ -1,6 +1,5 @@
 """Retention (src/agentsearch/pipeline/operations/retention.py) on SQLite: which rows go, with what, in batches of what
-size; the
-dry run; the budget; the counter in /metrics; the command line."""
+size; the dry run; the budget; the counter in /metrics; the command line."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """A ZIP's end record read from its last bytes (``agentsearch.pipeline.parsing.zip_end``), and a file format told
 without reading a ZIP's directory (``agentsearch.pipeline.parsing.sniff``): what the API and the workers read of an
-untrusted Office
-file."""
+untrusted Office file."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The tables: a module per domain under ``agentsearch.pipeline.platform.tables``, every mapped class named ``...Row``,
-and the
-one metadata Alembic's environment compares with the migrations holding every table, as the migrations made it."""
+and the one metadata Alembic's environment compares with the migrations holding every table, as the migrations made
+it."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Document groups (src/agentsearch/pipeline/security/document_access.py) on SQLite: the tokens a user holds (given by
 an admin, or by the identity provider's groups claim), the filter a job searches with and what it lets through, the
-listing's
-narrowing, and a job read only by a holder of its groups while its sources stay visible."""
+listing's narrowing, and a job read only by a holder of its groups while its sources stay visible."""
 
 from __future__ import annotations
 

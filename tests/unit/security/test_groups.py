@@ -1,8 +1,7 @@
 """A team's document groups (src/agentsearch/pipeline/security/groups.py) on SQLite: an admin or the operator puts
 members in groups and takes them out, each change in the audit trail; every other caller is refused saying why; a member
 taken out of the team leaves its groups, and added back holds none; a provider's groups claim maps to the team's group
-of
-that name; the operator's ``agentsearch teams group-*`` commands."""
+of that name; the operator's ``agentsearch teams group-*`` commands."""
 
 from __future__ import annotations
 

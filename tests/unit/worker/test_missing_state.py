@@ -1,7 +1,6 @@
 """A late task of a job whose saved state is not there ends quietly: a warning names the job and why, a job still
 going fails with that reason, and nothing is raised (``agentsearch.worker.missing_state``). The real task functions run
-against
-job rows in SQLite."""
+against job rows in SQLite."""
 
 from __future__ import annotations
 

@@ -97,8 +97,7 @@ class _Recent:
 
 class ToolboxServices(Protocol):
     """The clients the toolbox reads, each on first use (``agentsearch.pipeline.services.Services`` is one): a part
-    replaced
-    after the toolbox was made (a test's fake) is the one it reads."""
+    replaced after the toolbox was made (a test's fake) is the one it reads."""
 
     @property
     def settings(self) -> Settings: ...

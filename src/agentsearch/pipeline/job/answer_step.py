@@ -62,8 +62,7 @@ def answer_step(state: JobState, llm=None, embed=None, language: str = "english"
     answer and for its verdicts on the answer's sentences (``AGENTSEARCH_ANSWER_LLM_TIMEOUT_S``, ``_JUDGE_...``).
 
     With ``stream`` (a ``agentsearch.pipeline.job.answer_stream.AnswerChannel``) the text is written to it as it is made
-    and
-    the validated answer ends it, so the job's events carry the answer before the job ends."""
+    and the validated answer ends it, so the job's events carry the answer before the job ends."""
     state = state.model_copy(deep=True)
     # The user's question is what is answered; the search query (maybe translated or expanded) is what matched.
     question = state.original_query or state.query

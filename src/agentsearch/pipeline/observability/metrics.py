@@ -154,8 +154,7 @@ class MetricsRecorder:
 
     def record_retention(self, counts: Mapping[str, int]) -> None:
         """Rows a retention run pruned, per kind (``agentsearch.pipeline.operations.retention``); zeros too, so every
-        kind
-        is exposed from the first run."""
+        kind is exposed from the first run."""
 
         def fill(pipe: Pipeline) -> None:
             for kind, rows in counts.items():

@@ -127,8 +127,7 @@ class Retriever:
     def search(self, collection: str, query: str, config: SearchConfig, epoch: int = 0, model: str = "",
                translations: Translations | None = None) -> RetrievalResult:
         """``translations`` (the translator agent's, ``agentsearch.pipeline.retrieval.translations``) are searched
-        beside the
-        query and the lists fused: a question meets documents in its own language and in the collection's."""
+        beside the query and the lists fused: a question meets documents in its own language and in the collection's."""
         started = time.perf_counter()
         beside = translations.searched_beside(query) if translations is not None else {}
         key = None

@@ -101,8 +101,7 @@ class DocumentFileRow(Base):
     """An uploaded file waiting to be parsed by a worker (``agentsearch.worker.parsing``), gone once its document is
     read. ``parsed`` is its reading state: who sent it and what its attachments may still become
     (``agentsearch.pipeline.ingestion.attachments``), and the parts of the pages read so far, when a long file is read a
-    window
-    of pages at a time."""
+    window of pages at a time."""
 
     __tablename__ = "document_files"
     document_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True)

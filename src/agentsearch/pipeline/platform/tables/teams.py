@@ -35,8 +35,7 @@ class TeamMemberRow(Base):
 
 class TeamGroupMemberRow(Base):
     """A member of one of a team's document groups (``agentsearch.pipeline.security.groups``): a group is its members,
-    made by
-    the first and gone with the last."""
+    made by the first and gone with the last."""
 
     __tablename__ = "team_groups"
     team_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), primary_key=True)
