@@ -17,8 +17,8 @@ import torch
 
 from agentsearch.devstack import REPO
 from agentsearch.pipeline.agents.base import Document
-from agentsearch.pipeline.job.answer_step import answer_step
 from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.workflow import answer_step
 from agentsearch.pipeline.retrieval.embedder import Embedder
 
 ROUNDS = 10

@@ -51,7 +51,7 @@ DOWN_S = 10.0
 STEP_WORK_S = 0.5
 RESPONDER_WORK_S = 3.0
 # The agents' timeout, short as a deployment's may be: Celery's soft limit was 5 s above it, and a result stored
-# while Redis was away could not wait for it; agentsearch.worker.canvas now leaves
+# while Redis was away could not wait for it; agentsearch.worker.job_tasks now leaves
 # agentsearch.worker.app.REDIS_OUTAGE_WAIT_S more.
 AGENT_TIMEOUT_S = 10.0
 

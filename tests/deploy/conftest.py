@@ -70,7 +70,7 @@ def settings_from(env: dict[str, str]) -> Settings:
 def longest_hard_time_limit_s(settings: Settings) -> float:
     """The longest a task may run before Celery kills it: the bound on a warm shutdown. The answer step's limit
     grows with the LLM's budgets (AGENTSEARCH_ANSWER_LLM_TIMEOUT_S, _JUDGE_...)."""
-    from agentsearch.worker.canvas import HARD_LIMIT_MARGIN_S, STEP_LIMIT_S, answer_limit_s
+    from agentsearch.worker.job_tasks import HARD_LIMIT_MARGIN_S, STEP_LIMIT_S, answer_limit_s
 
     return max(STEP_LIMIT_S, answer_limit_s(settings), settings.default_agent_timeout_s) + HARD_LIMIT_MARGIN_S
 

@@ -165,7 +165,7 @@ def test_worker_stop_grace_exceeds_the_hard_time_limit(compose_config):
 
 
 def test_the_longest_hard_time_limit_grows_with_the_llm_budgets():
-    from agentsearch.worker.canvas import ANSWER_SPARE_S, HARD_LIMIT_MARGIN_S
+    from agentsearch.worker.job_tasks import ANSWER_SPARE_S, HARD_LIMIT_MARGIN_S
 
     raised = settings_from({"AGENTSEARCH_ANSWER_LLM_TIMEOUT_S": "300", "AGENTSEARCH_JUDGE_LLM_TIMEOUT_S": "100"})
     assert longest_hard_time_limit_s(raised) == 300 + 100 + ANSWER_SPARE_S + HARD_LIMIT_MARGIN_S

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from agentsearch.worker.agentic_tasks import run_due_profile_sets
 from agentsearch.worker.app import app as celery_app
-from agentsearch.worker.canvas import enqueue_job
 from agentsearch.worker.embedded import EmbeddedWorker
+from agentsearch.worker.job_tasks import enqueue_job
 from agentsearch.worker.retention import prune_retained
 from agentsearch.worker.webhooks import deliver_webhook, sweep_webhooks
 

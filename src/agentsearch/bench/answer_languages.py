@@ -1,7 +1,7 @@
 """Where the offline answer finds or loses the gold sentence, per XQuAD language, and what the answer step costs.
 
 For each question of a language's development half (``--offset``, ``--limit``), the search runs as a job's does
-(the service's defaults, on the embedded stack), then ``agentsearch.pipeline.job.answer_step`` answers it (the
+(the service's defaults, on the embedded stack), then ``agentsearch.pipeline.job.workflow`` answers it (the
 extractive answer, the service's embedder) and is timed. Reported per language:
 
 - ``gold_paragraph``: the question's paragraph (qrels) among the retrieved documents;
@@ -56,9 +56,8 @@ def measure(data: Path, language: str, offset: int, limit: int, diagnose: bool) 
 
     from agentsearch.pipeline.eval.answers import holds_gold_span
     from agentsearch.pipeline.eval.retrieval import ensure_corpus_indexed
-    from agentsearch.pipeline.job.answer_step import answer_step
     from agentsearch.pipeline.job.job_state import JobState
-    from agentsearch.pipeline.job.search import search_config
+    from agentsearch.pipeline.job.workflow import answer_step, search_config
     from agentsearch.pipeline.services import get_services
 
     services = get_services()

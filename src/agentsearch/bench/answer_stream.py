@@ -31,9 +31,9 @@ import redis
 from agentsearch.bench.common import SAMPLE_CORPUS, Target, bench_stack, ingest, machine
 from agentsearch.pipeline.documents import Document
 from agentsearch.pipeline.job.answer import generate_answer
-from agentsearch.pipeline.job.answer_step import answer_step
 from agentsearch.pipeline.job.answer_stream import AnswerChannel
 from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.workflow import answer_step
 from agentsearch.pipeline.platform.llm import LLMClient
 from tests.support.fake_llm import FakeLLM
 

@@ -84,7 +84,7 @@ def _first_state(collection_id: str) -> dict:
 def _raw_chain_ms(client, tasks: int, payload: dict) -> float:
     from celery import chain
 
-    from agentsearch.worker.canvas import HARD_LIMIT_MARGIN_S, SOFT_LIMIT_MARGIN_S
+    from agentsearch.worker.job_tasks import HARD_LIMIT_MARGIN_S, SOFT_LIMIT_MARGIN_S
 
     # The limits a job's agent step carries (default 30 s deadline): the pool's timer bookkeeping is Celery's cost.
     options = {"soft_time_limit": 30 + SOFT_LIMIT_MARGIN_S, "time_limit": 30 + HARD_LIMIT_MARGIN_S}

@@ -13,7 +13,7 @@ after the check), a duplicate of theirs is refused by the loop store rather than
 nothing on but enqueue their successor; the beat task belongs to no job. The steps the tail shares with every job
 (agents, ``agentic_compress``, the answer, the response agents) are in ``agentsearch.worker.job_tasks``.
 
-Usage: nothing to call; ``agentsearch.worker.canvas`` builds the canvases these tasks apply.
+Usage: nothing to call; ``agentsearch.worker.job_tasks`` builds the canvases these tasks apply.
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ from agentsearch.pipeline.job.step_protocol import StepCall
 from agentsearch.pipeline.records.agent_runs import AgentSpec
 from agentsearch.pipeline.services import get_services
 from agentsearch.worker.app import app
-from agentsearch.worker.canvas import build_agentic_tail, build_loops, enqueue_job, iteration_signature
-from agentsearch.worker.job_tasks import step_task
+from agentsearch.worker.job_tasks import build_agentic_tail, build_loops, enqueue_job, iteration_signature, step_task
 from agentsearch.worker.missing_state import ends_without_state
 
 log = logging.getLogger("agentsearch.worker")

@@ -39,12 +39,12 @@ INGEST_QUEUE = "ingest"
 WEBHOOKS_QUEUE = "webhooks"
 ALL_QUEUES = (DEFAULT_QUEUE, ARTIFACTS_QUEUE, INGEST_QUEUE, WEBHOOKS_QUEUE)
 # How long a task's own Redis work (storing its result, a chord counting it, publishing its next step) waits for a
-# Redis that went away (a restart, a failover) before the task gives up: agentsearch.worker.canvas leaves this much room
-# in every task's time limits beside its work's own bound, so the wait never cuts a step that did its work in time.
+# Redis that went away (a restart, a failover) before the task gives up: agentsearch.worker.job_tasks leaves this much
+# room in every task's time limits beside its work's own bound, so the wait never cuts a step that did its work in time.
 REDIS_OUTAGE_WAIT_S = 60
 # The longest a task may run: the largest agent timeout a config may set (agentsearch.api.schemas, 3600 s) plus the
-# hard-limit margin of agentsearch.worker.canvas; and the longest a retry waits before it runs again (the backoff cap of
-# the steps).
+# hard-limit margin of agentsearch.worker.job_tasks; and the longest a retry waits before it runs again (the backoff cap
+# of the steps).
 LONGEST_TASK_S = 3600 + 15 + REDIS_OUTAGE_WAIT_S
 LONGEST_RETRY_DELAY_S = step_protocol.LONGEST_RETRY_DELAY_S
 # Redis consumes a queue's priority 0 list first and 9 last; a message without a priority goes to 0.

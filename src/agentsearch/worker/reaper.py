@@ -32,7 +32,7 @@ from agentsearch.pipeline.records.agent_runs import AgentSpec
 from agentsearch.pipeline.services import get_services
 from agentsearch.worker.app import INGEST_QUEUE, app
 from agentsearch.worker.broker_tasks import broker_client, held_tasks, ingest_view
-from agentsearch.worker.canvas import enqueue_job
+from agentsearch.worker.job_tasks import enqueue_job
 from agentsearch.worker.liveness import alive_nodes
 
 log = logging.getLogger("agentsearch.worker")
@@ -41,7 +41,7 @@ log = logging.getLogger("agentsearch.worker")
 @task_prerun.connect
 def record_start(task: Task, task_id: str, **_) -> None:
     """A task's start as Celery records it (task_track_started), also for a step whose output is handed on, not
-    stored (``agentsearch.worker.canvas.HANDED_ON``), for which Celery records none: ``_started_nodes`` reads it."""
+    stored (``agentsearch.worker.job_tasks.HANDED_ON``), for which Celery records none: ``_started_nodes`` reads it."""
     request = task.request
     if request.ignore_result and not request.called_directly and not request.is_eager:
         task.backend.store_result(task_id, {"pid": os.getpid(), "hostname": request.hostname}, states.STARTED,

@@ -128,7 +128,7 @@ def job_messages() -> dict[str, Any]:
     from agentsearch.pipeline.job.state import AgentSpec, JobState
 
     from agentsearch.worker.app import app
-    from agentsearch.worker.canvas import enqueue_job
+    from agentsearch.worker.job_tasks import enqueue_job
 
     specs = [AgentSpec.model_validate(spec) for spec in SPECS]
     state = JobState(job_id=JOB_ID, collection_id=COLLECTION_ID, user_id=USER_ID, query=QUERY, original_query=QUERY,

@@ -25,7 +25,7 @@ from agentsearch.pipeline.platform.tables.collections import CollectionRow
 from agentsearch.pipeline.platform.tables.jobs import JobRow
 from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID, UserRow
 from agentsearch.pipeline.records.agent_runs import AgentSpec
-from agentsearch.worker.canvas import build_agentic_head, build_agentic_tail, build_loops
+from agentsearch.worker.job_tasks import build_agentic_head, build_agentic_tail, build_loops
 
 COLLECTION = str(uuid.uuid4())
 

@@ -37,7 +37,7 @@ def test_the_api_imports_the_worker_side_only_through_its_door():
 
 def test_the_check_sees_every_form_of_import():
     found = _imports_worker(ast.parse("import agentsearch.worker\nimport os, agentsearch.worker.app\n"
-                                      "from agentsearch.worker.canvas import x\n"
+                                      "from agentsearch.worker.job_tasks import x\n"
                                       "def f():\n    from agentsearch.worker import webhooks\n"
                                       "from agentsearch.workers import y\nfrom .worker import z\nimport worker\n"))
     assert found == [1, 2, 3, 5]

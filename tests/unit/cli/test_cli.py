@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 def test_the_entry_point_is_the_cli_package_main():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert project["project"]["scripts"]["agentsearch"] == "cli:main"
+    assert project["project"]["scripts"]["agentsearch"] == "agentsearch.cli:main"
 
 
 def test_every_command_the_docstring_lists_is_registered():

@@ -23,9 +23,9 @@ from agentsearch.cli.search import search
 from agentsearch.pipeline.agents.base import Document
 from agentsearch.pipeline.job.answer import generate_answer
 from agentsearch.pipeline.job.answer.llm import SentenceReader
-from agentsearch.pipeline.job.answer_step import answer_step
 from agentsearch.pipeline.job.answer_stream import AnswerChannel, AnswerStreamReader, DeltaBatcher, stream_key
 from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.workflow import answer_step
 from agentsearch.pipeline.platform.llm import LLMError
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM

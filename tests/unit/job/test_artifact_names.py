@@ -24,7 +24,7 @@ from agentsearch.pipeline.platform.settings import Settings
 from agentsearch.pipeline.platform.tables.jobs import ArtifactRow
 from agentsearch.pipeline.records.agent_runs import AgentRun, AgentSpec
 from agentsearch.worker import job_tasks
-from agentsearch.worker.canvas import build_job_canvas, response_signatures
+from agentsearch.worker.job_tasks import build_job_canvas, response_signatures
 from tests.support.jobs import answered, new_job
 
 SHORT = AgentSpec(agent_id="executive_summary", stage=Stage.RESPONSE, config_id="cfg-b", priority=0,

@@ -14,9 +14,9 @@ import pytest
 
 from agentsearch.pipeline.documents import Citation, Document
 from agentsearch.pipeline.job.answer.citations import cited_sentences, fully_supported, numbers_in, verify_citations
-from agentsearch.pipeline.job.answer_step import answer_step
 from agentsearch.pipeline.job.assembly import assemble_response
 from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.workflow import answer_step
 from agentsearch.pipeline.text import whole_sentences
 from agentsearch.pipeline.text.spans import find_loose, sentence_spans
 from tests.support import llm_fixtures
@@ -319,6 +319,6 @@ def test_a_number_is_matched_in_its_place_not_anywhere_in_the_span():
 def test_the_answer_and_its_check_together_stay_below_the_answer_steps_celery_limit():
     from agentsearch.pipeline.job.answer import ANSWER_LLM_TIMEOUT_S
     from agentsearch.pipeline.job.answer.citations import CITATION_LLM_TIMEOUT_S
-    from agentsearch.worker.canvas import STEP_LIMIT_S
+    from agentsearch.worker.job_tasks import STEP_LIMIT_S
 
     assert ANSWER_LLM_TIMEOUT_S + CITATION_LLM_TIMEOUT_S < STEP_LIMIT_S

@@ -11,11 +11,11 @@ import pytest
 from agentsearch.pipeline.agents.base import Document
 from agentsearch.pipeline.job.answer import ANSWER_LLM_TIMEOUT_S, NO_RESULTS, draft_answer, generate_answer
 from agentsearch.pipeline.job.answer.llm import ANSWER_MAX_TOKENS, ANSWER_SCHEMA, ANSWER_SCHEMA_COT, read_reply
-from agentsearch.pipeline.job.answer_step import answer_step
 from agentsearch.pipeline.job.job_state import JobState
+from agentsearch.pipeline.job.workflow import answer_step
 from agentsearch.pipeline.platform.llm import LLMClient, LLMError, parse_json_reply
 from agentsearch.pipeline.platform.settings import Settings
-from agentsearch.worker.canvas import STEP_LIMIT_S
+from agentsearch.worker.job_tasks import STEP_LIMIT_S
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
 

@@ -152,7 +152,7 @@ def test_intent_classifier_routes_by_intent_from_its_config():
 def test_the_canvas_stays_one_task_per_agent_each_told_its_stage_s_agents_in_order():
     from kombu.utils.json import dumps, loads
 
-    from agentsearch.worker.canvas import build_job_canvas
+    from agentsearch.worker.job_tasks import build_job_canvas
 
     specs = [AgentSpec(agent_id="b", stage=Stage.PRE_SEARCH, priority=5, config_id="cb"),
              AgentSpec(agent_id="a", stage=Stage.PRE_SEARCH, priority=1, config_id="ca"),

@@ -21,7 +21,7 @@ from agentsearch.pipeline.agents.base import (
     ResponseAgent,
     Stage,
 )
-from agentsearch.pipeline.job import agent_call, answer_step, search
+from agentsearch.pipeline.job import agent_call, workflow
 from agentsearch.pipeline.job.job_state import JobState
 from agentsearch.pipeline.observability import tracing
 from agentsearch.pipeline.records.agent_runs import AgentSpec, ArtifactRef
@@ -95,10 +95,10 @@ def run_job(services, job_id: str) -> None:
     state = JobState(job_id=job_id, collection_id=str(uuid.uuid4()), query="offshore wind capacity")
     state = hop(agent_call.pre_search_step(state, AgentSpec(agent_id="expander", stage=Stage.PRE_SEARCH),
                                            services.runner))
-    state = hop(search.core_search_step(state, services))
+    state = hop(workflow.core_search_step(state, services))
     state = hop(agent_call.post_search_step(state, AgentSpec(agent_id="broken_filter", stage=Stage.POST_SEARCH),
                                         services.runner))
-    state = hop(answer_step.answer_step(state))
+    state = hop(workflow.answer_step(state))
     run = agent_call.response_step(state, AgentSpec(agent_id="summary", stage=Stage.RESPONSE), services.runner,
                                services.artifacts)
     assert [r.status for r in [*state.agent_runs, run]] == ["ok", "error", "ok"]
@@ -150,13 +150,13 @@ def test_the_first_step_puts_the_job_trace_context_in_the_state(spans, services)
     state = JobState(job_id=job_id, collection_id=str(uuid.uuid4()), query="q")
     assert state.traceparent is None
     # Two searches of a group start from the same state, each in its own process: they agree without talking.
-    first = search.core_search_step(state, services)
-    second = search.core_search_step(state, services, str(uuid.uuid4()))
+    first = workflow.core_search_step(state, services)
+    second = workflow.core_search_step(state, services, str(uuid.uuid4()))
     assert first.traceparent == second.traceparent == tracing.job_traceparent(job_id)
     assert first.traceparent == f"00-{uuid.UUID(job_id).hex}-{first.traceparent.split('-')[2]}-01"
     # A later step keeps what it was given, even a context from elsewhere.
     given = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    later = answer_step.answer_step(state.model_copy(update={"traceparent": given}))
+    later = workflow.answer_step(state.model_copy(update={"traceparent": given}))
     assert later.traceparent == given
     answer_span = next(s for s in spans.get_finished_spans() if s.name == "answer")
     assert answer_span.parent.span_id == 0xB7AD6B7169203331

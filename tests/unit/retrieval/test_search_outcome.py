@@ -22,7 +22,7 @@ from agentsearch.pipeline.agents.base import Document
 from agentsearch.pipeline.job.assembly import assemble_response
 from agentsearch.pipeline.job.job_state import JobState
 from agentsearch.pipeline.job.ledger import StepLedger
-from agentsearch.pipeline.job.search import merge_search_step
+from agentsearch.pipeline.job.workflow import merge_search_step
 from agentsearch.pipeline.platform.backoff import backoff_delay
 from agentsearch.pipeline.platform.db import utcnow
 from agentsearch.pipeline.platform.settings import Settings

@@ -183,8 +183,8 @@ def test_the_answers_embed_reads_the_jobs_own_collections_and_the_cached_query_o
     import uuid
     from types import SimpleNamespace
 
-    from agentsearch.pipeline.job.answer_step import answer_embedder
     from agentsearch.pipeline.job.job_state import JobState
+    from agentsearch.pipeline.job.workflow import answer_embedder
     from agentsearch.pipeline.platform.tables.collections import milvus_collection_name
 
     mine, theirs = str(uuid.uuid4()), str(uuid.uuid4())

@@ -11,7 +11,7 @@ from kombu.utils.json import dumps, loads
 from agentsearch.pipeline.agents.base import Stage
 from agentsearch.pipeline.platform.settings import get_settings
 from agentsearch.pipeline.records.agent_runs import AgentSpec
-from agentsearch.worker.canvas import (
+from agentsearch.worker.job_tasks import (
     ANSWER_SPARE_S,
     HARD_LIMIT_MARGIN_S,
     SOFT_LIMIT_MARGIN_S,

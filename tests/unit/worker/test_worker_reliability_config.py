@@ -7,7 +7,7 @@ import os
 from types import SimpleNamespace
 
 import agentsearch.worker.app as worker_app
-import agentsearch.worker.canvas as canvas
+import agentsearch.worker.job_tasks as job_tasks
 import agentsearch.worker.lifecycle as lifecycle
 from agentsearch.pipeline.platform.settings import Settings
 
@@ -38,9 +38,9 @@ def test_a_task_waits_out_a_redis_restart_inside_its_time_limits():
                      for n in range(1, conf.result_backend_max_retries + 1)]
     assert sum(sleep_caps_ms) / 2 / 1000 >= worker_app.REDIS_OUTAGE_WAIT_S  # each sleep is drawn from [0, cap]
     assert conf.result_backend_max_sleep_between_retries_ms <= 1000
-    assert canvas.SOFT_LIMIT_MARGIN_S >= worker_app.REDIS_OUTAGE_WAIT_S + 5
-    assert canvas.HARD_LIMIT_MARGIN_S > canvas.SOFT_LIMIT_MARGIN_S
-    assert worker_app.LONGEST_TASK_S >= 3600 + canvas.HARD_LIMIT_MARGIN_S  # the visibility timeout is above it
+    assert job_tasks.SOFT_LIMIT_MARGIN_S >= worker_app.REDIS_OUTAGE_WAIT_S + 5
+    assert job_tasks.HARD_LIMIT_MARGIN_S > job_tasks.SOFT_LIMIT_MARGIN_S
+    assert worker_app.LONGEST_TASK_S >= 3600 + job_tasks.HARD_LIMIT_MARGIN_S  # the visibility timeout is above it
     # A step running when the broker connection drops runs on; cancelled, its agent would be called again.
     assert conf.worker_cancel_long_running_tasks_on_connection_loss is False
 

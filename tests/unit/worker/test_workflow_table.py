@@ -17,7 +17,7 @@ from agentsearch.pipeline.job.step_protocol import Step
 from agentsearch.pipeline.records.agent_runs import AgentSpec
 from agentsearch.worker import agentic_tasks, job_tasks
 from agentsearch.worker.app import app
-from agentsearch.worker.canvas import build_agentic_head, build_agentic_tail, build_job_canvas
+from agentsearch.worker.job_tasks import build_agentic_head, build_agentic_tail, build_job_canvas
 
 WORKER = Path(__file__).resolve().parents[3] / "src" / "agentsearch" / "worker"
 # The ingestion's tasks are the ingestion package's to keep short.
@@ -39,7 +39,7 @@ def test_each_node_has_its_task_and_its_step_names_its_work(node):
     for field, function in _functions(node.step).items():
         name = getattr(function, "__qualname__", "")
         assert name and "<lambda>" not in name and "<locals>" not in name, (node.task, field, name)
-        assert inspect.getmodule(function).__name__.startswith("pipeline."), (node.task, field)
+        assert inspect.getmodule(function).__name__.startswith("agentsearch.pipeline."), (node.task, field)
 
 
 def test_the_worker_adds_only_what_follows_a_step_in_celery():

@@ -1,7 +1,7 @@
 """Answer evaluation on question-answering data in BEIR layout (XQuAD): how often the answer holds a gold span.
 
 Every question goes through the path a job takes: ``Retriever.search`` with the service's default search config
-(the job's ``search_config`` with the default top-k), then ``agentsearch.pipeline.job.answer_step`` (the LLM when one is
+(the job's ``search_config`` with the default top-k), then ``agentsearch.pipeline.job.workflow`` (the LLM when one is
 configured, else the extractive answer, with the service's embedder). A hit is a gold span found in the answer text,
 case-insensitive, its citation marks read past. Each answer's citations are checked as a job checks them
 (``agentsearch.pipeline.eval.citation_scores``): the share of answers whose every cited sentence is supported, and how
@@ -63,9 +63,8 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
     With ``gold`` None every question is answered and only the citation figures are measured (claims with no
     gold answer, as SciFact's)."""
     from agentsearch.pipeline.eval.citation_scores import CitationTally
-    from agentsearch.pipeline.job.answer_step import answer_step
     from agentsearch.pipeline.job.job_state import JobState
-    from agentsearch.pipeline.job.search import search_config
+    from agentsearch.pipeline.job.workflow import answer_step, search_config
     from agentsearch.pipeline.retrieval.sentence_vectors import KnownVectors, stored_for
 
     settings = services.settings

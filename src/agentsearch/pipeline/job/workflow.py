@@ -9,38 +9,54 @@ The iterative mode runs the same steps with its loops in place of the search (``
       ->  post_search_agent*  ->  agentic_compress  ->  generate_answer  ->  response_agent*  ->  assemble
 
 Each step is a ``Step`` (``agentsearch.pipeline.job.step_protocol``): its stage, its ledger key and its work, a plain
-function ``(StepCall, input) -> output`` defined here, each calling the one module of its concern: an agent through
-``agentsearch.pipeline.job.agent_call``, the search ``agentsearch.pipeline.job.search``, the answer
-``agentsearch.pipeline.job.answer_step``; the end's work is ``agentsearch.pipeline.job.assembly``'s and the loops'
-``agentsearch.pipeline.job.iterative``'s. ``run_step`` runs every one in the same frame (the job's check, the step
-ledger, the time). Each graph is a tuple of ``Node``: the Celery task that runs a step, and how many (one; one per agent
-of a stage, in order or side by side; one per collection). ``agentsearch.worker.job_tasks`` makes each node's task and
-``agentsearch.worker.canvas`` its canvas from these tuples, mechanically: a new step is a function and a node here, then
-its task there.
+function ``(StepCall, input) -> output`` defined here. The search and the answer are written out below; an agent runs
+through the one wrapper around every agent call (``agentsearch.pipeline.job.agent_call``); the end's work is
+``agentsearch.pipeline.job.assembly``'s and the loops' ``agentsearch.pipeline.job.iterative``'s. ``run_step`` runs
+every one in the same frame (the job's check, the step ledger, the time). Each graph is a tuple of ``Node``: the Celery
+task that runs a step, and how many (one; one per agent of a stage, in order or side by side; one per collection).
+``agentsearch.worker.job_tasks`` makes each node's task and the job's canvas from these tuples, mechanically: a new
+step is a function and a node here, then its task there.
+
+A search that failed outright (nothing found, Milvus errors: ``agentsearch.pipeline.retrieval.outcome``) is not handed
+on as "no documents matched": ``search_or_retry`` asks for the step again with backoff for ``MILVUS_RETRY_S`` (a Milvus
+restart), then fails the job with the search's error. One collection of several hands its failure on to the merge,
+which fails the job only if no collection found anything. A search that failed in part makes the response
+``degraded``. ``answer_step`` takes what it needs passed in (an LLM client, an ``embed``, a stream), so the answer's
+benchmarks and tests call it alone; ``answer`` is the step of a job, its parts from this process's services.
 
 Usage::
 
     for node in JOB:                     # the job's graph, in order
         node.task, node.step.stage       # "agentsearch.pre_search_agent", "pre_search"
     run_step(ANSWER.step, StepCall(services, ledger), state.dump())
+    state = core_search_step(state, services)                          # one search, alone
+    state = answer_step(state, LLMClient.from_settings(settings), answer_embedder(services, state))
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentsearch.pipeline.agents.base import AgentArtifact, Stage
 from agentsearch.pipeline.agents.runner import worker_name
+from agentsearch.pipeline.documents import Document
 from agentsearch.pipeline.job import assembly, iterative
 from agentsearch.pipeline.job.agent_call import SavesArtifacts, post_search_step, pre_search_step, response_step
-from agentsearch.pipeline.job.answer_step import answer_with_settings
+from agentsearch.pipeline.job.answer import ANSWER_LLM_TIMEOUT_S, generate_answer
+from agentsearch.pipeline.job.answer.citations import (
+    CITATION_LLM_TIMEOUT_S,
+    CitationCheck,
+    citation_summary,
+    verify_citations,
+)
+from agentsearch.pipeline.job.answer_stream import AnswerChannel
 from agentsearch.pipeline.job.artifacts import ArtifactStore
 from agentsearch.pipeline.job.job_state import JobState
 from agentsearch.pipeline.job.job_store import JobStore
-from agentsearch.pipeline.job.search import found_in_some, merged_searches, search_or_retry
 from agentsearch.pipeline.job.step_protocol import (
     DATABASE_AWAY,
     DATABASE_RETRIES,
@@ -51,7 +67,18 @@ from agentsearch.pipeline.job.step_protocol import (
     StepCall,
     status_check,
 )
+from agentsearch.pipeline.observability.tracing import traced_stage
+from agentsearch.pipeline.platform.backoff import backoff_delay
+from agentsearch.pipeline.platform.llm import LLMClient
+from agentsearch.pipeline.platform.tables.collections import milvus_collection_name
 from agentsearch.pipeline.records.agent_runs import AgentRun, AgentSpec, ArtifactRef
+from agentsearch.pipeline.retrieval.config import SearchConfig
+from agentsearch.pipeline.retrieval.outcome import SearchFailed, SearchOutcome
+from agentsearch.pipeline.retrieval.sentence_vectors import KnownVectors, stored_for
+from agentsearch.pipeline.retrieval.translations import Translations
+
+if TYPE_CHECKING:  # types only: the steps get their parts passed in, and the tests hand in fakes
+    from agentsearch.pipeline.services import Services
 
 log = logging.getLogger("agentsearch.worker")
 
@@ -72,18 +99,100 @@ def pre_search_agent(call: StepCall, state: JobState) -> JobState:
 
 
 def core_search(call: StepCall, state: JobState) -> JobState | Retry:
-    """One collection searched; a search that failed outright asks to run again (``search.search_or_retry``)."""
+    """One collection searched; a search that failed outright asks to run again (``search_or_retry``)."""
     return search_or_retry(state, call.services, call.collection_id, call.retries)
 
 
+def search_config(state: JobState, defaults: dict) -> SearchConfig:
+    return SearchConfig(**{**defaults, **state.search, "top_k": state.top_k})
+
+
+@traced_stage("core_search")
+def core_search_step(state: JobState, services: Services, collection_id: str | None = None) -> JobState:
+    """Search one collection (the job's own by default) and keep the top-k documents."""
+    state = state.model_copy(deep=True)
+    if state.skip_search:
+        state.documents = []
+        SearchOutcome.skipped_by_agent().write(state.metadata)
+        return state
+    collection_id = collection_id or state.collection_id
+    # After the translator the search runs the question as asked and each translation, so it meets documents in
+    # its own language and in the collection's; otherwise the current query alone.
+    translations = Translations.of_translator(state.metadata, state.query)
+    result = services.retriever.search(
+        milvus_collection_name(collection_id),
+        translations.original if translations is not None else state.query,
+        search_config(state, services.settings.search_defaults()),
+        epoch=state.collections.get(collection_id, 0),
+        model=services.settings.embedding_model,
+        **({"translations": translations} if translations is not None else {}),
+    )
+    state.documents = [
+        d.model_copy(update={"metadata": {**d.metadata, "collection_id": collection_id}}) for d in result.documents
+    ]
+    SearchOutcome.of_collection(result.metrics, collection_id, result.warnings, result.suggestions).write(
+        state.metadata)
+    return state
+
+
+def search_or_retry(state: JobState, services: Services, collection_id: str | None, retries: int) -> JobState | Retry:
+    """The search of a step that ran ``retries`` times before: its state, or a ``Retry`` while a failed search may
+    still try again (see the module's docstring). Raises ``SearchFailed`` once it may not, for the job's own
+    collection."""
+    state = core_search_step(state, services, collection_id)
+    search = SearchOutcome.read(state.metadata)
+    services.metrics.record_search(search)
+    if retries:
+        search.attempts = retries + 1
+        search.write(state.metadata)
+    if reason := search.failure(len(state.documents)):
+        # Asked for before the ledger write: a redelivered copy must search again, not hand on the failure.
+        delay = backoff_delay(retries, services.settings.milvus_retry_s)
+        if delay is not None:
+            log.warning("job %s: %s; searching again in %g s", state.job_id, reason, delay)
+            return Retry(delay, max_retries=retries + 1)
+        if collection_id is None:
+            raise SearchFailed(f"{reason} (after {retries + 1} attempts)")
+    return state
+
+
+def merge_search_step(states: list[JobState]) -> JobState:
+    """Join the searches of several collections: dedupe by document id (best score wins), sort, cut to top-k."""
+    merged = states[0].model_copy(deep=True)
+    best: dict[str, Document] = {}
+    for state in states:
+        for doc in state.documents:
+            if doc.id not in best or doc.score > best[doc.id].score:
+                best[doc.id] = doc
+    merged.documents = sorted(best.values(), key=lambda d: d.score, reverse=True)[: merged.top_k]
+    searches = [SearchOutcome.read(s.metadata) for s in states]
+    per_collection = {
+        (search.collection_id or (s.documents[0].metadata["collection_id"] if s.documents else f"#{i}")): search
+        for i, (s, search) in enumerate(zip(states, searches, strict=True))
+    }
+    SearchOutcome.merged(
+        per_collection,
+        returned=len(merged.documents),
+        duplicates=sum(len(s.documents) for s in states) - len(best),
+        average_relevance=round(sum(d.score for d in merged.documents) / len(merged.documents), 6)
+        if merged.documents else 0.0,
+    ).write(merged.metadata)
+    return merged
+
+
 def merged_search(call: StepCall, handed: list[dict[str, Any]]) -> JobState:
-    """The merge step's input: the collections' searches its chord gathered, merged."""
-    return merged_searches(handed)
+    """The merge step's input, from the searches its chord gathered, merged: timed as the slowest one."""
+    searched = [JobState.load(s) for s in handed]
+    merged = merge_search_step(searched)
+    merged.timings_ms["core_search"] = max(s.timings_ms.get("core_search", 0.0) for s in searched)
+    return merged
 
 
 def merge_search(call: StepCall, state: JobState) -> JobState:
-    """The merged searches, unless every collection failed: then the job fails with why."""
-    return found_in_some(state)
+    """The merged searches, unless no collection found anything: then the job fails with why."""
+    if reason := SearchOutcome.read(state.metadata).failure(len(state.documents)):
+        raise SearchFailed(reason)
+    return state
 
 
 # The post-search chain: one step per agent, in order.
@@ -95,12 +204,74 @@ def post_search_agent(call: StepCall, state: JobState) -> JobState:
                             default_timeout_s=call.services.settings.default_agent_timeout_s)
 
 
-# The answer.
+# The answer: written from the documents, with citations, streamed to the job's events as it is made.
 
 
 def answer(call: StepCall, state: JobState) -> JobState:
-    """The answer with citations, streamed to the job's events as it is written (``answer_step``)."""
-    return answer_with_settings(call.services, state)
+    """A job's answer, with this process's LLM, its budgets and language, the stored sentence vectors
+    (``answer_embedder``) and the stream of the job's events (``answer.delta``)."""
+    settings = call.services.settings
+    return answer_step(state, llm=LLMClient.from_settings(settings), embed=answer_embedder(call.services, state),
+                       embedding_model=settings.embedding_model, language=settings.keyword_language,
+                       timeout_s=settings.answer_llm_timeout_s, judge_timeout_s=settings.judge_llm_timeout_s,
+                       stream=AnswerChannel(call.services.redis, state.job_id,
+                                            ttl_s=settings.retention_answer_streams_s))
+
+
+def answer_embedder(services: Services, state: JobState) -> Callable[[list[str]], list[list[float]]]:
+    """The answer's ``embed``: the sentence vectors stored with the job's documents and the query's embedding the
+    search cached are read; only the other texts reach the model. Lazy: nothing is read or loaded until the answer
+    embeds, and a model that fails to load costs the answer its embedding score only."""
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        # Only the job's own collections (checked when it was submitted): a document's metadata may have been
+        # rewritten by an agent on the way.
+        searched = [d for d in state.documents
+                    if (d.metadata.get("collection_id") or state.collection_id) in state.collections]
+        stored = stored_for(services.vector_store, searched, milvus_collection_name, state.collection_id)
+        model = services.settings.embedding_model
+        known = KnownVectors(lambda rest: services.embedder.embed(rest), stored,
+                             lambda text: services.retriever.cached_embedding(text, model))
+        return known.embed(texts)
+
+    return embed
+
+
+@traced_stage("answer")
+def answer_step(state: JobState, llm=None, embed=None, language: str = "english", stream=None,
+                embedding_model: str | None = None, timeout_s: float = ANSWER_LLM_TIMEOUT_S,
+                judge_timeout_s: float = CITATION_LLM_TIMEOUT_S) -> JobState:
+    """The answer with citations: the LLM's when ``llm`` is given (an ``LLMClient``), else, or when it fails,
+    the extractive one (sentences scored with ``embed``, the vectors of ``embedding_model``, when given).
+    ``metadata.answer`` records which and why. ``timeout_s`` and ``judge_timeout_s`` are the LLM's budgets for the
+    answer and for its verdicts on the answer's sentences (``AGENTSEARCH_ANSWER_LLM_TIMEOUT_S``, ``_JUDGE_...``).
+
+    With ``stream`` (a ``agentsearch.pipeline.job.answer_stream.AnswerChannel``) the text is written to it as it is made
+    and the validated answer ends it, so the job's events carry the answer before the job ends."""
+    state = state.model_copy(deep=True)
+    # The user's question is what is answered; the search query (maybe translated or expanded) is what matched.
+    question = state.original_query or state.query
+    query = question if state.query == question else f"{question}\n(searched as: {state.query})"
+    if stream is not None:
+        stream.start()
+    answer = generate_answer(query if llm is not None else state.query, state.documents, with_cot=state.cot,
+                             llm=llm, embed=embed, language=language, stream=stream,
+                             embedding_model=embedding_model, timeout_s=timeout_s, judge_timeout_s=judge_timeout_s)
+    if stream is not None:
+        stream.finish(answer.text, method=answer.method, fallback_reason=answer.fallback_reason)
+    state.answer = answer.text
+    state.sources = answer.sources
+    state.cot_steps = answer.cot_steps
+    state.metadata["answer"] = answer.metadata()
+    if answer.citations is not None:
+        # An LLM answer: every sentence was judged before it was delivered (agentsearch.pipeline.job.answer.grounding).
+        check = CitationCheck(answer.citations, citation_summary(answer.citations, answer.info.get("check", {})))
+    else:
+        # The extractive answer quotes its sources, so the offline check finds each sentence verbatim.
+        check = verify_citations(answer.text, state.documents, embed=embed, language=language)
+    state.citations = check.citations
+    state.metadata["citations"] = check.info
+    return state
 
 
 def keep_for_assembly(call: StepCall, done: dict[str, Any]) -> None:

@@ -128,7 +128,7 @@ class Settings(BaseSettings):
                                                  "says it."
     )
     # A 7B model on CPU cores writes a few tokens a second: its answer takes minutes where a hosted model's takes
-    # seconds. The answer step's Celery limit follows the two (agentsearch.worker.canvas.answer_limit_s).
+    # seconds. The answer step's Celery limit follows the two (agentsearch.worker.job_tasks.answer_limit_s).
     answer_llm_timeout_s: float = Field(
         ANSWER_LLM_TIMEOUT_S, description="Longest the answer step waits for the LLM's answer, retries included; past "
                                           "it the offline answer is delivered, the record saying so."

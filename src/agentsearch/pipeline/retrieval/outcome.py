@@ -5,8 +5,8 @@ The retriever never raises: a Milvus error is retried three times and then recor
 deadline is left behind (``timed_out``). Read here, that record decides what the job may claim:
 
 - **failed**: nothing found and part of the search failed. "No documents in the collection matched the query"
-  would be a false answer, the collection never having been asked: ``agentsearch.pipeline.job.search`` retries the step
-  with backoff while Milvus may come back (``MILVUS_RETRY_S``), then the job fails with these reasons;
+  would be a false answer, the collection never having been asked: ``agentsearch.pipeline.job.workflow`` retries the
+  step with backoff while Milvus may come back (``MILVUS_RETRY_S``), then the job fails with these reasons;
 - **degraded**: results, and part of the search failed (one retriever, one collection of several, the query's
   embedding): the job succeeds with ``response.degraded`` and ``degraded_reasons``; it is not ``complete``, so
   the whole-job cache, which reuses complete responses only, never answers from it;

@@ -47,7 +47,8 @@ from agentsearch.pipeline.text import words
 from agentsearch.pipeline.text.spans import Sentence, find_loose, sentence_spans, squeeze
 
 # The LLM check's whole budget: the default of AGENTSEARCH_JUDGE_LLM_TIMEOUT_S, the answer step's judge's budget.
-# The answer step's Celery limit leaves room for it beside the answer's own (agentsearch.worker.canvas.answer_limit_s).
+# The answer step's Celery limit leaves room for it beside the answer's own
+# (agentsearch.worker.job_tasks.answer_limit_s).
 CITATION_LLM_TIMEOUT_S = JUDGE_LLM_TIMEOUT_S
 
 # Thresholds on the share of weighted terms found (coverage) and the embedding cosine. Chosen on hand-made

@@ -13,7 +13,7 @@ NO_RESULTS = "No documents in the collection matched the query."
 NO_TEXT = "The documents that matched the query hold no text to quote."
 # ANSWER_LLM_TIMEOUT_S, the LLM's whole budget for the answer (retries included), is the default of
 # AGENTSEARCH_ANSWER_LLM_TIMEOUT_S. The answer step's Celery limit follows the setting
-# (agentsearch.worker.canvas.answer_limit_s), so a slow endpoint ends in the extractive fallback, not a killed task.
+# (agentsearch.worker.job_tasks.answer_limit_s), so a slow endpoint ends in the extractive fallback, not a killed task.
 DEFAULT_MAX_SENTENCES = 3
 
 Embed = Callable[[list[str]], list[list[float]]]
