@@ -302,6 +302,17 @@ def test_the_graph_sees_what_it_should():
         "worker imports cli, above it"]
 
 
+
+# A module a reader takes in at one sitting: past this, it holds more than one noun.
+LONGEST_MODULE_LINES = 450
+
+
+def test_no_module_is_longer_than_a_sitting():
+    lines = {name: len(path.read_text().splitlines()) for name, path in MODULES.items()}
+    long = {name: n for name, n in lines.items() if n > LONGEST_MODULE_LINES}
+    assert not long, f"modules over {LONGEST_MODULE_LINES} lines: {long}"
+
+
 if __name__ == "__main__":
     every = edges()
     for line in [*upward(_rank_in(FOLDERS, folder_of), every),

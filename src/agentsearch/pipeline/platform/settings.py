@@ -49,8 +49,7 @@ class Settings(BaseSettings):
     )
     # The memory broker has nothing to block on: a worker thread that found its queues empty waits for the next
     # publish (agentsearch.worker.memory_broker), this long at most. A hop then costs a thread's wake-up whatever the
-    # interval: 1 s (kombu's own default) spends 0.15% of a core while idle, 0.01 s 3%
-    # (src/agentsearch/bench/results/embedded_job.md).
+    # interval: 1 s (kombu's own default) spends 0.15% of a core while idle, 0.01 s 3% (bench/results/embedded_job.md).
     embedded_poll_s: float = Field(
         1.0, gt=0, le=5, description="Longest wait of the embedded mode's worker threads between two looks at empty "
                                      "queues, when no publish wakes them first (memory broker only)."
@@ -142,8 +141,7 @@ class Settings(BaseSettings):
     api_port: int = Field(8000, ge=0, le=65535)
     api_url: str | None = Field(None, description="Where the CLI finds a running API; unset: it starts one in-process.")
     api_key: str | None = Field(None, description="The CLI's key for the API at api_url (`agentsearch users create`).")
-    # Single sign-on for the console (src/agentsearch/api/sso.py, docs/security.md "Single sign-on"): off while the
-    # issuer is unset.
+    # Single sign-on for the console (api/sso.py, docs/security.md "Single sign-on"): off while the issuer is unset.
     oidc_issuer: str | None = Field(
         None, description="The OpenID provider's issuer URL (its discovery document: "
                           "{issuer}/.well-known/openid-configuration)."
@@ -236,8 +234,7 @@ class Settings(BaseSettings):
                                             "more is refused."
     )
     parse_window_s: float = Field(
-        10.0, gt=0, le=3600, description="The work one parsing task of a long paged file aims at "
-        "(src/agentsearch/worker/parsing.py): "
+        10.0, gt=0, le=3600, description="The work one parsing task of a long paged file aims at (worker/parsing.py): "
         "after each window of pages the file goes to the back of the ingest queue, behind other users' files."
     )
     ocr_languages: str = Field(
@@ -278,8 +275,7 @@ class Settings(BaseSettings):
     artifact_max_bytes: int = Field(20 * 1024 * 1024, ge=1)
     # Agentic jobs with reduced limits (1 iteration, 1 result wanted, 2 per search): a whole iterative job in a few
     # seconds, for tests and trying a deployment out.
-    test_mode: bool = Field(False,
-                            description="Reduced limits for agentic modes (agentsearch.pipeline.agentic.config).")
+    test_mode: bool = Field(False, description="Reduced limits for agentic modes (pipeline/agentic/config.py).")
     seen_window_days: float = Field(5.0, ge=0, le=365, description="Agentic runs skip what a user saw this recently.")
     seen_near_duplicate: float = Field(0.9, gt=0, le=1, description="Embedding cosine counting as already seen.")
     profile_schedule_interval_s: float = Field(60.0, gt=0, description="How often due profile sets are looked for.")
@@ -300,8 +296,7 @@ class Settings(BaseSettings):
         "its job (0: kept for ever)."
     )
     retention_audit_days: float = Field(
-        365.0, ge=0, le=36500, description="Audit events (src/agentsearch/pipeline/security/audit.py) go this long "
-        "after they were "
+        365.0, ge=0, le=36500, description="Audit events (pipeline/security/audit.py) go this long after they were "
         "recorded (0: kept for ever)."
     )
     # A stream is a preview of an answer the job's row keeps for good, so it always expires: no 0 here.
