@@ -16,7 +16,8 @@ package is added to that list where its imports put it; the test fails until it 
 
 The graph is read from the source with ``ast``, nothing imported: every import of a module, those under
 ``if TYPE_CHECKING:`` and those inside its functions too (an import put off until a call is still a dependency).
-``from pipeline.x import name`` is an edge to ``pipeline.x.name`` when that is a module, else to ``pipeline.x``.
+``from agentsearch.pipeline.x import name`` is an edge to ``agentsearch.pipeline.x.name`` when that is a module, else
+to ``agentsearch.pipeline.x``.
 
 Usage::
 

@@ -40,7 +40,7 @@ runs, not at the top of its module: so ``agentsearch --help``, ``search`` and ``
 
 Usage::
 
-    from agentsearch.cli import main                  # the click group: the `agentsearch` entry point, `python -m cli`
+    from agentsearch.cli import main      # the click group: the `agentsearch` entry point, `python -m agentsearch`
     CliRunner().invoke(main, ["agents", "list", "--json"])
 """
 

@@ -1,5 +1,5 @@
-"""The command line's shape: the entry point, every command its docstring lists, ``python -m cli``, and the client's
-request batches."""
+"""The command line's shape: the entry point, every command its docstring lists, ``python -m agentsearch``, and the
+client's request batches."""
 
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ def test_every_command_the_docstring_lists_is_registered():
 
 
 def test_python_dash_m_cli_runs_the_same_group():
-    done = subprocess.run([sys.executable, "-m", "cli", "--help"], cwd=REPO, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "agentsearch", "--help"], cwd=REPO, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "Usage: python -m cli" in done.stdout and "ingest" in done.stdout
+    assert "Usage: python -m agentsearch" in done.stdout and "ingest" in done.stdout
 
 
 def test_documents_go_in_batches_by_count_and_by_size():

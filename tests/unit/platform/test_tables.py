@@ -35,7 +35,7 @@ def test_the_migrations_environment_sees_every_table(tmp_path):
     beforehand): its
     autogenerate finds nothing to add or drop, so its one metadata holds every table the migrations made."""
     url = f"sqlite:///{tmp_path / 'agentsearch.db'}"
-    code = ("import sys; from alembic import command; from migrations import alembic_config, upgrade; "
+    code = ("import sys; from alembic import command; from agentsearch.migrations import alembic_config, upgrade; "
             "upgrade(sys.argv[1]); command.check(alembic_config(sys.argv[1]))")
     checked = subprocess.run([sys.executable, "-c", code, url], cwd=REPO, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr[-2000:]
