@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from agentsearch.devstack import BIN, DevStack, free_port, start_process, stop_process, wait_for
+from agentsearch.devstack import DevStack, free_port, start_process, stop_process, wait_for
 from agentsearch.pipeline.job.job_store import ORPHAN_GRACE_S
 from tests.chaos.harness import SAMPLE_CORPUS, TERMINAL, record, submit, wait_until
-from tests.support.previous_release.tree import release_tree
+from tests.support.previous_release.tree import release_command, release_tree
 
 JOBS_PER_PHASE = 20
 AGENTS = ["language_detector", "deduplicator", "executive_summary"]
@@ -61,14 +61,14 @@ def test_the_previous_release_and_the_current_one_side_by_side(tmp_path):
         stack.logs[f"worker-{index}"] = log = stack.workdir / f"worker-{index}.log"
         stack.worker_names.append(f"release-{uuid.uuid4().hex[:4]}@{socket.gethostname()}")
         stack.worker_procs.append(start_process(
-            [str(BIN / "agentsearch"), "worker", "--pool", "prefork", "--concurrency", "2", "--queues", stack.queues,
+            [*release_command(), "worker", "--pool", "prefork", "--concurrency", "2", "--queues", stack.queues,
              "--loglevel", "INFO", "--hostname", stack.worker_names[-1]], release_env, log))
         stack.wait_worker_ready(index)
         # The release's code, not this checkout's: it has no document reaper task.
         assert "agentsearch.reap_documents" not in log.read_text()
         assert "agentsearch.reap_documents" in stack.logs["worker-0"].read_text()
         release_url = f"http://127.0.0.1:{free_port()}"
-        release_api = start_process([str(BIN / "agentsearch"), "api", "--host", "127.0.0.1", "--port",
+        release_api = start_process([*release_command(), "api", "--host", "127.0.0.1", "--port",
                                      release_url.rsplit(":", 1)[1]], release_env, stack.workdir / "release-api.log")
         try:
             wait_for(lambda: httpx.get(f"{release_url}/readyz").status_code == 200, 90, "release api", release_api,

@@ -68,9 +68,8 @@ def use_tree(tree: Path) -> None:
 
 
 def job_states() -> dict[str, Any]:
-    from agentsearch.pipeline.job.state import AgentRun, AgentSpec, ArtifactRef, JobState
-
-    from agentsearch.pipeline.documents import Citation, CotStep, Document, Source
+    from pipeline.documents import Citation, CotStep, Document, Source
+    from pipeline.job.state import AgentRun, AgentSpec, ArtifactRef, JobState
 
     specs = [AgentSpec.model_validate(spec) for spec in SPECS]
     queued = JobState(job_id=JOB_ID, collection_id=COLLECTION_ID, user_id=USER_ID, query=QUERY, original_query=QUERY,
@@ -106,7 +105,7 @@ def job_states() -> dict[str, Any]:
     responded = answered.model_copy(deep=True, update={"agent_runs": [pre, summary], "timings_ms": {
         "pre_search": 2.0, "core_search": 30.0, "answer": 4.0, "response": 12.0}})
     agentic = queued.model_copy(deep=True, update={"agentic": agentic_spec()})
-    from agentsearch.pipeline.job.assembly import assemble_response
+    from pipeline.job.assembly import assemble_response
 
     return {
         "states": {"queued": queued.dump(), "searched": searched.dump(), "answered": answered.dump(),
@@ -118,17 +117,16 @@ def job_states() -> dict[str, Any]:
 
 
 def agentic_spec() -> dict[str, Any]:
-    from agentsearch.pipeline.agentic.spec import AgenticSpec
+    from pipeline.agentic.spec import AgenticSpec
 
     return AgenticSpec.for_request({"max_iterations": 2}, None, None, test_mode=True).model_dump(mode="json")
 
 
 def job_messages() -> dict[str, Any]:
     """The first message of each canvas, as the release's ``enqueue_job`` sends it (its canvas rides inside)."""
-    from agentsearch.pipeline.job.state import AgentSpec, JobState
-
-    from agentsearch.worker.app import app
-    from agentsearch.worker.job_tasks import enqueue_job
+    from pipeline.job.state import AgentSpec, JobState
+    from worker.app import app
+    from worker.canvas import enqueue_job
 
     specs = [AgentSpec.model_validate(spec) for spec in SPECS]
     state = JobState(job_id=JOB_ID, collection_id=COLLECTION_ID, user_id=USER_ID, query=QUERY, original_query=QUERY,
@@ -148,7 +146,7 @@ def job_messages() -> dict[str, Any]:
 
 
 def task_signatures() -> dict[str, Any]:
-    from agentsearch.worker import app as app_module
+    from worker import app as app_module
 
     for module in app_module.TASK_MODULES:
         importlib.import_module(module)
@@ -165,7 +163,7 @@ def task_signatures() -> dict[str, Any]:
 
 
 def capture(out: Path) -> None:
-    from agentsearch.pipeline.job.state import JobState
+    from pipeline.job.state import JobState
 
     files = {"job_states.json": job_states(), "job_messages.json": job_messages(),
              "task_signatures.json": task_signatures(), "job_state_schema.json": JobState.model_json_schema()}
@@ -175,7 +173,7 @@ def capture(out: Path) -> None:
 
 
 def read(path: Path, database_url: str | None) -> int:
-    from agentsearch.pipeline.job.state import AgentRun, AgentSpec, JobState
+    from pipeline.job.state import AgentRun, AgentSpec, JobState
 
     content = json.loads(path.read_text())
     try:
@@ -197,11 +195,10 @@ def read_database(url: str) -> dict[str, Any]:
     from datetime import UTC, datetime
     from uuid import uuid4
 
-    from agentsearch.pipeline.job.state import JobState
+    from pipeline.job.state import JobState
+    from pipeline.platform.db import Base, DocumentRow, Job
     from sqlalchemy import create_engine, select
     from sqlalchemy.orm import Session
-
-    from agentsearch.pipeline.platform.db import Base, DocumentRow, Job
 
     engine = create_engine(url)
     tables, states = {}, 0

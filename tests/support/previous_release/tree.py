@@ -9,14 +9,19 @@ entry points: the built-in agents, found by entry point, moved since the release
 its ``pyproject.toml``): on the ``PYTHONPATH``, before the environment's, it is the one ``importlib.metadata`` finds, as
 the release's own install would be.
 
+The release's command is its own console script, found through that metadata (``release_command``): the
+environment's ``agentsearch`` script imports this checkout's package, whatever the ``PYTHONPATH``.
+
 Usage::
 
     tree = release_tree(tmp_path / "release")        # then PYTHONPATH=tree, or capture.py --tree tree
+    start_process([*release_command(), "worker", ...], {**env, "PYTHONPATH": str(tree)}, log)
 """
 
 from __future__ import annotations
 
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -34,6 +39,13 @@ def release_tree(directory: Path) -> Path:
     subprocess.run(["tar", "-x", "-C", str(directory)], input=archive.stdout, check=True)
     _own_metadata(directory)
     return directory
+
+
+def release_command() -> list[str]:
+    """``agentsearch`` as the release declares it (``[project.scripts]``), run with ``PYTHONPATH`` set to its tree."""
+    load = ("import sys; from importlib.metadata import entry_points; sys.argv[0] = 'agentsearch'; "
+            "sys.exit(entry_points(group='console_scripts')['agentsearch'].load()())")
+    return [sys.executable, "-c", load]
 
 
 def _own_metadata(directory: Path) -> None:
