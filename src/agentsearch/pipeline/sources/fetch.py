@@ -25,6 +25,7 @@ from agentsearch.pipeline.platform.egress import EgressPolicy
 from agentsearch.pipeline.security.transports import egress_refusal, guarded_client
 
 USER_AGENT = "agentsearch-sources/1"
+REDIRECTS = (301, 302, 303, 307, 308)
 
 
 class FetchFailed(Exception):
@@ -89,12 +90,12 @@ class Fetcher:
         self.requests += 1
         try:
             with self.client.stream("GET", url, headers=headers) as response:
-                if response.is_redirect:
-                    self._location = urljoin(url, response.headers.get("location", ""))
-                    return None
                 if response.status_code == 304:
                     return Fetched(url, 304, b"", "", headers.get("If-None-Match"),
                                    headers.get("If-Modified-Since"))
+                if response.status_code in REDIRECTS and "location" in response.headers:
+                    self._location = urljoin(url, response.headers["location"])
+                    return None
                 if response.status_code >= 400:
                     raise FetchFailed(f"{url}: HTTP {response.status_code} {response.reason_phrase}".rstrip(),
                                       response.status_code)
