@@ -46,7 +46,8 @@ LOOPBACK = ["127.0.0.1"]
 
 
 def settings(**extra) -> Settings:
-    return Settings(egress_allow=extra.pop("egress_allow", LOOPBACK), sources_key=SecretStr(Fernet.generate_key().decode()),
+    key = SecretStr(Fernet.generate_key().decode())
+    return Settings(egress_allow=extra.pop("egress_allow", LOOPBACK), sources_key=key,
                     sources_max_item_bytes=extra.pop("max_bytes", 200_000), sources_fetch_timeout_s=5, **extra)
 
 
