@@ -47,7 +47,8 @@ def _counts(run: dict) -> str:
 
 @sources.command("add")
 @click.argument("kind")
-@click.option("--collection", "collection_name", required=True, help="Collection name, TEAM/NAME for a team's.")
+@click.option("--collection", "collection_name", required=True,
+              help="Collection name, TEAM/NAME for a team's (created when missing).")
 @click.option("--url", default=None, help="The site, feed or repository (the config's url).")
 @click.option("--branch", default=None, help="A repository's branch.")
 @click.option("--config", "config_json", default=None, help="The kind's config as JSON (docs/sources.md).")
@@ -66,7 +67,7 @@ def sources_add(kind: str, collection_name: str, url: str | None, branch: str | 
         config["password"] = click.prompt("password", hide_input=True)
     with api_session(get_settings()) as client:
         try:
-            row = client.sources(_collection(client, collection_name), "POST",
+            row = client.sources(client.ensure_collection(collection_name)["id"], "POST",
                                  json={"kind": kind, "config": config, "schedule_s": schedule_s})
         except ApiError as exc:
             fail(str(exc))

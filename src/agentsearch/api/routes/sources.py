@@ -61,7 +61,7 @@ class SourceChange(BaseModel):
 
 
 def _last_runs(s, rows) -> dict:
-    return {row.id: (runs_of(s, row.id, 1) or [None])[0] for row in rows}
+    return {row.id: next(iter(runs_of(s, row.id, 1)), None) for row in rows}
 
 
 @router.post(SOURCES, status_code=201)

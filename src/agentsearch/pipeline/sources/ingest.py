@@ -99,11 +99,11 @@ def hand_on(s: Session, settings: Settings, source: SourceRow, items: list[Item]
             else:
                 stored = StoredFile(doc_id, content.name, sniff(content.data, content.name), content.data)
                 row_id, task_id = store_upload(s, collection, existing.get(doc_id), stored, source.user_id, None)
-                row = s.get(DocumentRow, row_id)
-                assert row is not None
-                row.metadata_ = {**row.metadata_, **_metadata(source, item)}
+                stored_row = s.get(DocumentRow, row_id)
+                assert stored_row is not None
+                stored_row.metadata_ = {**stored_row.metadata_, **_metadata(source, item)}
                 if content.title:
-                    row.title = content.title
+                    stored_row.title = content.title
                 handed.tasks.append((PARSE, (str(collection.id), str(row_id)), task_id))
         except (ParseRefused, UnicodeDecodeError) as exc:
             handed.failed[item.key] = f"{item.link}: {exc}"

@@ -37,7 +37,7 @@ class FeedConfig(SourceConfig):
 
 class Feed:
     name: ClassVar[str] = "feed"
-    config_model: ClassVar[type[FeedConfig]] = FeedConfig
+    config_model: ClassVar[type[SourceConfig]] = FeedConfig
     keeps_missing: ClassVar[bool] = True
 
     def items(self, config: FeedConfig, ctx: Context) -> Iterator[Item]:

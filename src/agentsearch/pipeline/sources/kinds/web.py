@@ -90,10 +90,8 @@ def robots(fetcher: Fetcher, origin: str) -> RobotFileParser:
     try:
         parser.parse(fetcher.get(f"{origin}/robots.txt").data.decode("utf-8", "replace").splitlines())
     except FetchFailed as exc:
-        if exc.status is not None and 400 <= exc.status < 500:
-            parser.allow_all = True
-        else:
-            parser.disallow_all = True
+        everything = exc.status is not None and 400 <= exc.status < 500
+        parser.parse(["User-agent: *", "Disallow:" if everything else "Disallow: /"])
     return parser
 
 
