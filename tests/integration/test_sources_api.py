@@ -160,3 +160,30 @@ def test_rotate_key_seals_the_credentials_again_without_reading_the_source(clien
     assert CredentialBox([new_key]).open(token) == {"password": "pw"}
     with pytest.raises(ValueError, match="no longer configured"):
         CredentialBox([KEY]).open(token)
+
+
+def test_the_command_line_adds_lists_runs_and_removes_a_source(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("AGENTSEARCH_")}
+    env.update(AGENTSEARCH_DATA_DIR=str(tmp_path / "data"), AGENTSEARCH_EGRESS_ALLOW='["127.0.0.1"]',
+               PYTHONPATH=os.pathsep.join(sys.path))
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "agentsearch", "sources", *args], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    with SiteServer(tmp_path / "site") as site:
+        site.write("/docs/index.html", "<html><body><p>Hello from the silo.</p></body></html>")
+        assert cli("add", "web", "--collection", "cli-site", "--url", site.url("/docs/index.html")).startswith(
+            "added web source ")
+        source_id = json.loads(cli("list", "--collection", "cli-site", "--json"))[0]["id"]
+        ran = cli("run", source_id, "--collection", "cli-site", "--wait")
+        assert "succeeded: 1 new, 0 changed, 0 unchanged, 0 removed, 0 failed" in ran
+        assert "succeeded: 1 new" in cli("list", "--collection", "cli-site")
+        assert cli("remove", source_id, "--collection", "cli-site").strip() == (
+            f"removed source {source_id} and its 1 document(s)")
