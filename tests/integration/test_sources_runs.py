@@ -274,3 +274,43 @@ def test_two_runs_of_one_source_never_overlap_and_credentials_are_kept_sealed(da
         assert take_lease(s, source_id, holder, 60)
     second = runner.run()
     assert second == {"status": "skipped"}
+
+
+class Killed(BaseException):
+    """The worker stopped mid-run: nothing of the run's own handling runs after it."""
+
+
+def test_a_run_killed_mid_way_is_resumed_from_what_it_recorded(database, tmp_path, monkeypatch):
+    import time
+
+    from agentsearch.pipeline.platform.tables.sources import SourceRunRow
+    from agentsearch.pipeline.sources import run as run_module
+
+    monkeypatch.setattr(run_module, "BATCH", 2)
+    with SiteServer(tmp_path / "site") as site:
+        pages = [f"p{n}.html" for n in range(5)]
+        site.write("/docs/index.html", _page("Index", "All pages.", pages))
+        for page in pages:
+            site.write(f"/docs/{page}", _page(page, f"Page {page}."))
+        runner = Runner(database, settings(sources_run_lease_s=1))
+        runner.add("web", {"url": site.url("/docs/index.html")})
+        with database.session() as s:
+            killed_id = new_run(s, s.get(SourceRow, runner.source_id), "manual").id
+        sent: list = []
+
+        def send_then_die(tasks: list) -> None:
+            sent.extend(tasks)
+            if len(sent) >= 4:  # the second batch committed and sent: the worker dies
+                raise Killed
+
+        with pytest.raises(Killed):
+            run_source(database, runner.settings, killed_id, send_then_die)
+        assert len(runner.documents()) == 4
+        assert runner.run() == {"status": "skipped"}  # its lease still held
+        time.sleep(1.2)
+        resumed = runner.run()
+        assert resumed["documents"] == {"new": 2, "changed": 0, "unchanged": 4, "removed": 0, "failed": 0}, resumed
+        assert len(runner.sent("parse_document")) == 2 and len(runner.documents()) == 6
+        with database.session() as s:
+            killed = s.get(SourceRunRow, killed_id)
+            assert killed.status == "failed" and killed.errors == ["the run was lost: its worker stopped before it ended"]

@@ -2,8 +2,9 @@
 of items gone are removed, and the run records its counts and first errors.
 
 The run holds its source's lease (``store.take_lease``): a second run asked meanwhile ends ``skipped``. The items
-are handed on a batch at a time, each batch committed before its tasks are sent (``send``), so a run killed
-mid-way leaves stored documents and a lease that passes; the next run reads again what this one did not record.
+are handed on a batch at a time, each batch committed with the items' new versions before its tasks are sent
+(``send``): a run killed mid-way leaves a lease that passes, and the next run resumes from what was recorded (the
+items stored count unchanged), reading again only what this one had not stored.
 A listing that fails (``ListingFailed``, or anything the kind raises) fails the run and removes nothing; the items
 already handed on keep their new versions.
 
@@ -119,14 +120,19 @@ def _hand(db: Database, settings: Settings, source_id: uuid.UUID, batch: list[It
         source = s.get(SourceRow, source_id)
         assert source is not None
         handed = hand_on(s, settings, source, batch)
+        stored = {}
+        for item in batch:
+            if item.key in handed.failed:
+                tally.fail(item.key, handed.failed[item.key])
+                continue
+            tally.counts["changed" if item.key in tally.previous else "new"] += 1
+            stored[item.key] = {"version": item.version, "url": item.link, "memo": item.memo,
+                                "document_id": handed.documents[item.key]}
+        tally.items.update(stored)
+        # Recorded with the documents, in their transaction: a run killed after this batch leaves it stored, and the
+        # next run finds these items at their new version.
+        source.state = {**source.state, "items": {**source.state.get("items", {}), **stored}}
     send(handed.tasks)
-    for item in batch:
-        if item.key in handed.failed:
-            tally.fail(item.key, handed.failed[item.key])
-            continue
-        tally.counts["changed" if item.key in tally.previous else "new"] += 1
-        tally.items[item.key] = {"version": item.version, "url": item.link, "memo": item.memo,
-                                 "document_id": handed.documents[item.key]}
     batch.clear()
 
 
