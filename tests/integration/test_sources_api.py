@@ -96,6 +96,15 @@ def test_a_source_is_added_run_searched_changed_and_removed_through_the_api(clie
         listed = client.get(f"/v1/collections/{collection_id}/documents").json()["items"]
         assert listed[0]["metadata"]["source_url"] == site.url("/docs/index.html")
         assert listed[0]["title"] == "Silo"
+        # The answer's sources give the page a source brought each document from.
+        job_id = client.post("/v1/search", json={"collection_id": collection_id, "query": "Where is the grain silo?",
+                                                 "agents": [], "use_cache": False}).json()["job_id"]
+        deadline = time.monotonic() + 90
+        while (job := client.get(f"/v1/jobs/{job_id}").json())["status"] not in ("succeeded", "failed"):
+            assert time.monotonic() < deadline, job["status"]
+            time.sleep(0.2)
+        assert job["status"] == "succeeded", job
+        assert job["response"]["sources"][0]["url"] == site.url("/docs/index.html")
 
         read = client.get(base).json()
         assert read["last_run"]["id"] == done["id"] and "s3cret" not in str(read)

@@ -48,7 +48,8 @@ LOOPBACK = ["127.0.0.1"]
 def settings(**extra) -> Settings:
     key = SecretStr(Fernet.generate_key().decode())
     return Settings(egress_allow=extra.pop("egress_allow", LOOPBACK), sources_key=key,
-                    sources_max_item_bytes=extra.pop("max_bytes", 200_000), sources_fetch_timeout_s=5, **extra)
+                    sources_max_item_bytes=extra.pop("max_bytes", 200_000),
+                    sources_fetch_timeout_s=extra.pop("sources_fetch_timeout_s", 5), **extra)
 
 
 class Runner:
@@ -313,4 +314,41 @@ def test_a_run_killed_mid_way_is_resumed_from_what_it_recorded(database, tmp_pat
         assert len(runner.sent("parse_document")) == 2 and len(runner.documents()) == 6
         with database.session() as s:
             killed = s.get(SourceRunRow, killed_id)
-            assert killed.status == "failed" and killed.errors == ["the run was lost: its worker stopped before it ended"]
+            assert killed.status == "failed"
+            assert killed.errors == ["the run was lost: its worker stopped before it ended"]
+
+
+def test_a_redirect_inside_a_trickle_an_endless_page_and_a_huge_sitemap_are_each_held_to_their_limit(database,
+                                                                                                        tmp_path):
+    import time
+
+    with SiteServer(tmp_path / "site") as site:
+        # 127.0.0.2 is loopback too, but the operator allowed only 127.0.0.1: a redirect there is refused.
+        inside = f"/to/127.0.0.2:{site.port}/docs/ok.html"
+        site.write("/docs/index.html", _page("Home", "Hello.", [inside, "trickle.html", "endless.html", "ok.html"]))
+        site.write("/docs/ok.html", _page("OK", "Fine."))
+        runner = Runner(database, settings(sources_fetch_timeout_s=2))
+        runner.add("web", {"url": site.url("/docs/index.html")})
+        started = time.monotonic()
+        done = runner.run()
+        assert time.monotonic() - started < 30
+        assert done["status"] == "succeeded" and done["documents"]["new"] == 2, done
+        assert done["documents"]["failed"] == 2, done  # the trickle and the endless page; the redirect is outside
+        assert any("not read within 2 s" in e or "ReadTimeout" in e for e in done["errors"]), done["errors"]
+        assert any("over the limit of 200000 bytes" in e for e in done["errors"]), done["errors"]
+
+        # The start URL itself redirecting inside: the listing fails with the guard's reason.
+        outside = Runner(database, settings())
+        outside.add("web", {"url": site.url(inside)})
+        refused = outside.run()
+        assert refused["status"] == "failed" and "egress refused: 127.0.0.2 is a loopback address" in \
+            refused["errors"][0], refused
+
+        urls = "".join(f"<url><loc>{site.url(f'/docs/p{n}.html')}</loc></url>" for n in range(100_000))
+        site.write("/docs/sitemap.xml", f'<?xml version="1.0"?><urlset>{urls}</urlset>')
+        huge = Runner(database, settings(max_bytes=10_000_000))
+        huge.add("web", {"url": site.url("/docs/sitemap.xml"), "max_pages": 5})
+        read = huge.run()
+        # Five pages asked for (none exists: 404 is gone, nothing stored), not a hundred thousand.
+        assert read["status"] == "succeeded" and sum(read["documents"].values()) == 0, read
+        assert sum(1 for r in site.requests if r.startswith("/docs/p")) == 5

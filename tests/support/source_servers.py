@@ -40,6 +40,35 @@ class _Handler(SimpleHTTPRequestHandler):
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
+        if self.path.startswith("/to/"):  # /to/127.0.0.2:PORT/x redirects to http://127.0.0.2:PORT/x
+            self.send_response(302)
+            self.send_header("Location", "http://" + self.path[len("/to/"):])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path.endswith("/trickle.html"):  # a byte every 0.2 s, for ever (until the client leaves)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            try:
+                for _ in range(600):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            except OSError:
+                pass
+            return
+        if self.path.endswith("/endless.html"):  # no Content-Length, and more than any limit
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            try:
+                for _ in range(10_000):
+                    self.wfile.write(b"z" * 65536)
+            except OSError:
+                pass
+            return
         if "/loop/" in self.path:  # .../loop/a and .../loop/b redirect to each other
             self.send_response(302)
             self.send_header("Location", self.path[:-1] + ("b" if self.path.endswith("a") else "a"))
