@@ -196,3 +196,33 @@ def test_the_command_line_adds_lists_runs_and_removes_a_source(tmp_path):
         assert "succeeded: 1 new" in cli("list", "--collection", "cli-site")
         assert cli("remove", source_id, "--collection", "cli-site").strip() == (
             f"removed source {source_id} and its 1 document(s)")
+
+
+def test_a_team_collection_s_editor_manages_its_sources_and_a_viewer_only_reads_them(client):
+    from agentsearch.pipeline.security.users import UserStore
+
+    tag = uuid.uuid4().hex[:6]
+    store = UserStore(client.app.state.services.db)
+    keys = {}
+    for role in ("editor", "viewer"):
+        _, keys[role] = store.create(f"{role}-{tag}")
+    team_id = client.post("/v1/teams", json={"name": f"team-{tag}"}).json()["id"]
+    for role in ("editor", "viewer"):
+        assert client.put(f"/v1/teams/{team_id}/members/{role}-{tag}", json={"role": role}).status_code == 200
+    made = client.post("/v1/collections", json={"name": f"shared-{tag}", "team_id": team_id})
+    assert made.status_code == 201, made.text
+    url = f"/v1/collections/{made.json()['id']}/sources"
+    as_editor = {"Authorization": f"Bearer {keys['editor']}"}
+    as_viewer = {"Authorization": f"Bearer {keys['viewer']}"}
+
+    added = client.post(url, headers=as_editor, json={"kind": "feed", "config": {"url": "https://example.org/f"}})
+    assert added.status_code == 201, added.text
+    source = f"{url}/{added.json()['id']}"
+    assert client.get(url, headers=as_viewer).json()["items"][0]["id"] == added.json()["id"]
+    assert client.get(f"{source}/runs", headers=as_viewer).status_code == 200
+    for method, path, body in (("POST", url, {"kind": "feed", "config": {"url": "https://example.org/g"}}),
+                               ("PATCH", source, {"enabled": False}), ("POST", f"{source}/runs", None),
+                               ("DELETE", source, None)):
+        refused = client.request(method, path, headers=as_viewer, json=body)
+        assert refused.status_code == 403 and "editor" in refused.text, (method, path, refused.text)
+    assert client.patch(source, headers=as_editor, json={"enabled": False}).json()["enabled"] is False
