@@ -352,3 +352,55 @@ def test_a_redirect_inside_a_trickle_an_endless_page_and_a_huge_sitemap_are_each
         # Five pages asked for (none exists: 404 is gone, nothing stored), not a hundred thousand.
         assert read["status"] == "succeeded" and sum(read["documents"].values()) == 0, read
         assert sum(1 for r in site.requests if r.startswith("/docs/p")) == 5
+
+
+def test_a_scheduled_source_is_claimed_once_when_due_and_its_next_time_moves_on(database):
+    from datetime import timedelta
+
+    from agentsearch.pipeline.platform.db import utcnow
+    from agentsearch.pipeline.platform.tables.sources import SourceRunRow
+    from agentsearch.pipeline.sources.store import claim_due
+    from agentsearch.worker.app import app
+
+    assert app.conf.beat_schedule["run-due-sources"]["task"] == "agentsearch.run_due_sources"
+    runner = Runner(database, settings())
+    due_id = runner.add("feed", {"url": "https://example.org/feed.xml"})
+    with database.session() as s:
+        collection = s.get(CollectionRow, runner.collection_id)
+        later_id = create_source(s, runner.settings, collection, DEFAULT_USER_ID, "feed",
+                                 {"url": "https://example.org/other.xml"}, 3600, True).id
+        disabled_id = create_source(s, runner.settings, collection, DEFAULT_USER_ID, "feed",
+                                    {"url": "https://example.org/off.xml"}, 3600, False).id
+        for source_id in (due_id, disabled_id):
+            row = s.get(SourceRow, source_id)
+            row.schedule_s, row.next_run_at = 600, utcnow() - timedelta(seconds=1)
+    claimed = claim_due(database)
+    assert [source for source, _ in claimed] == [due_id]
+    assert claim_due(database) == []  # its next time moved on
+    with database.session() as s:
+        run = s.get(SourceRunRow, claimed[0][1])
+        assert run.trigger == "schedule" and run.status == "queued"
+        assert s.get(SourceRow, due_id).next_run_at > utcnow() + timedelta(seconds=590)
+        assert s.get(SourceRow, later_id).next_run_at > utcnow() + timedelta(seconds=3590)
+
+
+RSS = """<?xml version="1.0"?><rss version="2.0"><channel><title>Co-op</title><link>{home}</link>
+<description>News</description>{items}</channel></rss>"""
+
+
+def test_an_rss_feed_is_read_as_an_atom_one_is(database, tmp_path):
+    with SiteServer(tmp_path / "site") as site:
+        site.write("/news/harvest.html", _page("Harvest", "The harvest was early this year."))
+        item = (f"<item><title>Harvest</title><link>{site.url('/news/harvest.html')}</link>"
+                "<guid>harvest-2026</guid><pubDate>Sun, 01 Nov 2026 08:00:00 GMT</pubDate></item>")
+        site.write("/rss.xml", RSS.format(home=site.url("/"), items=item))
+        runner = Runner(database, settings())
+        runner.add("feed", {"url": site.url("/rss.xml")})
+        assert runner.run()["documents"]["new"] == 1
+        (document,) = runner.documents().values()
+        assert document.title == "Harvest" and document.external_id.endswith(":harvest-2026")
+
+        site.write("/rss.xml", "this is not a feed at all")
+        broken = runner.run()
+        assert broken["status"] == "failed" and "not a feed" in broken["errors"][0], broken
+        assert len(runner.documents()) == 1
