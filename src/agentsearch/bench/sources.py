@@ -1,7 +1,8 @@
 """What a web source's run costs: documents per second read from a real HTTP server, and an unchanged run's requests
 and time.
 
-A threaded ``http.server`` on 127.0.0.1 serves a site of ``--pages`` pages linked from one index page; a fresh
+A threaded ``http.server`` on 127.0.0.1 serves a site of ``--pages`` pages, linked from an index page through
+sections of a hundred; a fresh
 database (the machine's PostgreSQL, or with ``--sqlite`` a SQLite file) holds a collection and one web source
 over it (the operator's egress allowlist opening 127.0.0.1). The first run reads every page and stores each as a
 ``pending`` document for the parsing queue (the tasks it would send are counted, not sent: parsing and embedding
@@ -44,13 +45,25 @@ class _Counted(SimpleHTTPRequestHandler):
         super().do_GET()
 
 
-def _site(root: Path, pages: int) -> None:
-    links = "".join(f'<a href="p{n}.html">page {n}</a>\n' for n in range(pages))
-    (root / "index.html").write_text(f"<html><head><title>Index</title></head><body>{links}</body></html>")
+SECTION_PAGES = 100
+
+
+def _links(names: list[str]) -> str:
+    return "".join(f'<a href="{name}">{name}</a>\n' for name in names)
+
+
+def _site(root: Path, pages: int) -> int:
+    """An index linking to sections of ``SECTION_PAGES`` pages each: the pages the site has, index and sections in."""
+    sections = [list(range(first, min(first + SECTION_PAGES, pages))) for first in range(0, pages, SECTION_PAGES)]
+    (root / "index.html").write_text(f"<html><body>{_links([f's{i}.html' for i in range(len(sections))])}</body>"
+                                     "</html>")
+    for i, numbers in enumerate(sections):
+        (root / f"s{i}.html").write_text(f"<html><body>{_links([f'p{n}.html' for n in numbers])}</body></html>")
     for n in range(pages):
         (root / f"p{n}.html").write_text(f"<html><head><title>Page {n}</title></head><body><p>Page {n} of the "
                                          f"bench site: wind, solar and grain silos, item {n * 7919 % 1000}.</p>"
                                          "</body></html>")
+    return 1 + len(sections) + pages
 
 
 def _run(db: Database, settings: Settings, source_id: Any) -> tuple[dict[str, Any], float, int]:
@@ -68,7 +81,7 @@ def measure(pages: int, rounds: int, sqlite: bool) -> dict[str, Any]:
     settings = Settings(egress_allow=["127.0.0.1"], sources_key=SecretStr(Fernet.generate_key().decode()))
     with tempfile.TemporaryDirectory() as tmp, scratch_database(sqlite) as (db, database):
         root = Path(tmp)
-        _site(root, pages)
+        total = _site(root, pages)
         server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Counted, directory=str(root)))
         server.requests = 0  # type: ignore[attr-defined]
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -79,23 +92,23 @@ def measure(pages: int, rounds: int, sqlite: bool) -> dict[str, Any]:
                 s.flush()
                 url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
                 source_id = create_source(s, settings, collection, DEFAULT_USER_ID, "web",
-                                          {"url": url, "max_pages": pages + 1, "max_depth": 1}, None, True).id
+                                          {"url": url, "max_pages": total, "max_depth": 2}, None, True).id
             first, first_s, first_tasks = _run(db, settings, source_id)
-            if first["documents"]["new"] != pages + 1:
-                raise RuntimeError(f"the first run read {first['documents']} of {pages + 1} pages")
+            if first["documents"]["new"] != total:
+                raise RuntimeError(f"the first run read {first['documents']} of {total} pages")
             times, requests = [], []
             for _ in range(rounds):
                 before = server.requests  # type: ignore[attr-defined]
                 again, seconds, sent = _run(db, settings, source_id)
-                if again["documents"]["unchanged"] != pages + 1 or sent:
+                if again["documents"]["unchanged"] != total or sent:
                     raise RuntimeError(f"an unchanged run found {again['documents']} and sent {sent} tasks")
                 times.append(seconds)
                 requests.append(server.requests - before)  # type: ignore[attr-defined]
         finally:
             server.shutdown()
             server.server_close()
-    return {"database": database, "pages": pages + 1, "rounds": rounds,
-            "first_run_s": round(first_s, 3), "documents_per_s": round((pages + 1) / first_s, 1),
+    return {"database": database, "pages": total, "rounds": rounds,
+            "first_run_s": round(first_s, 3), "documents_per_s": round(total / first_s, 1),
             "first_run_tasks": first_tasks,
             "unchanged_run_s_median": round(statistics.median(times), 3),
             "unchanged_run_requests_median": statistics.median(requests),
