@@ -231,6 +231,11 @@ def test_a_repository_is_read_by_commit_without_its_symlinks_or_submodules(datab
         assert third["documents"] == {"new": 0, "changed": 1, "unchanged": 1, "removed": 1, "failed": 1}, third
         assert "two silos" in runner.documents()[f"{daemon.url('handbook')}#main:README.md"].text
 
+    # The server gone: the run fails with git's reason, and every document stays.
+    gone = runner.run()
+    assert gone["status"] == "failed" and gone["errors"][0].startswith("git ls-remote: "), gone
+    assert gone["documents"]["removed"] == 0 and len(runner.documents()) == 2 and runner.tasks == []
+
 
 def test_internal_addresses_loops_large_pages_and_wrong_credentials_end_in_a_run_that_says_so(database, tmp_path):
     with SiteServer(tmp_path / "site") as site:
