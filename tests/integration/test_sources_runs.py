@@ -409,3 +409,28 @@ def test_an_rss_feed_is_read_as_an_atom_one_is(database, tmp_path):
         broken = runner.run()
         assert broken["status"] == "failed" and "not a feed" in broken["errors"][0], broken
         assert len(runner.documents()) == 1
+
+
+def test_a_repository_over_smart_http_with_a_token_and_with_a_wrong_one(database, tmp_path):
+    from tests.support.source_servers import GitHttpServer
+
+    repo = tmp_path / "repos" / "private"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "notes.md").write_text("# Notes\n\nThe silo opens at six.\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "first")
+    with GitHttpServer(tmp_path / "repos", auth=("reader", "tok-123")) as server:
+        runner = Runner(database, settings())
+        source_id = runner.add("git", {"url": server.url("private"), "username": "reader", "token": "tok-123"})
+        done = runner.run()
+        assert done["status"] == "succeeded" and done["documents"]["new"] == 1, done
+        with database.session() as s:
+            sealed = s.get(SourceRow, source_id).credentials or ""
+            assert sealed.startswith("token|") and "tok-123" not in sealed
+
+        wrong = Runner(database, settings())
+        wrong.add("git", {"url": server.url("private"), "username": "reader", "token": "nope"})
+        failed = wrong.run()
+        assert failed["status"] == "failed" and "git ls-remote" in failed["errors"][0], failed
+        assert "the server refused the credentials (HTTP 401)" in failed["errors"][0], failed

@@ -154,3 +154,64 @@ class GitDaemon:
         if self.proc is not None:
             self.proc.terminate()
             self.proc.wait(10)
+
+
+class _GitCgi(SimpleHTTPRequestHandler):
+    """Git's smart HTTP: each request handed to ``git http-backend`` (CGI), behind basic auth when the server has it."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _serve(self) -> None:
+        server = self.server.git  # type: ignore[attr-defined]
+        if server.auth is not None:
+            expected = "Basic " + base64.b64encode(":".join(server.auth).encode()).decode()
+            if self.headers.get("Authorization") != expected:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="git"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+        path, _, query = self.path.partition("?")
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        env = {"GIT_PROJECT_ROOT": str(server.base), "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": path,
+               "QUERY_STRING": query, "REQUEST_METHOD": self.command, "CONTENT_TYPE":
+               self.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(len(body)), "REMOTE_ADDR": "127.0.0.1",
+               "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""), "PATH": os.environ.get("PATH", "")}
+        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True, check=True).stdout
+        head, _, payload = out.partition(b"\r\n\r\n")
+        headers = [line.split(":", 1) for line in head.decode().split("\r\n") if ":" in line]
+        status = next((int(v.split()[0]) for k, v in headers if k.lower() == "status"), 200)
+        self.send_response(status)
+        for name, value in headers:
+            if name.lower() != "status":
+                self.send_header(name, value.strip())
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    def do_POST(self) -> None:
+        self._serve()
+
+
+class GitHttpServer:
+    """``git http-backend`` over HTTP for every repository under ``base``; ``auth``: (user, password) it asks for."""
+
+    def __init__(self, base: Path, auth: tuple[str, str] | None = None) -> None:
+        self.base, self.auth = base, auth
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _GitCgi)
+        self.server.git = self  # type: ignore[attr-defined]
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/{name}"
+
+    def __enter__(self) -> GitHttpServer:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -70,19 +70,21 @@ def run_source(db: Database, settings: Settings, run_id: uuid.UUID, send: Callab
         source = s.get(SourceRow, source_id)
         assert source is not None
         try:
-            kind, config_row = kind_named(source.kind), {**source.config, **credentials_of(settings, source)}
+            kind, credentials = kind_named(source.kind), credentials_of(settings, source)
         except (ValueError, Refusal) as exc:  # no key, or not the key they were sealed with
             run.status, run.finished_at, run.errors = "failed", utcnow(), [str(exc)]
             release_lease(s, source_id, run_id)
             return {"status": "failed", "errors": run.errors}
         previous, cursor = dict(source.state.get("items", {})), dict(source.state.get("cursor", {}))
+        config_row = {**source.config, **credentials}
     assert kind is not None, f"no kind {source.kind}"
     tally, status = Tally(previous), "succeeded"
     config = kind.config_model.model_validate(config_row)
     auth = (config_row["username"], config_row.get("password") or "") if config_row.get("username") else None
     with Fetcher(settings.egress_policy(), settings.sources_max_item_bytes, settings.sources_fetch_timeout_s,
                  settings.sources_max_redirects, auth) as fetcher:
-        ctx = Context(fetcher, previous, cursor, {}, settings.sources_max_item_bytes, settings.sources_fetch_timeout_s)
+        ctx = Context(fetcher, previous, cursor, dict(credentials), settings.sources_max_item_bytes,
+                      settings.sources_fetch_timeout_s)
         batch: list[Item] = []
         try:
             for item in kind.items(config, ctx):

@@ -81,7 +81,7 @@ class Context:
     fetcher: Fetcher
     previous: Mapping[str, dict[str, Any]]
     cursor: dict[str, Any]
-    credentials: dict[str, Any]
+    credentials: dict[str, Any]  # the source's, decrypted; a kind may add what it derives from them for this run
     max_item_bytes: int
     timeout_s: float
 

@@ -5,7 +5,8 @@ nothing is fetched. Otherwise the branch's tip is fetched (``--depth 1``, no tag
 directory, and each file is versioned by its blob's id, so only files whose content changed are read. Symlinks and
 submodules are listed by Git as what they are and never followed; a file past the size limit is a failed item.
 Only ``https://``, ``http://`` and ``git://`` URLs are read, their host checked by the egress guard first; Git asks
-for no password (``GIT_TERMINAL_PROMPT=0``) and follows no redirect.
+for no password (``GIT_TERMINAL_PROMPT=0``) and follows no redirect. Over HTTP, ``username`` and ``token`` (a
+credential: write-only) are sent as basic auth, given to Git in its environment.
 
 Usage::
 
@@ -14,6 +15,7 @@ Usage::
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import tempfile
@@ -22,7 +24,7 @@ from pathlib import PurePosixPath
 from typing import ClassVar
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 
 from agentsearch.pipeline.platform.egress import EgressGuard, EgressRefused
 from agentsearch.pipeline.sources.kinds.base import Content, Context, Item, ListingFailed, SourceConfig
@@ -40,6 +42,8 @@ GIT_OPTIONS = ["-c", "protocol.allow=never", "-c", "protocol.https.allow=always"
 class GitConfig(SourceConfig):
     url: str = Field(description="The repository (https://, http:// or git://).", max_length=2000)
     branch: str = Field("main", min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._/-]+$")
+    username: str | None = Field(None, max_length=200, description="The user an HTTP server asks for.")
+    token: SecretStr | None = Field(None, description="Its password or access token (write-only).")
 
     @field_validator("url")
     @classmethod
@@ -61,6 +65,11 @@ class Git:
             EgressGuard(ctx.fetcher.policy).addresses(parts.hostname or "", parts.port or SCHEMES[parts.scheme])
         except (EgressRefused, OSError) as exc:
             raise ListingFailed(str(exc)) from exc
+        if config.token is not None and parts.scheme in ("http", "https"):
+            # Given to Git in its environment, never on its command line (where any user's ps would read it).
+            pair = f"{config.username or 'git'}:{config.token.get_secret_value()}".encode()
+            ctx.credentials["git_env"] = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
+                               "GIT_CONFIG_VALUE_0": f"Authorization: Basic {base64.b64encode(pair).decode()}"}
         commit = self._tip(config, ctx)
         if commit == ctx.cursor.get("commit"):
             for key, previous in ctx.previous.items():
@@ -104,7 +113,7 @@ class Git:
 
     def _git(self, ctx: Context, *args: str) -> str:
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "GIT_CONFIG_NOSYSTEM": "1",
-               "GIT_CONFIG_GLOBAL": os.devnull}
+               "GIT_CONFIG_GLOBAL": os.devnull, **ctx.credentials.get("git_env", {})}
         try:
             done = subprocess.run(["git", *GIT_OPTIONS, *args], capture_output=True, text=True, env=env,
                                   timeout=ctx.timeout_s * 6)
@@ -112,5 +121,8 @@ class Git:
             raise ListingFailed(f"git {args[0]}: no answer within {ctx.timeout_s * 6:g} s") from None
         if done.returncode != 0:
             what = args[2] if args[0] == "--git-dir" else args[0]
+            if "could not read Username" in done.stderr or "Authentication failed" in done.stderr:
+                # Git, refused, would ask for a user: there is none to ask.
+                raise ListingFailed(f"git {what}: the server refused the credentials (HTTP 401): {done.stderr[-200:]}")
             raise ListingFailed(f"git {what}: {done.stderr.strip()[-400:] or f'exit status {done.returncode}'}")
         return done.stdout
