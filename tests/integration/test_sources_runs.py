@@ -298,7 +298,7 @@ def test_a_run_killed_mid_way_is_resumed_from_what_it_recorded(database, tmp_pat
         site.write("/docs/index.html", _page("Index", "All pages.", pages))
         for page in pages:
             site.write(f"/docs/{page}", _page(page, f"Page {page}."))
-        runner = Runner(database, settings(sources_run_lease_s=1))
+        runner = Runner(database, settings(sources_run_lease_s=20))
         runner.add("web", {"url": site.url("/docs/index.html")})
         with database.session() as s:
             killed_id = new_run(s, s.get(SourceRow, runner.source_id), "manual").id
@@ -313,7 +313,11 @@ def test_a_run_killed_mid_way_is_resumed_from_what_it_recorded(database, tmp_pat
             run_source(database, runner.settings, killed_id, send_then_die)
         assert len(runner.documents()) == 4
         assert runner.run() == {"status": "skipped"}  # its lease still held
-        time.sleep(1.2)
+        with database.session() as s:
+            lease_until = s.get(SourceRow, runner.source_id).lease_until
+        from agentsearch.pipeline.platform.db import utcnow
+
+        time.sleep(max(0.0, (lease_until - utcnow()).total_seconds()) + 0.5)  # the lease passes
         resumed = runner.run()
         assert resumed["documents"] == {"new": 2, "changed": 0, "unchanged": 4, "removed": 0, "failed": 0}, resumed
         assert len(runner.sent("parse_document")) == 2 and len(runner.documents()) == 6
