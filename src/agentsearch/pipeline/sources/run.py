@@ -79,7 +79,6 @@ def run_source(db: Database, settings: Settings, run_id: uuid.UUID, send: Callab
         config_row = {**source.config, **credentials}
     assert kind is not None, f"no kind {source.kind}"
     tally, status = Tally(previous), "succeeded"
-    config = kind.config_model.model_validate(config_row)
     auth = (config_row["username"], config_row.get("password") or "") if config_row.get("username") else None
     with Fetcher(settings.egress_policy(), settings.sources_max_item_bytes, settings.sources_fetch_timeout_s,
                  settings.sources_max_redirects, auth) as fetcher:
@@ -87,7 +86,8 @@ def run_source(db: Database, settings: Settings, run_id: uuid.UUID, send: Callab
                       settings.sources_fetch_timeout_s)
         batch: list[Item] = []
         try:
-            for item in kind.items(config, ctx):
+            # A config stored by an earlier release that this one's model refuses fails the run, not the worker.
+            for item in kind.items(kind.config_model.model_validate(config_row), ctx):
                 if _sort(item, tally):
                     batch.append(item)
                 if len(batch) >= BATCH:
