@@ -56,6 +56,7 @@ PIPELINE_LAYERS = (
     "agentsearch.pipeline.agentic",
     "agentsearch.pipeline.services",
     "agentsearch.pipeline.ingestion",
+    "agentsearch.pipeline.sources",
     "agentsearch.pipeline.webhooks",
     "agentsearch.pipeline.job",
     "agentsearch.pipeline.operations",

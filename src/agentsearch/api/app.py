@@ -36,13 +36,21 @@ from agentsearch.api.routes import (
     me,
     metrics,
     profiles,
+    sources,
     sso,
     teams,
     webhooks,
 )
 from agentsearch.api.security_headers import SecurityHeaders
 from agentsearch.api.waits import WaitSlots
-from agentsearch.api.worker_side import EmbeddedWorker, celery_app, prune_retained, run_due_profile_sets, sweep_webhooks
+from agentsearch.api.worker_side import (
+    EmbeddedWorker,
+    celery_app,
+    prune_retained,
+    run_due_profile_sets,
+    run_due_sources,
+    sweep_webhooks,
+)
 from agentsearch.migrations import upgrade
 from agentsearch.pipeline.job.job_store import JobStore
 from agentsearch.pipeline.observability.tracing import configure_tracing
@@ -104,10 +112,13 @@ def create_app() -> FastAPI:
             deliveries.start()
             retention = Ticker(prune_retained.delay, settings.retention_interval_s, "agentsearch-retention")
             retention.start()
+            sources = Ticker(run_due_sources.delay, settings.sources_tick_interval_s, "agentsearch-sources")
+            sources.start()
         # The MCP endpoint's sessions run in a task group of their own, for as long as the application serves.
         async with mcp_endpoint.running(app):
             yield
         if embedded_worker is not None:
+            sources.stop()
             retention.stop()
             deliveries.stop()
             schedules.stop()
@@ -142,7 +153,7 @@ def create_app() -> FastAPI:
         app.add_exception_handler(error, _database_unavailable)
     app.add_exception_handler(sql_errors.DataError, _value_not_storable)
     app.add_exception_handler(sql_errors.IntegrityError, _conflict)
-    for module in (health, collections, documents, agents, jobs, metrics, profiles, me, keys, webhooks,
+    for module in (health, collections, documents, sources, agents, jobs, metrics, profiles, me, keys, webhooks,
                    conversations, teams, console):
         # Every route counts against its caller's limits (src/agentsearch/api/rate_limits.py) but the probes, /metrics
         # and the console's static files (no key, no user data).

@@ -74,6 +74,8 @@ JOB = "/v1/jobs/{job_id}"
 WEBHOOK = "/v1/webhooks/{webhook_id}"
 PROFILE_SET = "/v1/profile-sets/{set_id}"
 TEAM = "/v1/teams/{team_id}"
+SOURCES = f"{COLLECTION}/sources"
+SOURCE = f"{SOURCES}/{{source_id}}"
 R = RouteRule
 ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("GET", "/healthz"): R(PUBLIC),
@@ -103,6 +105,14 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("GET", f"{COLLECTION}/documents/{{document_id}}"): R(READ, "viewer"),
     ("DELETE", f"{COLLECTION}/documents/{{document_id}}"): R(WRITE, "editor"),
     ("POST", f"{COLLECTION}/files"): R(WRITE, "editor"),
+    # A collection's sources (src/agentsearch/api/routes/sources.py): its editors manage them and start their runs.
+    ("POST", f"{SOURCES}"): R(WRITE, "editor"),
+    ("GET", f"{SOURCES}"): R(READ, "viewer"),
+    ("GET", SOURCE): R(READ, "viewer"),
+    ("PATCH", SOURCE): R(WRITE, "editor"),
+    ("DELETE", SOURCE): R(WRITE, "editor"),
+    ("POST", f"{SOURCE}/runs"): R(WRITE, "editor"),
+    ("GET", f"{SOURCE}/runs"): R(READ, "viewer"),
     ("GET", f"{COLLECTION}/agents"): R(READ, "viewer"),
     # The configs linked may name any collection of the user: wiring them is a change to every collection.
     ("PUT", f"{COLLECTION}/agents"): R(USER_WRITE, "editor"),

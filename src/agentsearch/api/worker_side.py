@@ -20,6 +20,7 @@ from agentsearch.worker.app import app as celery_app
 from agentsearch.worker.embedded import EmbeddedWorker
 from agentsearch.worker.job_tasks import enqueue_job
 from agentsearch.worker.retention import prune_retained
+from agentsearch.worker.sources import run_due_sources
 from agentsearch.worker.webhooks import deliver_webhook, sweep_webhooks
 
 __all__ = [
@@ -29,5 +30,6 @@ __all__ = [
     "enqueue_job",
     "prune_retained",
     "run_due_profile_sets",
+    "run_due_sources",
     "sweep_webhooks",
 ]

@@ -13,6 +13,7 @@
     agentsearch users limits NAME [--searches-per-minute N ...] [--reset]   a user's rate limits and quotas
     agentsearch teams create NAME | add-member TEAM USER --role R | remove-member | list | show   teams, roles
     agentsearch tools add NAME --kind mcp|http ... | list | remove NAME     tools agent configs may name
+    agentsearch sources add KIND --collection NAME --url URL | list | run ID --wait | remove ID | rotate-key
     agentsearch reindex [--collection NAME]            a collection's Milvus data rebuilt from the database
     agentsearch backup DIR | restore DIR [--database-url URL] [--reindex]   the database, with a manifest
     agentsearch retention run [--dry-run] [--json]     prune what is past its retention, or count what would go
@@ -26,6 +27,7 @@ this process and act as the local user.
 
 Where each command lives: ``src/agentsearch/cli/serve.py`` (api, worker, beat, flower, migrate),
 ``src/agentsearch/cli/documents.py`` (ingest), ``src/agentsearch/cli/folder_sync.py`` (sync),
+``src/agentsearch/cli/sources.py``,
 ``src/agentsearch/cli/search.py``, ``src/agentsearch/cli/demo.py``, ``src/agentsearch/cli/eval.py``,
 ``src/agentsearch/cli/agents.py``, ``src/agentsearch/cli/users.py``, ``src/agentsearch/cli/teams.py``,
 ``src/agentsearch/cli/tools.py``, ``src/agentsearch/cli/audit.py``, ``src/agentsearch/cli/benchmarks.py`` (bench),
@@ -61,6 +63,7 @@ from agentsearch.cli import (
     retention,
     search,
     serve,
+    sources,
     teams,
     tools,
     users,
@@ -98,7 +101,7 @@ def main(ctx: click.Context) -> None:
 
 for command in (serve.migrate, serve.api, serve.worker, serve.beat, serve.flower, documents.ingest, folder_sync.sync,
                 search.search, demo.demo, eval_group, agents.agents, users.users, teams.teams, tools.tools,
-                bench_group,
+                sources.sources, bench_group,
                 mcp.mcp_server, retention.retention, reindex.reindex, audit.audit,
                 backup.backup, backup.restore):
     main.add_command(command)

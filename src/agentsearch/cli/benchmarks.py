@@ -15,6 +15,7 @@ Usage::
     agentsearch bench ingest --docs 1000 --workers 1,2 --json in.json  # through the stack beside the plain model
     agentsearch bench ingest --docs 5183 --workers 2 --baseline /tmp/before --no-plain   # before and after
     agentsearch bench retention --jobs 10000 --json retention.json  # rows pruned per second on PostgreSQL
+    agentsearch bench sources --pages 1000 --json sources.json      # a web source's run: documents/s, unchanged cost
     agentsearch bench backup --reindex-docs 1000 --json backup.json # reindex chunks/s, backup and restore time
     agentsearch bench embedded --jobs 10 --json embedded.json      # embedded mode: a job beside its steps' times
 
@@ -261,6 +262,26 @@ def bench_retention(jobs: int, sqlite: bool, json_out: Path | None) -> None:
 
     try:
         figures = retention.measure(jobs, sqlite)
+    except RuntimeError as exc:
+        fail(str(exc))
+    if json_out is not None:
+        json_out.write_text(json.dumps(figures) + "\n")
+    click.echo(json.dumps(figures))
+
+
+@bench_group.command("sources")
+@click.option("--pages", type=click.IntRange(1), default=1000, show_default=True,
+              help="Pages of the bench's site, linked from one index page.")
+@click.option("--rounds", type=click.IntRange(1), default=5, show_default=True, help="Unchanged runs timed.")
+@click.option("--sqlite", is_flag=True, help="A SQLite file instead of a database on the machine's PostgreSQL.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help='Write {"documents_per_s", "unchanged_run_s_median", "unchanged_run_requests_median", ...} here.')
+def bench_sources(pages: int, rounds: int, sqlite: bool, json_out: Path | None) -> None:
+    """A web source's run over a real HTTP server: documents per second, and an unchanged run's requests and time."""
+    from agentsearch.bench import sources  # SQLAlchemy and psycopg: see src/agentsearch/cli/__init__.py
+
+    try:
+        figures = sources.measure(pages, rounds, sqlite)
     except RuntimeError as exc:
         fail(str(exc))
     if json_out is not None:

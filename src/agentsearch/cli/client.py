@@ -127,6 +127,10 @@ class ApiClient:
             if not page["items"] or len(found) >= page["total"]:
                 return found
 
+    def sources(self, collection_id: str, method: str = "GET", path: str = "", **kwargs) -> Any:
+        """A call to the collection's sources (``path``: ``/{source_id}``, ``/{source_id}/runs``, or none)."""
+        return self._call(method, f"/v1/collections/{collection_id}/sources{path}", **kwargs)
+
     def delete_document(self, collection_id: str, document_id: str) -> None:
         self._call("DELETE", f"/v1/collections/{collection_id}/documents/{quote(document_id, safe='')}")
 

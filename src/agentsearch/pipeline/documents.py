@@ -40,11 +40,19 @@ def location_of(doc: Document) -> Location | None:
     return dict(location) if isinstance(location, dict) and location else None
 
 
+def link_of(doc: Document) -> str | None:
+    """Where a retrieved document came from, when a source brought it (``agentsearch.pipeline.sources``): its page,
+    feed entry's link or file."""
+    url = doc.metadata.get("source_url")
+    return url if isinstance(url, str) and url else None
+
+
 class Source(BaseModel):
     document_id: str
     title: str
     score: float
     location: Location | None = Field(None, description=LOCATION_DESCRIPTION)
+    url: str | None = Field(None, description="The page, feed entry or file a source brought the document from.")
 
 
 class CotStep(BaseModel):

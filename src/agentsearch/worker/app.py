@@ -81,7 +81,7 @@ RESULT_RETRY_SLEEP_MAX_MS = 1000
 RESULT_RETRIES = 2 * REDIS_OUTAGE_WAIT_S + 8
 # What a worker (and beat) imports as it starts: every task, and the modules whose functions Celery's signals call.
 TASK_MODULES = [f"agentsearch.worker.{name}" for name in (
-    "job_tasks", "ingestion", "parsing", "reaper", "agentic_tasks", "webhooks", "retention")]
+    "job_tasks", "ingestion", "parsing", "reaper", "agentic_tasks", "webhooks", "retention", "sources")]
 HOOK_MODULES = [f"agentsearch.worker.{name}" for name in (
     "lifecycle", "liveness", "observability", "recycling", "warmup")]
 
@@ -146,6 +146,8 @@ def create_app() -> Celery:
         task_routes={"agentsearch.response_agent": {"queue": ARTIFACTS_QUEUE},
                      "agentsearch.ingest_documents": {"queue": INGEST_QUEUE},
                      "agentsearch.parse_document": {"queue": INGEST_QUEUE},
+                     "agentsearch.run_source": {"queue": INGEST_QUEUE},
+                     "agentsearch.run_due_sources": {"queue": INGEST_QUEUE},
                      "agentsearch.deliver_webhook": {"queue": WEBHOOKS_QUEUE},
                      "agentsearch.sweep_webhooks": {"queue": WEBHOOKS_QUEUE}},
         task_serializer="json",
@@ -197,6 +199,7 @@ def create_app() -> Celery:
                                      "schedule": settings.profile_schedule_interval_s},
             "sweep-webhooks": {"task": "agentsearch.sweep_webhooks", "schedule": settings.webhook_sweep_interval_s},
             "prune-retained": {"task": "agentsearch.prune_retained", "schedule": settings.retention_interval_s},
+            "run-due-sources": {"task": "agentsearch.run_due_sources", "schedule": settings.sources_tick_interval_s},
         },
     )
     return app

@@ -204,7 +204,7 @@ def test_mcp_over_stdio_maps_arguments_and_stores_the_structured_result():
         "title": "Northwind Q4 results",
         "max_slides": 7,
         "language": "de",
-        "sources": [{"document_id": "press-q4", "title": "Q4 results", "score": 0.9, "location": None}],
+        "sources": [{"document_id": "press-q4", "title": "Q4 results", "score": 0.9, "location": None, "url": None}],
     }
     assert result["outline"] == "Northwind Q4 results: 7 slides (de)"
     assert artifact.metadata["tool"] == "make_outline" and artifact.metadata["registered_tool"] == "make_outline"

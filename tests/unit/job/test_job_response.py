@@ -78,7 +78,7 @@ def test_the_response_is_built_once_with_the_keys_a_job_always_stored():
                             "sources", "cot_steps", "citations", "agent_artifacts", "agents", "skipped", "metadata",
                             "timings_ms", "stage_timeouts"]
     assert stored["complete"] is True and stored["cot_steps"] is None and stored["skipped"] == []
-    assert stored["sources"] == [{"document_id": "d1", "title": "Q4", "score": 0.9, "location": None}]
+    assert stored["sources"] == [{"document_id": "d1", "title": "Q4", "score": 0.9, "location": None, "url": None}]
     assert stored["agents"][0]["next_agent_id"] == "translator" and "stood_in_for" not in stored["agents"][0]
     assert "next_agent_id" not in stored["agents"][1] and stored["agents"][1]["stage"] == "response"
     assert stored["agent_artifacts"] == [summary.artifact.model_dump(mode="json")]

@@ -7,8 +7,7 @@ for caches and circuit breakers. Setting the URLs switches to the *distributed* 
 
 Usage::
 
-    settings = Settings()                       # from the environment
-    settings = Settings(data_dir="/tmp/demo")   # or explicit values, validated here
+    settings = Settings(data_dir="/tmp/demo")   # or Settings() from the environment; explicit values validated here
     settings.database_url                        # always resolved to a concrete URL
 """
 
@@ -24,6 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agentsearch.pipeline.platform.egress import EgressPolicy
 from agentsearch.pipeline.platform.settings_checks import ENV_PREFIX, env_name, flower_credentials, positive_seconds
+from agentsearch.pipeline.platform.settings_sources import SourceSettings
 
 # The LLM's budgets in the answer step, retries included (docs/configuration.md and docs/citations.md have values
 # for a model on CPU cores and for a hosted one). Past one, the answer step goes on without that reply, and the job's
@@ -32,7 +32,7 @@ ANSWER_LLM_TIMEOUT_S = 60.0
 JUDGE_LLM_TIMEOUT_S = 20.0
 
 
-class Settings(BaseSettings):
+class Settings(BaseSettings, SourceSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     data_dir: Path = Field(Path(".agentsearch"), description="Where embedded SQLite, Milvus Lite and demo files live.")

@@ -38,7 +38,8 @@ ROUTE_CLASSES: tuple[RouteClass, ...] = ("search", "ingest", "read")
 # Routes that start a job: each is a search submission, and each must fit under the user's running-jobs limit.
 SEARCH_ROUTES = frozenset({("POST", "/v1/search"), ("POST", "/v1/profile-sets/{set_id}/runs")})
 INGEST_ROUTES = frozenset({("POST", "/v1/collections/{collection_id}/documents"),
-                           ("POST", "/v1/collections/{collection_id}/files")})
+                           ("POST", "/v1/collections/{collection_id}/files"),
+                           ("POST", "/v1/collections/{collection_id}/sources/{source_id}/runs")})
 # A probe or a scrape refused for being frequent would read as the service being down.
 UNLIMITED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentsearch.pipeline.documents import Citation, CotStep, Document, Source, location_of
+from agentsearch.pipeline.documents import Citation, CotStep, Document, Source, link_of, location_of
 from agentsearch.pipeline.platform.settings import ANSWER_LLM_TIMEOUT_S as ANSWER_LLM_TIMEOUT_S
 
 NO_RESULTS = "No documents in the collection matched the query."
@@ -56,5 +56,5 @@ def llm_failure(exc: Exception, budget_s: float, setting: str) -> tuple[str, dic
 
 
 def sources_of(documents: list[Document]) -> list[Source]:
-    return [Source(document_id=d.id, title=d.title or d.id, score=round(d.score, 6), location=location_of(d))
-            for d in documents]
+    return [Source(document_id=d.id, title=d.title or d.id, score=round(d.score, 6), location=location_of(d),
+                   url=link_of(d)) for d in documents]

@@ -14,6 +14,7 @@ from agentsearch.pipeline.platform.tables import (  # noqa: F401
     collections,
     conversations,
     jobs,
+    sources,
     teams,
     users,
     webhooks,

@@ -1,0 +1,22 @@
+"""The kinds of source, by name: one module each (``web``, ``feed``, ``git``), each a class with ``name``,
+``config_model`` and ``items`` (``agentsearch.pipeline.sources.kinds.base``). A new kind is a module here and a line
+in ``KINDS``.
+
+Usage::
+
+    kind = kind_named("web")                          # None for a name no kind has
+    config = kind.config_model.model_validate({"url": "https://example.org/docs/"})
+"""
+
+from __future__ import annotations
+
+from agentsearch.pipeline.sources.kinds.base import SourceKind
+from agentsearch.pipeline.sources.kinds.feed import Feed
+from agentsearch.pipeline.sources.kinds.git import Git
+from agentsearch.pipeline.sources.kinds.web import Web
+
+KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (Web(), Feed(), Git())}
+
+
+def kind_named(name: str) -> SourceKind | None:
+    return KINDS.get(name)
