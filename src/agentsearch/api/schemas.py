@@ -182,3 +182,10 @@ class JobOut(BaseModel):
         None, description="The cited documents changed or deleted since the answer read them, by document id "
         "(docs/answers.md); null while none has.")
     response: JobResponseOut | None = None
+
+
+class FeedbackCreate(Strict):
+    rating: Literal["up", "down"]
+    comment: str | None = Field(None, max_length=2000, description="What was right or wrong with it.")
+    source: str | None = Field(None, min_length=1, max_length=512,
+                               description="Rate this source of the answer (its document_id) instead of the answer.")

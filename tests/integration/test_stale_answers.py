@@ -1,0 +1,82 @@
+"""Answers that say when they go stale, on the suite's stack: a document changed by ``agentsearch sync`` marks the
+answers citing it (the job and its cached copy) stale within a minute, the whole-job cache never serves them again,
+and a document the sync deletes marks its answers ``deleted``."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from agentsearch.devstack import BIN
+from tests.integration.conftest import wait_job
+
+QUESTION = "How many days of annual leave do staff take?"
+STALE_WITHIN_S = 60
+
+
+def _ask(http, collection_id: str) -> dict:
+    """The question's job once ended: a new one (202), or one answered from the cache (200)."""
+    response = http.post("/v1/search", json={"collection_id": collection_id, "query": QUESTION, "agents": []})
+    assert response.status_code in (200, 202), response.text
+    return wait_job(http, response.json()["job_id"])
+
+
+def _stale_after(http, job_id: str, started: float) -> dict:
+    """The job's stale marks once it has some, waited for up to a minute from ``started``."""
+    while True:
+        job = http.get(f"/v1/jobs/{job_id}").json()
+        if job.get("stale"):
+            return job
+        assert time.monotonic() - started < STALE_WITHIN_S, f"job {job_id} not marked stale within a minute"
+        time.sleep(0.5)
+
+
+def test_a_document_changed_by_folder_sync_marks_its_answers_stale_and_the_cache_never_serves_them(stack, tmp_path):
+    folder = tmp_path / "handbook"
+    (folder / "hr").mkdir(parents=True)
+    (folder / "hr" / "leave.md").write_text("# Leave\n\nStaff take twenty-eight days of annual leave.\n")
+    (folder / "canteen.txt").write_text("The canteen serves lunch from noon.\n")
+    env = {**stack.env, "AGENTSEARCH_API_KEY": stack.api_key}
+
+    def sync() -> str:
+        done = subprocess.run([str(BIN / "agentsearch"), "sync", str(folder), "--collection", "stale-handbook"],
+                              env=env, capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "2 added" in sync()
+    with stack.http() as http:
+        (collection,) = http.get("/v1/collections", params={"name": "stale-handbook"}).json()
+        first = _ask(http, collection["id"])
+        assert first["status"] == "succeeded" and first["stale"] is None
+        cited = {s["document_id"] for s in first["response"]["sources"]}
+        assert "hr/leave" in cited
+        versions = first["response"]["document_versions"]
+        assert set(versions) == cited and all(len(v) == 10 for v in versions.values())
+        copy = _ask(http, collection["id"])
+        assert copy["cached"] and copy["response"]["cached_from"] == first["job_id"]
+
+        (folder / "hr" / "leave.md").write_text("# Leave\n\nStaff take thirty days of annual leave.\n")
+        assert "1 changed" in sync()
+        started = time.monotonic()
+        stale = _stale_after(http, first["job_id"], started)
+        assert stale["stale"] == {"hr/leave": "changed"}
+        print(f"marked stale {time.monotonic() - started:.2f} s after the sync ended")
+        assert _stale_after(http, copy["job_id"], started)["stale"] == {"hr/leave": "changed"}
+
+        # Never served again: the same question is searched anew, and its answer reads the new text.
+        for _ in range(2):
+            again = _ask(http, collection["id"])
+            assert again["response"].get("cached_from") != first["job_id"]
+            assert again["stale"] is None
+        fresh = _ask(http, collection["id"])
+        assert fresh["cached"] and fresh["response"]["cached_from"] != first["job_id"]
+        assert fresh["response"]["document_versions"]["hr/leave"] != versions["hr/leave"]
+        assert "thirty" in fresh["response"]["answer"]
+
+        # A document the sync deletes: its answers are marked deleted.
+        (folder / "hr" / "leave.md").unlink()
+        assert "1 deleted" in sync()
+        started = time.monotonic()
+        assert _stale_after(http, fresh["job_id"], started)["stale"] == {"hr/leave": "deleted"}
+        assert http.get(f"/v1/jobs/{first['job_id']}").json()["stale"] == {"hr/leave": "deleted"}
