@@ -1,6 +1,7 @@
 """Answers that say when they go stale, on the suite's stack: a document changed by ``agentsearch sync`` marks the
 answers citing it (the job and its cached copy) stale within a minute, the whole-job cache never serves them again,
-and a document the sync deletes marks its answers ``deleted``."""
+and a document the sync deletes marks its answers ``deleted``; a document sent again as JSON marks its answers too,
+and the console (a real headless Chromium) shows the banner whose "Ask again" asks anew."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import subprocess
 import time
 
 from agentsearch.devstack import BIN
-from tests.integration.conftest import wait_job
+from tests.integration.conftest import own_collection, wait_indexed, wait_job
+from tests.integration.test_console import _sign_in, own_console
 
 QUESTION = "How many days of annual leave do staff take?"
 STALE_WITHIN_S = 60
@@ -80,3 +82,31 @@ def test_a_document_changed_by_folder_sync_marks_its_answers_stale_and_the_cache
         started = time.monotonic()
         assert _stale_after(http, fresh["job_id"], started)["stale"] == {"hr/leave": "deleted"}
         assert http.get(f"/v1/jobs/{first['job_id']}").json()["stale"] == {"hr/leave": "deleted"}
+
+
+def test_a_document_sent_again_marks_its_answer_and_the_console_asks_again(stack):
+    with own_console(stack, "stale-console-user") as console, console.http() as http:
+        collection = own_collection(http, "stale-console", [
+            {"id": "gates", "title": "Gates", "text": "Gate 2 opens at seven in the morning."}])
+        asked = http.post("/v1/search", json={"collection_id": collection, "query": "When does gate 2 open?",
+                                              "agents": []})
+        job = wait_job(http, asked.json()["job_id"])
+        assert job["status"] == "succeeded" and job["stale"] is None
+        sent = http.post(f"/v1/collections/{collection}/documents", json={"documents": [
+            {"id": "gates", "title": "Gates", "text": "Gate 2 opens at nine in the evening."}]})
+        assert sent.status_code == 202, sent.text
+        wait_indexed(http, collection)
+        assert _stale_after(http, job["job_id"], time.monotonic())["stale"] == {"gates": "changed"}
+
+        _sign_in(console)
+        page = console.page
+        console.goto(f"#/jobs/{job['job_id']}")
+        banner = page.wait_for_selector(f"article.job[data-job='{job['job_id']}'] .notice-stale")
+        assert "gates (changed)" in banner.inner_text() and "nine" not in banner.inner_text()
+        console.shoot("stale-answer")
+        page.click("article.job .notice-stale button")
+        page.wait_for_selector(f"article.job:not([data-job='{job['job_id']}'])[data-status='succeeded']")
+        again = page.locator("article.job").get_attribute("data-job")
+        assert page.locator("article.job .notice-stale").count() == 0
+        fresh = http.get(f"/v1/jobs/{again}").json()
+        assert not fresh["cached"] and fresh["stale"] is None and "nine" in fresh["response"]["answer"]

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sqlalchemy import ColumnElement, exists, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from agentsearch.pipeline.platform.db import utcnow
 from agentsearch.pipeline.platform.tables.answers import JobCitationRow
@@ -135,11 +135,11 @@ def stale_marks(s: Session, job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, dic
     rows = s.execute(select(JobCitationRow.job_id, JobCitationRow.document_id, JobCitationRow.stale)
                      .where(JobCitationRow.job_id.in_(set(owner.values())), JobCitationRow.stale.is_not(None)))
     for job_id, document_id, stale in rows:
-        marks.setdefault(job_id, {})[document_id] = stale
+        marks.setdefault(job_id, {})[document_id] = str(stale)
     return {job_id: marks[by] for job_id, by in owner.items() if by in marks}
 
 
-def has_stale_citation(job_id: ColumnElement) -> ColumnElement[bool]:
+def has_stale_citation(job_id: ColumnElement[uuid.UUID] | InstrumentedAttribute[uuid.UUID]) -> ColumnElement[bool]:
     """SQL: the job of this id cites a document that changed or was deleted since (the whole-job cache's lookup
     skips such a job: its answer is never served again)."""
     return exists().where(JobCitationRow.job_id == job_id, JobCitationRow.stale.is_not(None))

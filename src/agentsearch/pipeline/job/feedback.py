@@ -75,7 +75,8 @@ def weekly_feedback(s: Session, collection_id: uuid.UUID, weeks: int, shown: Cal
     this_week = datetime.fromisoformat(week_of(now)).date()
     starts = [(this_week - timedelta(weeks=n)).isoformat() for n in reversed(range(weeks))]
     since = datetime.fromisoformat(starts[0]).replace(tzinfo=now.tzinfo)
-    counts = {week: {"week": week, "up": 0, "down": 0, "answer_up": 0, "answer_down": 0} for week in starts}
+    counts: dict[str, dict[str, Any]] = {week: {"week": week, "up": 0, "down": 0, "answer_up": 0, "answer_down": 0}
+                                         for week in starts}
     rows = s.execute(select(FeedbackRow, JobRow)
                      .join(JobRow, JobRow.id == FeedbackRow.job_id)
                      .where(FeedbackRow.collection_id == collection_id, FeedbackRow.updated_at >= since)
