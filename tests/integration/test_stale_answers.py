@@ -7,8 +7,15 @@ from __future__ import annotations
 
 import subprocess
 import time
+import uuid
+
+from sqlalchemy import delete, select
 
 from agentsearch.devstack import BIN
+from agentsearch.pipeline.platform.db import Database
+from agentsearch.pipeline.platform.tables.webhooks import WebhookDeliveryRow, WebhookRow
+from agentsearch.pipeline.webhooks.secret import new_secret
+from agentsearch.pipeline.webhooks.stale import announce_stale
 from tests.integration.conftest import own_collection, wait_indexed, wait_job
 from tests.integration.test_console import _sign_in, own_console
 
@@ -31,6 +38,36 @@ def _stale_after(http, job_id: str, started: float) -> dict:
             return job
         assert time.monotonic() - started < STALE_WITHIN_S, f"job {job_id} not marked stale within a minute"
         time.sleep(0.5)
+
+
+def _job_stale_is_written_once(stack, http, job_ids: list[str]) -> None:
+    """The sweep's step that writes ``job.stale`` (``announce_stale``), run on the stack's PostgreSQL: one delivery
+    per stale job (the job and its cached copy) for a webhook of the user's that asked for it, naming the document,
+    and none the second time. The rows are removed after: this stack's workers send no webhooks."""
+    database = Database(stack.database_url)
+    user_id = uuid.UUID(http.get("/v1/me").json()["user"]["id"])
+    try:
+        with database.session() as s:
+            hook = WebhookRow(user_id=user_id, url="https://hooks.example.org/stale", events=["job.stale"],
+                              secret=new_secret())
+            s.add(hook)
+            s.flush()
+            hook_id = hook.id
+        announced = 0
+        while done := announce_stale(database):  # the suite's other stale jobs too, a batch at a time
+            announced += done
+        assert announced >= 1  # the job; its cached copy is announced with it
+        with database.session() as s:
+            sent = s.scalars(select(WebhookDeliveryRow).where(WebhookDeliveryRow.webhook_id == hook_id)).all()
+            assert sorted(str(d.job_id) for d in sent) == sorted(job_ids)
+            assert {d.event for d in sent} == {"job.stale"}
+            assert all(d.payload["data"]["stale"] == {"hr/leave": "changed"} for d in sent)
+    finally:
+        with database.session() as s:
+            s.execute(delete(WebhookDeliveryRow).where(WebhookDeliveryRow.webhook_id.in_(
+                select(WebhookRow.id).where(WebhookRow.url == "https://hooks.example.org/stale"))))
+            s.execute(delete(WebhookRow).where(WebhookRow.url == "https://hooks.example.org/stale"))
+        database.dispose()
 
 
 def test_a_document_changed_by_folder_sync_marks_its_answers_stale_and_the_cache_never_serves_them(stack, tmp_path):
@@ -65,6 +102,7 @@ def test_a_document_changed_by_folder_sync_marks_its_answers_stale_and_the_cache
         assert stale["stale"] == {"hr/leave": "changed"}
         print(f"marked stale {time.monotonic() - started:.2f} s after the sync ended")
         assert _stale_after(http, copy["job_id"], started)["stale"] == {"hr/leave": "changed"}
+        _job_stale_is_written_once(stack, http, [first["job_id"], copy["job_id"]])
 
         # Never served again: the same question is searched anew, and its answer reads the new text.
         for _ in range(2):
