@@ -17,7 +17,7 @@ from agentsearch.pipeline.ingestion.index_batch import mark_documents
 from agentsearch.pipeline.ingestion.indexing import content_digest
 from agentsearch.pipeline.job.job_store import JobStore
 from agentsearch.pipeline.platform.tables.answers import JobCitationRow
-from agentsearch.pipeline.platform.tables.collections import CollectionRow, DocumentRow
+from agentsearch.pipeline.platform.tables.collections import DocumentRow
 from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
 from agentsearch.pipeline.platform.tables.webhooks import WebhookDeliveryRow, WebhookRow
 from agentsearch.pipeline.webhooks import outbox
@@ -29,14 +29,6 @@ from agentsearch.pipeline.webhooks.stale import announce_stale
 def db(migrated_db, monkeypatch):
     monkeypatch.setattr(outbox, "_listeners", [])
     return migrated_db
-
-
-def _collection(db) -> uuid.UUID:
-    with db.session() as s:
-        row = CollectionRow(name=f"c-{uuid.uuid4().hex[:6]}", user_id=DEFAULT_USER_ID, embedding_model="m")
-        s.add(row)
-        s.flush()
-        return row.id
 
 
 def _document(db, collection: uuid.UUID, external_id: str, text: str) -> tuple[uuid.UUID, str]:
@@ -83,8 +75,8 @@ def test_a_chunk_id_carries_the_version_its_document_was_indexed_at():
     assert chunk_version("leave#0") is None  # a chunk of a release before versions
 
 
-def test_a_document_indexed_again_with_other_content_marks_its_answers_changed_and_the_cache_skips_them(db):
-    collection = _collection(db)
+def test_a_document_indexed_again_with_other_content_marks_its_answers_and_the_cache_skips_them(db, collection_id):
+    collection = collection_id
     leave, v1 = _document(db, collection, "leave", "Staff take twenty-eight days.")
     _, canteen_v = _document(db, collection, "canteen", "Lunch from noon.")
     job = _answered(db, collection, [Cited(collection, "leave", v1), Cited(collection, "canteen", canteen_v)])
@@ -102,8 +94,8 @@ def test_a_document_indexed_again_with_other_content_marks_its_answers_changed_a
         assert JobStore(db).find_cached(s, DEFAULT_USER_ID, "other").id == other
 
 
-def test_a_deleted_document_marks_its_answers_deleted_over_changed_and_a_cached_copy_shows_its_sources(db):
-    collection = _collection(db)
+def test_a_deleted_document_marks_its_answers_deleted_and_a_cached_copy_shows_its_sources(db, collection_id):
+    collection = collection_id
     leave, v1 = _document(db, collection, "leave", "Twenty-eight days.")
     job = _answered(db, collection, [Cited(collection, "leave", v1)])
     copy = uuid.uuid4()
@@ -118,8 +110,8 @@ def test_a_deleted_document_marks_its_answers_deleted_over_changed_and_a_cached_
     assert _marks(db, job, copy) == {job: {"leave": "deleted"}, copy: {"leave": "deleted"}}
 
 
-def test_a_job_ending_after_its_document_changed_or_went_is_born_stale(db):
-    collection = _collection(db)
+def test_a_job_ending_after_its_document_changed_or_went_is_born_stale(db, collection_id):
+    collection = collection_id
     leave, v1 = _document(db, collection, "leave", "Twenty-eight days.")
     _reindexed(db, collection, leave, "leave", "Thirty days.")
     # It read the old chunks while the new ones were indexed, and ended after.
@@ -127,8 +119,8 @@ def test_a_job_ending_after_its_document_changed_or_went_is_born_stale(db):
     assert _marks(db, late) == {late: {"leave": "changed", "gone": "deleted"}}
 
 
-def test_job_stale_is_written_once_per_job_for_the_webhooks_that_asked_and_names_no_content(db):
-    collection = _collection(db)
+def test_job_stale_is_written_once_per_job_for_the_webhooks_that_asked_and_names_no_content(db, collection_id):
+    collection = collection_id
     leave, v1 = _document(db, collection, "leave", "Twenty-eight days.")
     _, v2 = _document(db, collection, "canteen", "Lunch from noon.")
     with db.session() as s:
