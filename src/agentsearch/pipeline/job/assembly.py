@@ -87,20 +87,23 @@ def job_response(state: JobState, response_runs: list[AgentRun]) -> JobResponse:
 
 
 def cited_documents(state: JobState) -> list[Cited]:
-    """The documents the answer cites (its sources), each with its collection and the version of the chunk it read
-    (``chunk_id`` in the passage's metadata, as the search left it)."""
+    """The documents the answer cites (its sources) that the search found in a collection, each with that
+    collection and the version of the chunk it read (``chunk_id`` in the passage's metadata, as the search left
+    it). A passage without a chunk (one an agent brought, a tool's result) is no collection's document: nothing
+    ingested can change it."""
     passages = {d.id: d.metadata for d in state.documents}
     cited: dict[tuple[str, str], Cited] = {}
     for source in state.sources:
         metadata = passages.get(source.document_id, {})
-        collection = str(metadata.get("collection_id") or state.collection_id)
         chunk_id = metadata.get("chunk_id")
+        if not isinstance(chunk_id, str):
+            continue
         try:
-            key = (str(uuid.UUID(collection)), source.document_id)
+            collection = uuid.UUID(str(metadata.get("collection_id") or state.collection_id))
         except ValueError:
-            continue  # not a collection's document (an agent's own passage): nothing of it can change
-        cited.setdefault(key, Cited(uuid.UUID(key[0]), source.document_id,
-                                    chunk_version(chunk_id) if isinstance(chunk_id, str) else None))
+            continue
+        cited.setdefault((str(collection), source.document_id),
+                         Cited(collection, source.document_id, chunk_version(chunk_id)))
     return list(cited.values())
 
 
