@@ -23,7 +23,7 @@ from tests.integration.conftest import BIN, REPO, search, use_agents
 pytestmark = pytest.mark.integration
 
 QUERY = "What was Northwind Energy's revenue in Q4 2025?"
-TOOLS = {"search", "get_job", "list_collections", "ingest_documents"}
+TOOLS = {"search", "get_job", "list_collections", "ingest_documents", "rate_answer"}
 # Each search runs without agents and without the job cache: what is measured is a job this test submitted.
 FRESH = {"agents": [], "use_cache": False, "wait_s": 60}
 

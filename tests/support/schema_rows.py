@@ -17,6 +17,7 @@ Usage::
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from sqlalchemy import JSON, Connection, MetaData, Table, and_, inspect, select, text
 
 Rows = dict[str, list[dict[str, Any]]]
+_FILLED = itertools.count()
 Key = tuple[str, tuple]
 
 
@@ -48,7 +50,9 @@ def value_for(table: Table, column, n: int) -> Any:
     if kind is bool:
         return True
     if kind is int:
-        return n + 1
+        # Unique across calls too: a table filled again at a later step (its place ``n`` unchanged) must not repeat
+        # an integer key it was given before.
+        return n + 1 + 1000 * next(_FILLED)
     if kind is float:
         return n + 0.5
     if kind is datetime:

@@ -30,6 +30,7 @@ from agentsearch.api.routes import (
     console,
     conversations,
     documents,
+    feedback,
     health,
     jobs,
     keys,
@@ -153,8 +154,8 @@ def create_app() -> FastAPI:
         app.add_exception_handler(error, _database_unavailable)
     app.add_exception_handler(sql_errors.DataError, _value_not_storable)
     app.add_exception_handler(sql_errors.IntegrityError, _conflict)
-    for module in (health, collections, documents, sources, agents, jobs, metrics, profiles, me, keys, webhooks,
-                   conversations, teams, console):
+    for module in (health, collections, documents, sources, agents, jobs, feedback, metrics, profiles, me, keys,
+                   webhooks, conversations, teams, console):
         # Every route counts against its caller's limits (src/agentsearch/api/rate_limits.py) but the probes, /metrics
         # and the console's static files (no key, no user data).
         limited = module not in (health, metrics, console)

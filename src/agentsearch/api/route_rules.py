@@ -128,6 +128,10 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("DELETE", JOB): R(_need("search", "write"), "editor"),
     ("GET", f"{JOB}/events"): R(SEES, "viewer"),
     ("GET", f"{JOB}/artifacts/{{filename}}"): R(SEES, "viewer"),
+    # Whoever reads a job may rate its answer (a search key too: the MCP tool's result is rated with it).
+    ("POST", f"{JOB}/feedback"): R(_need("search", "write"), "viewer"),
+    # A collection's feedback by week, with its askers' questions and comments: for its admins.
+    ("GET", f"{COLLECTION}/feedback"): R(READ, "admin"),
     ("POST", "/v1/conversations"): R(_need("search", "write", every_collection=True)),
     ("GET", "/v1/conversations"): R(_need("search", "read", every_collection=True)),
     ("GET", "/v1/conversations/{conversation_id}"): R(_need("search", "read", every_collection=True)),

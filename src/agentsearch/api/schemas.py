@@ -130,7 +130,7 @@ class ProfileSetCreate(Strict):
     enabled: bool = True
 
 
-WebhookEvent = Literal["job.succeeded", "job.failed", "job.cancelled"]
+WebhookEvent = Literal["job.succeeded", "job.failed", "job.cancelled", "job.stale"]
 
 
 def _distinct_events(events: list[str] | None) -> list[str] | None:
@@ -142,7 +142,7 @@ def _distinct_events(events: list[str] | None) -> list[str] | None:
 class WebhookCreate(Strict):
     url: str = Field(min_length=1, max_length=2048, description="http:// or https://; a public host unless the "
                                                                  "operator allowed it (AGENTSEARCH_EGRESS_ALLOW).")
-    events: list[WebhookEvent] = Field(min_length=1, max_length=3)
+    events: list[WebhookEvent] = Field(min_length=1, max_length=4)
     description: str = Field("", max_length=1000)
     collection_id: uuid.UUID | None = Field(None, description="Hear of every job over this collection (a team's: "
                                                               "any member's; needs editor); null: your own jobs.")
@@ -152,7 +152,7 @@ class WebhookCreate(Strict):
 
 class WebhookUpdate(Strict):
     url: str | None = Field(None, min_length=1, max_length=2048)
-    events: list[WebhookEvent] | None = Field(None, min_length=1, max_length=3)
+    events: list[WebhookEvent] | None = Field(None, min_length=1, max_length=4)
     description: str | None = Field(None, max_length=1000)
     enabled: bool | None = Field(None, description="false: disabled; true: active again (also after failing).")
 
@@ -178,4 +178,14 @@ class JobOut(BaseModel):
     model_config = ConfigDict(extra="allow")
     job_id: str
     status: str
+    stale: dict[str, Literal["changed", "deleted"]] | None = Field(
+        None, description="The cited documents changed or deleted since the answer read them, by document id "
+        "(docs/answers.md); null while none has.")
     response: JobResponseOut | None = None
+
+
+class FeedbackCreate(Strict):
+    rating: Literal["up", "down"]
+    comment: str | None = Field(None, max_length=2000, description="What was right or wrong with it.")
+    source: str | None = Field(None, min_length=1, max_length=512,
+                               description="Rate this source of the answer (its document_id) instead of the answer.")

@@ -92,7 +92,9 @@ class DevStack(Started):
         self.logs = {name: self.workdir / f"{name}.log" for name in ("redis", "milvus", "api")}
         self.env = {
             **os.environ,
-            "PYTHONPATH": str(REPO),
+            # The tree's own sources first (a checkout's src/, before an editable install of another checkout), and
+            # the tree for the tests' agents.
+            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)]),
             "AGENTSEARCH_DATA_DIR": str(self.workdir / "data"),
             "AGENTSEARCH_DATABASE_URL": self.database_url,
             "AGENTSEARCH_BROKER_URL": f"{self.redis_base}/{BROKER_DB}",

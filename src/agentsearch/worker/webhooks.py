@@ -7,7 +7,8 @@
   with a countdown of a second or so; the task ends at once and its thread takes the next message.
 - ``sweep_webhooks``: periodic (Celery beat; in embedded mode a ``Ticker`` of the API process): every pending
   delivery that is due, enqueued once (``agentsearch.pipeline.webhooks.outbox.due_deliveries`` leases it). It also sends
-  what a lost enqueue or a lost worker left behind.
+  what a lost enqueue or a lost worker left behind. Before, it writes the ``job.stale`` deliveries of answers marked
+  stale since (``agentsearch.pipeline.webhooks.stale``).
 
 Both are on the ``webhooks`` queue (``agentsearch.worker.app``), which a thread-pool worker consumes (in embedded mode,
 a pool of its own: ``agentsearch.worker.embedded``): an attempt mostly waits on the receiver, at most
@@ -32,6 +33,7 @@ from agentsearch.pipeline.webhooks.courier import LEASE_MARGIN_S, Courier
 from agentsearch.pipeline.webhooks.outbox import due_deliveries, on_new_deliveries
 from agentsearch.pipeline.webhooks.schedule import RetrySchedule
 from agentsearch.pipeline.webhooks.sender import SendResult, WebhookSender
+from agentsearch.pipeline.webhooks.stale import announce_stale
 from agentsearch.worker.app import DB_RETRY, LONGEST_RETRY_DELAY_S, app
 
 log = logging.getLogger("agentsearch.worker")
@@ -71,8 +73,10 @@ def deliver_webhook(delivery_id: str, due: str | None = None, manual: bool = Fal
 
 @app.task(name="agentsearch.sweep_webhooks", **DB_RETRY)
 def sweep_webhooks() -> int:
-    """Periodic: enqueue every pending delivery whose attempt is due; how many."""
+    """Periodic: write the ``job.stale`` deliveries of answers marked stale since the last sweep
+    (``agentsearch.pipeline.webhooks.stale``), then enqueue every pending delivery whose attempt is due; how many."""
     settings = get_services().settings
+    announce_stale(get_services().db)
     due = due_deliveries(get_services().db, utcnow(), lease_s=settings.webhook_timeout_s + LEASE_MARGIN_S,
                          limit=SWEEP_BATCH)
     for delivery_id, token in due:

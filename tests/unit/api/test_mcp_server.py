@@ -87,6 +87,10 @@ class FakeApi:
         if path == "/v1/search":
             return httpx.Response(202, json={"job_id": JOB_ID, "status": "queued", "cached": False,
                                              "url": f"/v1/jobs/{JOB_ID}"})
+        if path == f"/v1/jobs/{JOB_ID}/feedback":
+            body = json.loads(request.content)
+            return httpx.Response(201, json={"job_id": JOB_ID, "rating": body["rating"],
+                                             "comment": body.get("comment"), "source": body.get("source")})
         if path == f"/v1/jobs/{JOB_ID}":
             if self.running_reads:
                 self.running_reads -= 1
@@ -163,7 +167,8 @@ def test_job_outcome_links_artifacts_instead_of_inlining_them_and_says_what_to_p
 
 def test_the_tools_and_their_schemas():
     tools = {t.name: t for t in _call(FakeApi(), "").tools}
-    assert set(tools) == {"search", "get_job", "list_collections", "ingest_documents"}
+    assert set(tools) == {"search", "get_job", "list_collections", "ingest_documents", "rate_answer"}
+    assert tools["rate_answer"].input_schema["required"] == ["job_id", "rating"]
     search = tools["search"].input_schema
     assert search["required"] == ["collection", "query"]
     assert search["properties"]["wait_s"]["maximum"] == MAX_WAIT_S
@@ -325,7 +330,7 @@ def test_the_api_serves_mcp_at_slash_mcp_to_a_key_and_refuses_one_without(app, c
 
     listed, message = _rpc(client, "tools/list", {})
     assert listed.status_code == 200 and {t["name"] for t in message["result"]["tools"]} == \
-        {"search", "get_job", "list_collections", "ingest_documents"}
+        {"search", "get_job", "list_collections", "ingest_documents", "rate_answer"}
     assert client.post("/v1/collections", json={"name": "mcp-unit"}).status_code == 201
     _, called = _rpc(client, "tools/call", {"name": "list_collections", "arguments": {}})
     assert [c["name"] for c in called["result"]["structuredContent"]["collections"]] == ["mcp-unit"]
@@ -337,7 +342,7 @@ def test_the_api_serves_mcp_at_slash_mcp_to_a_key_and_refuses_one_without(app, c
     # The application's lifespan may run again (another server of the same app): the endpoint serves again.
     with TestClient(app) as again:
         _, message = _rpc(again, "tools/list", {}, Authorization=client.headers["Authorization"])
-        assert len(message["result"]["tools"]) == 4
+        assert len(message["result"]["tools"]) == 5
 
 
 def test_mcp_refuses_a_console_session_without_a_key(app, client):
@@ -355,3 +360,21 @@ def test_mcp_refuses_a_console_session_without_a_key(app, client):
                                    "X-CSRF-Token": SessionStore.csrf_token(token)}, cookies=cookies)
     assert refused.status_code == 401, refused.text[:300]
     assert refused.json()["detail"].startswith("an API key is required")
+
+
+def test_rate_answer_posts_the_rating_and_a_stale_job_says_so():
+    api = FakeApi()
+    result = _call(api, "rate_answer", {"job_id": JOB_ID, "rating": "down", "comment": "old policy", "source": "hr-1"})
+    assert not result.is_error, _text(result)
+    assert result.structured_content == {"job_id": JOB_ID, "rating": "down", "comment": "old policy",
+                                         "source": "hr-1"}
+    [sent] = api.sent("POST", f"/v1/jobs/{JOB_ID}/feedback")
+    assert json.loads(sent.content) == {"rating": "down", "comment": "old policy", "source": "hr-1"}
+    bad = _call(api, "rate_answer", {"job_id": JOB_ID, "rating": "meh"})
+    assert bad.is_error and _reason(bad).startswith("rating: Input should be 'up' or 'down'")
+    other = str(uuid.uuid4())
+    missing = _call(api, "rate_answer", {"job_id": other, "rating": "up"})
+    assert missing.is_error and _text(missing).endswith(f": HTTP 404: job {other} not found")
+    assert len(api.sent("POST", f"/v1/jobs/{JOB_ID}/feedback")) == 1
+    stale = job_outcome({**_job_view("succeeded"), "stale": {"hr-1": "changed"}}, "http://api.test")
+    assert stale.stale == {"hr-1": "changed"} and job_outcome(_job_view("succeeded"), "http://api.test").stale is None

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 from agentsearch.pipeline.agents.base import Stage
-from agentsearch.pipeline.documents import Source
-from agentsearch.pipeline.job.assembly import job_response
+from agentsearch.pipeline.documents import Document, Source
+from agentsearch.pipeline.job.assembly import cited_documents, job_response
 from agentsearch.pipeline.job.job_state import JobState
 from agentsearch.pipeline.records.agent_runs import AgentRun, ArtifactRef
 from agentsearch.pipeline.records.job_response import InlinedArtifact, JobResponse, StoredArtifact
@@ -109,3 +109,20 @@ def test_the_api_serves_the_artifacts_inlined_and_the_mcp_tools_and_webhooks_rea
     assert stored.with_artifacts_inlined({}, "j2").dump()["agent_artifacts"] == []
     assert JobResponse.load({"answer": "a"}).with_artifacts_inlined({}, "j").dump() == {"answer": "a",
                                                                                         "agent_artifacts": []}
+
+
+def test_the_response_keeps_the_version_of_each_cited_document_the_search_found_in_a_collection():
+    first, second = "5c6f3a1e-8f6b-4a59-9a51-2a3c6f1b0d11", "0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6"
+    state = _state().model_copy(update={
+        "collection_id": first,
+        "sources": [Source(document_id="d1", title="Q4", score=0.9), Source(document_id="d2", title="Q3", score=0.8),
+                    Source(document_id="web", title="A page", score=0.5)],
+        "documents": [Document(id="d1", text="t", metadata={"chunk_id": "d1#3fa4c1d2e0-0"}),
+                      Document(id="d2", text="t", metadata={"chunk_id": "d2#0123456789-4", "collection_id": second}),
+                      Document(id="web", text="t", metadata={"url": "https://example.org"})]})
+    cited = cited_documents(state)
+    assert [(str(c.collection_id), c.document_id, c.version) for c in cited] == [
+        (first, "d1", "3fa4c1d2e0"), (second, "d2", "0123456789")]  # an agent's own passage is no document's
+    stored = job_response(state, []).dump()
+    assert stored["document_versions"] == {"d1": "3fa4c1d2e0", "d2": "0123456789"}
+    assert "document_versions" not in job_response(_state(), []).dump()  # none found in a collection: no key

@@ -9,6 +9,7 @@ import { api, ApiError, jobEvents } from './api.js';
 import { append, badge, clear, formatMs, h, parseTime, toast, uid } from './dom.js';
 import { renderArtifacts } from './artifacts.js';
 import { describeLocation } from './locations.js';
+import { staleBanner } from './stale.js';
 
 const STAGES = [
   ['pre_search', 'Pre-search agents'],
@@ -352,6 +353,8 @@ export class JobView {
         if (!this.search.final) this.search.set(response.metadata && response.metadata.search && response.metadata.search.skipped ? 'skipped' : 'ok', { durationMs: timings.core_search });
         if (!this.answerStep.final) this.answerStep.set('ok', { durationMs: timings.answer });
         this.renderAnswer(response.answer || '', response);
+        const banner = staleBanner(job);
+        if (banner) this.answerEl.before(banner);
         this.renderReasoning(response.cot_steps || []);
         renderArtifacts(this.artifactsEl, response.agent_artifacts || []);
       }

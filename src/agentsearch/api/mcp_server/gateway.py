@@ -130,6 +130,10 @@ class ApiGateway:
     async def job(self, job_id: uuid.UUID | str) -> dict[str, Any]:
         return (await self._call("GET", f"/v1/jobs/{job_id}")).json()
 
+    async def feedback(self, job_id: uuid.UUID | str, body: dict[str, Any]) -> dict[str, Any]:
+        """The caller's rating of the job's answer or of one of its sources (``POST /v1/jobs/{id}/feedback``)."""
+        return (await self._call("POST", f"/v1/jobs/{job_id}/feedback", json=body)).json()
+
     async def search(self, body: dict[str, Any], wait_s: float) -> dict[str, Any]:
         """Submit a job and wait up to ``wait_s`` for it: the job's view, ended or as it stands at the bound."""
         deadline = time.monotonic() + wait_s

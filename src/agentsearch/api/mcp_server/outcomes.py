@@ -47,8 +47,17 @@ class JobOutcome(BaseModel):
     degraded: bool = Field(False, description="The search failed in part (see degraded_reasons) but found documents.")
     degraded_reasons: list[str] = Field(default_factory=list)
     cached: bool = Field(False, description="Answered from an identical earlier job.")
+    stale: dict[str, str] | None = Field(None, description="Cited documents changed or deleted since the answer was "
+                                         "written, by document id: search again for a current answer.")
     error: str | None = None
     next_step: str | None = None
+
+
+class FeedbackOutcome(BaseModel):
+    job_id: str
+    rating: str
+    comment: str | None = None
+    source: str | None = Field(None, description="The source rated; null: the answer itself.")
 
 
 class CollectionOut(BaseModel):
@@ -89,6 +98,7 @@ def job_outcome(view: dict[str, Any], base_url: str) -> JobOutcome:
         degraded=response.degraded,
         degraded_reasons=response.degraded_reasons,
         cached=bool(view.get("cached")),
+        stale=view.get("stale") or None,
         error=view.get("error"),
     )
     if not finished:

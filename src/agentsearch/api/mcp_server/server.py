@@ -1,8 +1,9 @@
-"""The MCP server's definition: four tools over the API, whichever transport carries them.
+"""The MCP server's definition: five tools over the API, whichever transport carries them.
 
 - ``search``: submit a search job and wait for it up to ``wait_s`` (at most ``MAX_WAIT_S``): the answer, its
   sources and artifact links, or the job id and status to poll with ``get_job``;
-- ``get_job``: a job's status and, once it ended, its answer;
+- ``get_job``: a job's status and, once it ended, its answer (and ``stale``: cited documents changed since);
+- ``rate_answer``: a thumbs up or down, with an optional comment, on a job's answer or one of its sources;
 - ``list_collections``: the caller's collections with their document counts;
 - ``ingest_documents``: documents ``{id, title, text, metadata}`` into a collection (made when a name is new),
   waiting up to ``wait_s`` for their indexing.
@@ -28,7 +29,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
@@ -36,7 +37,14 @@ from pydantic import Field, StrictFloat, StrictInt
 
 from agentsearch.api.mcp_server.argument_errors import argument_errors
 from agentsearch.api.mcp_server.gateway import ApiGateway
-from agentsearch.api.mcp_server.outcomes import Collections, IngestOutcome, JobOutcome, collection_out, job_outcome
+from agentsearch.api.mcp_server.outcomes import (
+    Collections,
+    FeedbackOutcome,
+    IngestOutcome,
+    JobOutcome,
+    collection_out,
+    job_outcome,
+)
 from agentsearch.api.mcp_server.requests import DEFAULT_WAIT_S, MAX_WAIT_S, CollectionRef, Mode, search_body
 from agentsearch.pipeline.ingestion.documents_in import DocumentIn
 from agentsearch.pipeline.retrieval.config import Strategy
@@ -46,7 +54,7 @@ GatewayFactory = Callable[[Context], AbstractAsyncContextManager[ApiGateway]]
 INSTRUCTIONS = (
     "agentsearch answers questions from a user's document collections with cited sources. Call list_collections "
     "to see the collections, search to ask one (by id or name), get_job to read a job that was still running, "
-    "and ingest_documents to add documents."
+    "rate_answer to say whether an answer (or one of its sources) was right, and ingest_documents to add documents."
 )
 
 CollectionArg = Annotated[str, Field(min_length=1, max_length=400,
@@ -106,6 +114,29 @@ def build_server(gateway_for: GatewayFactory, name: str = "agentsearch") -> MCPS
                       ctx: Context) -> JobOutcome:
         async with gateway_for(ctx) as api:
             return job_outcome(await api.job(job_id), api.base_url)
+
+    @server.tool(
+        description="Rate a finished job's answer, or one of its sources, thumbs up or down, with an optional "
+        "comment. Rating the same thing again replaces the rating.",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                    open_world_hint=False),
+    )
+    async def rate_answer(
+        job_id: Annotated[uuid.UUID, Field(description="The job_id search returned.")],
+        rating: Annotated[Literal["up", "down"], Field(description="up: right and useful; down: wrong or "
+                                                                    "unhelpful.")],
+        ctx: Context,
+        comment: Annotated[str | None, Field(max_length=2000, description="What was right or wrong.")] = None,
+        source: Annotated[str | None, Field(min_length=1, max_length=512, description="Rate this source of the "
+                                            "answer (its document_id) instead of the answer.")] = None,
+    ) -> FeedbackOutcome:
+        body: dict[str, Any] = {"rating": rating}
+        if comment is not None:
+            body["comment"] = comment
+        if source is not None:
+            body["source"] = source
+        async with gateway_for(ctx) as api:
+            return FeedbackOutcome.model_validate(await api.feedback(job_id, body))
 
     @server.tool(
         description="The caller's collections: id, name, description and document counts by status.",

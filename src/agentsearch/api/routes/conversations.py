@@ -25,6 +25,7 @@ from agentsearch.api.auth import CurrentUser
 from agentsearch.api.request_guard import GuardedRoute
 from agentsearch.api.roles import Reach
 from agentsearch.api.services import AppServices
+from agentsearch.pipeline.ingestion.cited import stale_marks
 from agentsearch.pipeline.job.conversation import conversations_of, forget_conversation, readable_turns, turns_of
 from agentsearch.pipeline.platform.tables.conversations import ConversationRow, ConversationTurnRow
 
@@ -42,9 +43,10 @@ def _out(row: ConversationRow, turn_count: int) -> dict[str, Any]:
             "updated_at": row.updated_at}
 
 
-def _turn(turn: ConversationTurnRow) -> dict[str, Any]:
+def _turn(turn: ConversationTurnRow, stale: dict[uuid.UUID, dict[str, str]]) -> dict[str, Any]:
     return {"job_id": str(turn.job_id), "status": turn.status, "question": turn.question,
-            "standalone_query": turn.standalone_query, "answer": turn.answer, "created_at": turn.created_at}
+            "standalone_query": turn.standalone_query, "answer": turn.answer, "created_at": turn.created_at,
+            "stale": stale.get(turn.job_id)}
 
 
 @router.post("", status_code=201)
@@ -66,12 +68,14 @@ def list_conversations(user_id: CurrentUser, services: AppServices) -> list[dict
 @router.get("/{conversation_id}")
 def read_conversation(conversation_id: uuid.UUID, user_id: CurrentUser, request: Request,
                       services: AppServices) -> dict[str, Any]:
-    """The conversation with its turns, oldest first: each with its job's id, question, answer, status and time.
+    """The conversation with its turns, oldest first: each with its job's id, question, answer, status and time, and
+    ``stale``, the documents its answer cites that changed or were deleted since (null: none).
     A turn whose job the user may no longer read (a document group left since) is not shown."""
     with services.db.session() as s:
         row = Reach(request, s, user_id).owned(ConversationRow, conversation_id, "conversation")
         turns = readable_turns(s, user_id, turns_of(s, row.id))
-        return {**_out(row, len(turns)), "turns": [_turn(t) for t in turns]}
+        stale = stale_marks(s, [t.job_id for t in turns])
+        return {**_out(row, len(turns)), "turns": [_turn(t, stale) for t in turns]}
 
 
 @router.delete("/{conversation_id}", status_code=204)

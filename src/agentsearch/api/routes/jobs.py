@@ -30,6 +30,7 @@ from agentsearch.api.schemas import JobOut
 from agentsearch.api.security_headers import attachment
 from agentsearch.api.services import AppServices
 from agentsearch.api.worker_side import enqueue_job
+from agentsearch.pipeline.ingestion.cited import stale_marks
 from agentsearch.pipeline.job.artifacts import ArtifactStore
 from agentsearch.pipeline.job.job_state import JobState
 from agentsearch.pipeline.job.job_store import TERMINAL, JobStore
@@ -145,7 +146,7 @@ def _view_by_id(request: Request, services: Services, job_id: uuid.UUID, user_id
     a source of the job moved into while it ran): it gets the 202 of an id, and reading that answers 404."""
     with services.db.session() as s:
         job = Reach(request, s, user_id).seen_job(job_id)
-        return job_view(services, job) if job is not None else None
+        return job_view(services, job, stale_marks(s, [job.id]).get(job.id)) if job is not None else None
 
 
 def _accepted_by_id(services: Services, job_id: uuid.UUID) -> JSONResponse:
@@ -160,8 +161,9 @@ def _accepted(job_id: uuid.UUID, status: str, cached: bool, status_code: int,
     return JSONResponse(body, status_code=status_code, headers={"Location": body["url"]}, background=background)
 
 
-def job_view(services: Services, job: JobRow) -> dict:
-    """A job as the API shows it; artifacts inlined as base64 (stored once, in the job that made them)."""
+def job_view(services: Services, job: JobRow, stale: dict[str, str] | None = None) -> dict:
+    """A job as the API shows it; artifacts inlined as base64 (stored once, in the job that made them); ``stale``:
+    its cited documents changed or deleted since (``agentsearch.pipeline.ingestion.cited.stale_marks``)."""
     view = {
         "job_id": str(job.id),
         "collection_id": str(job.collection_id),
@@ -176,6 +178,7 @@ def job_view(services: Services, job: JobRow) -> dict:
         "config_snapshot": job.config_snapshot,
         "agents": job.agent_runs,
         "timings_ms": job.timings_ms,
+        "stale": stale or None,
         "response": None,
     }
     if not job.response:
@@ -214,8 +217,10 @@ def list_jobs(
 
 @router.get("/v1/jobs/{job_id}", response_model=JobOut)
 def read_job(job_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> dict:
+    """The job, its response once it has one, and ``stale``: the cited documents changed or deleted since."""
     with services.db.session() as s:
-        return job_view(services, Reach(request, s, user_id).job(job_id))
+        job = Reach(request, s, user_id).job(job_id)
+        return job_view(services, job, stale_marks(s, [job.id]).get(job.id))
 
 
 @router.delete("/v1/jobs/{job_id}", status_code=202)

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from agentsearch.pipeline.ingestion.cited import mark_deleted
 from agentsearch.pipeline.platform.tables.collections import CollectionRow, DocumentFileRow, DocumentRow
 from agentsearch.pipeline.security.document_access import visible_documents
 
@@ -64,7 +65,8 @@ def documents_by_id(s: Session, collection_id: uuid.UUID, external_ids: list[str
 
 def remove_document(s: Session, row: DocumentRow) -> None:
     """The document's row gone (its vectors are a worker's task) and its collection's epoch moved on, so no cached
-    job answers from it."""
+    job answers from it; the answers citing it are marked stale (``deleted``) in the same transaction."""
+    mark_deleted(s, row.collection_id, row.external_id)
     s.delete(row)
     s.execute(update(CollectionRow).where(CollectionRow.id == row.collection_id)
               .values(index_epoch=CollectionRow.index_epoch + 1))

@@ -30,7 +30,8 @@ from collections import Counter
 from sqlalchemy import select, update
 
 from agentsearch.pipeline.ingestion.chunking import ChunkingConfig
-from agentsearch.pipeline.ingestion.indexing import index_documents, span_reader
+from agentsearch.pipeline.ingestion.cited import mark_changed
+from agentsearch.pipeline.ingestion.indexing import content_digest, index_documents, span_reader
 from agentsearch.pipeline.ingestion.lease import Delivery, claim, finish
 from agentsearch.pipeline.platform.backoff import backoff_delay
 from agentsearch.pipeline.platform.tables.collections import CollectionRow, DocumentRow
@@ -98,18 +99,27 @@ def index_batch(services: Services, collection_id: str, document_ids: list[str],
                                                 f"{settings.milvus_retry_s:g} s: {type(exc).__name__}: {exc}",
                        task_id=task_id)
         raise
+    # The digest each document's chunk ids carry: the version an answer citing it read.
+    versions = {d[0]: content_digest(d[1], d[2], parts.get(d[0])) for d in docs}
     mark_documents(services, ids, "indexed", None, bump_epoch=uuid.UUID(collection_id), task_id=task_id,
-                   chunks=Counter(c.document_id for c in chunks))
+                   chunks=Counter(c.document_id for c in chunks), versions=versions)
     return {"indexed": len(docs), "failed": 0, "chunks": len(chunks)}
 
 
 def mark_documents(services: Services, ids: list[uuid.UUID], status: str, error: str | None,
                    bump_epoch: uuid.UUID | None = None, task_id: str | None = None,
-                   chunks: Counter[str] | None = None) -> None:
+                   chunks: Counter[str] | None = None, versions: dict[str, str] | None = None) -> None:
     """End the documents ``task_id`` carries (a document sent again meanwhile stays pending for its new task), each
-    indexed one with its chunks (``chunks``, by document id) and every one with the time it ended."""
+    indexed one with its chunks (``chunks``, by document id) and every one with the time it ended. An indexed one
+    with its version (``versions``, by document id) keeps it, and the answers citing another version of it are
+    marked stale in the same transaction (``agentsearch.pipeline.ingestion.cited``)."""
     with services.db.session() as s:
-        finish(s, ids, task_id, status, error, chunks)
+        ended = finish(s, ids, task_id, status, error, chunks)
+        if status == "indexed" and versions and bump_epoch is not None:
+            now_at = {row.external_id: versions[row.external_id] for row in ended if row.external_id in versions}
+            for row in ended:
+                row.version = now_at.get(row.external_id, row.version)
+            mark_changed(s, bump_epoch, now_at)
         if bump_epoch is not None:
             # Every change to the indexed content invalidates cached searches of the collection.
             s.execute(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ from pydantic import BaseModel
 
 from agentsearch.pipeline.agents.base import Stage
 from agentsearch.pipeline.agents.fallback import critical_reason, failed
+from agentsearch.pipeline.ingestion.cited import Cited, chunk_version
 from agentsearch.pipeline.job.job_state import JobState
 from agentsearch.pipeline.job.job_store import TERMINAL, JobStore, MissingState
 from agentsearch.pipeline.job.ledger import step_key
@@ -79,7 +81,30 @@ def job_response(state: JobState, response_runs: list[AgentRun]) -> JobResponse:
         "metadata": state.metadata,
         "timings_ms": state.timings_ms,
         **({"stage_timeouts": state.stage_timeouts} if state.stage_timeouts else {}),
+        **({"document_versions": versions} if (versions := {c.document_id: c.version for c in cited_documents(state)
+                                                            if c.version}) else {}),
     })
+
+
+def cited_documents(state: JobState) -> list[Cited]:
+    """The documents the answer cites (its sources) that the search found in a collection, each with that
+    collection and the version of the chunk it read (``chunk_id`` in the passage's metadata, as the search left
+    it). A passage without a chunk (one an agent brought, a tool's result) is no collection's document: nothing
+    ingested can change it."""
+    passages = {d.id: d.metadata for d in state.documents}
+    cited: dict[tuple[str, str], Cited] = {}
+    for source in state.sources:
+        metadata = passages.get(source.document_id, {})
+        chunk_id = metadata.get("chunk_id")
+        if not isinstance(chunk_id, str):
+            continue
+        try:
+            collection = uuid.UUID(str(metadata.get("collection_id") or state.collection_id))
+        except ValueError:
+            continue
+        cited.setdefault((str(collection), source.document_id),
+                         Cited(collection, source.document_id, chunk_version(chunk_id)))
+    return list(cited.values())
 
 
 @dataclass(frozen=True)
@@ -139,7 +164,8 @@ def assemble(call: StepCall, job: Assembly) -> Ended | Retry:
     response = assemble_response(state, runs)
     state.timings_ms["assemble"] = round((time.perf_counter() - call.started) * 1000, 3)
     response["timings_ms"] = state.timings_ms
-    if jobs.succeed(job.job_id, response, [*state.agent_runs, *runs], state.timings_ms):
+    if jobs.succeed(job.job_id, response, [*state.agent_runs, *runs], state.timings_ms,
+                    cited=cited_documents(state)):
         end_job(call, jobs, job.job_id)
     return Ended(job_id=job.job_id, status="succeeded")
 

@@ -32,6 +32,7 @@ from sqlalchemy import delete, or_, select, text, true, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, defer
 
+from agentsearch.pipeline.ingestion.cited import Cited, has_stale_citation, record_citations
 from agentsearch.pipeline.job import progress_pg, progress_sqlite
 from agentsearch.pipeline.job.conversation import record_turn
 from agentsearch.pipeline.job.job_state import JobState
@@ -166,7 +167,9 @@ class JobStore:
             .options(defer(JobRow.state), defer(JobRow.initial_state), defer(JobRow.config_snapshot),
                      defer(JobRow.stage_log))
             .where(mine if shared_with is None else true(), JobRow.cache_key == cache_key, JobRow.status == "succeeded",
-                   JobRow.cached_from.is_(None))
+                   JobRow.cached_from.is_(None),
+                   # An answer citing a document changed or deleted since is never served again.
+                   ~has_stale_citation(JobRow.id))
             .order_by(JobRow.finished_at.desc())
             .limit(5)
         ).all()
@@ -214,9 +217,11 @@ class JobStore:
                 raise MissingState(job_id, job.status if job is not None else None)
             return JobState.load(job.state)
 
-    def succeed(self, job_id: str, response: dict[str, Any], runs: list[AgentRun], timings: dict[str, float]) -> bool:
-        """Record the job's response; False (nothing written) when the job had already ended: a second run of the
-        last step must not log a second "done" nor replace the response a client may already have read."""
+    def succeed(self, job_id: str, response: dict[str, Any], runs: list[AgentRun], timings: dict[str, float],
+                cited: list[Cited] | None = None) -> bool:
+        """Record the job's response and the documents it cites (``cited``, at the versions read); False (nothing
+        written) when the job had already ended: a second run of the last step must not log a second "done" nor
+        replace the response a client may already have read."""
         with self.db.session() as s:
             job = self._job(s, job_id)
             if job is None or job.status in TERMINAL:
@@ -227,6 +232,7 @@ class JobStore:
             job.agent_runs = in_arrival_order(job.agent_runs, runs)
             job.timings_ms = timings
             job.finished_at = job.finished_at or utcnow()
+            record_citations(s, job.id, cited or [])
             record_job_end(s, job)
             record_turn(s, job)  # the question and answer become the conversation's next turn, in this transaction
             return True

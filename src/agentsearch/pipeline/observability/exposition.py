@@ -18,6 +18,7 @@ Metrics (see docs/observability.md):
 - ``agentsearch_retention_pruned_total{kind}``           rows retention pruned: jobs, artifacts, agentic_loops,
                                                           profile_runs, webhook_deliveries, webhook_attempts,
                                                           conversation_turns
+- ``agentsearch_answer_feedback_total{collection,rating}`` thumbs up and down on answers and their sources
 - ``agentsearch_metrics_store_up``                       1 when the Redis holding the above could be read
 
 Usage::
@@ -175,6 +176,13 @@ class AgentSearchCollector(Collector):
         for kind, rows in sorted(snapshot.retention_pruned.items()):
             pruned.add_metric([kind], rows)
         yield pruned
+
+        feedback = CounterMetricFamily("agentsearch_answer_feedback", "Ratings given to answers and their sources, "
+                                       "by collection and rating (agentsearch.pipeline.job.feedback).",
+                                       labels=["collection", "rating"])
+        for (collection, rating), count in sorted(snapshot.feedback.items()):
+            feedback.add_metric([collection, rating], count)
+        yield feedback
 
     def _breakers(self) -> Iterator[Metric]:
         try:

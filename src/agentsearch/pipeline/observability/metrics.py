@@ -49,6 +49,8 @@ ABANDONED_THREADS_KEY = f"{KEY_PREFIX}:abandoned_threads"
 RECYCLES_KEY = f"{KEY_PREFIX}:worker_recycles"
 WEBHOOK_ATTEMPTS_KEY = f"{KEY_PREFIX}:webhook_attempts"
 RETENTION_PRUNED_KEY = f"{KEY_PREFIX}:retention_pruned"
+# Per collection and rating: the thumbs up and down its answers got (agentsearch.pipeline.job.feedback).
+FEEDBACK_KEY = f"{KEY_PREFIX}:answer_feedback"
 # A process that has not reported for this long is gone (scaled down, killed): its gauge is no longer shown.
 WORKER_REPORT_TTL_S = 3600.0
 
@@ -162,6 +164,10 @@ class MetricsRecorder:
 
         self._write(fill)
 
+    def record_feedback(self, collection_id: str, rating: str) -> None:
+        """One rating (``up``, ``down``) given to an answer, or a source of it, over the collection."""
+        self._write(lambda pipe: pipe.hincrby(FEEDBACK_KEY, _field(collection_id, rating), 1))
+
     def _write(self, fill: Callable[[Pipeline], object]) -> None:
         if time.monotonic() < self._paused_until:
             return
@@ -201,6 +207,7 @@ class MetricsSnapshot:
     worker_recycles: dict[str, float] = field(default_factory=dict)
     webhook_attempts: dict[str, float] = field(default_factory=dict)  # outcome: attempts
     retention_pruned: dict[str, float] = field(default_factory=dict)  # kind: rows
+    feedback: dict[tuple[str, ...], float] = field(default_factory=dict)  # (collection, "up" | "down")
 
 
 def _counters(raw: dict[bytes, bytes]) -> dict[tuple[str, ...], float]:
@@ -228,9 +235,9 @@ def read_metrics(redis_client: redis.Redis) -> MetricsSnapshot:
     """Everything the workers recorded, in one round trip. Raises ``RedisError`` when Redis cannot be read."""
     pipe = redis_client.pipeline(transaction=False)
     for key in (AGENT_RUNS_KEY, AGENT_DURATION_KEY, ARTIFACT_SIZE_KEY, CACHE_KEY, ABANDONED_THREADS_KEY,
-                RECYCLES_KEY, WEBHOOK_ATTEMPTS_KEY, RETENTION_PRUNED_KEY):
+                RECYCLES_KEY, WEBHOOK_ATTEMPTS_KEY, RETENTION_PRUNED_KEY, FEEDBACK_KEY):
         pipe.hgetall(key)
-    runs, durations, sizes, caches, abandoned, recycles, webhooks, pruned = pipe.execute()
+    runs, durations, sizes, caches, abandoned, recycles, webhooks, pruned, feedback = pipe.execute()
     return MetricsSnapshot(
         agent_runs=_counters(runs),
         agent_duration=_histograms(durations, DURATION_BUCKETS_S),
@@ -240,6 +247,7 @@ def read_metrics(redis_client: redis.Redis) -> MetricsSnapshot:
         worker_recycles={_text(k): float(v) for k, v in recycles.items()},
         webhook_attempts={_text(k): float(v) for k, v in webhooks.items()},
         retention_pruned={_text(k): float(v) for k, v in pruned.items()},
+        feedback=_counters(feedback),
     )
 
 

@@ -123,6 +123,8 @@ class JobResponse(JsonRecord):
     metadata: dict[str, Any] = Field(default_factory=dict)
     timings_ms: dict[str, float | int] = Field(default_factory=dict)
     stage_timeouts: dict[str, float | int] | None = None
+    document_versions: dict[str, str] | None = Field(
+        None, description="The version (content digest) of each cited document the answer read, by document id.")
     cached: bool | None = Field(None, description="Answered from an identical earlier job (its response copied).")
     cached_from: str | None = None
 

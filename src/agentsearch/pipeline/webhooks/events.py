@@ -7,6 +7,7 @@ Usage::
 
     event_for("succeeded")                          # "job.succeeded"
     event_payload(job, "job.succeeded", utcnow())   # {"type": ..., "timestamp": ..., "data": {...}}
+    event_payload(job, "job.stale", utcnow(), stale={"handbook": "changed"})
     encode(payload)                                 # the exact text that is signed and sent
 """
 
@@ -20,7 +21,10 @@ from agentsearch.pipeline.platform.tables.jobs import JobRow
 from agentsearch.pipeline.records.job_response import JobResponse
 
 JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED = "job.succeeded", "job.failed", "job.cancelled"
-EVENT_TYPES: tuple[str, ...] = (JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED)
+# Not an end: a succeeded job's answer cites a document that changed or was deleted since
+# (``agentsearch.pipeline.webhooks.stale``).
+JOB_STALE = "job.stale"
+EVENT_TYPES: tuple[str, ...] = (JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED, JOB_STALE)
 _BY_STATUS = {"succeeded": JOB_SUCCEEDED, "failed": JOB_FAILED, "cancelled": JOB_CANCELLED}
 
 
@@ -29,8 +33,10 @@ def event_for(status: str) -> str | None:
     return _BY_STATUS.get(status)
 
 
-def event_payload(job: JobRow, event: str, at: datetime) -> dict[str, Any]:
-    """The body of the delivery of ``event`` for ``job``, stamped ``at``."""
+def event_payload(job: JobRow, event: str, at: datetime, stale: dict[str, str] | None = None) -> dict[str, Any]:
+    """The body of the delivery of ``event`` for ``job``, stamped ``at``; a ``job.stale`` one names the cited
+    documents that changed or were deleted (``stale``: ``{document_id: "changed" | "deleted"}``), never their
+    content."""
     job_link = f"/v1/jobs/{job.id}"
     links: dict[str, Any] = {"job": job_link, "events": f"{job_link}/events"}
     if job.status == "succeeded":
@@ -40,6 +46,8 @@ def event_payload(job: JobRow, event: str, at: datetime) -> dict[str, Any]:
     data: dict[str, Any] = {"job_id": str(job.id), "status": job.status, "collection_id": str(job.collection_id)}
     if job.error:
         data["error"] = job.error
+    if stale is not None:
+        data["stale"] = dict(stale)
     data["links"] = links
     return {"type": event, "timestamp": at.isoformat(), "data": data}
 

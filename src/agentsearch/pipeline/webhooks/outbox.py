@@ -71,6 +71,13 @@ def record_job_end(s: Session, job: JobRow) -> list[WebhookDeliveryRow]:
     event = event_for(job.status)
     if event is None:
         return []
+    return record_job_event(s, job, event)
+
+
+def record_job_event(s: Session, job: JobRow, event: str,
+                     stale: dict[str, str] | None = None) -> list[WebhookDeliveryRow]:
+    """Pending deliveries of ``event`` of the job (its end, or ``job.stale`` with its marks) for the webhooks that
+    hear of it, in the caller's transaction; one per webhook and event, however often it is recorded."""
     # The user's own webhooks, and those of the job's collection whose users may still edit it (a member removed
     # from the team, or made a viewer, hears no more).
     mine = (WebhookRow.user_id == job.user_id) & WebhookRow.collection_id.is_(None)
@@ -83,7 +90,7 @@ def record_job_end(s: Session, job: JobRow) -> list[WebhookDeliveryRow]:
     if not hooks:
         return []
     now = utcnow()
-    payload = event_payload(job, event, now)
+    payload = event_payload(job, event, now, stale)
     rows = [WebhookDeliveryRow(id=uuid.uuid4(), webhook_id=h.id, job_id=job.id, event=event,
                                message_id=f"msg_{uuid.uuid4().hex}", payload=payload, status="pending", attempts=0,
                                next_attempt_at=now, created_at=now)

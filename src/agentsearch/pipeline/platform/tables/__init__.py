@@ -10,6 +10,7 @@ metadata with the migrations.
 from agentsearch.pipeline.platform.tables import (  # noqa: F401
     agentic,
     agents,
+    answers,
     audit,
     collections,
     conversations,

@@ -72,6 +72,9 @@ class DocumentRow(Base):
     parts: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONType)
     notes: Mapped[list[str] | None] = mapped_column(JSONType)
     content_hash: Mapped[str | None] = mapped_column(String(64))
+    # The content digest of its indexed chunks (``agentsearch.pipeline.ingestion.indexing.content_digest``), written
+    # as it is indexed: what an answer citing it compares its version with (``agentsearch.pipeline.ingestion.cited``).
+    version: Mapped[str | None] = mapped_column(String(64))
     pages_done: Mapped[int | None] = mapped_column(Integer)
     pages_total: Mapped[int | None] = mapped_column(Integer)
     # Its ingestion (agentsearch.pipeline.ingestion.lease): when it was queued and when it ended, the chunks it was
