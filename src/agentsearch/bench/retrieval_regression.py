@@ -77,8 +77,10 @@ class Slowed:
 
 
 def measure(data_dir: Path = DEFAULT_DATA_DIR, limit: int | None = None, delay_ms: float = 0.0,
-            scifact: Path = SCIFACT, progress=None) -> dict[str, Any]:
-    """The figures of this tree: the corpus indexed into ``data_dir`` (or reused from there), then the claims."""
+            scifact: Path = SCIFACT, progress=None, docs: int | None = None) -> dict[str, Any]:
+    """The figures of this tree: the corpus indexed into ``data_dir`` (or reused from there), then the claims.
+    ``docs``: the first ``docs`` abstracts only, and the claims all of whose judged abstracts are among them (an
+    index built in minutes where the whole corpus takes an hour on a loaded machine)."""
     import os
 
     from agentsearch.pipeline.eval.retrieval import (
@@ -98,12 +100,21 @@ def measure(data_dir: Path = DEFAULT_DATA_DIR, limit: int | None = None, delay_m
             raise FileNotFoundError(f"SciFact file missing: {path}")
     # The store is the bench's own Milvus Lite file, whatever the environment names: the index is reused by path.
     settings = Settings(data_dir=data_dir.expanduser(), milvus_uri=None)
+    if docs:
+        settings.ensure_data_dir()
+        lines = [line for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()][:docs]
+        corpus = settings.data_dir / f"corpus-{docs}.jsonl"
+        if not corpus.exists() or corpus.read_text(encoding="utf-8") != "\n".join(lines) + "\n":
+            corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
     services = Services(settings)
     started = time.perf_counter()
     collection, chunks, reused = ensure_corpus_indexed(services, corpus)
     index_s = time.perf_counter() - started
     judged = load_qrels(qrels_path)
     asked = {q: t for q, t in load_beir_queries(scifact / "queries_train.jsonl").items() if q in judged}
+    if docs:
+        indexed = {str(json.loads(line)["_id"]) for line in corpus.read_text(encoding="utf-8").splitlines()}
+        asked = {q: t for q, t in asked.items() if set(judged[q]) <= indexed}
     if limit:
         asked = dict(list(asked.items())[:limit])
     config = SearchConfig(**{**settings.search_defaults(), "top_k": 100, "candidates": 100})
@@ -116,7 +127,8 @@ def measure(data_dir: Path = DEFAULT_DATA_DIR, limit: int | None = None, delay_m
     scores = score_run(run, judged, extra["latencies_ms"])
     return {"ndcg@10": scores["ndcg@10"], "recall@100": scores["recall@100"], "mrr@10": scores["mrr@10"],
             "p50_ms": scores["latency_ms"]["p50"], "p95_ms": scores["latency_ms"]["p95"],
-            "queries": scores["queries"], "chunks": chunks, "index_reused": reused, "index_s": round(index_s, 1),
+            "queries": scores["queries"], "docs": docs or 5183, "chunks": chunks, "index_reused": reused,
+            "index_s": round(index_s, 1),
             "delay_ms": delay_ms, "load_at_start": [round(x, 2) for x in load],
             "strategy": config.strategy, "fusion": config.fusion, "sentence_weight": config.sentence_weight,
             "runtime": settings.embedding_runtime}
@@ -152,7 +164,7 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     return [
         "## Retrieval regression: SciFact training claims over the whole corpus",
         "",
-        f"{f['queries']} training claims, {f['chunks']} chunks of the 5,183 abstracts (index "
+        f"{f['queries']} training claims, {f['chunks']} chunks of {f['docs']} of the 5,183 abstracts (index "
         f"{'reused' if f['index_reused'] else 'built in this run'}), `Retriever.search` with the service's defaults "
         f"({f['strategy']}, {f['fusion']}, sentence weight {f['sentence_weight']:g}, runtime {f['runtime']}), top 100, "
         f"no cache; load average at its start {', '.join(f'{x:.2f}' for x in f['load_at_start'])} "
@@ -168,10 +180,16 @@ def report_lines(result: dict[str, Any]) -> list[str]:
 
 
 def run(data_dir: Path = DEFAULT_DATA_DIR, limit: int | None = None, delay_ms: float = 0.0,
-        baseline_path: Path = BASELINE, progress=None) -> dict[str, Any]:
-    """``measure`` and ``compare`` with the stored baseline: what the suite and ``agentsearch bench retrieval`` run."""
+        baseline_path: Path = BASELINE, progress=None, docs: int | None = None) -> dict[str, Any]:
+    """``measure`` and ``compare`` with the stored baseline: what the suite and ``agentsearch bench retrieval`` run.
+    The run is of as many abstracts as the baseline (``docs``: the same number, or None)."""
     baseline = load_baseline(baseline_path)
-    figures = measure(data_dir, limit, delay_ms, progress=progress)
+    of = baseline["figures"].get("docs", 5183)
+    if docs is not None and docs != of:
+        raise ValueError(f"retrieval baseline {baseline_path} is of {of} abstracts, not {docs}: run with --docs {of}, "
+                         "or store a baseline of these")
+    docs = None if of == 5183 else of
+    figures = measure(data_dir, limit, delay_ms, progress=progress, docs=docs)
     held_to = dict(baseline["figures"])
     if held_to.get("queries") != figures["queries"]:
         # Another set of claims scores otherwise: only the time of one search compares.

@@ -74,7 +74,7 @@ def test_the_cli_exits_1_saying_regressed_on_a_slowed_search_and_0_on_the_normal
     baseline = tmp_path / "baseline.json"
     baseline.write_text(json.dumps({"release": "r", "commit": "c", "measured": "d", "figures": BASELINE}))
 
-    def measure(data_dir, limit, delay_ms, progress=None):
+    def measure(data_dir, limit, delay_ms, progress=None, docs=None):
         # The search's own time, as measured, plus the injected delay: what Slowed adds to every search.
         return {**BASELINE, "p50_ms": BASELINE["p50_ms"] + delay_ms, "p95_ms": BASELINE["p95_ms"] + delay_ms}
 
@@ -100,7 +100,19 @@ def test_a_run_of_fewer_claims_compares_latency_only(tmp_path, monkeypatch):
 def test_an_unreadable_baseline_is_refused_by_name(tmp_path):
     broken = tmp_path / "b.json"
     broken.write_text("{")
-    with pytest.raises(ValueError, match="b.json"):
+    with pytest.raises(ValueError, match=r"b\.json"):
         rr.load_baseline(broken)
     result = CliRunner().invoke(cli, ["bench", "retrieval", "--baseline", str(broken)])
     assert result.exit_code != 0 and "b.json" in result.output
+
+
+def test_a_baseline_of_another_corpus_size_is_refused_and_its_own_size_is_used(tmp_path, monkeypatch):
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps({"release": "r", "commit": "c", "measured": "d",
+                                    "figures": {**BASELINE, "docs": 400}}))
+    with pytest.raises(ValueError, match="400 abstracts"):
+        rr.run(baseline_path=baseline, docs=1000)
+    asked = []
+    monkeypatch.setattr(rr, "measure", lambda *a, docs=None, **k: asked.append(docs) or {**BASELINE, "docs": docs})
+    assert rr.run(baseline_path=baseline)["comparison"]["verdict"] == "ok"
+    assert asked == [400]

@@ -43,7 +43,7 @@ def test_the_same_chunks_are_kept_as_pair_by_pair_with_planted_duplicates_and_un
         if i % 4 == 0:  # a reworded copy: a little noise on the same vector, some just past the threshold
             vectors[f"c{i}-copy"] = [x + rng.gauss(0, 0.12 + 0.1 * (i % 8 == 0)) for x in base]
     vectors["zero"] = [0.0] * 48
-    order = list(vectors) + ["no-vector"]
+    order = [*vectors, "no-vector"]
     rng.shuffle(order)
     for threshold in (0.95, 0.99, 0.5):
         expected = _kept_pairwise(order, vectors, threshold)
