@@ -377,14 +377,12 @@ class Retriever:
         removed_exact = removed_near = 0
         # Look a little past top_k so duplicates removed do not leave the answer short.
         window = ranked[: config.top_k * 3]
-        vectors: dict[str, list[float]] = {}
         threshold = config.near_duplicate_threshold
+        near = None
         if threshold is not None and len(window) > 1:
-            try:
-                vectors = self.store.vectors(collection, [best_hit[d].id for d, _ in window])
-            except Exception:  # noqa: BLE001 - without vectors only exact duplicates are removed
-                vectors = {}
-        near = NearDuplicates(vectors, threshold) if threshold is not None else None
+            # Vectors of the first top_k and a fifth more are read at once, the rest only if the list gets there.
+            near = NearDuplicates(lambda ids: self.store.vectors(collection, ids), [best_hit[d].id for d, _ in window],
+                                  threshold, first=config.top_k + max(10, config.top_k // 5))
         for doc_id, score in window:
             hit = best_hit[doc_id]
             digest = hashlib.sha256(" ".join(hit.text.split()).lower().encode()).hexdigest()
