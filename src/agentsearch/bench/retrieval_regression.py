@@ -30,8 +30,9 @@ DEFAULT_DATA_DIR = Path("~/.cache/agentsearch/bench/retrieval")
 # Absolute drop of a quality figure (nDCG@10, recall@100) past which it regressed: 0.005 is above the run-to-run
 # spread of one tree (none: the ranking is deterministic) and below the 0.006 the previous round lost unseen.
 QUALITY_TOLERANCE = 0.005
-# Relative rise of p50 or p95 past which it regressed: the same tree's p50 moved by up to ~10% between runs on the
-# shared 2-core machine at load 1.5 to 4 (BENCHMARKS.md, "Retrieval").
+# Relative rise of p50 or p95 past which it regressed: the issue's own tolerance; the spread of one tree's p50
+# between runs on a shared machine is not measured yet, and a latency compared with a baseline of another load says
+# little (the baseline records its load).
 LATENCY_TOLERANCE = 0.20
 QUALITY = ("ndcg@10", "recall@100")
 LATENCY = ("p50_ms", "p95_ms")

@@ -2,11 +2,11 @@
 already kept is dropped.
 
 The cosines of every pair come from one matrix product: a pure-Python cosine per pair (384 products and two norms
-each) was 83% of a search's time over SciFact (top 100, so up to 4,950 pairs; BENCHMARKS.md, "Retrieval"). The
-vectors are read in two steps: the first ``first`` candidates' (a little past ``top_k``, which is as far as the
-list is usually read), and the rest only when a candidate past those is asked about, since reading a vector from
-Milvus costs more than comparing it. Which documents are kept is the same as comparing pair by pair: a candidate
-is checked against the chunks kept before it, in rank order.
+each) was 83% of a search's time over SciFact (top 100, so up to 4,950 pairs; BENCHMARKS.md, "one search's time
+and the retrieval regression guard"). The vectors are read in two steps: the first ``first`` candidates' (a little
+past ``top_k``, which is as far as the list is usually read), and the rest only when a candidate past those is
+asked about, since reading a vector from Milvus costs more than comparing it. Which documents are kept is the same
+as comparing pair by pair: a candidate is checked against the chunks kept before it, in rank order.
 
 Usage::
 
