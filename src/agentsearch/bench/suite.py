@@ -8,7 +8,9 @@
    before and after with ``--ingest-baseline`` (``src/agentsearch/bench/ingest.py``, stacks of its own);
 6. peak RSS of a worker process with the model loaded (``src/agentsearch/bench/scifact.py``);
 7. many waiting jobs at once, prefork beside a thread pool, and the thread-pool worker's memory with the model in
-   process and with an embeddings server (``src/agentsearch/bench/concurrency.py``, stacks of its own, last).
+   process and with an embeddings server (``src/agentsearch/bench/concurrency.py``, stacks of its own);
+8. retrieval regression: SciFact training claims over the whole corpus against the previous release's stored
+   figures, "regressed" past 0.005 nDCG@10 or 20% latency (``src/agentsearch/bench/retrieval_regression.py``, last).
 
 Order: 5 first (its stacks are stopped before the next one starts), then one stack (one worker, two prefork
 processes) for 1, 2, 3 and 6, then a stack of one-process workers for 4. Medians and ratios come from this one run:
@@ -39,7 +41,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agentsearch.bench import cache_hit, concurrency, hop, ingest, scifact, throughput
+from agentsearch.bench import cache_hit, concurrency, hop, ingest, retrieval_regression, scifact, throughput
 from agentsearch.bench.common import REPO, Target, bench_stack, load_average, machine, wait_idle
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
@@ -93,6 +95,7 @@ def run(args) -> dict:
             wait_idle(stack)
             step("throughput", lambda: throughput.measure(stack, args.throughput_jobs))
     step("concurrency", lambda: concurrency.measure(args.concurrency_jobs, args.concurrency_threads))
+    step("retrieval", lambda: retrieval_regression.run(limit=args.retrieval_limit))
     result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     return result
 
@@ -266,6 +269,7 @@ def render(result: dict, command: str) -> str:
         f"Peak of a prefork process: **{peak['vm_hwm_mib']:.0f} MiB**.",
         "",
         *_concurrency_lines(result),
+        *(retrieval_regression.report_lines(result["retrieval"]) if "retrieval" in result else []),
         "## Goals",
         "",
         "| benchmark | goal | result |",
@@ -382,6 +386,7 @@ def main() -> None:
     parser.add_argument("--throughput-jobs", type=int, default=12)
     parser.add_argument("--concurrency-jobs", type=int, default=200)
     parser.add_argument("--concurrency-threads", type=int, default=concurrency.DEFAULT_THREADS)
+    parser.add_argument("--retrieval-limit", type=int, default=None, help="training claims (default: all 809)")
     parser.add_argument("--ingest-docs", type=int, default=1000)
     parser.add_argument("--ingest-rounds", type=int, default=3)
     parser.add_argument("--ingest-workers", type=ingest.parse_counts, default=(1, 2), help="ingest processes, e.g. 1,2")
@@ -402,7 +407,7 @@ def main() -> None:
         args.hop_agents, args.hop_jobs, args.cache_requests = 5, 4, 20
         args.scifact_docs, args.scifact_queries, args.throughput_jobs = 60, 2, 3
         args.ingest_docs, args.ingest_rounds, args.concurrency_jobs = 30, 1, 20
-        args.ingest_baseline_docs = 30
+        args.ingest_baseline_docs, args.retrieval_limit = 30, 20
     if args.out is None:
         # A trial run must not replace the figures of a full one.
         results_dir = REPO / "src" / "agentsearch" / "bench" / "results"

@@ -140,13 +140,13 @@ def ensure_corpus_indexed(services: Services, corpus_path: Path, progress=None, 
     return name, total, False
 
 
-def run_retrieval_eval(services: Services, collection: str, queries: dict[str, str], config, progress=None
-                       ) -> tuple[dict, dict]:
-    """Every query through ``Retriever.search``, the path jobs use (caching off, so latency is real work)."""
+def run_retrieval_eval(services: Services, collection: str, queries: dict[str, str], config, progress=None,
+                       retriever=None) -> tuple[dict, dict]:
+    """Every query through ``Retriever.search``, the path jobs use (caching off, so latency is real work);
+    ``retriever``: another with the same ``search`` (a benchmark's slowed one), default the services' uncached one."""
     import time
 
-
-    retriever = services.uncached_retriever()
+    retriever = retriever or services.uncached_retriever()
     run: dict[str, list[str]] = {}
     latencies: list[float] = []
     for query_id, text in queries.items():

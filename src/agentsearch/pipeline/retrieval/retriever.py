@@ -35,6 +35,7 @@ from agentsearch.pipeline.retrieval.filters import PUBLISHED_KEYS
 from agentsearch.pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse, with_sentence_signal
 from agentsearch.pipeline.retrieval.language import EMBEDDING_SCRIPTS, detect_language, embedding_learnt
 from agentsearch.pipeline.retrieval.language_route import CollectionLanguages, fuse_translations, language_route
+from agentsearch.pipeline.retrieval.near_duplicates import NearDuplicates
 from agentsearch.pipeline.retrieval.outcome import degraded_reasons
 from agentsearch.pipeline.retrieval.parallel_retrievers import ParallelRetrievers
 from agentsearch.pipeline.retrieval.result import RetrievalResult
@@ -373,31 +374,27 @@ class Retriever:
                 config: SearchConfig) -> tuple[list[Document], int, int]:
         seen_hashes: set[str] = set()
         kept: list[Document] = []
-        kept_chunks: list[str] = []
         removed_exact = removed_near = 0
         # Look a little past top_k so duplicates removed do not leave the answer short.
         window = ranked[: config.top_k * 3]
-        vectors: dict[str, list[float]] = {}
         threshold = config.near_duplicate_threshold
+        near = None
         if threshold is not None and len(window) > 1:
-            try:
-                vectors = self.store.vectors(collection, [best_hit[d].id for d, _ in window])
-            except Exception:  # noqa: BLE001 - without vectors only exact duplicates are removed
-                vectors = {}
+            # Vectors of the first top_k and a fifth more are read at once, the rest only if the list gets there.
+            near = NearDuplicates(lambda ids: self.store.vectors(collection, ids), [best_hit[d].id for d, _ in window],
+                                  threshold, first=config.top_k + max(10, config.top_k // 5))
         for doc_id, score in window:
             hit = best_hit[doc_id]
             digest = hashlib.sha256(" ".join(hit.text.split()).lower().encode()).hexdigest()
             if digest in seen_hashes:
                 removed_exact += 1
                 continue
-            vec = vectors.get(hit.id)
-            if vec is not None and threshold is not None and any(
-                _cosine(vec, vectors[c]) >= threshold for c in kept_chunks if c in vectors
-            ):
+            if near is not None and near.of_kept(hit.id):
                 removed_near += 1
                 continue
             seen_hashes.add(digest)
-            kept_chunks.append(hit.id)
+            if near is not None:
+                near.keep(hit.id)
             kept.append(Document(id=doc_id, title=hit.title, text=hit.text, score=round(score, 6),
                                  metadata={**hit.metadata, "chunk_id": hit.id}))
             if len(kept) == config.top_k:
@@ -426,10 +423,3 @@ def _chunks_by_every_signal(hits: dict[str, list[Hit]], weights: list[float], co
             lead_best = best_hit[doc_id].id
             chosen[doc_id] = chunks[max(chunks, key=lambda c: (fused.get(c, 0.0), c == lead_best))]
     return chosen
-
-
-def _cosine(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na and nb else 0.0

@@ -55,11 +55,14 @@ def with_best_sentences(store: VectorStore, collection: str, query: str, vector:
     q = np.asarray(vector, dtype=np.float32)
     best: dict[str, float] = {}
     for doc_id in window:
-        cosine = best_sentence_cosine(q, [(h.title, h.text) for h in chunks_of[doc_id].values()], stored)
+        # Each chunk read once: a document's best sentence is its chunks' best, and each chunk's own is kept for
+        # the choice of the chunk that stands for it (reading the document's chunks again for that doubled this
+        # loop's time).
+        own = {chunk_id: cosine for chunk_id, hit in chunks_of[doc_id].items()
+               if (cosine := best_sentence_cosine(q, [(hit.title, hit.text)], stored)) is not None}
+        cosine = max(own.values()) if own else None
         if per_chunk is not None and len(chunks_of[doc_id]) > 1:
-            for chunk_id, hit in chunks_of[doc_id].items():
-                if (own := best_sentence_cosine(q, [(hit.title, hit.text)], stored)) is not None:
-                    per_chunk[chunk_id] = own
+            per_chunk.update(own)
         if cosine is None:
             cosine = dense.get(doc_id)
         if cosine is not None:
