@@ -125,7 +125,8 @@ def test_the_bytecode_is_compiled_into_the_image_where_no_process_may_write_it(s
     build time, every process, and every file's parsing child, compiles what it imports at each start."""
     builder, runtime = stages[0], stages[-1]
     runs = args_of(builder, "RUN")
-    (install,) = [i for i, r in enumerate(runs) if "--constraint /opt/torch-constraint.txt" in r]  # the project's install
+    # The project's install
+    (install,) = [i for i, r in enumerate(runs) if "--constraint /opt/torch-constraint.txt" in r]
     compiled = [i for i, r in enumerate(runs) if compiles(r, "purelib")]
     assert compiled and compiled[-1] >= install, "the venv's bytecode is not compiled after the project is installed"
     last = runs[compiled[-1]]

@@ -37,6 +37,9 @@ LOCAL_DIR = REPO / "deploy" / "local"
 WHEELHOUSE = REPO / "wheelhouse"
 DEBIAN_MIRROR = os.environ.get("AGENTSEARCH_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 EXTRA_CA_DIR = Path("/usr/local/share/ca-certificates")
+# The image's interpreter (Debian bookworm's): a dependency may be required below a patch release only (redis needs
+# async-timeout before 3.11.3), which pip run on the host, a later 3.11, leaves out.
+IMAGE_PYTHON = "3.11.2"
 # The torch the Makefile pins: the wheelhouse holds this CPU build, the one the builder stage exports with.
 TORCH_PIN = "torch==2.13.0"
 
@@ -156,10 +159,42 @@ def fill_wheelhouse() -> int:
     if not any(WHEELHOUSE.glob("torch-*.whl")):
         subprocess.run([str(BIN / "python"), "-m", "pip", "wheel", "-q", "--wheel-dir", str(WHEELHOUSE), TORCH_PIN,
                         f"{REPO}[multilingual]", "pip", "setuptools", "wheel"], check=True, timeout=3600)
+    missing = requirements_only_for(IMAGE_PYTHON)
+    if missing:
+        subprocess.run([str(BIN / "python"), "-m", "pip", "wheel", "-q", "--wheel-dir", str(WHEELHOUSE), *missing],
+                       check=True, timeout=3600)
     # The project's own wheel, just built, would be stale at the next change: the build installs it from the tree.
     for own in WHEELHOUSE.glob("agentsearch-*.whl"):
         own.unlink()
     return len(list(WHEELHOUSE.glob("*.whl")))
+
+
+def requirements_only_for(python_full_version: str) -> list[str]:
+    """What the wheelhouse's wheels require on that interpreter and not on this one (their markers evaluated for
+    both), not already in the wheelhouse."""
+    import zipfile
+
+    from packaging.markers import default_environment
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    here = {**default_environment(), "extra": ""}
+    there = {**here, "python_full_version": python_full_version}
+    present = {canonicalize_name(w.name.split("-")[0]) for w in WHEELHOUSE.glob("*.whl")}
+    wanted = set()
+    for wheel in WHEELHOUSE.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as archive:
+            metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+            lines = archive.read(metadata).decode("utf-8", "replace").splitlines()
+        for line in lines:
+            if not line.startswith("Requires-Dist:"):
+                continue
+            requirement = Requirement(line.split(":", 1)[1].strip())
+            marker = requirement.marker
+            if marker and marker.evaluate(there) and not marker.evaluate(here) \
+                    and canonicalize_name(requirement.name) not in present:
+                wanted.add(f"{requirement.name}{requirement.specifier}")
+    return sorted(wanted)
 
 
 def build_image(tag: str, log: Path) -> None:
