@@ -178,8 +178,8 @@ def requirements_only_for(python_full_version: str) -> list[str]:
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    here = {**default_environment(), "extra": ""}
-    there = {**here, "python_full_version": python_full_version}
+    here: dict[str, str] = {**{k: str(v) for k, v in default_environment().items()}, "extra": ""}
+    there: dict[str, str] = {**here, "python_full_version": python_full_version}
     present = {canonicalize_name(w.name.split("-")[0]) for w in WHEELHOUSE.glob("*.whl")}
     wanted = set()
     for wheel in WHEELHOUSE.glob("*.whl"):
