@@ -46,12 +46,17 @@ RUN offline=""; [ "$WHEELHOUSE_ONLY" = true ] && offline="--no-index"; \
         --constraint /opt/torch-constraint.txt ".[multilingual]"
 # The packaged model exported for ONNX Runtime (the default runtime) from its own weights, and the language model
 # unpacked for mapping, once, into the image: otherwise every container would build them on first use. torch is
-# needed for the export only: it leaves the venv after it (about 750 MB), so the runtime stage never has it. A
-# process that asks for a torch-backed model (AGENTSEARCH_EMBEDDING_RUNTIME=torch) then fails with torch's
-# ImportError; the ONNX and the multilingual engines, and an embeddings server, need none.
+# needed for the export only: it leaves the venv after it (about 750 MB), with what only a torch-backed model
+# imports (sentence-transformers, transformers, scikit-learn, scipy, sympy, networkx: about 430 MB more), so the
+# runtime stage has none of them. A process that asks for a torch-backed model (AGENTSEARCH_EMBEDDING_RUNTIME=torch)
+# then fails with an ImportError; the ONNX and the multilingual engines, and an embeddings server, need none.
+# The libraries' own test suites go too: nothing imports them.
 RUN AGENTSEARCH_MODEL_CACHE_DIR=/opt/models python -m agentsearch.pipeline.retrieval.onnx_export \
     && AGENTSEARCH_MODEL_CACHE_DIR=/opt/models python -m agentsearch.pipeline.text.mapped_language_model \
-    && pip uninstall -y torch
+    && pip uninstall -y torch sentence-transformers transformers scikit-learn scipy sympy networkx mpmath \
+       threadpoolctl joblib \
+    && find "$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" -mindepth 2 -type d \
+       \( -name tests -o -name test \) -prune -exec rm -rf {} +
 # Then the bytecode of everything installed (the project too: it is installed here, not run from /src), compiled
 # once: the runtime user may not write into /opt/venv, so without it every process, and every file's parsing child
 # (src/agentsearch/pipeline/parsing/sandbox.py, a fresh interpreter per file), compiles what it imports at each
