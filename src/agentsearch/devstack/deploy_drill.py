@@ -47,6 +47,9 @@ IMAGE = f"agentsearch:{TAG}"
 PROJECT = "agentsearch-drill"
 MAX_IMAGE_BYTES = 1_200_000_000       # the goal of the issue: 1.2 GB, as docker counts (decimal)
 COLD_START_GOAL_S = 10.0
+# How long a container may take to be ready before the drill gives up: far above the goal, since a shared host's
+# load can slow a start many times over; the time taken is what the drill reports.
+STARTUP_TIMEOUT_S = 600
 KILL_JOBS = 24                        # jobs in flight when a thread-pool worker is killed
 QUERY = "What was Northwind Energy's revenue in 2024?"
 RESPONSE_AGENTS = ["executive_summary", "pdf_report"]
@@ -64,14 +67,14 @@ def compose_command() -> list[str]:
 class Drill:
     """The steps, their times, and the stack's compose project."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, tag: str = TAG) -> None:
         self.workdir = workdir
         self.api_port = free_port()
         self.api = f"http://127.0.0.1:{self.api_port}"
         self.figures: dict = {"steps": {}}
         self.compose_base = [*compose_command(), "--project-name", PROJECT, "--project-directory", str(REPO),
                              "-f", str(REPO / "docker-compose.yml"), "-f", str(REPO / "docker-compose.no-registry.yml")]
-        self.env = {**os.environ, "AGENTSEARCH_TAG": TAG, "API_PORT": str(self.api_port),
+        self.env = {**os.environ, "AGENTSEARCH_TAG": tag, "API_PORT": str(self.api_port),
                     "FLOWER_PORT": str(free_port()), "FLOWER_BASIC_AUTH": "drill:" + os.urandom(8).hex()}
         self.key = ""
 
@@ -152,7 +155,7 @@ def run_stack_steps(drill: Drill) -> None:
     with drill.step("API cold start to /readyz 200") as found:
         started = time.monotonic()
         drill.compose("up", "-d", "--no-build", "--no-deps", "api")
-        drill.wait("API /readyz", lambda: ready(drill.api), 120, every_s=0.1)
+        drill.wait("API /readyz", lambda: ready(drill.api), STARTUP_TIMEOUT_S, every_s=0.1)
         drill.figures["cold_start_s"] = found["cold_start_s"] = round(time.monotonic() - started, 2)
     with drill.step("create a user") as found:
         out = drill.compose("exec", "-T", "api", "agentsearch", "users", "create", "drill-user")
@@ -193,7 +196,7 @@ def run_stack_steps(drill: Drill) -> None:
             found["report_pdf_bytes"] = len(pdf.content)
         with drill.step("scale thread-pool workers to two") as found:
             drill.compose("up", "-d", "--no-build", "--no-deps", "--scale", "worker-threads=2", "worker-threads")
-            drill.wait_healthy("worker-threads", 2, 180)
+            drill.wait_healthy("worker-threads", 2, STARTUP_TIMEOUT_S)
             found["worker_threads"] = len(drill.containers("worker-threads"))
         with drill.step("kill a thread-pool worker mid-job") as found:
             found.update(kill_mid_job(drill, http, collection))
@@ -227,29 +230,33 @@ def kill_mid_job(drill: Drill, http: httpx.Client, collection: str) -> dict:
             "succeeded": statuses["succeeded"]}
 
 
-def run_drill(workdir: Path, keep_stack: bool = False) -> dict:
-    """The whole drill; its figures (also written to ``workdir``/results.json)."""
+def run_drill(workdir: Path, keep_stack: bool = False, tag: str = TAG, build: bool = True) -> dict:
+    """The whole drill; its figures (also written to ``workdir``/results.json). ``build=False`` runs the stack on
+    the image ``agentsearch:<tag>`` as it is (trying a change to the drill out); the size is checked either way,
+    after the stack's steps, so one run shows both."""
+    image = f"agentsearch:{tag}"
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     network_before = network_snapshot()
     with DockerDaemon(workdir) as daemon:
-        drill = Drill(workdir)
+        drill = Drill(workdir, tag)
         drill.figures["daemon_started_here"] = daemon.started_here
         try:
             with drill.step("base images from Debian packages") as found:
                 found["made"] = len(ensure_local_images(workdir))
-            with drill.step("wheelhouse") as found:
-                found["wheels"] = fill_wheelhouse()
-            with drill.step("build the image") as found:
-                build_image(IMAGE, workdir / "image-build.log")
-                size = image_size_bytes(IMAGE)
-                drill.figures["image_bytes"] = size
-                found["image_size"] = f"{size / 1e9:.2f} GB"
-            if size > MAX_IMAGE_BYTES:
-                raise RuntimeError(f"{IMAGE} is {size / 1e9:.2f} GB, above the {MAX_IMAGE_BYTES / 1e9:.1f} GB limit")
+            if build:
+                with drill.step("wheelhouse") as found:
+                    found["wheels"] = fill_wheelhouse()
+                with drill.step("build the image") as found:
+                    build_image(image, workdir / "image-build.log")
+            size = drill.figures["image_bytes"] = image_size_bytes(image)
+            print(f"[deploy-drill] image {image}: {size / 1e9:.2f} GB (limit {MAX_IMAGE_BYTES / 1e9:.1f} GB)",
+                  flush=True)
             run_stack_steps(drill)
         finally:
             if not keep_stack:
+                # Every container's log, for what went wrong: the stack is gone after this.
+                (workdir / "compose.log").write_text(drill.compose("logs", "--no-color", "--timestamps"))
                 with drill.step("tear down"):
                     drill.compose("down", "--volumes", "--remove-orphans", "--timeout", "30")
     changed = network_changes(network_before, network_snapshot())
@@ -258,6 +265,9 @@ def run_drill(workdir: Path, keep_stack: bool = False) -> dict:
     (workdir / "results.json").write_text(json.dumps(drill.figures, indent=2))
     if changed and not keep_stack:
         raise RuntimeError(f"the host network differs from before the drill: {changed}")
+    if size > MAX_IMAGE_BYTES:
+        raise RuntimeError(f"{image} is {size / 1e9:.2f} GB, above the {MAX_IMAGE_BYTES / 1e9:.1f} GB limit "
+                           f"(every other step passed in {drill.figures['total_s']} s)")
     return drill.figures
 
 
@@ -265,9 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", type=Path, default=REPO / ".agentsearch" / "deploy-drill")
     parser.add_argument("--keep-stack", action="store_true", help="leave the stack running (no network check)")
+    parser.add_argument("--tag", default=TAG, help="the image agentsearch:TAG (default %(default)s)")
+    parser.add_argument("--no-build", action="store_true", help="run the stack on agentsearch:TAG as it is")
     args = parser.parse_args(argv)
     try:
-        figures = run_drill(args.workdir, keep_stack=args.keep_stack)
+        figures = run_drill(args.workdir, keep_stack=args.keep_stack, tag=args.tag, build=not args.no_build)
     except Exception as exc:  # noqa: BLE001 - the drill's verdict, printed for the operator
         print(f"[deploy-drill] FAILED: {exc}", file=sys.stderr, flush=True)
         return 1
