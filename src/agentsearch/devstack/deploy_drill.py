@@ -161,7 +161,7 @@ def run_stack_steps(drill: Drill) -> None:
         out = drill.compose("exec", "-T", "api", "agentsearch", "users", "create", "drill-user")
         drill.key = out.strip().splitlines()[-1]
         with drill.http() as http:
-            found["user"] = http.get("/v1/me").raise_for_status().json()["name"]
+            found["user"] = http.get("/v1/me").raise_for_status().json()["user"]["name"]
     with drill.http() as http:
         with drill.step("ingest a PDF and a DOCX") as found:
             collection = http.post("/v1/collections", json={"name": "drill"}).raise_for_status().json()["id"]
