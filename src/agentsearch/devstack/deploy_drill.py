@@ -165,6 +165,9 @@ def run_stack_steps(drill: Drill) -> None:
     with drill.step("create a user") as found:
         out = drill.compose("exec", "-T", "api", "agentsearch", "users", "create", "drill-user")
         drill.key = out.strip().splitlines()[-1]
+        # The drill sends its jobs at once: limits above the defaults for this user, as an operator sets them.
+        drill.compose("exec", "-T", "api", "agentsearch", "users", "limits", "drill-user", "--searches-per-minute",
+                      "1000", "--max-running-jobs", "100")
         with drill.http() as http:
             found["user"] = http.get("/v1/me").raise_for_status().json()["user"]["name"]
     with drill.http() as http:
