@@ -4,7 +4,7 @@ PYTHON  := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 SYSTEM_PYTHON ?= python3
 
-.PHONY: install services embedding-server llm-server demo lint test unit integration deploy-check chaos bench docs clean
+.PHONY: install services embedding-server llm-server demo lint test unit integration deploy-check deploy-drill chaos bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv $(VENV)
@@ -76,6 +76,16 @@ integration: install services embedding-server llm-server
 # docker-compose.yml, k8s/ and the Dockerfile through the real tools, pinned in the test extra; no services needed.
 deploy-check: install
 	$(PYTHON) -m pytest -q tests/deploy
+
+# The image built and docker-compose.yml run as users run them (src/agentsearch/devstack/deploy_drill.py): a Docker
+# daemon started if none runs, the images a registry would give made from Debian's packages (deploy/local), the
+# image built from a wheelhouse, the stack up with docker-compose.no-registry.yml, then a user, a PDF and a DOCX, a job
+# with response agents, its events and an artifact, two thread-pool workers and one killed mid-job, all through the
+# API port; it prints each step's time, the image's size (failing above 1.2 GB) and the API's cold start. Root
+# (dockerd, debootstrap); about 20 minutes the first time, so not part of `make test`. Figures in
+# .agentsearch/deploy-drill/results.json and docs/deployment.md.
+deploy-drill: install
+	$(PYTHON) -m agentsearch.devstack.deploy_drill
 
 # Fault drills on a real stack (killed workers, Redis, PostgreSQL and Milvus restarts, hung and flapping agents,
 # 500 jobs at once, a thread-pool worker killed): about 20 minutes, so not part of `make test`. Figures in .agentsearch/chaos/results.json and

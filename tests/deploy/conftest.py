@@ -41,12 +41,13 @@ def compose_binary() -> Path:
     return binary
 
 
-def run_compose(*args: str, extra_env: dict[str, str] | None = None, tmp: Path) -> subprocess.CompletedProcess:
+def run_compose(*args: str, extra_env: dict[str, str] | None = None, tmp: Path,
+                files: tuple[Path, ...] = (COMPOSE_FILE,)) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in COMPOSE_VARIABLES and not k.startswith("COMPOSE_")}
     env.update(extra_env or {})
     empty_env_file = tmp / "empty.env"
     empty_env_file.write_text("")
-    cmd = [str(compose_binary()), "--project-directory", str(REPO), "-f", str(COMPOSE_FILE),
+    cmd = [str(compose_binary()), "--project-directory", str(REPO), *(f"-f{f}" for f in files),
            "--env-file", str(empty_env_file), *args]
     try:
         return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)

@@ -36,14 +36,44 @@ def build_arg_default(name: str) -> str:
     raise AssertionError(f"no ARG {name}")
 
 
-def test_builder_installs_the_makefiles_torch_from_the_cpu_index(stages):
+def test_builder_installs_the_makefiles_torch_from_the_cpu_index_a_build_argument(stages):
     builder, runtime = stages[0], stages[-1]
     assert len(stages) >= 2
-    runs = " ".join(args_of(builder, "RUN"))
-    assert f"--index-url {TORCH_CPU_INDEX}" in runs
+    assert build_arg_default("TORCH_INDEX") == TORCH_CPU_INDEX
+    (torch_install,) = [r for r in args_of(builder, "RUN") if "torch==${TORCH_VERSION}" in r]
+    assert '--index-url "$TORCH_INDEX"' in torch_install
     makefile_pin = re.search(r"torch==([\d.]+)", (REPO / "Makefile").read_text()).group(1)
     assert build_arg_default("TORCH_VERSION") == makefile_pin
     assert not any("torch" in r for r in args_of(runtime, "RUN")), "the runtime stage must not pip install"
+
+
+def test_every_index_the_build_reads_is_a_build_argument(stages):
+    """A mirror or an offline wheelhouse must work without editing the file: no RUN names an index itself, every
+    pip install names one by a build argument, and searches the wheelhouse first."""
+    runs = [r for stage in stages for r in args_of(stage, "RUN")]
+    assert not [r for r in runs if re.search(r"https?://", r)], "an index written into a RUN"
+    installs = [part for r in runs for part in r.split("&&") if "pip install" in part]
+    assert installs
+    for install in installs:
+        assert re.search(r'--index-url "\$(PIP_INDEX|TORCH_INDEX)"', install), install
+        assert "--find-links /wheelhouse" in install and "$offline" in install, install
+    assert build_arg_default("PIP_INDEX").startswith("https://")
+    assert build_arg_default("WHEELHOUSE_ONLY") == "false"
+    assert not any(line.startswith("# syntax=") for line in (REPO / "Dockerfile").read_text().splitlines()), \
+        "a syntax directive makes BuildKit pull its frontend from a registry"
+
+
+def test_the_runtime_stage_gets_no_torch(stages):
+    """torch exports the ONNX model in the builder and leaves the venv before the runtime stage copies it."""
+    runs = args_of(stages[0], "RUN")
+    (export,) = [i for i, r in enumerate(runs) if "onnx_export" in r]
+    uninstall = [i for i, r in enumerate(runs) if "pip uninstall -y torch" in r]
+    assert uninstall and uninstall[-1] >= export
+    assert runs[uninstall[-1]].index("pip uninstall -y torch") > runs[uninstall[-1]].index("onnx_export") \
+        if uninstall[-1] == export else True
+    assert not any("pip install" in r and "torch" in r for r in runs[uninstall[-1] + 1:])
+    copies = [c for c in stages[-1] if c.cmd == "COPY" and "--from=builder" in c.flags]
+    assert {c.value[0] for c in copies} == {"/opt/venv", "/opt/models"}
 
 
 def test_runtime_copies_the_venv_and_runs_as_a_non_root_user(stages):
@@ -95,7 +125,8 @@ def test_the_bytecode_is_compiled_into_the_image_where_no_process_may_write_it(s
     build time, every process, and every file's parsing child, compiles what it imports at each start."""
     builder, runtime = stages[0], stages[-1]
     runs = args_of(builder, "RUN")
-    (install,) = [i for i, r in enumerate(runs) if "pip install --constraint" in r]  # the project's install
+    # The project's install
+    (install,) = [i for i, r in enumerate(runs) if "--constraint /opt/torch-constraint.txt" in r]
     compiled = [i for i, r in enumerate(runs) if compiles(r, "purelib")]
     assert compiled and compiled[-1] >= install, "the venv's bytecode is not compiled after the project is installed"
     last = runs[compiled[-1]]
