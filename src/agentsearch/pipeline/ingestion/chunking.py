@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsearch.pipeline.text import _NOT_AN_END, sentence_gaps
+from agentsearch.pipeline.text.titles import is_title
 
 
 def chunk_text(text: str, max_chars: int = 1000, overlap_chars: int = 200) -> list[str]:
@@ -27,13 +28,16 @@ def chunk_text(text: str, max_chars: int = 1000, overlap_chars: int = 200) -> li
     current: list[tuple[str, str]] = []
     for sentence in sentences:
         if current and len(_joined([*current, sentence])) > max_chars:
+            # A title never ends a chunk: it goes on with the sentences it is the title of.
+            title = [current.pop()] if len(current) > 1 and is_title(current[-1][1]) else []
             chunks.append(_joined(current))
             carry: list[tuple[str, str]] = []
             for previous in reversed(current):
                 if len(_joined([previous, *carry])) > overlap_chars:
                     break
                 carry.insert(0, previous)
-            current = carry if len(_joined([*carry, sentence])) <= max_chars else []
+            current = carry if len(_joined([*carry, *title, sentence])) <= max_chars else []
+            current.extend(title)
         current.append(sentence)
     if current:
         chunks.append(_joined(current))

@@ -13,8 +13,9 @@ text looks like and nothing else:
   (``3. Approvals``, ``٣. الموافقات``). A wrapped line of a paragraph is longer, or ends in a mark or a function
   word, or follows a line that goes on, or its next line begins in lower case.
 - **A title piece** (``is_title``) is no sentence of an answer: a piece with no end mark of at most ``TITLE_WORDS``
-  words, a piece that begins with a list number and has no end mark, a table's header line (cells with no digit),
-  and any piece under ``MIN_WORDS`` words, end mark or not ("Q4 plan", "3", "Approvals.").
+  words, a piece that begins with a list number and has no end mark, a table's header line (cells with no digit;
+  a row with a figure is data), and any piece under ``MIN_WORDS`` words, end mark or not ("Q4 plan", "3",
+  "Approvals.").
 - **A list number** opening a sentence (``3. Approvals need ...``) is not part of what the answer quotes
   (``without_list_marker``).
 
@@ -95,9 +96,9 @@ def is_title(piece: str) -> bool:
         return True
     if _has_end(text):
         return False
+    if _TABLE_CELLS.search(text):  # a table's row: its header holds no figure, a row of data does
+        return not _DIGIT.search(text)
     if starts_with_list_number(text):
-        return True
-    if _TABLE_CELLS.search(text) and not _DIGIT.search(text):  # a table's header row
         return True
     return count <= TITLE_WORDS
 

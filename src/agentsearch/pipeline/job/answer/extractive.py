@@ -20,11 +20,17 @@ Titles are no candidates: a heading, a slide title, a list number or a table's h
 and a list number opening a sentence is not quoted.
 
 **How long** (``choose_sentences``): the best sentence always; each next of the best ``max_sentences`` joins only
-when it adds something the question asks for: it holds at least one of the question's terms (a sentence holding
-none is there on its meaning or its document's rank alone, and says nothing the question named), and, when its
-document's search score is under ``FAR_BELOW`` of the first document's, it scores at least ``STRONG`` of the first
-sentence's score (a sentence of a document the search put far below needs a strong reason). The chosen are read
-in source order.
+when it adds something the question asks for:
+
+- it holds at least one of the question's terms (a sentence holding none is there on its meaning or its
+  document's rank alone, and says nothing the question named);
+- and it holds a question term no sentence chosen before it holds, or it scores at least ``STRONG`` of the first
+  sentence's score (a second answer as good as the first); a sentence sharing only "euros" with a question the
+  first sentence already answers with "euros" in it adds nothing;
+- and, when its document's search score is under ``FAR_BELOW`` of the first document's, it scores at least
+  ``STRONG`` of the first sentence's (a sentence of a document the search put far below needs a strong reason).
+
+The chosen are read in source order.
 
 Usage::
 
@@ -96,6 +102,7 @@ class ScoredSentence:
     semantic: float | None = None
     kind: bool = False
     retrieval: float = 0.0
+    terms: frozenset[str] = frozenset()  # the question's terms it holds
 
 
 def _language_of(document: Document, analyzer) -> str:
@@ -167,6 +174,7 @@ def score_sentences(query: str, documents: list[Document], embed: Embed | None =
     top_score = max((d.score for d in documents), default=0.0)
 
     for i, cand in enumerate(candidates):
+        cand.terms = frozenset(held[i])
         cand.lexical = sum(weight[t] for t in held[i]) / total_weight
         cand.semantic = semantic[i] if semantic is not None else None
         cand.kind = cand.lexical > 0 and holds_kind(cand.text, kind, query_words, german)
@@ -213,18 +221,23 @@ def extractive_answer(query: str, documents: list[Document], max_sentences: int 
 
 def choose_sentences(scored: list[ScoredSentence], max_sentences: int) -> list[ScoredSentence]:
     """The sentences of the answer among ``scored`` (best first): the first, and each next of the best
-    ``max_sentences`` that holds a question term and, from a document far below the first, scores at least
-    ``STRONG`` of the first's (the module's rule)."""
+    ``max_sentences`` that holds a question term, adds one the chosen do not hold or scores at least ``STRONG`` of
+    the first's, and, from a document far below the first, scores so (the module's rule)."""
     if not scored:
         return []
     first = scored[0]
     chosen = [first]
+    held = set(first.terms)
     for candidate in scored[1:max_sentences]:
+        strong = candidate.score >= STRONG * first.score
         if candidate.lexical <= 0:
             continue  # none of the question's terms: it adds nothing the question asks
-        if candidate.retrieval < FAR_BELOW and candidate.score < STRONG * first.score:
+        if not strong and candidate.terms <= held:
+            continue  # only terms an earlier sentence already answers with
+        if candidate.retrieval < FAR_BELOW and not strong:
             continue  # a document the search put far below, without a strong reason
         chosen.append(candidate)
+        held |= candidate.terms
     return chosen
 
 
