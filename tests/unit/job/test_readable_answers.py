@@ -129,6 +129,9 @@ def test_a_next_sentence_joins_only_when_it_adds_a_question_term_and_from_far_be
     same_terms = _scored(2, 0.5, 1.0, "euros")
     new_term = _scored(3, 0.3, 0.9, "reports")
     assert choose_sentences([first, no_term, same_terms, new_term], 4) == [first, new_term]
+    # The first sentence's own document: any question term will do.
+    same_document = ScoredSentence(0, 4, "next", score=0.3, lexical=0.1, retrieval=1.0, terms=frozenset({"euros"}))
+    assert choose_sentences([first, same_document], 3) == [first, same_document]
     # As good as the first (four fifths of its score), a sentence of the same terms is a second answer.
     as_good = _scored(4, STRONG * 0.8, 1.0, "euros")
     assert choose_sentences([first, as_good], 3) == [first, as_good]

@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import re
 
-from agentsearch.pipeline.text import STOPWORDS
-
 # A title has at most this many words (a numbered heading "3. Approvals for travel claims" has five; a line of a
 # paragraph wrapped in a narrow column has seven or more) and this many characters.
 TITLE_WORDS = 5
@@ -55,6 +53,10 @@ _LIST_NUMBER = re.compile(r"^(?:\(?\d{1,3}(?:\.\d{1,3})*[.)]?|[IVXivx]{1,5}[.)]|
 _BEGINS = re.compile(r"^[\"'(\[«„“]?[\d\u0660-\u0669\u06f0-\u06f9\u0966-\u096f]|^[\"'(\[«„“]?[^\W\d_]")
 _NO_SPACES = (re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"), 2,
               re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff]"), 6)
+# The English words a line of running text may break after and a title does not end with.
+_NO_TITLE_END = frozenset("""a an the of to in on at by for with from into over under about after before between and
+    or but nor as than that which who whose is are was were be been has have had will would can could must should
+    not this these those its their our your his her""".split())
 _TABLE_CELLS = re.compile(r"\s\|\s")
 _DIGIT = re.compile(r"\d")
 
@@ -107,7 +109,7 @@ def _title_line(line: str) -> bool:
     text = line.strip()
     if not text or len(text) > TITLE_CHARS or _has_end(text) or _GOES_ON.search(text):
         return False
-    if text.split()[-1].lower() in STOPWORDS:  # "... need the": a wrapped line, no title ends so
+    if text.split()[-1].lower() in _NO_TITLE_END:  # "... need the": a wrapped line, no title ends so
         return False
     return word_count(text) <= TITLE_WORDS
 

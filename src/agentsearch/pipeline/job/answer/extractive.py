@@ -24,9 +24,12 @@ when it adds something the question asks for:
 
 - it holds at least one of the question's terms (a sentence holding none is there on its meaning or its
   document's rank alone, and says nothing the question named);
-- and it holds a question term no sentence chosen before it holds, or it scores at least ``STRONG`` of the first
-  sentence's score (a second answer as good as the first); a sentence sharing only "euros" with a question the
-  first sentence already answers with "euros" in it adds nothing;
+- and, from another document than the first sentence's, it holds a question term no sentence chosen before it
+  holds, or scores at least ``STRONG`` of the first sentence's score (a second answer as good as the first): a
+  sentence of a slide on revenue sharing only "euros" with a question the first sentence already answers with
+  "euros" in it adds nothing. The first sentence's own document is the one the search and the answer agree on, so
+  its other sentences holding a question term join as before (the sentence after the one that names the game is
+  the one that says who won it);
 - and, when its document's search score is under ``FAR_BELOW`` of the first document's, it scores at least
   ``STRONG`` of the first sentence's (a sentence of a document the search put far below needs a strong reason).
 
@@ -221,8 +224,8 @@ def extractive_answer(query: str, documents: list[Document], max_sentences: int 
 
 def choose_sentences(scored: list[ScoredSentence], max_sentences: int) -> list[ScoredSentence]:
     """The sentences of the answer among ``scored`` (best first): the first, and each next of the best
-    ``max_sentences`` that holds a question term, adds one the chosen do not hold or scores at least ``STRONG`` of
-    the first's, and, from a document far below the first, scores so (the module's rule)."""
+    ``max_sentences`` that holds a question term; from another document, adds one the chosen do not hold or scores
+    at least ``STRONG`` of the first's; and, from a document far below the first, scores so (the module's rule)."""
     if not scored:
         return []
     first = scored[0]
@@ -232,8 +235,8 @@ def choose_sentences(scored: list[ScoredSentence], max_sentences: int) -> list[S
         strong = candidate.score >= STRONG * first.score
         if candidate.lexical <= 0:
             continue  # none of the question's terms: it adds nothing the question asks
-        if not strong and candidate.terms <= held:
-            continue  # only terms an earlier sentence already answers with
+        if candidate.doc_index != first.doc_index and not strong and candidate.terms <= held:
+            continue  # another document's sentence with only terms an earlier sentence already answers with
         if candidate.retrieval < FAR_BELOW and not strong:
             continue  # a document the search put far below, without a strong reason
         chosen.append(candidate)
