@@ -143,7 +143,8 @@ def score_sentences(query: str, documents: list[Document], embed: Embed | None =
     for doc_index, doc in enumerate(documents):
         for sent_index, sentence in enumerate(answer_sentences(doc.text)):
             key = " ".join(words(sentence))
-            if not key or key in seen or is_title(sentence):  # the same sentence in two documents is cited once, from the better one
+            # The same sentence in two documents is cited once, from the better one; a title is no sentence.
+            if not key or key in seen or is_title(sentence):
                 continue
             seen.add(key)
             sentence_terms = set(analyzer.terms_as(languages[doc_index], sentence))
