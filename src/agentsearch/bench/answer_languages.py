@@ -47,7 +47,7 @@ from typing import Any
 SIGNALS = ("lexical", "semantic", "kind", "retrieval")
 # An extractive answer's sentence: "Body [n]." (the mark may be missing, or another script's).
 _CITED = re.compile(r"\s*(.+?)\s\[(\d+)\]([.!?。！？؟।]?)", re.DOTALL)
-_BARE_NUMBER = re.compile(r"^\(?\d{1,3}(?:\.\d{1,3})*[.)]?(?=\s|$)")
+_BARE_NUMBER = re.compile(r"^(?:\(\d{1,3}\)|\d{1,3}(?:\.\d{1,3})*[.)]?)(?=\s|$)")
 _HAN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 _THAI = re.compile(r"[\u0e00-\u0eff]")
 

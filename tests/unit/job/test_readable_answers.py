@@ -71,6 +71,7 @@ def test_a_list_number_opening_a_sentence_is_not_quoted():
     assert without_list_marker("3. Approvals need two signatures.") == "Approvals need two signatures."
     assert without_list_marker("2,000 euros need a signature.") == "2,000 euros need a signature."
     assert without_list_marker("3.") == "3."
+    assert without_list_marker("50 engineers joined in May.") == "50 engineers joined in May."
 
 
 def test_chunks_keep_a_heading_on_its_own_line_and_its_number_with_it():
@@ -132,6 +133,10 @@ def test_a_next_sentence_joins_only_when_it_adds_a_question_term_and_from_far_be
     # The first sentence's own document: any question term will do.
     same_document = ScoredSentence(0, 4, "next", score=0.3, lexical=0.1, retrieval=1.0, terms=frozenset({"euros"}))
     assert choose_sentences([first, same_document], 3) == [first, same_document]
+    # The sentence right after the first goes on about what it named, with or without the question's words.
+    follows = ScoredSentence(0, 1, "it", score=0.3, lexical=0.0, retrieval=1.0)
+    elsewhere = ScoredSentence(0, 5, "far", score=0.3, lexical=0.0, retrieval=1.0)
+    assert choose_sentences([first, follows, elsewhere], 3) == [first, follows]
     # As good as the first (four fifths of its score), a sentence of the same terms is a second answer.
     as_good = _scored(4, STRONG * 0.8, 1.0, "euros")
     assert choose_sentences([first, as_good], 3) == [first, as_good]

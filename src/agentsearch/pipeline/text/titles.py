@@ -47,8 +47,9 @@ MIN_WORDS = 3
 _END = re.compile(r"[.!?…:。！？؟।॥][\"'”’»)\]」』）]*$")
 # A line ending so goes on in the next line: it is a wrapped sentence, not a title.
 _GOES_ON = re.compile(r"[,;(\-–—/&+]$")
-# A list number: "3.", "3.1", "3.1.", "3)", "(3)", "IV.", "a)"; in any script's digits.
-_LIST_NUMBER = re.compile(r"^(?:\(?\d{1,3}(?:\.\d{1,3})*[.)]?|[IVXivx]{1,5}[.)]|[A-Za-z][)])(?=\s|$)")
+# A list number: "3.", "3.1.", "3)", "(3)", "IV.", "a)"; in any script's digits.
+# A number without its mark opens many a sentence ("50 engineers joined"): it is no list number.
+_LIST_NUMBER = re.compile(r"^(?:\(\d{1,3}\)|\d{1,3}(?:\.\d{1,3})*[.)]|[IVXivx]{1,5}[.)]|[A-Za-z][)])(?=\s|$)")
 # The first character of a line that begins a sentence or a heading: a capital, a digit, an opening quote.
 _BEGINS = re.compile(r"^[\"'(\[«„“]?[\d\u0660-\u0669\u06f0-\u06f9\u0966-\u096f]|^[\"'(\[«„“]?[^\W\d_]")
 _NO_SPACES = (re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"), 2,

@@ -23,7 +23,9 @@ and a list number opening a sentence is not quoted.
 when it adds something the question asks for:
 
 - it holds at least one of the question's terms (a sentence holding none is there on its meaning or its
-  document's rank alone, and says nothing the question named);
+  document's rank alone, and says nothing the question named), or it is the sentence right after the first in the
+  same paragraph (not the next bullet, row or paragraph), which goes on about what the first named ("Most Western countries have now banned it" after the
+  sentence on corporal punishment: the line after the one that matches, which no lexical signal finds);
 - and, from another document than the first sentence's, it holds a question term no sentence chosen before it
   holds, or scores at least ``STRONG`` of the first sentence's score (a second answer as good as the first): a
   sentence of a slide on revenue sharing only "euros" with a question the first sentence already answers with
@@ -56,6 +58,7 @@ from agentsearch.pipeline.job.answer.question_kind import capitals_say_little, h
 from agentsearch.pipeline.job.answer.result import DEFAULT_MAX_SENTENCES, NO_RESULTS, NO_TEXT, Answer, Embed, sources_of
 from agentsearch.pipeline.retrieval.language import detect_language, embedding_learnt
 from agentsearch.pipeline.text import STOPWORDS, whole_sentences, words
+from agentsearch.pipeline.text.spans import sentence_spans
 from agentsearch.pipeline.text.titles import is_title, without_list_marker
 
 
@@ -106,6 +109,7 @@ class ScoredSentence:
     kind: bool = False
     retrieval: float = 0.0
     terms: frozenset[str] = frozenset()  # the question's terms it holds
+    opens_paragraph: bool = False  # a line break before it in its document: a new paragraph, bullet or row
 
 
 def _language_of(document: Document, analyzer) -> str:
@@ -141,14 +145,16 @@ def score_sentences(query: str, documents: list[Document], embed: Embed | None =
     held: list[set[str]] = []
     seen: set[str] = set()
     for doc_index, doc in enumerate(documents):
-        for sent_index, sentence in enumerate(answer_sentences(doc.text)):
+        spans = sentence_spans(doc.text)
+        for sent_index, (start, _, sentence) in enumerate(spans):
             key = " ".join(words(sentence))
             # The same sentence in two documents is cited once, from the better one; a title is no sentence.
             if not key or key in seen or is_title(sentence):
                 continue
             seen.add(key)
             sentence_terms = set(analyzer.terms_as(languages[doc_index], sentence))
-            candidates.append(ScoredSentence(doc_index, sent_index, sentence))
+            opens = sent_index > 0 and "\n" in doc.text[spans[sent_index - 1].end:start]
+            candidates.append(ScoredSentence(doc_index, sent_index, sentence, opens_paragraph=opens))
             held.append({t for t in query_terms if _holds(t, sentence_terms)})
     if not candidates:
         return [], info
@@ -225,7 +231,7 @@ def extractive_answer(query: str, documents: list[Document], max_sentences: int 
 
 def choose_sentences(scored: list[ScoredSentence], max_sentences: int) -> list[ScoredSentence]:
     """The sentences of the answer among ``scored`` (best first): the first, and each next of the best
-    ``max_sentences`` that holds a question term; from another document, adds one the chosen do not hold or scores
+    ``max_sentences`` that holds a question term (or follows the first in its document); from another document, adds one the chosen do not hold or scores
     at least ``STRONG`` of the first's; and, from a document far below the first, scores so (the module's rule)."""
     if not scored:
         return []
@@ -234,7 +240,9 @@ def choose_sentences(scored: list[ScoredSentence], max_sentences: int) -> list[S
     held = set(first.terms)
     for candidate in scored[1:max_sentences]:
         strong = candidate.score >= STRONG * first.score
-        if candidate.lexical <= 0:
+        follows_first = (candidate.doc_index == first.doc_index and candidate.sent_index == first.sent_index + 1
+                         and not candidate.opens_paragraph)
+        if candidate.lexical <= 0 and not follows_first:
             continue  # none of the question's terms: it adds nothing the question asks
         if candidate.doc_index != first.doc_index and not strong and candidate.terms <= held:
             continue  # another document's sentence with only terms an earlier sentence already answers with
