@@ -24,8 +24,9 @@ when it adds something the question asks for:
 
 - it holds at least one of the question's terms (a sentence holding none is there on its meaning or its
   document's rank alone, and says nothing the question named), or it is the sentence right after the first in the
-  same paragraph (not the next bullet, row or paragraph), which goes on about what the first named ("Most Western countries have now banned it" after the
-  sentence on corporal punishment: the line after the one that matches, which no lexical signal finds);
+  same paragraph (not the next bullet, row or paragraph), which goes on about what the first named ("Most Western
+  countries have now banned it" after the sentence on corporal punishment: the line after the one that matches,
+  which no lexical signal finds);
 - and, from another document than the first sentence's, it holds a question term no sentence chosen before it
   holds, or scores at least ``STRONG`` of the first sentence's score (a second answer as good as the first): a
   sentence of a slide on revenue sharing only "euros" with a question the first sentence already answers with
@@ -231,8 +232,9 @@ def extractive_answer(query: str, documents: list[Document], max_sentences: int 
 
 def choose_sentences(scored: list[ScoredSentence], max_sentences: int) -> list[ScoredSentence]:
     """The sentences of the answer among ``scored`` (best first): the first, and each next of the best
-    ``max_sentences`` that holds a question term (or follows the first in its document); from another document, adds one the chosen do not hold or scores
-    at least ``STRONG`` of the first's; and, from a document far below the first, scores so (the module's rule)."""
+    ``max_sentences`` that holds a question term (or follows the first in its paragraph); from another document,
+    adds one the chosen do not hold or scores at least ``STRONG`` of the first's; and, from a document far below the
+    first, scores so (the module's rule)."""
     if not scored:
         return []
     first = scored[0]
