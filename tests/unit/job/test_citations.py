@@ -292,7 +292,8 @@ def test_the_tally_counts_supported_answers_gold_spans_and_caught_probes():
     out = answer_step(job_state())
     probes = probe_texts(out.answer, DOCS)
     # Each sentence of source 1 cited to source 2 instead, and its first number changed.
-    assert probes["recited"].count("[2]") == 3 and "[1]" not in probes["recited"]
+    cited_to_1 = out.answer.count("[1]")
+    assert cited_to_1 >= 2 and probes["recited"].count("[2]") == cited_to_1 and "[1]" not in probes["recited"]
     assert "Super Bowl 51" in probes["number"] and "25–10" in probes["number"]
     tally = CitationTally()
     record = tally.add(out, ["Denver Broncos"], hit="Denver Broncos" in out.answer)

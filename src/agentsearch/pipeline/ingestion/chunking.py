@@ -13,29 +13,58 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agentsearch.pipeline.text import split_sentences
+from agentsearch.pipeline.text import _NOT_AN_END, sentence_gaps
+from agentsearch.pipeline.text.titles import is_title
 
 
 def chunk_text(text: str, max_chars: int = 1000, overlap_chars: int = 200) -> list[str]:
     """Pack whole sentences into chunks of at most ``max_chars``; each chunk repeats up to ``overlap_chars`` of the
     previous chunk's last sentences, so a fact spanning a boundary is whole in one of them. A sentence longer than
-    ``max_chars`` becomes its own chunk."""
-    sentences = split_sentences(text) or [text.strip()]
+    ``max_chars`` becomes its own chunk. Sentences keep the break between them: a blank line between paragraphs, a
+    line break after a title line, else a space; so a heading stays on its own line in the chunk, where the answer
+    reads it as a title rather than as the start of the next sentence (``agentsearch.pipeline.text.titles``)."""
+    sentences = _sentences_with_breaks(text) or [("", text.strip())]
     chunks: list[str] = []
-    current: list[str] = []
+    current: list[tuple[str, str]] = []
     for sentence in sentences:
-        if current and len(" ".join(current)) + 1 + len(sentence) > max_chars:
-            chunks.append(" ".join(current))
-            carry: list[str] = []
+        if current and len(_joined([*current, sentence])) > max_chars:
+            # A title never ends a chunk: it goes on with the sentences it is the title of.
+            title = [current.pop()] if len(current) > 1 and is_title(current[-1][1]) else []
+            chunks.append(_joined(current))
+            carry: list[tuple[str, str]] = []
             for previous in reversed(current):
-                if len(" ".join([previous, *carry])) > overlap_chars:
+                if len(_joined([previous, *carry])) > overlap_chars:
                     break
                 carry.insert(0, previous)
-            current = carry if len(" ".join([*carry, sentence])) <= max_chars else []
+            current = carry if len(_joined([*carry, *title, sentence])) <= max_chars else []
+            current.extend(title)
         current.append(sentence)
     if current:
-        chunks.append(" ".join(current))
+        chunks.append(_joined(current))
     return chunks
+
+
+def _sentences_with_breaks(text: str) -> list[tuple[str, str]]:
+    """``(break before, sentence)`` of each of ``text``'s sentences (``whole_sentences``'s), the break as "\\n\\n",
+    "\\n" or " " after what the text had there."""
+    body = text.strip()
+    found: list[tuple[str, str]] = []
+    cursor, gap = 0, ""
+    for gap_start, gap_end in [*sentence_gaps(body), (len(body), len(body))]:
+        piece = body[cursor:gap_start].strip()
+        if piece and found and _NOT_AN_END.search(found[-1][1]):  # "3." + "Approvals", "John C." + "Messenger"
+            found[-1] = (found[-1][0], f"{found[-1][1]}{gap}{piece}")
+        elif piece:
+            found.append((gap, piece))
+        lines = body[gap_start:gap_end].count("\n")
+        gap = "\n\n" if lines >= 2 else "\n" if lines == 1 else " "
+        cursor = gap_end
+    return found
+
+
+def _joined(sentences: list[tuple[str, str]]) -> str:
+    """The chunk's text: its sentences with the breaks between them (none before the first)."""
+    return "".join(piece if i == 0 else f"{gap}{piece}" for i, (gap, piece) in enumerate(sentences))
 
 
 @dataclass

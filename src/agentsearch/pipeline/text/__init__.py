@@ -33,14 +33,40 @@ STOPWORDS = frozenset(
 )
 
 
+def sentence_gaps(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """Where ``text[start:end]``'s sentences end: the ``[start, end)`` of each gap between two, the splitter's marks
+    and the line breaks after a title line (``agentsearch.pipeline.text.titles``: a PDF's heading ends its line
+    only), in order and not overlapping."""
+    from agentsearch.pipeline.text.titles import title_line_ends
+
+    end = len(text) if end is None else end
+    found = sorted([(m.start(), m.end()) for m in _SENTENCE_END.finditer(text, start, end)]
+                   + title_line_ends(text, start, end))
+    gaps: list[tuple[int, int]] = []
+    for gap_start, gap_end in found:
+        if gaps and gap_start <= gaps[-1][1]:
+            gaps[-1] = (gaps[-1][0], max(gaps[-1][1], gap_end))
+        else:
+            gaps.append((gap_start, gap_end))
+    return gaps
+
+
 def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+    body = text.strip()
+    pieces, cursor = [], 0
+    for gap_start, gap_end in sentence_gaps(body):
+        pieces.append(body[cursor:gap_start])
+        cursor = gap_end
+    pieces.append(body[cursor:])
+    return [s.strip() for s in pieces if s.strip()]
 
 
 # A sentence split after one of these is no sentence end: "John C. Messenger", "Dr. Ruth", "e.g. solar".
 _NOT_AN_END = re.compile(
     r"(?:\b(?:[A-Z][a-z]+\s+[A-HJ-UWYZ]|Mr|Mrs|Ms|Dr|St|Jr|Sr|Prof|Gen|Col|Lt|Sgt|Capt|Rev|Mt|Ft|No|Nos|Vol|vs|ca|"
     r"approx|Fig|e\.g|i\.e|cf)\.)$"
+    # a list number alone ("3." of "3. Approvals"): the heading's number, not a sentence
+    r"|^(?:\d{1,3}(?:\.\d{1,3})*|[IVXivx]{1,5})\.$"
 )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from agentsearch.pipeline.text import _NOT_AN_END, _SENTENCE_END
+from agentsearch.pipeline.text import _NOT_AN_END, sentence_gaps
 
 
 class Sentence(NamedTuple):
@@ -32,9 +32,9 @@ def sentence_spans(text: str) -> list[Sentence]:
     lead = len(text) - len(text.lstrip())
     body_end = len(text.rstrip())
     cursor = lead
-    for gap in _SENTENCE_END.finditer(text, lead, body_end):
-        pieces.append((cursor, gap.start()))
-        cursor = gap.end()
+    for gap_start, gap_end in sentence_gaps(text, lead, body_end):
+        pieces.append((cursor, gap_start))
+        cursor = gap_end
     pieces.append((cursor, body_end))
     merged: list[Sentence] = []
     for start, end in pieces:

@@ -15,7 +15,28 @@ A sentence's score adds four signals (``WEIGHTS_EMBED`` / ``WEIGHTS_LEXICAL``):
 - **kind**: whether it holds the kind of thing the question asks for (``question_kind``).
 - **retrieval**: its document's search score, relative to the first document's.
 
-The best ``max_sentences`` are read in source order.
+Titles are no candidates: a heading, a slide title, a list number or a table's header line
+(``agentsearch.pipeline.text.titles``) stays the part's title (its ``location``), never a sentence of the answer,
+and a list number opening a sentence is not quoted.
+
+**How long** (``choose_sentences``): the best sentence always; each next of the best ``max_sentences`` joins only
+when it adds something the question asks for:
+
+- it holds at least one of the question's terms (a sentence holding none is there on its meaning or its
+  document's rank alone, and says nothing the question named), or it is the sentence right after the first in the
+  same paragraph (not the next bullet, row or paragraph), which goes on about what the first named ("Most Western
+  countries have now banned it" after the sentence on corporal punishment: the line after the one that matches,
+  which no lexical signal finds);
+- and, from another document than the first sentence's, it holds a question term no sentence chosen before it
+  holds, or scores at least ``STRONG`` of the first sentence's score (a second answer as good as the first): a
+  sentence of a slide on revenue sharing only "euros" with a question the first sentence already answers with
+  "euros" in it adds nothing. The first sentence's own document is the one the search and the answer agree on, so
+  its other sentences holding a question term join as before (the sentence after the one that names the game is
+  the one that says who won it);
+- and, when its document's search score is under ``FAR_BELOW`` of the first document's, it scores at least
+  ``STRONG`` of the first sentence's (a sentence of a document the search put far below needs a strong reason).
+
+The chosen are read in source order.
 
 Usage::
 
@@ -38,6 +59,8 @@ from agentsearch.pipeline.job.answer.question_kind import capitals_say_little, h
 from agentsearch.pipeline.job.answer.result import DEFAULT_MAX_SENTENCES, NO_RESULTS, NO_TEXT, Answer, Embed, sources_of
 from agentsearch.pipeline.retrieval.language import detect_language, embedding_learnt
 from agentsearch.pipeline.text import STOPWORDS, whole_sentences, words
+from agentsearch.pipeline.text.spans import sentence_spans
+from agentsearch.pipeline.text.titles import is_title, without_list_marker
 
 
 @lru_cache(maxsize=4)
@@ -68,6 +91,10 @@ WEIGHTS_LEXICAL = {"lexical": 0.65, "semantic": 0.0, "kind": 0.13, "retrieval": 
 # A query term this long or longer is also held by a longer term containing it; shorter ones would meet pieces of
 # unrelated words.
 MIN_CONTAINED = 4
+# A document the search scored under this share of the first's is far below it; a sentence of it joins the answer
+# only with a score of at least ``STRONG`` of the first sentence's (not fitted: half and four fifths, stated).
+FAR_BELOW = 0.5
+STRONG = 0.8
 
 
 @dataclass
@@ -82,6 +109,8 @@ class ScoredSentence:
     semantic: float | None = None
     kind: bool = False
     retrieval: float = 0.0
+    terms: frozenset[str] = frozenset()  # the question's terms it holds
+    opens_paragraph: bool = False  # a line break before it in its document: a new paragraph, bullet or row
 
 
 def _language_of(document: Document, analyzer) -> str:
@@ -117,13 +146,16 @@ def score_sentences(query: str, documents: list[Document], embed: Embed | None =
     held: list[set[str]] = []
     seen: set[str] = set()
     for doc_index, doc in enumerate(documents):
-        for sent_index, sentence in enumerate(answer_sentences(doc.text)):
+        spans = sentence_spans(doc.text)
+        for sent_index, (start, _, sentence) in enumerate(spans):
             key = " ".join(words(sentence))
-            if not key or key in seen:  # the same sentence in two documents is cited once, from the better one
+            # The same sentence in two documents is cited once, from the better one; a title is no sentence.
+            if not key or key in seen or is_title(sentence):
                 continue
             seen.add(key)
             sentence_terms = set(analyzer.terms_as(languages[doc_index], sentence))
-            candidates.append(ScoredSentence(doc_index, sent_index, sentence))
+            opens = sent_index > 0 and "\n" in doc.text[spans[sent_index - 1].end:start]
+            candidates.append(ScoredSentence(doc_index, sent_index, sentence, opens_paragraph=opens))
             held.append({t for t in query_terms if _holds(t, sentence_terms)})
     if not candidates:
         return [], info
@@ -153,6 +185,7 @@ def score_sentences(query: str, documents: list[Document], embed: Embed | None =
     top_score = max((d.score for d in documents), default=0.0)
 
     for i, cand in enumerate(candidates):
+        cand.terms = frozenset(held[i])
         cand.lexical = sum(weight[t] for t in held[i]) / total_weight
         cand.semantic = semantic[i] if semantic is not None else None
         cand.kind = cand.lexical > 0 and holds_kind(cand.text, kind, query_words, german)
@@ -175,8 +208,8 @@ def extractive_answer(query: str, documents: list[Document], max_sentences: int 
     scored, info = score_sentences(query, documents, embed=embed, language=language, embedding_model=embedding_model)
     kind = info["question_kind"]
     # Read in document rank order, then sentence order, so the answer flows like the sources.
-    chosen = sorted(scored[:max_sentences], key=lambda c: (c.doc_index, c.sent_index))
-    parts = [cite(c.text, c.doc_index + 1) for c in chosen] or [NO_TEXT]
+    chosen = sorted(choose_sentences(scored, max_sentences), key=lambda c: (c.doc_index, c.sent_index))
+    parts = [cite(without_list_marker(c.text), c.doc_index + 1) for c in chosen] or [NO_TEXT]
     if with_cot:
         query_words = set(words(query))
         shown = sorted({w for w in query_words if (w not in STOPWORDS and len(w) > 2) or any(ch.isdigit() for ch in w)})
@@ -189,12 +222,37 @@ def extractive_answer(query: str, documents: list[Document], max_sentences: int 
             ),
             CotStep(
                 step=2,
-                thought=f"Chose the {len(chosen)} best-scoring sentences ({info['scoring']} scoring) and kept them "
-                f"in source order.",
+                thought=f"Chose the {len(chosen)} best-scoring sentences ({info['scoring']} scoring) that add "
+                f"something the question asks, and kept them in source order.",
                 evidence=[documents[c.doc_index].id for c in chosen],
             ),
         ]
     return Answer(" ".join(parts), sources, steps, info=info)
+
+
+def choose_sentences(scored: list[ScoredSentence], max_sentences: int) -> list[ScoredSentence]:
+    """The sentences of the answer among ``scored`` (best first): the first, and each next of the best
+    ``max_sentences`` that holds a question term (or follows the first in its paragraph); from another document,
+    adds one the chosen do not hold or scores at least ``STRONG`` of the first's; and, from a document far below the
+    first, scores so (the module's rule)."""
+    if not scored:
+        return []
+    first = scored[0]
+    chosen = [first]
+    held = set(first.terms)
+    for candidate in scored[1:max_sentences]:
+        strong = candidate.score >= STRONG * first.score
+        follows_first = (candidate.doc_index == first.doc_index and candidate.sent_index == first.sent_index + 1
+                         and not candidate.opens_paragraph)
+        if candidate.lexical <= 0 and not follows_first:
+            continue  # none of the question's terms: it adds nothing the question asks
+        if candidate.doc_index != first.doc_index and not strong and candidate.terms <= held:
+            continue  # another document's sentence with only terms an earlier sentence already answers with
+        if candidate.retrieval < FAR_BELOW and not strong:
+            continue  # a document the search put far below, without a strong reason
+        chosen.append(candidate)
+        held |= candidate.terms
+    return chosen
 
 
 def cite(sentence: str, n: int) -> str:
