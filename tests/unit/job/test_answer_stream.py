@@ -252,8 +252,8 @@ def test_the_llm_answer_streams_checked_sentences_and_its_deltas_join_to_the_ans
     entries = read_all(server, state.job_id)
     deltas = [e.text for e in entries if e.kind == "delta"]
     # One delta per checked sentence as it completed; the invented one was never shown.
-    assert deltas[:2] == ["The New England Patriots won Super Bowl XLIX [2]. ",
-                          "The game was played in Glendale, Arizona [2]. "]
+    assert deltas[:2] == ["The New England Patriots won Super Bowl XLIX [2].",
+                          " The game was played in Glendale, Arizona [2]."]
     assert not any("Seahawks" in d for d in deltas)
     assert "reset" not in [e.kind for e in entries]
     assert "".join(deltas) == out.answer

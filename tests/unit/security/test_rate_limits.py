@@ -89,7 +89,9 @@ def test_the_classes_name_routes_the_app_has(app):
     starts_jobs = {route for route in routes if route_class(*route) == "search"}
     assert starts_jobs == {("POST", "/v1/search"), ("POST", "/v1/profile-sets/{set_id}/runs")}
     assert {route for route in routes if route_class(*route) == "ingest"} == {
-        ("POST", "/v1/collections/{collection_id}/documents"), ("POST", "/v1/collections/{collection_id}/files")}
+        ("POST", "/v1/collections/{collection_id}/documents"), ("POST", "/v1/collections/{collection_id}/files"),
+        # Reading a source now brings its documents in like an upload does.
+        ("POST", "/v1/collections/{collection_id}/sources/{source_id}/runs")}
 
 
 # -- headers ----------------------------------------------------------------------------------------------------

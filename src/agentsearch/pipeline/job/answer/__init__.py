@@ -86,10 +86,15 @@ def generate_answer(query: str, documents: list[Document], with_cot: bool = Fals
         return _streamed(offline, stream)
     started = time.perf_counter()
 
+    shown: list[str] = []
+
     def show(sentence: LLMSentence) -> None:
         [verdict], _ = judge_sentences([sentence], documents, embed=embed, language=language)
         if verdict.status != "unsupported" and stream is not None:
-            stream.write(written(verdict) + " ")
+            # The space goes before a sentence, not after: an answer that ends with the last one shown then begins
+            # with everything shown, and the stream needs no correction when it is finished.
+            stream.write((" " if shown else "") + written(verdict))
+            shown.append(verdict.text)
 
     try:
         draft = draft_answer(llm, query, documents, with_cot=with_cot, timeout_s=timeout_s,
