@@ -60,6 +60,10 @@ def record_citations(s: Session, job_id: uuid.UUID, cited: Iterable[Cited]) -> N
     """The job's cited documents, in the caller's transaction; each one already changed or deleted since the answer
     read it is marked so at once."""
     rows = {(c.collection_id, c.document_id): c for c in cited}
+    # A step run again (a worker lost after the job's end was written) records nothing twice.
+    recorded = set(s.execute(select(JobCitationRow.collection_id, JobCitationRow.document_id)
+                             .where(JobCitationRow.job_id == job_id)).tuples())
+    rows = {key: c for key, c in rows.items() if key not in recorded}
     if not rows:
         return
     current = _current_versions(s, rows)
