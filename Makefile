@@ -4,7 +4,7 @@ PYTHON  := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 SYSTEM_PYTHON ?= python3
 
-.PHONY: install services embedding-server llm-server demo lint test unit integration deploy-check deploy-drill chaos bench docs clean
+.PHONY: install services embedding-server llm-server trace-store demo lint test unit integration deploy-check deploy-drill chaos bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ embedding-server: install
 llm-server: install
 	$(PYTHON) -m agentsearch.devstack.llm_server install
 
+# The real trace store of tests/integration/test_genai_traces.py: Arize Phoenix in a virtual environment of its own, in
+# ~/.cache/agentsearch/trace-store (pins in src/agentsearch/devstack/trace-store.txt); a few minutes once, then a stamp.
+trace-store: install
+	$(PYTHON) -m agentsearch.devstack.trace_store install
+
 demo: install
 	scripts/ensure-services.sh --no-services espeak-ng:espeak-ng
 	$(VENV)/bin/agentsearch demo
@@ -59,7 +64,7 @@ lint: install
 
 # Two test processes, a module's tests in one of them (its fixtures made once), each process with its own stack: the
 # suite mostly waits on its stacks (load average about 1 on two cores), so two take 15 min where one took 23.5.
-test: lint services embedding-server llm-server
+test: lint services embedding-server llm-server trace-store
 	$(PYTHON) -m pytest -q -n 2 --dist loadfile
 
 # docs/ as a site (mkdocs.yml, the Material theme from the test extra) into site/, which git ignores; --strict, as
@@ -70,7 +75,7 @@ docs: install
 unit: install
 	$(PYTHON) -m pytest -q tests/unit
 
-integration: install services embedding-server llm-server
+integration: install services embedding-server llm-server trace-store
 	$(PYTHON) -m pytest -q tests/integration
 
 # docker-compose.yml, k8s/ and the Dockerfile through the real tools, pinned in the test extra; no services needed.

@@ -19,15 +19,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import os
-import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from agentsearch.devstack.pinned_venv import installed as pinned_venv_installed, pinned_venv
 from agentsearch.devstack.processes import REPO, LocalServer
 
 REQUIREMENTS = Path(__file__).resolve().parent / "embedding-server.txt"
@@ -45,26 +42,12 @@ def _pins_digest() -> str:
 
 
 def installed(venv: Path = VENV) -> bool:
-    stamp = venv / ".installed"
-    return stamp.is_file() and stamp.read_text().strip() == _pins_digest()
+    return pinned_venv_installed(venv, _pins_digest())
 
 
 def install(venv: Path = VENV, quiet: bool = True) -> Path:
     """Make (or keep) the server's virtual environment; the path of its ``infinity_emb`` command."""
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another run installing: wait for it, then find it done
-        if not installed(venv):
-            started = time.monotonic()
-            shutil.rmtree(venv, ignore_errors=True)
-            # No pip of its own (the project's installs into it) and no byte-compiling: half the install time.
-            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-            pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--no-compile",
-                   *(["-q"] if quiet else [])]
-            subprocess.run([*pip, TORCH], check=True)
-            subprocess.run([*pip, "-r", str(REQUIREMENTS)], check=True)
-            (venv / ".installed").write_text(_pins_digest() + "\n")
-            print(f"embedding server installed in {venv} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    pinned_venv(venv, _pins_digest(), [[TORCH], ["-r", str(REQUIREMENTS)]], "embedding server", quiet)
     return venv / "bin" / "infinity_emb"
 
 

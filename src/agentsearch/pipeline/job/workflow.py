@@ -211,11 +211,13 @@ def answer(call: StepCall, state: JobState) -> JobState:
     """A job's answer, with this process's LLM, its budgets and language, the stored sentence vectors
     (``answer_embedder``) and the stream of the job's events (``answer.delta``)."""
     settings = call.services.settings
-    return answer_step(state, llm=LLMClient.from_settings(settings), embed=answer_embedder(call.services, state),
-                       embedding_model=settings.embedding_model, language=settings.keyword_language,
-                       timeout_s=settings.answer_llm_timeout_s, judge_timeout_s=settings.judge_llm_timeout_s,
-                       stream=AnswerChannel(call.services.redis, state.job_id,
-                                            ttl_s=settings.retention_answer_streams_s))
+    answered = answer_step(state, llm=LLMClient.from_settings(settings), embed=answer_embedder(call.services, state),
+                           embedding_model=settings.embedding_model, language=settings.keyword_language,
+                           timeout_s=settings.answer_llm_timeout_s, judge_timeout_s=settings.judge_llm_timeout_s,
+                           stream=AnswerChannel(call.services.redis, state.job_id,
+                                                ttl_s=settings.retention_answer_streams_s))
+    call.services.metrics.record_answer(answered.collection_id, answered.metadata["answer"])
+    return answered
 
 
 def answer_embedder(services: Services, state: JobState) -> Callable[[list[str]], list[list[float]]]:

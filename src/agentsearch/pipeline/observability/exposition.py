@@ -19,6 +19,9 @@ Metrics (see docs/observability.md):
                                                           profile_runs, webhook_deliveries, webhook_attempts,
                                                           conversation_turns
 - ``agentsearch_answer_feedback_total{collection,rating}`` thumbs up and down on answers and their sources
+- ``agentsearch_answers_total{collection,method}``       answers delivered: llm, offline
+- ``agentsearch_answer_sentences_total{collection,verdict}`` the LLM's sentences: supported, partial, unsupported
+- ``agentsearch_answer_fallbacks_total{collection,reason}`` budget, llm_error, unsupported, no_documents
 - ``agentsearch_metrics_store_up``                       1 when the Redis holding the above could be read
 
 Usage::
@@ -183,6 +186,7 @@ class AgentSearchCollector(Collector):
         for (collection, rating), count in sorted(snapshot.feedback.items()):
             feedback.add_metric([collection, rating], count)
         yield feedback
+        yield from _answers(snapshot)
 
     def _breakers(self) -> Iterator[Metric]:
         try:
@@ -217,3 +221,21 @@ class AgentSearchCollector(Collector):
         for queue, length in lengths.items():
             gauge.add_metric([queue], float(length))
         yield gauge
+
+
+def _answers(snapshot: MetricsSnapshot) -> Iterator[Metric]:
+    """The answers' quality per collection (``agentsearch.pipeline.observability.metrics.AnswerOutcome``)."""
+    families = (
+        (snapshot.answers, "agentsearch_answers", "method",
+         "Answers delivered, by collection and by who wrote the delivered text: the LLM or the offline answer."),
+        (snapshot.answer_sentences, "agentsearch_answer_sentences", "verdict",
+         "The LLM's answer sentences by their check against the sources: supported, partial (delivered, marked) "
+         "or unsupported (left out)."),
+        (snapshot.answer_fallbacks, "agentsearch_answer_fallbacks", "reason",
+         "LLM answers replaced by the offline answer, by reason: budget, llm_error, unsupported, no_documents."),
+    )
+    for counts, name, label, help_text in families:
+        family = CounterMetricFamily(name, help_text, labels=["collection", label])
+        for (collection, value), count in sorted(counts.items()):
+            family.add_metric([collection, value], count)
+        yield family

@@ -14,6 +14,7 @@ Usage::
     recorder.record_agent_run(run, cache_lookup=True, artifact_bytes=None)
     recorder.record_search(SearchOutcome.read(state.metadata))   # the search result and query-embedding caches
     recorder.record_cache("job", hit=False)               # the whole-job cache, by whoever consults it
+    recorder.record_answer(collection_id, state.metadata["answer"])   # by method, sentence verdict, fallback reason
     snapshot = read_metrics(redis)
     snapshot.agent_runs[("translator", "ok")]             # 12.0
     snapshot.agent_duration["translator"].count           # 12.0
@@ -51,6 +52,10 @@ WEBHOOK_ATTEMPTS_KEY = f"{KEY_PREFIX}:webhook_attempts"
 RETENTION_PRUNED_KEY = f"{KEY_PREFIX}:retention_pruned"
 # Per collection and rating: the thumbs up and down its answers got (agentsearch.pipeline.job.feedback).
 FEEDBACK_KEY = f"{KEY_PREFIX}:answer_feedback"
+# Per collection: answers by who wrote the delivered text, the LLM's sentences by verdict, fallbacks by reason.
+ANSWERS_KEY = f"{KEY_PREFIX}:answers"
+ANSWER_SENTENCES_KEY = f"{KEY_PREFIX}:answer_sentences"
+ANSWER_FALLBACKS_KEY = f"{KEY_PREFIX}:answer_fallbacks"
 # A process that has not reported for this long is gone (scaled down, killed): its gauge is no longer shown.
 WORKER_REPORT_TTL_S = 3600.0
 
@@ -66,6 +71,12 @@ ARTIFACT_BUCKETS_BYTES: tuple[float, ...] = tuple(
 # Every outcome an agent run can have; "cached" is an ok run answered from the agent result cache.
 AGENT_STATUSES = ("ok", "cached", "error", "timeout", "circuit_open", "skipped")
 CACHES = ("agent", "search", "embedding", "job")
+# An answer's text is the LLM's (its supported sentences, maybe with quotes) or the offline one; the LLM's sentences
+# are judged supported, partial (delivered, marked) or unsupported (left out); a fallback to the offline answer is
+# the LLM's budget running out, its failing, none of its sentences supported, or nothing retrieved to answer from.
+ANSWER_METHODS = ("llm", "offline")
+SENTENCE_VERDICTS = ("supported", "partial", "unsupported")
+FALLBACK_REASONS = ("budget", "llm_error", "unsupported", "no_documents")
 # Every outcome of a webhook delivery attempt (agentsearch.pipeline.webhooks.sender.SendResult).
 WEBHOOK_OUTCOMES = ("delivered", "http_error", "timeout", "refused", "network_error", "error")
 
@@ -81,6 +92,30 @@ def _parts(raw: bytes | str) -> tuple[str, ...]:
 
 def outcome(run: AgentRun) -> str:
     return "cached" if run.status == "ok" and run.cache_hit else run.status
+
+
+@dataclass(frozen=True)
+class AnswerOutcome:
+    """What an answer step's record (``metadata.answer``) says for the answer metrics."""
+
+    method: str  # ANSWER_METHODS
+    verdicts: dict[str, int]  # SENTENCE_VERDICTS: the LLM's sentences; empty without an LLM draft
+    fallback: str | None  # FALLBACK_REASONS, when an LLM was asked and the offline answer was delivered
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> AnswerOutcome:
+        method = "llm" if record.get("method") == "llm" else "offline"
+        judged = record.get("llm_sentences") or {}
+        verdicts = {v: int(judged.get(v) or 0) for v in SENTENCE_VERDICTS} if judged else {}
+        fallback = None
+        if method == "offline" and record.get("fallback_reason"):
+            if record.get("llm_cut"):
+                fallback = "budget"
+            elif record.get("degraded"):
+                fallback = "llm_error"
+            else:  # judged and nothing supported, or (no draft) nothing retrieved to answer from
+                fallback = "unsupported" if judged else "no_documents"
+        return cls(method, verdicts, fallback)
 
 
 def _observe(pipe: Pipeline, key: str, buckets: tuple[float, ...], label: str, value: float) -> None:
@@ -168,6 +203,19 @@ class MetricsRecorder:
         """One rating (``up``, ``down``) given to an answer, or a source of it, over the collection."""
         self._write(lambda pipe: pipe.hincrby(FEEDBACK_KEY, _field(collection_id, rating), 1))
 
+    def record_answer(self, collection_id: str, record: Mapping[str, Any]) -> None:
+        """One delivered answer over the collection, from its step's record (``AnswerOutcome.of``)."""
+        outcome = AnswerOutcome.of(record)
+
+        def fill(pipe: Pipeline) -> None:
+            pipe.hincrby(ANSWERS_KEY, _field(collection_id, outcome.method), 1)
+            for verdict, count in outcome.verdicts.items():
+                pipe.hincrby(ANSWER_SENTENCES_KEY, _field(collection_id, verdict), count)
+            if outcome.fallback:
+                pipe.hincrby(ANSWER_FALLBACKS_KEY, _field(collection_id, outcome.fallback), 1)
+
+        self._write(fill)
+
     def _write(self, fill: Callable[[Pipeline], object]) -> None:
         if time.monotonic() < self._paused_until:
             return
@@ -208,6 +256,9 @@ class MetricsSnapshot:
     webhook_attempts: dict[str, float] = field(default_factory=dict)  # outcome: attempts
     retention_pruned: dict[str, float] = field(default_factory=dict)  # kind: rows
     feedback: dict[tuple[str, ...], float] = field(default_factory=dict)  # (collection, "up" | "down")
+    answers: dict[tuple[str, ...], float] = field(default_factory=dict)  # (collection, method)
+    answer_sentences: dict[tuple[str, ...], float] = field(default_factory=dict)  # (collection, verdict)
+    answer_fallbacks: dict[tuple[str, ...], float] = field(default_factory=dict)  # (collection, reason)
 
 
 def _counters(raw: dict[bytes, bytes]) -> dict[tuple[str, ...], float]:
@@ -235,9 +286,11 @@ def read_metrics(redis_client: redis.Redis) -> MetricsSnapshot:
     """Everything the workers recorded, in one round trip. Raises ``RedisError`` when Redis cannot be read."""
     pipe = redis_client.pipeline(transaction=False)
     for key in (AGENT_RUNS_KEY, AGENT_DURATION_KEY, ARTIFACT_SIZE_KEY, CACHE_KEY, ABANDONED_THREADS_KEY,
-                RECYCLES_KEY, WEBHOOK_ATTEMPTS_KEY, RETENTION_PRUNED_KEY, FEEDBACK_KEY):
+                RECYCLES_KEY, WEBHOOK_ATTEMPTS_KEY, RETENTION_PRUNED_KEY, FEEDBACK_KEY, ANSWERS_KEY,
+                ANSWER_SENTENCES_KEY, ANSWER_FALLBACKS_KEY):
         pipe.hgetall(key)
-    runs, durations, sizes, caches, abandoned, recycles, webhooks, pruned, feedback = pipe.execute()
+    (runs, durations, sizes, caches, abandoned, recycles, webhooks, pruned, feedback, answers, sentences,
+     fallbacks) = pipe.execute()
     return MetricsSnapshot(
         agent_runs=_counters(runs),
         agent_duration=_histograms(durations, DURATION_BUCKETS_S),
@@ -248,6 +301,9 @@ def read_metrics(redis_client: redis.Redis) -> MetricsSnapshot:
         webhook_attempts={_text(k): float(v) for k, v in webhooks.items()},
         retention_pruned={_text(k): float(v) for k, v in pruned.items()},
         feedback=_counters(feedback),
+        answers=_counters(answers),
+        answer_sentences=_counters(sentences),
+        answer_fallbacks=_counters(fallbacks),
     )
 
 

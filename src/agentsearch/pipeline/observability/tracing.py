@@ -19,6 +19,7 @@ Usage::
             ...
             finish_agent_span(span, run)
     emit_job_span(job_id, "succeeded", started_at, finished_at, traceparent)
+    # every LLM call inside a stage or agent: a "chat {model}" span (agentsearch.pipeline.platform.llm_spans)
 
     @traced_stage("post_search")                               # on a stage function whose first argument is a JobState
     def post_search_step(state, spec, runner): ...
@@ -48,6 +49,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 from agentsearch.pipeline.observability.logs import current_ids, log_context
+from agentsearch.pipeline.platform import llm_spans
 from agentsearch.pipeline.records.agent_runs import AgentRun
 
 log = logging.getLogger("agentsearch.tracing")
@@ -109,6 +111,7 @@ def configure_tracing(
     previous, _provider = _provider, provider
     if previous is not None:
         previous.shutdown()
+    llm_spans.use_provider(provider)  # every LLM call's GenAI span, under the stage or agent that made it
     if set_global:
         trace.set_tracer_provider(provider)
     return provider
@@ -120,6 +123,7 @@ def shutdown_tracing() -> None:
     if _provider is not None:
         _provider.shutdown()
         _provider = None
+        llm_spans.use_provider(None)
 
 
 def enabled() -> bool:

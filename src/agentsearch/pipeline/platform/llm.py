@@ -47,15 +47,14 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
 from agentsearch.pipeline.platform.llm_endpoints import ENDPOINT_FACTS_TTL_S, UNREACHABLE_TTL_S, endpoint_facts
+from agentsearch.pipeline.platform.llm_retries import is_transient, retry_after_s
+from agentsearch.pipeline.platform.llm_spans import LLMCall, llm_span
 from agentsearch.pipeline.platform.settings import Settings
-
-if TYPE_CHECKING:
-    import openai
 
 # openai is imported by the functions that call or read it, with the first client: 18 MiB a process that asks no
 # LLM (the default: no AGENTSEARCH_OPENAI_BASE_URL) never holds.
@@ -63,7 +62,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
-TRANSIENT_STATUS = frozenset({408, 409, 429})
 # A 400 about the output format: the endpoint does not know response_format (or this schema), not a bad prompt.
 _REFUSED_FORMAT = re.compile(r"response_format|json_schema|json schema|grammar", re.IGNORECASE)
 DEFAULT_CONTEXT_TOKENS = 4096
@@ -118,31 +116,6 @@ def estimate_tokens(text: str) -> int:
             ascii_bytes += 1
             pieces += char.isdigit() or not (char.isalpha() or char.isspace())
     return math.ceil(ascii_bytes / 2.5) + pieces * 2 // 3 + len(text.encode("utf-8")) - ascii_bytes
-
-
-def _is_transient(exc: openai.OpenAIError) -> tuple[bool, int | None]:
-    import openai
-
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        return status in TRANSIENT_STATUS or status >= 500, status
-    if isinstance(exc, openai.APIConnectionError):  # APITimeoutError included
-        return True, None
-    return False, None
-
-
-def _retry_after_s(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    if response is None:
-        return None
-    for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        raw = response.headers.get(header)
-        if raw:
-            try:
-                return max(0.0, float(raw) / divisor)
-            except ValueError:
-                continue
-    return None
 
 
 _PROBE = httpx.Client(timeout=PROBE_TIMEOUT_S)  # pooled and thread-safe: probes are small and frequent
@@ -220,13 +193,23 @@ class LLMClient:
     def reply(self, messages: list[dict[str, str]], timeout_s: float = 20.0, temperature: float = 0.0,
               max_tokens: int | None = None, json_schema: dict | None = None) -> LLMReply:
         """The assistant's reply with how it ended. Raises ``LLMError`` within ``timeout_s`` (plus a few ms) when
-        there is none. ``json_schema`` constrains the reply where the endpoint can (see the module's docstring)."""
+        there is none. ``json_schema`` constrains the reply where the endpoint can (see the module's docstring).
+        Traced as one GenAI span, retries included (``agentsearch.pipeline.platform.llm_spans``)."""
+        with llm_span(self.base_url, self.model, messages, temperature=temperature, max_tokens=max_tokens,
+                      json_output=json_schema is not None) as call:
+            reply = self._reply(call, messages, timeout_s, temperature, max_tokens, json_schema)
+            call.replied(reply.text, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens)
+            return reply
+
+    def _reply(self, call: LLMCall, messages: list[dict[str, str]], timeout_s: float, temperature: float,
+               max_tokens: int | None, json_schema: dict | None) -> LLMReply:
         import openai
 
         deadline = time.monotonic() + timeout_s
         attempt = 0
         while True:
             attempt += 1
+            call.attempt()
             kwargs = self._request(messages, temperature, max_tokens, json_schema, deadline - time.monotonic())
             try:
                 reply = self._client.chat.completions.create(**kwargs)
@@ -234,7 +217,7 @@ class LLMClient:
                 if self._refused_format(exc, kwargs):
                     attempt -= 1  # the same request in a form the endpoint takes: not a retry
                     continue
-                transient, status = _is_transient(exc)
+                transient, status = is_transient(exc)
                 what = f"LLM call failed (attempt {attempt}): {type(exc).__name__}: {exc}"
                 # Each request's own timeout is what is left of the budget: its timing out is the budget's end.
                 timed_out = isinstance(exc, openai.APITimeoutError)
@@ -265,12 +248,23 @@ class LLMClient:
         ``complete``: transient errors are retried until the first piece arrives, never after (the caller has
         already shown the text). Raises ``LLMError`` when the budget runs out, the stream breaks or holds no text.
         """
+        with llm_span(self.base_url, self.model, messages, temperature=temperature, max_tokens=max_tokens,
+                      json_output=json_schema is not None) as call:
+            pieces: list[str] = []
+            for piece in self._stream(call, messages, timeout_s, temperature, max_tokens, json_schema):
+                pieces.append(piece)
+                yield piece
+            call.replied("".join(pieces), call.finish_reason, call.input_tokens, call.output_tokens)
+
+    def _stream(self, call: LLMCall, messages: list[dict[str, str]], timeout_s: float, temperature: float,
+                max_tokens: int | None, json_schema: dict | None) -> Iterator[str]:
         import openai
 
         deadline = time.monotonic() + timeout_s
         attempt = 0
         while True:
             attempt += 1
+            call.attempt()
             kwargs = self._request(messages, temperature, max_tokens, json_schema, deadline - time.monotonic(),
                                    stream=True)
             started = False
@@ -278,6 +272,7 @@ class LLMClient:
                 chunks = self._client.chat.completions.create(**kwargs)
                 with chunks:
                     for chunk in chunks:
+                        call.chunk(chunk)
                         piece = chunk.choices[0].delta.content if chunk.choices else None
                         if piece:
                             started = True
@@ -293,7 +288,7 @@ class LLMClient:
                     attempt -= 1
                     continue
                 # A stream broken while it is read surfaces as the transport's own error, not the client's.
-                transient, status = _is_transient(exc) if isinstance(exc, openai.OpenAIError) else (True, None)
+                transient, status = is_transient(exc) if isinstance(exc, openai.OpenAIError) else (True, None)
                 what = f"LLM stream failed (attempt {attempt}): {type(exc).__name__}: {exc}"
                 timed_out = isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException))
                 if timed_out:
@@ -307,7 +302,7 @@ class LLMClient:
                        status: int | None) -> None:
         """Sleep before the next attempt (the server's Retry-After, else jittered exponential backoff), or raise
         ``LLMError`` when that sleep would not leave the budget any time for it."""
-        delay = _retry_after_s(exc)
+        delay = retry_after_s(exc)
         if delay is None:
             # Jitter spreads the retries of many workers apart; it guards nothing, so random's generator is enough.
             jitter = 1 - 0.25 * random.random()  # noqa: S311
