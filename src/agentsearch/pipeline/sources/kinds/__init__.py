@@ -1,4 +1,4 @@
-"""The kinds of source, by name: one module each (``web``, ``feed``, ``git``), each a class with ``name``,
+"""The kinds of source, by name: one module each (``web``, ``feed``, ``git``, ``mail``), each a class with ``name``,
 ``config_model`` and ``items`` (``agentsearch.pipeline.sources.kinds.base``). A new kind is a module here and a line
 in ``KINDS``.
 
@@ -13,9 +13,10 @@ from __future__ import annotations
 from agentsearch.pipeline.sources.kinds.base import SourceKind
 from agentsearch.pipeline.sources.kinds.feed import Feed
 from agentsearch.pipeline.sources.kinds.git import Git
+from agentsearch.pipeline.sources.kinds.mail import Mail
 from agentsearch.pipeline.sources.kinds.web import Web
 
-KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (Web(), Feed(), Git())}
+KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (Web(), Feed(), Git(), Mail())}
 
 
 def kind_named(name: str) -> SourceKind | None:

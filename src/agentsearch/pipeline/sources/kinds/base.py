@@ -63,6 +63,12 @@ class Item:
     url: str = ""
     memo: dict[str, Any] = field(default_factory=dict)  # what the kind keeps of it for the next run
     error: str | None = None
+    # The document groups its source gives it (``kinds.permissions``): None, found by every member. Compared with
+    # the last run's even when its content is unchanged, so a permission change alone reaches the document.
+    groups: list[str] | None = None
+    # With ``error``: the item may not be indexed at all (its permissions unknown), so its document is removed
+    # rather than kept as it was.
+    withhold: bool = False
 
     @property
     def link(self) -> str:
