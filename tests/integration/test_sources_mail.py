@@ -30,15 +30,19 @@ class TeamRunner(Runner):
             s.flush()
             s.get(CollectionRow, self.collection_id).team_id = team.id
 
-    def groups(self) -> dict[str, list[str]]:
-        """Each document's groups, by its source URL's folder and UID (``HR;UIDVALIDITY=.../;UID=1`` -> ``HR/1``)."""
+    def group_names(self) -> dict[str, list[str]]:
+        """Each document's groups, by its source URL."""
         documents = self.documents()
         by_id = {row.id: url for url, row in documents.items()}
         with self.db.session() as s:
             found: dict[str, list[str]] = {url: [] for url in documents}
             for row in s.scalars(select(DocumentGroupRow).where(DocumentGroupRow.document_id.in_(list(by_id)))):
                 found[by_id[row.document_id]].append(row.name)
-        return {_place(url): sorted(names) for url, names in found.items()}
+        return {url: sorted(names) for url, names in found.items()}
+
+    def groups(self) -> dict[str, list[str]]:
+        """Each message's groups, by its folder and UID (``HR;UIDVALIDITY=.../;UID=1`` -> ``HR/1``)."""
+        return {_place(url): names for url, names in self.group_names().items()}
 
     def reconfigure(self, **changes) -> None:
         with self.db.session() as s:

@@ -16,16 +16,15 @@ import imaplib
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
 
 from agentsearch.devstack import free_port
+from tests.support.source_servers import wait_for_port
 
 
 def message(subject: str, body: str, attachments: dict[str, bytes] | None = None, sender: str = "ana@example.org"
@@ -119,16 +118,12 @@ service imap-login {{
         config = self._configure()
         self.proc = subprocess.Popen([shutil.which("dovecot") or "/usr/sbin/dovecot", "-F", "-c", str(config)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    log = (self.base / "dovecot.log").read_text() if (self.base / "dovecot.log").exists() else ""
-                    raise RuntimeError(f"dovecot did not start: {self.proc.stderr.read()!r} {log[-2000:]}") from None
-                time.sleep(0.1)
+        try:
+            wait_for_port(self.port, "dovecot", self.proc)
+        except RuntimeError:
+            log = (self.base / "dovecot.log").read_text() if (self.base / "dovecot.log").exists() else ""
+            raise RuntimeError(f"dovecot did not start: {log[-2000:]}") from None
+        return self
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -47,6 +47,7 @@ class Tally:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("new", "changed", "unchanged", "removed", "failed"), 0))
     errors: list[str] = field(default_factory=list)
+    withheld: set[str] = field(default_factory=set)
 
     def fail(self, key: str, reason: str, withhold: bool = False) -> None:
         self.counts["failed"] += 1
@@ -54,7 +55,9 @@ class Tally:
             self.errors.append(reason)
         # Its document stays, and is looked at again next run; unless it may not be indexed at all (its permissions
         # unknown): then it is left out, and removed as an item gone.
-        if key in self.previous and not withhold:
+        if withhold:
+            self.withheld.add(key)
+        elif key in self.previous:
             self.items[key] = self.previous[key]
 
 
@@ -99,6 +102,10 @@ def run_source(db: Database, settings: Settings, run_id: uuid.UUID, send: Callab
             status = "failed"
             tally.errors.insert(0, str(exc) if isinstance(exc, ListingFailed) else f"{type(exc).__name__}: {exc}")
             tally.items = {**previous, **tally.items}
+        if ctx.partial is not None and status == "succeeded":
+            tally.errors.insert(0, ctx.partial)
+            # What was not listed is kept, not removed; what may not be indexed is removed all the same.
+            tally.items = {**{k: v for k, v in previous.items() if k not in tally.withheld}, **tally.items}
     return _finish(db, source_id, run_id, kind.keeps_missing, status, tally, cursor, send)
 
 

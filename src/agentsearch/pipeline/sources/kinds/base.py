@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
@@ -40,6 +41,14 @@ class SourceConfig(BaseModel):
     def secret_fields(cls) -> list[str]:
         return [name for name, f in cls.model_fields.items()
                 if f.annotation is SecretStr or SecretStr in getattr(f.annotation, "__args__", ())]
+
+
+def http_url(value: str) -> str:
+    """A config's URL read over HTTP: its validator (``field_validator("url")(http_url)``)."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("url must be an http:// or https:// URL with a host")
+    return value
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,9 @@ class Context:
     credentials: dict[str, Any]  # the source's, decrypted; a kind may add what it derives from them for this run
     max_item_bytes: int
     timeout_s: float
+    # Set by a kind that stopped listing at a limit: the items not listed are not gone, so none is removed (the
+    # reason is the run's first error; the run still succeeds with what it read).
+    partial: str | None = None
 
 
 class SourceKind(Protocol):
