@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from agentsearch.devstack import free_port
-from tests.support.source_servers import wait_for_port
+from tests.support.source_servers import stop_process, wait_for_port
 
 
 def message(subject: str, body: str, attachments: dict[str, bytes] | None = None, sender: str = "ana@example.org"
@@ -126,9 +126,7 @@ service imap-login {{
         return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(15)
+        stop_process(self.proc)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -139,6 +139,13 @@ def wait_for_port(port: int, what: str, proc: subprocess.Popen | None = None, ti
             time.sleep(0.05)
 
 
+def stop_process(proc: subprocess.Popen | None) -> None:
+    """A server's process ended (asked, then waited for)."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        proc.wait(15)
+
+
 class GitDaemon:
     """``git daemon`` exporting every repository under ``base``, on a free port."""
 

@@ -29,8 +29,8 @@ from pydantic import Field, SecretStr, field_validator
 
 from agentsearch.pipeline.sources.fetch import FetchFailed
 from agentsearch.pipeline.sources.kinds.base import Context, Item, ListingFailed, SourceConfig, http_url
-from agentsearch.pipeline.sources.kinds.files import file_content, readable
-from agentsearch.pipeline.sources.kinds.permissions import GroupMapping, GroupsField, RequiredField, Unmapped
+from agentsearch.pipeline.sources.kinds.files import file_content, readable, unread
+from agentsearch.pipeline.sources.kinds.permissions import GroupMapping, GroupsField, RequiredField
 
 DAV = "{DAV:}"
 PROPFIND = (b'<?xml version="1.0" encoding="utf-8"?><d:propfind xmlns:d="DAV:"><d:prop><d:getetag/>'
@@ -102,13 +102,9 @@ class Drive:
         return [_entry(folder, response) for response in tree.findall(f"{DAV}response")]
 
     def _file(self, url: str, place: str, version: str, mapping: GroupMapping, ctx: Context) -> Item:
-        try:
-            groups = mapping.groups_of(place)
-        except Unmapped as exc:
-            return Item(place, version, url=url, error=str(exc), withhold=True)
-        previous = ctx.previous.get(place)
-        if previous is not None and previous.get("version") == version:
-            return Item(place, version, url=url, groups=groups)
+        known, groups = unread(place, version, url, mapping, ctx)
+        if known is not None:
+            return known
         try:
             data = ctx.fetcher.get(url).data
         except FetchFailed as exc:
