@@ -149,3 +149,23 @@ def test_a_mail_source_is_refused_an_internal_host_and_groups_on_a_personal_coll
         with pytest.raises(Refusal) as raised:
             personal.add("mail", {"host": "127.0.0.1", "username": "ana", "password": "x", "groups": {"HR": "hr"}})
         assert raised.value.status == 422 and "personal" in str(raised.value.detail)
+
+
+@pytest.mark.parametrize(("mode", "said"), [("drop", "the connection was lost"),
+                                            ("huge", "over the limit of 200000")])
+def test_a_server_dropping_the_connection_mid_message_or_announcing_a_huge_one_fails_the_run_and_removes_nothing(
+        database, mode, said):  # noqa: F811
+    from tests.support.mail_server import HostileImap
+
+    with HostileImap(mode) as imap:
+        runner = Runner(database, settings())
+        runner.add("mail", {"host": "127.0.0.1", "port": imap.port, "username": "ana", "password": "x",
+                            "tls": "none"})
+        with database.session() as s:  # what an earlier run had read of the folder
+            row = s.get(SourceRow, runner.source_id)
+            row.state = {"items": {"INBOX/7/2": {"version": "2", "document_id": "kept", "url": "u"}}, "cursor": {}}
+        failed = runner.run()
+        assert failed["status"] == "failed" and said in failed["errors"][0], failed
+        assert failed["documents"]["removed"] == 0 and runner.tasks == []
+        with database.session() as s:
+            assert "INBOX/7/2" in s.get(SourceRow, runner.source_id).state["items"]
