@@ -169,3 +169,15 @@ def test_a_server_dropping_the_connection_mid_message_or_announcing_a_huge_one_f
         assert failed["documents"]["removed"] == 0 and runner.tasks == []
         with database.session() as s:
             assert "INBOX/7/2" in s.get(SourceRow, runner.source_id).state["items"]
+
+
+def test_the_mail_bench_reads_every_message_once_and_an_unchanged_mailbox_with_four_commands():
+    from agentsearch.bench import sources_mail
+    from agentsearch.devstack.dovecot import installed
+
+    if installed() is None:
+        pytest.skip("dovecot is not installed (make services installs dovecot-imapd)")
+    figures = sources_mail.measure(20, 1, sqlite=False)
+    # A FETCH per message, and CAPABILITY, LOGIN, EXAMINE, UID SEARCH, the sizes, LOGOUT.
+    assert figures["first_run_tasks"] == 20 and figures["first_run_imap_commands"] == 20 + 6
+    assert figures["unchanged_run_imap_commands_median"] == 4 and figures["unchanged_run_documents_stored"] == 0
