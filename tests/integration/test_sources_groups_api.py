@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 
 def _found(client, headers: dict, collection_id: str, query: str) -> set[str]:  # noqa: F811
-    """The source URLs of what a search by the caller cites, and of the documents it may list."""
+    """What a search by the caller cites: each source URL, or the document id of one without (an attachment)."""
     job_id = client.post("/v1/search", headers=headers, json={
         "collection_id": collection_id, "query": query, "agents": [], "use_cache": False}).json()["job_id"]
     deadline = time.monotonic() + 90
@@ -24,7 +24,7 @@ def _found(client, headers: dict, collection_id: str, query: str) -> set[str]:  
         assert time.monotonic() < deadline, job["status"]
         time.sleep(0.2)
     assert job["status"] == "succeeded", job
-    return {s["url"] for s in job["response"]["sources"]}
+    return {s.get("url") or s["document_id"] for s in job["response"]["sources"]}
 
 
 def _wait_indexed(client, headers: dict, collection_id: str) -> dict:  # noqa: F811
@@ -37,8 +37,12 @@ def _wait_indexed(client, headers: dict, collection_id: str) -> dict:  # noqa: F
 
 
 def _listed(client, headers: dict, collection_id: str) -> set[str]:  # noqa: F811
+    """The folders of the messages the caller lists, and ``FOLDER+attachment`` for their attachments' documents."""
     items = client.get(f"/v1/collections/{collection_id}/documents", headers=headers).json()["items"]
-    return {d["metadata"]["source_url"].split("/")[3].split(";")[0] for d in items}
+    folders = {d["id"]: d["metadata"]["source_url"].split("/")[3].split(";")[0] for d in items
+               if "source_url" in d["metadata"]}
+    return set(folders.values()) | {folders.get(d["metadata"]["attached_to"], "?") + "+attachment" for d in items
+                                    if "attached_to" in d["metadata"]}
 
 
 def test_a_folder_s_group_decides_who_finds_its_mail_and_a_new_mapping_reaches_search_in_one_run(client):  # noqa: F811
@@ -56,7 +60,8 @@ def test_a_folder_s_group_decides_who_finds_its_mail_and_a_new_mapping_reaches_s
 
     with Dovecot({"ana": "s3cret"}) as imap:
         imap.create("ana", "HR")
-        imap.deliver("ana", "INBOX", message("Tractor", "The tractor is parked in barn two."))
+        tractor = imap.deliver("ana", "INBOX", message("Tractor", "The tractor is parked in barn two.",
+                                                       {"rota.txt": b"The tractor rota: Ana on Mondays."}))
         imap.deliver("ana", "HR", message("Salaries", "The salaries of the silo staff rise in May."))
         url = f"/v1/collections/{collection_id}/sources"
         created = client.post(url, json={"kind": "mail", "config": {
@@ -67,10 +72,11 @@ def test_a_folder_s_group_decides_who_finds_its_mail_and_a_new_mapping_reaches_s
         base = f"{url}/{created.json()['id']}"
         done = _wait_run(client, base, client.post(f"{base}/runs").json()["id"])
         assert done["status"] == "succeeded" and done["documents"]["new"] == 2, done
-        assert _wait_indexed(client, payroll, collection_id) == {"pending": 0, "indexed": 2, "failed": 0}
+        # The message with its attachment, which became a document of its own as an uploaded e-mail's does.
+        assert _wait_indexed(client, payroll, collection_id) == {"pending": 0, "indexed": 3, "failed": 0}
 
-        assert _listed(client, payroll, collection_id) == {"INBOX", "HR"}
-        assert _listed(client, staff, collection_id) == {"INBOX"}
+        assert _listed(client, payroll, collection_id) == {"INBOX", "INBOX+attachment", "HR"}
+        assert _listed(client, staff, collection_id) == {"INBOX", "INBOX+attachment"}
         assert any("/HR;" in u for u in _found(client, payroll, collection_id, "When do the salaries rise?"))
         assert not any("/HR;" in u for u in _found(client, staff, collection_id, "When do the salaries rise?"))
 
@@ -78,7 +84,13 @@ def test_a_folder_s_group_decides_who_finds_its_mail_and_a_new_mapping_reaches_s
         assert client.patch(base, json={"config": {"groups": {"HR": "hr", "INBOX": "hr"}}}).status_code == 200
         again = _wait_run(client, base, client.post(f"{base}/runs").json()["id"])
         assert again["documents"] == {"new": 0, "changed": 1, "unchanged": 1, "removed": 0, "failed": 0}, again
-        assert _wait_indexed(client, payroll, collection_id) == {"pending": 0, "indexed": 2, "failed": 0}
-        assert _listed(client, staff, collection_id) == set()
+        assert _wait_indexed(client, payroll, collection_id) == {"pending": 0, "indexed": 3, "failed": 0}
+        assert _listed(client, staff, collection_id) == set()  # the attachment's document followed its message
         assert _found(client, staff, collection_id, "Where is the tractor parked?") == set()
         assert any("/INBOX;" in u for u in _found(client, payroll, collection_id, "Where is the tractor parked?"))
+
+        # The message expunged: its document and its attachment's are removed at the next run.
+        imap.expunge("ana", "INBOX", tractor)
+        removed = _wait_run(client, base, client.post(f"{base}/runs").json()["id"])
+        assert removed["documents"]["removed"] == 1, removed
+        assert _listed(client, payroll, collection_id) == {"HR"}
