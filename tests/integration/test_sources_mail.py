@@ -181,3 +181,16 @@ def test_the_mail_bench_reads_every_message_once_and_an_unchanged_mailbox_with_f
     # A FETCH per message, and CAPABILITY, LOGIN, EXAMINE, UID SEARCH, the sizes, LOGOUT.
     assert figures["first_run_tasks"] == 20 and figures["first_run_imap_commands"] == 20 + 6
     assert figures["unchanged_run_imap_commands_median"] == 4 and figures["unchanged_run_documents_stored"] == 0
+
+
+def test_a_folder_named_outside_ascii_is_read_by_its_modified_utf7_name(database):  # noqa: F811
+    with Dovecot({"ana": "s3cret"}) as imap:
+        imap.create("ana", "Entw&APw-rfe")  # "Entwürfe", as IMAP spells it
+        imap.deliver("ana", "Entw&APw-rfe", message("Draft", "A draft about the new silo."))
+        runner = Runner(database, settings())
+        runner.add("mail", {"host": "127.0.0.1", "port": imap.port, "username": "ana", "password": "s3cret",
+                            "folders": ["Entwürfe"], "tls": "none"})
+        done = runner.run()
+        assert done["status"] == "succeeded" and done["documents"]["new"] == 1, done
+        (url,) = runner.documents()
+        assert url.split("/")[3].startswith("Entw%C3%BCrfe;UIDVALIDITY=")

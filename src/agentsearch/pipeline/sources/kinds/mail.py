@@ -17,6 +17,7 @@ Usage::
 
 from __future__ import annotations
 
+import base64
 import imaplib
 import re
 from collections.abc import Iterator
@@ -161,7 +162,21 @@ def _number(imap: Any, name: str) -> int:
 
 
 def _quoted(folder: str) -> str:
-    return '"' + folder.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """The folder's name as IMAP spells it: modified UTF-7 (RFC 3501 5.1.3, ``Entwürfe`` is ``Entw&APw-rfe``),
+    quoted."""
+    encoded, pending = [], ""
+    for char in folder + "\0":
+        if char != "\0" and not 0x20 <= ord(char) <= 0x7E:
+            pending += char
+            continue
+        if pending:
+            wide = base64.b64encode(pending.encode("utf-16-be")).decode().rstrip("=").replace("/", ",")
+            encoded.append(f"&{wide}-")
+            pending = ""
+        if char != "\0":
+            encoded.append("&-" if char == "&" else char)
+    name = "".join(encoded)
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _said(answer: Any) -> str:
