@@ -194,3 +194,20 @@ def test_a_folder_named_outside_ascii_is_read_by_its_modified_utf7_name(database
         assert done["status"] == "succeeded" and done["documents"]["new"] == 1, done
         (url,) = runner.documents()
         assert url.split("/")[3].startswith("Entw%C3%BCrfe;UIDVALIDITY=")
+
+
+@pytest.mark.parametrize("tls", ["ssl", "starttls"])
+def test_a_mailbox_over_tls_is_read_only_when_the_server_s_certificate_is_trusted(database, tls):  # noqa: F811
+    with Dovecot({"ana": "s3cret"}, tls=True) as imap:
+        imap.deliver("ana", "INBOX", message("Silo", "The silo opens at six."))
+        port = imap.tls_port if tls == "ssl" else imap.port
+        config = {"host": "127.0.0.1", "port": port, "username": "ana", "password": "s3cret", "tls": tls}
+        # A certificate no authority the system trusts signed: refused before the password is sent.
+        untrusted = Runner(database, settings())
+        untrusted.add("mail", config)
+        refused = untrusted.run()
+        assert refused["status"] == "failed" and "CERTIFICATE_VERIFY_FAILED" in refused["errors"][0], refused
+        trusted = Runner(database, settings())
+        trusted.add("mail", {**config, "ca_cert": imap.ca_pem})
+        done = trusted.run()
+        assert done["status"] == "succeeded" and done["documents"]["new"] == 1, done

@@ -59,10 +59,41 @@ class Dovecot:
     """Dovecot serving IMAP without TLS on 127.0.0.1 for the given users (name -> password), from a folder of its
     own under the system's temporary folder (its unprivileged processes must reach it: pytest's are private)."""
 
-    def __init__(self, users: dict[str, str]) -> None:
+    def __init__(self, users: dict[str, str], tls: bool = False) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="agentsearch-dovecot-"))
         self.users, self.port = users, free_port()
+        # With ``tls``: IMAPS on ``tls_port`` and STARTTLS on ``port``, with a certificate for 127.0.0.1 made here,
+        # whose PEM (``ca_pem``) is what a client must trust.
+        self.tls_port = free_port() if tls else 0
+        self.ca_pem = ""
         self.proc: subprocess.Popen | None = None
+
+    def _certificate(self) -> str:
+        """``ssl = required`` with a self-signed certificate for 127.0.0.1 (key and certificate files here)."""
+        import datetime
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+                .not_valid_after(now + datetime.timedelta(days=1))
+                .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                               critical=False)
+                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                .sign(key, hashes.SHA256()))
+        self.ca_pem = cert.public_bytes(serialization.Encoding.PEM).decode()
+        (self.base / "cert.pem").write_text(self.ca_pem)
+        (self.base / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                              serialization.PrivateFormat.PKCS8,
+                                                              serialization.NoEncryption()))
+        return f"ssl = yes\nssl_cert = <{self.base}/cert.pem\nssl_key = <{self.base}/key.pem\n"
 
     def _configure(self) -> Path:
         uid, gid = _mail_user()
@@ -82,7 +113,7 @@ listen = 127.0.0.1
 base_dir = {self.base}/run
 state_dir = {self.base}/state
 log_path = {self.base}/dovecot.log
-ssl = no
+{self._certificate() if self.tls_port else "ssl = no"}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 default_internal_user = {internal}
@@ -103,7 +134,8 @@ service imap-login {{
     port = {self.port}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {self.tls_port}
   }}
 }}
 service anvil {{

@@ -59,18 +59,21 @@ class LimitedIMAP(_Limits, imaplib.IMAP4):
 
 
 class LimitedIMAPSSL(_Limits, imaplib.IMAP4_SSL):
-    def __init__(self, host: str, port: int, max_bytes: int, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, max_bytes: int, timeout_s: float, context: ssl.SSLContext) -> None:
         self.max_bytes = max_bytes
         self.deadline_in(timeout_s)
-        super().__init__(host, port, ssl_context=ssl.create_default_context(), timeout=timeout_s)
+        super().__init__(host, port, ssl_context=context, timeout=timeout_s)
 
 
-def connect(host: str, port: int, tls: str, max_bytes: int, timeout_s: float) -> imaplib.IMAP4:
+def connect(host: str, port: int, tls: str, max_bytes: int, timeout_s: float, ca_pem: str | None = None
+            ) -> imaplib.IMAP4:
     """A connection (``tls``: "ssl" from the first byte, "starttls" upgraded before login, "none" in the clear),
-    its socket timeout ``timeout_s`` per read, its first deadline ``timeout_s`` from now."""
+    its socket timeout ``timeout_s`` per read, its first deadline ``timeout_s`` from now. The server's certificate
+    is verified against the system's authorities, or only ``ca_pem`` when given (a private authority's)."""
+    context = ssl.create_default_context(cadata=ca_pem) if ca_pem else ssl.create_default_context()
     if tls == "ssl":
-        return LimitedIMAPSSL(host, port, max_bytes, timeout_s)
+        return LimitedIMAPSSL(host, port, max_bytes, timeout_s, context)
     imap = LimitedIMAP(host, port, max_bytes, timeout_s)
     if tls == "starttls":
-        imap.starttls(ssl.create_default_context())
+        imap.starttls(context)
     return imap

@@ -44,6 +44,8 @@ class MailConfig(SourceConfig):
                                description="The folders read (their subfolders are not, unless named).")
     tls: Literal["ssl", "starttls", "none"] = Field("ssl", description="ssl (port 993), starttls, or none (only "
                                                                        "where the network is trusted).")
+    ca_cert: str | None = Field(None, max_length=20_000, description="A private authority's certificate (PEM) the "
+                                "server's is verified against, instead of the system's authorities.")
     max_messages: int = Field(1000, ge=1, le=100_000, description="New messages read at most per run (the rest "
                                                                   "the next runs).")
     groups: GroupsField = Field(default_factory=dict)
@@ -62,8 +64,8 @@ class Mail:
             raise ListingFailed(str(exc)) from exc
         mapping = GroupMapping(config.groups, config.groups_required)
         try:
-            imap = connect(config.host, config.port, config.tls, ctx.max_item_bytes, ctx.timeout_s)
-        except (OSError, imaplib.IMAP4.error) as exc:
+            imap = connect(config.host, config.port, config.tls, ctx.max_item_bytes, ctx.timeout_s, config.ca_cert)
+        except (OSError, imaplib.IMAP4.error, ValueError) as exc:  # ValueError: a ca_cert that is no certificate
             raise ListingFailed(f"imap {config.host}:{config.port}: {type(exc).__name__}: {exc}") from exc
         try:
             try:
