@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.test_sources_mail import TeamRunner
-from tests.integration.test_sources_runs import database, settings  # noqa: F401  (database: a fixture)
+from tests.integration.test_sources_runs import Runner, database, settings  # noqa: F401  (database: a fixture)
 from tests.support.dav_server import DavServer
 
 pytestmark = pytest.mark.integration
@@ -90,3 +90,27 @@ def test_a_drive_is_read_by_etag_and_its_paths_give_the_documents_groups(databas
     # The server gone: the run fails, and every document stays.
     gone = runner.run()
     assert gone["status"] == "failed" and gone["documents"]["removed"] == 0 and len(runner.documents()) == 2
+
+
+def _response(href: str, etag: str) -> str:
+    return (f"<d:response><d:href>{href}</d:href><d:propstat><d:prop><d:getetag>{etag}</d:getetag><d:resourcetype/>"
+            "</d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response>")
+
+
+def test_a_listing_naming_places_outside_the_source_reads_none_of_them(database, tmp_path):  # noqa: F811
+    with DavServer(tmp_path / "drive", auth=("ana", "s3cret")) as dav:
+        (dav.root / "Team").mkdir()
+        (dav.root / "Team" / "ok.md").write_text("# OK\n")
+        (dav.root / "Other").mkdir()
+        (dav.root / "Other" / "secret.md").write_text("# Secret\n")
+        dav.answer = ('<?xml version="1.0"?><d:multistatus xmlns:d="DAV:">'
+                      + _response("/Team/", '"0"') + _response("/Team/ok.md", '"1"')
+                      + _response(f"http://127.0.0.2:{dav.port}/Team/elsewhere.md", '"2"')
+                      + _response("/Other/secret.md", '"3"') + _response("/Team/../Other/secret.md", '"4"')
+                      + "</d:multistatus>").encode()
+        runner = Runner(database, settings())
+        runner.add("drive", {"url": dav.url("/Team/"), "username": "ana", "password": "s3cret"})
+        done = runner.run()
+        assert done["documents"] == {"new": 1, "changed": 0, "unchanged": 0, "removed": 0, "failed": 0}, done
+        assert set(runner.documents()) == {dav.url("/Team/ok.md")}
+        assert [r for r in dav.requests if r.startswith("GET")] == ["GET /Team/ok.md"]

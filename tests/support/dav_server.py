@@ -28,6 +28,7 @@ class DavServer:
         root.mkdir(parents=True, exist_ok=True)
         self.root, self.auth, self.port = root, auth, free_port()
         self.malformed = False
+        self.answer: bytes | None = None  # every PROPFIND answered 207 with these bytes
         self.requests: list[str] = []
         app = WsgiDAVApp({
             "provider_mapping": {"/": str(root)},
@@ -44,8 +45,8 @@ class DavServer:
     def _wrap(self, app: Any) -> Any:
         def wrapped(environ: dict, start_response: Any) -> Any:
             self.requests.append(f"{environ['REQUEST_METHOD']} {environ.get('PATH_INFO', '')}")
-            if self.malformed and environ["REQUEST_METHOD"] == "PROPFIND":
-                body = b'<?xml version="1.0"?><d:multistatus xmlns:d="DAV:"><d:response><d:href>/x'
+            if (self.malformed or self.answer) and environ["REQUEST_METHOD"] == "PROPFIND":
+                body = self.answer or b'<?xml version="1.0"?><d:multistatus xmlns:d="DAV:"><d:response><d:href>/x'
                 start_response("207 Multi-Status", [("Content-Type", "application/xml"),
                                                     ("Content-Length", str(len(body)))])
                 return [body]

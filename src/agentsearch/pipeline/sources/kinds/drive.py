@@ -66,13 +66,17 @@ class Drive:
         while folders:
             folder, depth = folders.popleft()
             for href, etag, is_folder in self._list(folder, ctx):
-                path = unquote(urlsplit(href).path)
-                if not path.startswith(root) or path.rstrip("/") == urlsplit(folder).path.rstrip("/"):
-                    continue  # the folder itself, or an answer about a place outside the source
+                url = urljoin(folder, href)
+                path = unquote(urlsplit(url).path)
+                # The folder itself, or an answer naming a place outside the source (another host, another folder,
+                # ".." segments): never read.
+                if (_origin(url) != _origin(config.url) or not path.startswith(root) or "/../" in f"{path}/"
+                        or path.rstrip("/") == urlsplit(folder).path.rstrip("/")):
+                    continue
                 place = path[len(root):]
                 if is_folder:
                     if depth < config.max_depth:
-                        folders.append((urljoin(config.url, href), depth + 1))
+                        folders.append((url, depth + 1))
                     continue
                 if not readable(place):
                     continue
@@ -82,7 +86,7 @@ class Drive:
                                    "listed, nothing removed")
                     return
                 listed += 1
-                yield self._file(urljoin(config.url, href), place, etag, mapping, ctx)
+                yield self._file(url, place, etag, mapping, ctx)
 
     def _list(self, folder: str, ctx: Context) -> list[tuple[str, str, bool]]:
         """Each entry of the folder: its href, its version, whether it is a folder."""
@@ -110,6 +114,11 @@ class Drive:
         except FetchFailed as exc:
             return Item(place, version, url=url, error=str(exc))
         return Item(place, version, file_content(place, data), url=url, groups=groups)
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.netloc.lower()
 
 
 def _entry(folder: str, response: Element) -> tuple[str, str, bool]:
