@@ -66,7 +66,8 @@ class Objects:
             for page in pages:
                 for entry in page.get("Contents", []):
                     key = entry["Key"]
-                    if key.endswith("/") or not readable(key):
+                    # A folder marker, a format not read, or a key a misbehaving store lists outside the prefix.
+                    if key.endswith("/") or not readable(key) or not key.startswith(config.prefix):
                         continue
                     if listed >= config.max_items:
                         ctx.partial = (f"s3://{config.bucket}/{config.prefix}: more than {config.max_items} objects "
