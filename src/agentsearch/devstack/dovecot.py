@@ -13,6 +13,7 @@ Usage::
 
 from __future__ import annotations
 
+import grp
 import imaplib
 import os
 import pwd
@@ -104,8 +105,10 @@ class Dovecot:
         (self.base / "passwd").write_text("".join(
             f"{name}:{{PLAIN}}{password}:{uid}:{gid}::{self.base}/mail/{name}::\n"
             for name, password in self.users.items()))
+        # As root, Dovecot's own unprivileged users; otherwise every process runs as the caller, in its group.
         internal = "dovecot" if os.getuid() == 0 else pwd.getpwuid(os.getuid()).pw_name
         login = "dovenull" if os.getuid() == 0 else internal
+        group = "dovecot" if os.getuid() == 0 else grp.getgrgid(os.getgid()).gr_name
         config = self.base / "dovecot.conf"
         config.write_text(f"""
 protocols = imap
@@ -117,6 +120,7 @@ log_path = {self.base}/dovecot.log
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 default_internal_user = {internal}
+default_internal_group = {group}
 default_login_user = {login}
 first_valid_uid = 1
 mail_location = maildir:{self.base}/mail/%u
