@@ -32,10 +32,11 @@ install: $(STAMP)
 TESSDATA = /usr/share/tesseract-ocr/5/tessdata
 OCR_LANGUAGES = eng deu fra spa ita por nld rus ara ell tur ron vie hin tha chi_sim
 OCR_PACKS = tesseract:tesseract-ocr $(foreach l,$(OCR_LANGUAGES),$(TESSDATA)/$(l).traineddata:tesseract-ocr-$(subst _,-,$(l)))
-# DejaVu Sans draws the scanned pages of the OCR tests (tests/support/scans.py).
+# DejaVu Sans draws the scanned pages of the OCR tests (tests/support/scans.py); Dovecot is the IMAP server the mail
+# source's tests start with a configuration of their own (tests/support/mail_server.py; no system service is used).
 FONTS = /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core
 services:
-	scripts/ensure-services.sh espeak-ng:espeak-ng pdftotext:poppler-utils chromium:chromium $(OCR_PACKS) $(FONTS)
+	scripts/ensure-services.sh espeak-ng:espeak-ng pdftotext:poppler-utils chromium:chromium /usr/sbin/dovecot:dovecot-imapd $(OCR_PACKS) $(FONTS)
 
 # The real embeddings server of tests/integration/test_embedding_service.py: Infinity in a virtual environment of
 # its own (.agentsearch/embedding-server, pins in src/agentsearch/devstack/embedding-server.txt); 30-60 s once, then a stamp.

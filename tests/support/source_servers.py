@@ -125,6 +125,27 @@ def git(cwd: Path, *args: str) -> str:
                           capture_output=True, text=True, env=env).stdout
 
 
+def wait_for_port(port: int, what: str, proc: subprocess.Popen | None = None, timeout_s: float = 15) -> None:
+    """Until a server accepts connections on the loopback port; RuntimeError when its process ended or time ran
+    out first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start on port {port}") from None
+            time.sleep(0.05)
+
+
+def stop_process(proc: subprocess.Popen | None) -> None:
+    """A server's process ended (asked, then waited for)."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        proc.wait(15)
+
+
 class GitDaemon:
     """``git daemon`` exporting every repository under ``base``, on a free port."""
 
@@ -141,14 +162,8 @@ class GitDaemon:
         self.proc = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={self.base}",
                                       "--listen=127.0.0.1", f"--port={self.port}", str(self.base)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
-            except OSError:
-                assert time.monotonic() < deadline, "git daemon did not start"
-                time.sleep(0.1)
+        wait_for_port(self.port, "git daemon", self.proc)
+        return self
 
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None:

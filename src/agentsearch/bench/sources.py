@@ -1,5 +1,5 @@
-"""What a web source's run costs: documents per second read from a real HTTP server, and an unchanged run's requests
-and time.
+"""What a web source's run costs (a mail source's: ``agentsearch.bench.sources_mail``): documents per second read
+from a real HTTP server, and an unchanged run's requests and time.
 
 A threaded ``http.server`` on 127.0.0.1 serves a site of ``--pages`` pages, linked from an index page through
 sections of a hundred; a fresh
@@ -66,7 +66,8 @@ def _site(root: Path, pages: int) -> int:
     return 1 + len(sections) + pages
 
 
-def _run(db: Database, settings: Settings, source_id: Any) -> tuple[dict[str, Any], float, int]:
+def timed_run(db: Database, settings: Settings, source_id: Any) -> tuple[dict[str, Any], float, int]:
+    """A run of the source as its worker's task runs it: its outcome, its seconds, the tasks it would send."""
     with db.session() as s:
         source = s.get(SourceRow, source_id)
         assert source is not None
@@ -93,13 +94,13 @@ def measure(pages: int, rounds: int, sqlite: bool) -> dict[str, Any]:
                 url = f"http://127.0.0.1:{server.server_address[1]}/index.html"
                 source_id = create_source(s, settings, collection, DEFAULT_USER_ID, "web",
                                           {"url": url, "max_pages": total, "max_depth": 2}, None, True).id
-            first, first_s, first_tasks = _run(db, settings, source_id)
+            first, first_s, first_tasks = timed_run(db, settings, source_id)
             if first["documents"]["new"] != total:
                 raise RuntimeError(f"the first run read {first['documents']} of {total} pages")
             times, requests = [], []
             for _ in range(rounds):
                 before = server.requests  # type: ignore[attr-defined]
-                again, seconds, sent = _run(db, settings, source_id)
+                again, seconds, sent = timed_run(db, settings, source_id)
                 if again["documents"]["unchanged"] != total or sent:
                     raise RuntimeError(f"an unchanged run found {again['documents']} and sent {sent} tasks")
                 times.append(seconds)

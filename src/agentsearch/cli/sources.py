@@ -1,11 +1,15 @@
-"""``agentsearch sources``: a collection's sources (web sites, feeds, repositories) through the API, and the
-operator's rotation of the key their credentials are sealed with.
+"""``agentsearch sources``: a collection's sources (web sites, feeds, repositories, mailboxes, drives, buckets)
+through the API, and the operator's rotation of the key their credentials are sealed with.
 
 Usage::
 
     agentsearch sources add web --collection handbook --url https://example.org/docs/ --schedule 3600
     agentsearch sources add git --collection handbook --config '{"url": "https://git.example.org/h.git"}'
     agentsearch sources add web --collection intranet --url https://intra.example.org/ --username me --password-prompt
+    agentsearch sources add mail --collection support/mail --config '{"host": "imap.example.org", "username": "desk",
+        "folders": ["INBOX", "HR"], "groups": {"HR": "hr"}}' --password-prompt
+    agentsearch sources add objects --collection reports --config '{"bucket": "r", "access_key": "AK"}' \
+        --secret-prompt secret_key
     agentsearch sources list --collection handbook [--json]     # each source, its last run and its next
     agentsearch sources run SOURCE_ID --collection handbook --wait   # a run now; its counts when it ends
     agentsearch sources remove SOURCE_ID --collection handbook  # the source and the documents it brought
@@ -54,10 +58,13 @@ def _counts(run: dict) -> str:
 @click.option("--config", "config_json", default=None, help="The kind's config as JSON (docs/sources.md).")
 @click.option("--username", default=None, help="The user the server asks for.")
 @click.option("--password-prompt", is_flag=True, help="Ask for the password (never on the command line).")
+@click.option("--secret-prompt", "secret_fields", multiple=True, metavar="FIELD",
+              help="Ask for this credential of the config (secret_key, token), never on the command line.")
 @click.option("--schedule", "schedule_s", type=int, default=None, help="Seconds between runs (default: when asked).")
 def sources_add(kind: str, collection_name: str, url: str | None, branch: str | None, config_json: str | None,
-                username: str | None, password_prompt: bool, schedule_s: int | None) -> None:
-    """Add a source to a collection: web, feed or git."""
+                username: str | None, password_prompt: bool, secret_fields: tuple[str, ...],
+                schedule_s: int | None) -> None:
+    """Add a source to a collection: web, feed, git, mail, drive or objects."""
     try:
         config = json.loads(config_json) if config_json else {}
     except json.JSONDecodeError as exc:
@@ -65,6 +72,8 @@ def sources_add(kind: str, collection_name: str, url: str | None, branch: str | 
     config.update({k: v for k, v in (("url", url), ("branch", branch), ("username", username)) if v is not None})
     if password_prompt:
         config["password"] = click.prompt("password", hide_input=True)
+    for field in secret_fields:
+        config[field] = click.prompt(field, hide_input=True)
     with api_session(get_settings()) as client:
         try:
             row = client.sources(client.ensure_collection(collection_name)["id"], "POST",

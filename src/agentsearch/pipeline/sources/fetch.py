@@ -69,9 +69,13 @@ class Fetcher:
             headers["If-None-Match"] = etag
         if last_modified:
             headers["If-Modified-Since"] = last_modified
+        return self.send("GET", url, headers)
+
+    def send(self, method: str, url: str, headers: dict[str, str], content: bytes | None = None) -> Fetched:
+        """Any request (``PROPFIND`` with its body), held to the same limits and redirects as ``get``."""
         seen = [url]
         while True:
-            fetched = self._once(url, headers)
+            fetched = self._once(url, headers, method, content)
             if fetched is not None:
                 return fetched
             location = self._location
@@ -82,14 +86,15 @@ class Fetcher:
             seen.append(location)
             url = location
 
-    def _once(self, url: str, headers: dict[str, str]) -> Fetched | None:
+    def _once(self, url: str, headers: dict[str, str], method: str = "GET", content: bytes | None = None
+              ) -> Fetched | None:
         """The response, or None after a redirect (its target in ``_location``)."""
         if not url.startswith(("http://", "https://")):
             raise FetchFailed(f"{url}: only http:// and https:// URLs are read")
         started = time.monotonic()
         self.requests += 1
         try:
-            with self.client.stream("GET", url, headers=headers) as response:
+            with self.client.stream(method, url, headers=headers, content=content) as response:
                 if response.status_code == 304:
                     return Fetched(url, 304, b"", "", headers.get("If-None-Match"),
                                    headers.get("If-Modified-Since"))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agentsearch.pipeline.ingestion.documents import documents_by_id, remove_document
@@ -32,6 +33,7 @@ from agentsearch.pipeline.platform.settings import Settings
 from agentsearch.pipeline.platform.tables.collections import CollectionRow, DocumentRow
 from agentsearch.pipeline.platform.tables.sources import SourceRow
 from agentsearch.pipeline.refusal import Refusal
+from agentsearch.pipeline.security.document_access import DocumentAccess, set_document_groups
 from agentsearch.pipeline.security.quotas import Limits, check_document_quota, overrides_of
 from agentsearch.pipeline.security.storable import text_problem
 from agentsearch.pipeline.sources.kinds.base import Content, Item
@@ -39,6 +41,7 @@ from agentsearch.pipeline.sources.kinds.base import Content, Item
 PARSE, INDEX, DELETE = "agentsearch.parse_document", "agentsearch.ingest_documents", "agentsearch.delete_documents"
 Task = tuple[str, tuple[Any, ...], str | None]  # a task's name, its arguments, its id (None: any)
 MAX_ID_KEY = 300
+MAX_ATTACHMENT_ROWS = 10_000
 
 
 @dataclass
@@ -95,10 +98,13 @@ def hand_on(s: Session, settings: Settings, source: SourceRow, items: list[Item]
                 row.title, row.text = content.title or PurePosixPath(content.name).stem, _text(content)
                 row.metadata_ = {**_metadata(source, item), "format": "text"}
                 s.add(row)
+                s.flush()
+                set_document_groups(s, row, collection, item.groups)
                 texts.append(row)
             else:
                 stored = StoredFile(doc_id, content.name, sniff(content.data, content.name), content.data)
-                row_id, task_id = store_upload(s, collection, existing.get(doc_id), stored, source.user_id, None)
+                access = DocumentAccess(groups=item.groups) if item.groups else None
+                row_id, task_id = store_upload(s, collection, existing.get(doc_id), stored, source.user_id, access)
                 stored_row = s.get(DocumentRow, row_id)
                 assert stored_row is not None
                 stored_row.metadata_ = {**stored_row.metadata_, **_metadata(source, item)}
@@ -107,6 +113,9 @@ def hand_on(s: Session, settings: Settings, source: SourceRow, items: list[Item]
                 handed.tasks.append((PARSE, (str(collection.id), str(row_id)), task_id))
         except (ParseRefused, UnicodeDecodeError) as exc:
             handed.failed[item.key] = f"{item.link}: {exc}"
+            continue
+        except Refusal as exc:  # groups on a personal collection: refused when the source was made, kept safe here
+            handed.failed[item.key] = f"{item.link}: {exc.detail}"
             continue
         handed.documents[item.key] = doc_id
     s.flush()
@@ -119,10 +128,60 @@ def _max_documents(s: Session, settings: Settings, user_id: uuid.UUID) -> int:
     return Limits.defaults(settings).overlaid(overrides_of(s, user_id)).max_documents
 
 
+def regroup(s: Session, settings: Settings, source: SourceRow, items: list[Item],
+            previous: dict[str, dict[str, Any]]) -> Handed:
+    """The documents of items whose permissions changed in the source, not their content: their groups (and their
+    attachments') written now, for listings and reads; an indexed one indexed again from its stored text, so its
+    chunks carry them too (a document still waiting to be read takes them when it is)."""
+    handed = Handed()
+    if not items:
+        return handed
+    collection = s.get(CollectionRow, source.collection_id)
+    assert collection is not None
+    ids = {item.key: previous[item.key].get("document_id") or document_id(source.id, item.key) for item in items}
+    rows = documents_by_id(s, collection.id, list(ids.values()))
+    again: list[DocumentRow] = []
+    for item in items:
+        row = rows.get(ids[item.key])
+        if row is None:
+            handed.failed[item.key] = f"{item.link}: its document is gone; it is read again next run"
+            continue
+        try:
+            for each in [row, *_attachments(s, collection.id, [row.external_id])]:
+                set_document_groups(s, each, collection, item.groups)
+                if each.status == "indexed":
+                    again.append(each)
+        except Refusal as exc:
+            handed.failed[item.key] = f"{item.link}: {exc.detail}"
+            continue
+        handed.documents[item.key] = ids[item.key]
+    s.flush()
+    for task_id, row_ids in queue_in_tasks(again, settings.ingest_task_documents) if again else []:
+        handed.tasks.append((INDEX, (str(collection.id), row_ids), task_id))
+    return handed
+
+
+def _attachments(s: Session, collection_id: uuid.UUID, parents: list[str]) -> list[DocumentRow]:
+    """The documents the parents' attachments became, however deeply nested (an e-mail's, an attached e-mail's)."""
+    found: list[DocumentRow] = []
+    while parents:
+        rows = list(s.scalars(select(DocumentRow).where(
+            DocumentRow.collection_id == collection_id,
+            DocumentRow.metadata_["attached_to"].as_string().in_(parents))))
+        found.extend(rows)
+        if len(found) >= MAX_ATTACHMENT_ROWS:
+            break
+        parents = [row.external_id for row in rows]
+    return found
+
+
 def remove(s: Session, collection_id: uuid.UUID, document_ids: list[str]) -> list[Task]:
-    """The documents gone from the source removed (rows now, vectors by the task returned)."""
+    """The documents gone from the source removed, with the documents their attachments became (rows now,
+    vectors by the task returned)."""
     if not document_ids:
         return []
-    for row in documents_by_id(s, collection_id, document_ids).values():
+    rows = list(documents_by_id(s, collection_id, document_ids).values())
+    children = _attachments(s, collection_id, [row.external_id for row in rows])
+    for row in rows + children:
         remove_document(s, row)
-    return [(DELETE, (str(collection_id), document_ids), None)]
+    return [(DELETE, (str(collection_id), document_ids + [row.external_id for row in children]), None)]

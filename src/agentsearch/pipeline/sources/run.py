@@ -27,7 +27,7 @@ from agentsearch.pipeline.platform.tables.sources import SourceRow, SourceRunRow
 from agentsearch.pipeline.refusal import Refusal
 from agentsearch.pipeline.security.audit import Actor, record
 from agentsearch.pipeline.sources.fetch import Fetcher
-from agentsearch.pipeline.sources.ingest import Task, document_id, hand_on, remove
+from agentsearch.pipeline.sources.ingest import Task, document_id, hand_on, regroup, remove
 from agentsearch.pipeline.sources.kinds import kind_named
 from agentsearch.pipeline.sources.kinds.base import Context, Item, ListingFailed
 from agentsearch.pipeline.sources.store import credentials_of, release_lease, take_lease
@@ -47,12 +47,17 @@ class Tally:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("new", "changed", "unchanged", "removed", "failed"), 0))
     errors: list[str] = field(default_factory=list)
+    withheld: set[str] = field(default_factory=set)
 
-    def fail(self, key: str, reason: str) -> None:
+    def fail(self, key: str, reason: str, withhold: bool = False) -> None:
         self.counts["failed"] += 1
         if len(self.errors) < MAX_ERRORS:
             self.errors.append(reason)
-        if key in self.previous:  # its document stays, and is looked at again next run
+        # Its document stays, and is looked at again next run; unless it may not be indexed at all (its permissions
+        # unknown): then it is left out, and removed as an item gone.
+        if withhold:
+            self.withheld.add(key)
+        elif key in self.previous:
             self.items[key] = self.previous[key]
 
 
@@ -97,16 +102,23 @@ def run_source(db: Database, settings: Settings, run_id: uuid.UUID, send: Callab
             status = "failed"
             tally.errors.insert(0, str(exc) if isinstance(exc, ListingFailed) else f"{type(exc).__name__}: {exc}")
             tally.items = {**previous, **tally.items}
+        if ctx.partial is not None and status == "succeeded":
+            tally.errors.insert(0, ctx.partial)
+            # What was not listed is kept, not removed; what may not be indexed is removed all the same.
+            tally.items = {**{k: v for k, v in previous.items() if k not in tally.withheld}, **tally.items}
     return _finish(db, source_id, run_id, kind.keeps_missing, status, tally, cursor, send)
 
 
 def _sort(item: Item, tally: Tally) -> bool:
     """Counts an item unchanged or failed; True when its content is to be handed on (new or changed)."""
     if item.error is not None:
-        tally.fail(item.key, item.error)
+        tally.fail(item.key, item.error, item.withhold)
         return False
     before = tally.previous.get(item.key)
     if item.content is None or (before is not None and before.get("version") == item.version):
+        if before is not None and before.get("groups") != item.groups:
+            item.content = None  # its permissions changed, not its content: its groups are written, nothing read
+            return True
         if before is not None:
             tally.counts["unchanged"] += 1
             tally.items[item.key] = {**before, "memo": item.memo or before.get("memo", {})}
@@ -121,15 +133,22 @@ def _hand(db: Database, settings: Settings, source_id: uuid.UUID, batch: list[It
     with db.session() as s:
         source = s.get(SourceRow, source_id)
         assert source is not None
-        handed = hand_on(s, settings, source, batch)
+        # Permissions first: a document whose groups changed has them before any new content is stored.
+        regrouped = regroup(s, settings, source, [i for i in batch if i.content is None], tally.previous)
+        handed = hand_on(s, settings, source, [i for i in batch if i.content is not None])
+        handed.tasks[:0] = regrouped.tasks
+        handed.documents.update(regrouped.documents)
+        handed.failed.update(regrouped.failed)
         stored = {}
         for item in batch:
             if item.key in handed.failed:
-                tally.fail(item.key, handed.failed[item.key])
+                tally.fail(item.key, handed.failed[item.key], item.withhold)
                 continue
             tally.counts["changed" if item.key in tally.previous else "new"] += 1
-            stored[item.key] = {"version": item.version, "url": item.link, "memo": item.memo,
-                                "document_id": handed.documents[item.key]}
+            before = tally.previous.get(item.key, {}) if item.content is None else {}
+            stored[item.key] = {**before, "version": item.version, "url": item.link,
+                                "memo": item.memo or before.get("memo", {}), "document_id": handed.documents[item.key],
+                                "groups": item.groups}
         tally.items.update(stored)
         # Recorded with the documents, in their transaction: a run killed after this batch leaves it stored, and the
         # next run finds these items at their new version.

@@ -44,6 +44,14 @@ def checked_config(settings: Settings, kind_name: str, config: dict[str, Any]) -
         raise invalid_fields(("body", "config"), exc) from None
 
 
+def checked_groups(collection: CollectionRow | None, config: SourceConfig) -> None:
+    """A mapping to document groups needs a team collection: a personal one has no groups (422 naming the field)."""
+    if (getattr(config, "groups", None) or getattr(config, "groups_required", False)) and (
+            collection is None or collection.team_id is None):
+        raise invalid(("body", "config", "groups"), "document groups restrict a team collection's documents; this "
+                                                    "collection is personal")
+
+
 def checked_schedule(settings: Settings, schedule_s: int | None) -> int | None:
     if schedule_s is not None and schedule_s < settings.sources_min_schedule_s:
         raise invalid(("body", "schedule_s"), f"schedule_s must be at least {settings.sources_min_schedule_s} "
@@ -63,6 +71,7 @@ def _seal(settings: Settings, row: SourceRow, config: SourceConfig) -> None:
 def create_source(s: Session, settings: Settings, collection: CollectionRow, user_id: uuid.UUID, kind_name: str,
                   config: dict[str, Any], schedule_s: int | None, enabled: bool) -> SourceRow:
     kind, checked = checked_config(settings, kind_name, config)
+    checked_groups(collection, checked)
     row = SourceRow(collection_id=collection.id, user_id=user_id, kind=kind.name, enabled=enabled, state={},
                     schedule_s=checked_schedule(settings, schedule_s))
     _seal(settings, row, checked)
@@ -84,6 +93,7 @@ def update_source(s: Session, settings: Settings, row: SourceRow, changes: dict[
     if "config" in changes:
         merged = {**row.config, **credentials_of(settings, row), **(changes["config"] or {})}
         _, checked = checked_config(settings, row.kind, merged)
+        checked_groups(s.get(CollectionRow, row.collection_id), checked)
         _seal(settings, row, checked)
     if "schedule_s" in changes:
         row.schedule_s = checked_schedule(settings, changes["schedule_s"])

@@ -1,6 +1,6 @@
-"""The kinds of source, by name: one module each (``web``, ``feed``, ``git``), each a class with ``name``,
-``config_model`` and ``items`` (``agentsearch.pipeline.sources.kinds.base``). A new kind is a module here and a line
-in ``KINDS``.
+"""The kinds of source, by name: one module each (``web``, ``feed``, ``git``, ``mail``, ``drive``, ``objects``),
+each a class with ``name``, ``config_model`` and ``items`` (``agentsearch.pipeline.sources.kinds.base``). A new kind
+is a module here and a line in ``KINDS``.
 
 Usage::
 
@@ -11,11 +11,14 @@ Usage::
 from __future__ import annotations
 
 from agentsearch.pipeline.sources.kinds.base import SourceKind
+from agentsearch.pipeline.sources.kinds.drive import Drive
 from agentsearch.pipeline.sources.kinds.feed import Feed
 from agentsearch.pipeline.sources.kinds.git import Git
+from agentsearch.pipeline.sources.kinds.mail import Mail
+from agentsearch.pipeline.sources.kinds.objects import Objects
 from agentsearch.pipeline.sources.kinds.web import Web
 
-KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (Web(), Feed(), Git())}
+KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (Web(), Feed(), Git(), Mail(), Drive(), Objects())}
 
 
 def kind_named(name: str) -> SourceKind | None:

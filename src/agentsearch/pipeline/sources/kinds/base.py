@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
@@ -40,6 +41,14 @@ class SourceConfig(BaseModel):
     def secret_fields(cls) -> list[str]:
         return [name for name, f in cls.model_fields.items()
                 if f.annotation is SecretStr or SecretStr in getattr(f.annotation, "__args__", ())]
+
+
+def http_url(value: str) -> str:
+    """A config's URL read over HTTP: its validator (``field_validator("url")(http_url)``)."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("url must be an http:// or https:// URL with a host")
+    return value
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,12 @@ class Item:
     url: str = ""
     memo: dict[str, Any] = field(default_factory=dict)  # what the kind keeps of it for the next run
     error: str | None = None
+    # The document groups its source gives it (``kinds.permissions``): None, found by every member. Compared with
+    # the last run's even when its content is unchanged, so a permission change alone reaches the document.
+    groups: list[str] | None = None
+    # With ``error``: the item may not be indexed at all (its permissions unknown), so its document is removed
+    # rather than kept as it was.
+    withhold: bool = False
 
     @property
     def link(self) -> str:
@@ -84,6 +99,9 @@ class Context:
     credentials: dict[str, Any]  # the source's, decrypted; a kind may add what it derives from them for this run
     max_item_bytes: int
     timeout_s: float
+    # Set by a kind that stopped listing at a limit: the items not listed are not gone, so none is removed (the
+    # reason is the run's first error; the run still succeeds with what it read).
+    partial: str | None = None
 
 
 class SourceKind(Protocol):

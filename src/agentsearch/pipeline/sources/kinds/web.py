@@ -27,7 +27,7 @@ from urllib.robotparser import RobotFileParser
 from pydantic import Field, SecretStr, field_validator
 
 from agentsearch.pipeline.sources.fetch import USER_AGENT, Fetched, Fetcher, FetchFailed
-from agentsearch.pipeline.sources.kinds.base import Content, Context, Item, ListingFailed, SourceConfig
+from agentsearch.pipeline.sources.kinds.base import Content, Context, Item, ListingFailed, SourceConfig, http_url
 
 MAX_LINKS_KEPT = 500
 _LOC = re.compile(rb"<loc>\s*([^<\s]+)\s*</loc>", re.IGNORECASE)
@@ -41,13 +41,7 @@ class WebConfig(SourceConfig):
     username: str | None = Field(None, max_length=200, description="HTTP basic auth's user, when the site asks.")
     password: SecretStr | None = Field(None, description="HTTP basic auth's password (write-only).")
 
-    @field_validator("url")
-    @classmethod
-    def _http(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("url must be an http:// or https:// URL with a host")
-        return value
+    _http = field_validator("url")(http_url)
 
 
 class _Links(HTMLParser):
