@@ -299,6 +299,25 @@ def test_search_shows_each_stage_turn_ok_in_order_then_citations_audio_and_chart
     audio.evaluate("audio => audio.pause()")
     console.shoot("search")
 
+    # A thumbs down with a comment on the answer, a thumbs up on its first source: both stored as the API keeps them.
+    answer_thumbs = job.locator(".feedback-answer")
+    answer_thumbs.locator(".thumb[data-rating='down']").click()
+    answer_thumbs.locator("textarea[name=feedback-comment]").fill("The figure is from the wrong quarter.")
+    answer_thumbs.locator(".feedback-comment button").click()
+    page.wait_for_selector(f"article.job[data-job='{job_id}'] .feedback-answer .feedback-comment[hidden]",
+                           state="attached")
+    first = response["sources"][0]["document_id"]
+    source_up = job.locator(f".feedback-source[data-document='{first}'] .thumb[data-rating='up']")
+    source_up.click()
+    page.wait_for_selector(f"article.job[data-job='{job_id}'] .feedback-source[data-document='{first}'] "
+                           ".thumb[data-rating='up'][aria-pressed='true']")
+    assert answer_thumbs.locator(".thumb[data-rating='down']").get_attribute("aria-pressed") == "true"
+    with console.http() as http:
+        items = http.get(f"/v1/collections/{console.collection_id}/feedback").json()["items"]
+    mine = {(i["source"], i["rating"], i["comment"]) for i in items if i["job_id"] == job_id}
+    assert mine == {(None, "down", "The figure is from the wrong quarter."), (first, "up", None)}
+    console.shoot("feedback")
+
 
 def test_a_follow_up_in_the_conversation_cancelled_while_it_runs_ends_cancelled(console):
     page = console.page

@@ -10,6 +10,7 @@ import { append, badge, clear, formatMs, h, parseTime, toast, uid } from './dom.
 import { renderArtifacts } from './artifacts.js';
 import { describeLocation } from './locations.js';
 import { staleBanner } from './stale.js';
+import { answerFeedback, sourceFeedback } from './feedback.js';
 
 const STAGES = [
   ['pre_search', 'Pre-search agents'],
@@ -355,6 +356,7 @@ export class JobView {
         this.renderAnswer(response.answer || '', response);
         const banner = staleBanner(job);
         if (banner) this.answerEl.before(banner);
+        if (status === 'succeeded') this.sourcesEl.before(answerFeedback(this.jobId));
         this.renderReasoning(response.cot_steps || []);
         renderArtifacts(this.artifactsEl, response.agent_artifacts || []);
       }
@@ -441,7 +443,8 @@ export class JobView {
         h('button', { type: 'button', class: 'source-link', onclick: (event) => this.openCitation(i + 1, '', event.currentTarget) },
           source.title || source.document_id),
         located(describeLocation(source.location), 'source-location'),
-        h('span', { class: 'muted source-meta' }, ` ${source.document_id} · score ${Number(source.score).toFixed(3)}`)))));
+        h('span', { class: 'muted source-meta' }, ` ${source.document_id} · score ${Number(source.score).toFixed(3)}`),
+        this.jobId ? sourceFeedback(this.jobId, source.document_id) : null))));
   }
 
   async openCitation(n, claim, button) {
