@@ -18,6 +18,7 @@ Usage::
     agentsearch bench sources --pages 1000 --json sources.json      # a web source's run: documents/s, unchanged cost
     agentsearch bench backup --reindex-docs 1000 --json backup.json # reindex chunks/s, backup and restore time
     agentsearch bench embedded --jobs 10 --json embedded.json      # embedded mode: a job beside its steps' times
+    agentsearch bench generated-set --scifact-docs 1000 --size 200  # a generated set ranks search as the qrels do
 
 The benchmarks are the ``bench`` package, installed with the project.
 """
@@ -398,3 +399,21 @@ def bench_retrieval(limit: int | None, docs: int | None, delay_ms: float, data_d
     click.echo(f"retrieval: {verdict}")
     if verdict == "regressed":
         raise SystemExit(1)
+
+
+@bench_group.command("generated-set")
+@click.option("--scifact-docs", type=click.IntRange(10), default=1000, show_default=True,
+              help="The first N SciFact abstracts as the collection (5183: all).")
+@click.option("--xquad-language", default="en", show_default=True)
+@click.option("--size", type=click.IntRange(1, 500), default=200, show_default=True, help="Generated questions.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def bench_generated_set(scifact_docs: int, xquad_language: str, size: int, seed: int, json_out: Path | None) -> None:
+    """nDCG@10 of keyword, dense and hybrid search on a generated question set beside the public qrels."""
+    from agentsearch.bench import generated_sets
+
+    result = generated_sets.run(scifact_docs, xquad_language, size, seed)
+    for line in generated_sets.report_lines(result):
+        click.echo(line)
+    if json_out is not None:
+        generated_sets.write_json(result, json_out)
