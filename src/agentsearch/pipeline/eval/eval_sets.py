@@ -39,11 +39,13 @@ NO_GROUPS: tuple[str, ...] = ()
 
 
 def make_questions(documents: Sequence[tuple[str, str, str]], size: int, rarity: Rarity, llm: Any = None,
-                   seed: int = 0) -> list[MadeQuestion]:
-    """Up to ``size`` questions from ``documents`` (id, title, text), spread across them: a seeded shuffle, each
-    document's most salient sentence first, its next ones only once every document gave one."""
+                   seed: int | None = 0) -> list[MadeQuestion]:
+    """Up to ``size`` questions from ``documents`` (id, title, text), spread across them: a seeded shuffle (``seed``
+    None: in the order given), each document's most salient sentence first, its next ones only once every document
+    gave one."""
     order = list(documents)
-    random.Random(seed).shuffle(order)  # noqa: S311 - a reproducible draw, not a secret
+    if seed is not None:
+        random.Random(seed).shuffle(order)  # noqa: S311 - a reproducible draw, not a secret
     made: list[MadeQuestion] = []
     rank = 0
     while len(made) < size and order:
@@ -81,17 +83,20 @@ def _rows(s: Session, collection_id: uuid.UUID, made: list[MadeQuestion],
     return rows
 
 
-def _questions_from(s: Session, doc_ids: list[uuid.UUID], size: int, rarity: Rarity, llm: Any, seed: int
+def _questions_from(s: Session, doc_ids: list[uuid.UUID], size: int, rarity: Rarity, llm: Any
                     ) -> tuple[list[MadeQuestion], dict[str, str | None]]:
-    """Questions from these documents, read a batch at a time until ``size`` are made."""
+    """Questions from these documents, in their order (drawn already), read a batch at a time until ``size`` are
+    made."""
     made: list[MadeQuestion] = []
     versions: dict[str, str | None] = {}
     batch = max(size * 2, 20)
     for at in range(0, len(doc_ids), batch):
-        docs = list(s.scalars(select(DocumentRow).where(DocumentRow.id.in_(doc_ids[at:at + batch]))))
+        wanted = doc_ids[at:at + batch]
+        by_id = {d.id: d for d in s.scalars(select(DocumentRow).where(DocumentRow.id.in_(wanted)))}
+        docs = [by_id[i] for i in wanted if i in by_id]
         versions.update({d.external_id: d.version for d in docs})
         made += make_questions([(d.external_id, d.title or "", d.text) for d in docs], size - len(made), rarity,
-                               llm, seed)
+                               llm, seed=None)
         if len(made) >= size:
             break
     return made, versions
@@ -102,7 +107,7 @@ def generate_set(s: Session, collection: CollectionRow, size: int, llm: Any = No
     if not 1 <= size <= MAX_SET_SIZE:
         raise invalid(("body", "size"), f"size must be between 1 and {MAX_SET_SIZE}")
     rarity, ids = _rarity(s, collection, seed)
-    made, versions = _questions_from(s, ids, size, rarity, llm, seed)
+    made, versions = _questions_from(s, ids, size, rarity, llm)
     row = s.get(EvalSetRow, collection.id)
     if row is None:
         row = EvalSetRow(collection_id=collection.id, method="llm" if llm is not None else "cloze", size=size)
@@ -186,7 +191,7 @@ def refresh_set(s: Session, collection: CollectionRow, llm: Any = None, seed: in
     # Documents the set still asks about are not drawn again, so the set stays spread across the collection.
     used = {now[q.document_id].id for q in questions if q not in stale and q.document_id in now}
     others = [i for i in ids if i not in set(changed) and i not in used]
-    made, versions = _questions_from(s, list(dict.fromkeys(changed)) + others, len(stale), rarity, llm, seed)
+    made, versions = _questions_from(s, list(dict.fromkeys(changed)) + others, len(stale), rarity, llm)
     for q in stale:
         s.delete(q)
     _rows(s, collection.id, made, versions)
