@@ -122,7 +122,8 @@ def part_catalogue(n: int = 40) -> list[dict]:
     return parts
 
 
-def test_a_gate_refuses_dense_only_on_a_keyword_heavy_collection_and_lets_a_neutral_change_through(stack, team):
+def test_a_gate_refuses_dense_only_and_top_k_1_on_a_keyword_heavy_collection_and_lets_a_neutral_change_through(
+        stack, team):
     with stack.http(team["keys"]["admin"]) as admin:
         parts = admin.post("/v1/collections", json={"name": "parts", "team_id": team["id"]}).json()["id"]
         assert admin.post(f"/v1/collections/{parts}/documents",
@@ -146,15 +147,18 @@ def test_a_gate_refuses_dense_only_on_a_keyword_heavy_collection_and_lets_a_neut
         assert staged["ndcg@10"] < current["ndcg@10"] - detail["tolerance"]
         assert "ndcg@10" in [f["figure"] for f in detail["falls"]]
         assert editor.get(path).json()["search"] == {}  # nothing applied
+        narrow = editor.put(path, params={"stage": "true"}, json={"search": {"top_k": 1}}, timeout=400)
+        assert narrow.status_code == 409, narrow.text
+        assert "hit@5" in [f["figure"] for f in narrow.json()["detail"]["falls"]]
         neutral = editor.put(path, params={"stage": "true"}, json={"search": {"strategy": "hybrid", "top_k": 5}},
                              timeout=400)
         assert neutral.status_code == 200, neutral.text
         assert neutral.json()["gate"]["verdict"] == "applied" and neutral.json()["gate"]["falls"] == []
         assert editor.get(path).json()["search"] == {"strategy": "hybrid", "top_k": 5}
     verdicts = [e["verdict"] for e in gate_events(stack, parts)]
-    assert verdicts == ["refused", "applied"]
+    assert verdicts == ["refused", "refused", "applied"]
     kinds = sorted(k for (k,) in stack.sql(f"SELECT kind FROM eval_runs WHERE collection_id = '{parts}'"))
-    assert kinds == ["current", "current", "staged", "staged"]
+    assert kinds == ["current"] * 3 + ["staged"] * 3
 
 
 def test_a_neutral_agent_set_is_staged_and_applied(stack, team):
@@ -180,7 +184,7 @@ def test_a_staged_change_past_its_time_is_not_applied_with_the_reason(stack, tea
         assert late.status_code == 409, late.text
         assert late.json()["detail"]["verdict"] == "not_applied"
         assert "quality_gate_timeout_s" in late.json()["detail"]["reason"]
-        assert editor.get(path).json()["search"]["top_k"] != 4
+        assert editor.get(path).json()["search"].get("top_k") != 4
     assert gate_events(stack, team["collection"])[-1]["verdict"] == "not_applied"
 
 

@@ -43,8 +43,11 @@ def test_a_cloze_question_is_not_answerable_from_its_own_words(doc: dict) -> Non
     # The span is where the question says, in the document's own text ...
     assert doc["text"][made.start:made.end] == made.answer
     assert made.document_id == doc["id"] and made.origin == "cloze"
-    # ... the question is the title and the sentence with the span taken out ...
+    # ... the question is the words either side of the span, at most six each, with a gap in its place ...
     assert GAP in made.question
+    left, right = made.question.split(GAP)
+    assert len(left.split()) <= 6 and len(right.split()) <= 6
+    assert " ".join(f"{left}{made.answer}{right}".split()) in " ".join(doc["text"].split())
     # ... and neither the span nor any word of it that is rare in the collection is in the question.
     assert made.answer.casefold() not in made.question.casefold()
     rare = [w for w in words(made.answer) if rarity.frequencies.get(w, 0) <= 1]
@@ -57,13 +60,16 @@ def test_the_answer_is_the_sentences_rarest_span() -> None:
             ("c", "More", "Staff work on Fridays.")]
     made = cloze_question(*docs[0], Rarity.of([d[2] for d in docs]))
     assert made is not None and made.answer == "Reykjavik"
-    assert made.question == f"Policy: Staff may work from {GAP} on Fridays with approval."
+    assert made.question == f"Staff may work from {GAP} on Fridays with approval."
 
 
 def test_a_span_repeated_in_the_title_is_never_the_answer() -> None:
     text = "The Zanzibar office pays travel costs of 4,200 euros for each Zanzibar visit by staff."
     made = cloze_question("z", "Zanzibar travel", text, Rarity.of([text, "another text about costs"]))
     assert made is not None and "zanzibar" not in made.answer.casefold()
+    spliced = cloze_question("p", "Parts", "The fastener is catalogued as XR-7468F on shelf 149 of aisle C.",
+                             Rarity.of(["The fastener is catalogued as XR-7468F on shelf 149 of aisle C.", "x"]))
+    assert spliced is not None and spliced.question.count(GAP) == 1 and "  " not in spliced.question
 
 
 def test_questions_are_spread_across_documents_before_a_second_from_one() -> None:

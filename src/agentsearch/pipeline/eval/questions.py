@@ -4,9 +4,9 @@ Two ways, both keeping the document, the span's place in its text and the span i
 
 - **cloze** (offline, the stated method): the document's most salient sentence (the highest sum of its content
   words' rarity in the collection, 6 to 60 words) loses its rarest span (a number, a capitalised name or the rarest
-  term, whichever is rarest), which becomes the answer; the question is the document's title and the rest of the
-  sentence, the span's place a gap. A span still found in the title or the rest of the sentence is never chosen, so
-  the question's words alone never hold its answer.
+  term, whichever is rarest), which becomes the answer; the question is the six words either side of the span, its
+  place a gap (a reader's recollection of the line: not the title, not the whole sentence). A span still found in the
+  title or the rest of the sentence is never chosen, so the question's words alone never hold its answer.
 - **llm**: the model writes a question and copies its answer out of a window of sentences around the salient one;
   the question is kept only when the offline check finds the answer verbatim in that window (and not in the
   question), else the passage's cloze question stands in.
@@ -30,6 +30,7 @@ from agentsearch.pipeline.text import STOPWORDS, content_terms, sentence_gaps, w
 
 GAP = "___"
 MIN_WORDS, MAX_WORDS = 6, 60
+CONTEXT_WORDS = 6  # words kept either side of the gap
 # A number (with its decimals, thousands, percent), a run of capitalised words, or a single word.
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\d%?|(?<![\w.])\d%?")
 _NAME = re.compile(r"\b[A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,3}")
@@ -132,8 +133,11 @@ def cloze_in_sentence(document_id: str, title: str, text: str, start: int, end: 
     if best is None:
         return None
     _, a, b = best
-    question = _shown(f"{title}: {sentence[:a]}{GAP}{sentence[b:]}" if title.strip() else
-                      f"{sentence[:a]}{GAP}{sentence[b:]}")
+    # A reader's recollection, not the document's line: the words either side of the gap, without the title (a
+    # title and a whole sentence copied find their document by any search, so such a set tells no setting apart).
+    before, after = sentence[:a], sentence[b:]
+    left, right = " ".join(before.split()[-CONTEXT_WORDS:]), " ".join(after.split()[:CONTEXT_WORDS])
+    question = _shown(f"{left}{' ' if before[-1:].isspace() else ''}{GAP}{' ' if after[:1].isspace() else ''}{right}")
     return MadeQuestion(question, sentence[a:b], document_id, start + a, start + b, "cloze")
 
 
