@@ -40,7 +40,8 @@ def ranking(scores: dict[str, float]) -> list[str]:
     return sorted(scores, key=lambda name: -scores[name])
 
 
-def measure_dataset(services: Any, corpus: Path, queries: Path, qrels: Path, size: int, seed: int) -> dict[str, Any]:
+def measure_dataset(services: Any, corpus: Path, queries: Path, qrels: Path, size: int, seed: int,
+                    llm: Any = None) -> dict[str, Any]:
     from agentsearch.pipeline.eval.eval_sets import make_questions
     from agentsearch.pipeline.eval.quality_runs import Asked, RunSettings, measure
     from agentsearch.pipeline.eval.questions import Rarity
@@ -58,7 +59,7 @@ def measure_dataset(services: Any, corpus: Path, queries: Path, qrels: Path, siz
     docs = load_beir_corpus(corpus)
     collection, chunks, _ = ensure_corpus_indexed(services, corpus)
     made = make_questions([(d["id"], d["title"], d["text"]) for d in docs], size,
-                          Rarity.of([d["text"] for d in docs]), seed=seed)
+                          Rarity.of([d["text"] for d in docs]), llm=llm, seed=seed)
     asked_made = [Asked(q.question, q.answer, q.document_id) for q in made]
     indexed = {d["id"] for d in docs}
     judged = load_qrels(qrels)
@@ -72,6 +73,7 @@ def measure_dataset(services: Any, corpus: Path, queries: Path, qrels: Path, siz
         run, _ = run_retrieval_eval(services, collection, public, config)
         qrels_scores[label] = score_run(run, judged)["ndcg@10"]
     return {"documents": len(docs), "chunks": chunks, "generated_questions": len(made),
+            "by_origin": {o: sum(q.origin == o for q in made) for o in ("llm", "cloze")},
             "public_queries": len(public), "generated": generated, "public": qrels_scores,
             "generated_ranking": ranking(generated), "public_ranking": ranking(qrels_scores),
             "same_order": ranking(generated) == ranking(qrels_scores),
@@ -79,7 +81,21 @@ def measure_dataset(services: Any, corpus: Path, queries: Path, qrels: Path, siz
 
 
 def run(scifact_docs: int | None, xquad_language: str, size: int, seed: int = 0,
-        data_dir: Path = DEFAULT_DATA_DIR) -> dict[str, Any]:
+        data_dir: Path = DEFAULT_DATA_DIR, llm_server: bool = False, datasets: tuple[str, ...] = ("scifact", "xquad")
+        ) -> dict[str, Any]:
+    """``llm_server``: the questions written by the suite's LLM server (SmolLM2-135M, started here), checked."""
+    if llm_server:
+        from agentsearch.devstack.llm_server import LLMServer
+        from agentsearch.pipeline.platform.llm import LLMClient
+
+        with LLMServer(data_dir.expanduser() / "llm-server") as server:
+            return _run(scifact_docs, xquad_language, size, seed, data_dir, LLMClient(server.url, server.model),
+                        datasets)
+    return _run(scifact_docs, xquad_language, size, seed, data_dir, None, datasets)
+
+
+def _run(scifact_docs: int | None, xquad_language: str, size: int, seed: int, data_dir: Path, llm: Any,
+         datasets: tuple[str, ...]) -> dict[str, Any]:
     from agentsearch.pipeline.platform.settings import Settings
     from agentsearch.pipeline.services import Services
 
@@ -89,14 +105,16 @@ def run(scifact_docs: int | None, xquad_language: str, size: int, seed: int = 0,
     load = [round(x, 2) for x in os.getloadavg()]
     scifact = _subset(SCIFACT / "corpus.jsonl", scifact_docs, settings.data_dir, "scifact")
     xquad = XQUAD / xquad_language
-    return {
-        "load_at_start": load, "size": size, "seed": seed, "embedding_model": settings.embedding_model,
-        "scifact": measure_dataset(services, scifact, SCIFACT / "queries_train.jsonl",
-                                   SCIFACT / "qrels" / "train.tsv", size, seed),
-        f"xquad_{xquad_language}": measure_dataset(services, xquad / "corpus.jsonl", xquad / "queries.jsonl",
-                                                   xquad / "qrels" / "dev.tsv", size, seed),
-        "load_at_end": [round(x, 2) for x in os.getloadavg()],
-    }
+    result: dict[str, Any] = {"load_at_start": load, "size": size, "seed": seed, "llm": llm is not None,
+                              "embedding_model": settings.embedding_model}
+    if "scifact" in datasets:
+        result["scifact"] = measure_dataset(services, scifact, SCIFACT / "queries_train.jsonl",
+                                            SCIFACT / "qrels" / "train.tsv", size, seed, llm)
+    if "xquad" in datasets:
+        result[f"xquad_{xquad_language}"] = measure_dataset(services, xquad / "corpus.jsonl", xquad / "queries.jsonl",
+                                                            xquad / "qrels" / "dev.tsv", size, seed, llm)
+    result["load_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return result
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
@@ -104,8 +122,8 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     for name, part in result.items():
         if not isinstance(part, dict) or "generated" not in part:
             continue
-        lines.append(f"{name}: {part['documents']} documents, {part['generated_questions']} generated questions, "
-                     f"{part['public_queries']} public queries")
+        lines.append(f"{name}: {part['documents']} documents, {part['generated_questions']} generated questions "
+                     f"({part['by_origin']['llm']} by the LLM), {part['public_queries']} public queries")
         for label in STRATEGIES:
             lines.append(f"  {label:8} nDCG@10 generated {part['generated'][label]:.4f}   public "
                          f"{part['public'][label]:.4f}")

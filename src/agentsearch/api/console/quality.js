@@ -76,3 +76,15 @@ export async function renderQuality(collection, ctx) {
   load().catch((exc) => { if (exc.name !== 'AbortError') note.textContent = `Could not load the runs: ${exc.message}`; });
   return card;
 }
+
+/** A staged change's two sets of figures side by side (the `gate` of a 200, the `detail` of a 409), each fall marked. */
+export function comparison(gate) {
+  const fell = new Set((gate.falls || []).map((f) => f.figure));
+  const { current = {}, staged = {} } = gate.figures || {};
+  return h('table', { class: 'table quality-comparison' },
+    h('caption', null, `${gate.verdict === 'applied' ? 'Applied' : 'Not applied'}: ${gate.reason}`),
+    h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'Figure'), h('th', { scope: 'col' }, 'Now'),
+      h('th', { scope: 'col' }, 'With the change'))),
+    h('tbody', null, FIGURES.map(([name, label]) => h('tr', { class: fell.has(name) ? 'quality-fell' : null },
+      h('th', { scope: 'row' }, label), cell(current[name]), cell(staged[name])))));
+}
