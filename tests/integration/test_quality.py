@@ -205,3 +205,27 @@ def test_the_set_is_refreshed_for_a_changed_document(stack, team):
     remade = [q for q in after if q["document_id"] == changed]
     assert remade and all(q["version"] != before[0]["version"] for q in remade)
     assert all(new_text[q["location"]["start"]:q["location"]["end"]] == q["answer"] for q in remade)
+
+
+def test_with_a_real_llm_its_questions_are_kept_only_when_their_answer_is_in_the_passage(llm_stack):
+    """The suite's LLM server writes the questions: each kept one holds its answer where it says, in the document,
+    and not in itself; a passage whose question was not kept has its cloze one; a run counts the offline answers."""
+    docs = list(DOCS.values())[:6]
+    with llm_stack.http() as http:
+        made = http.post("/v1/collections", json={"name": f"llm-quality-{uuid.uuid4().hex[:6]}"})
+        collection = made.json()["id"]
+        assert http.post(f"/v1/collections/{collection}/documents", json={"documents": docs}).status_code == 202
+        wait_indexed(http, collection, 120)
+        generated = http.post(f"/v1/collections/{collection}/eval-sets", json={"size": 6}, timeout=600)
+        assert generated.status_code == 201, generated.text
+        assert generated.json()["method"] == "llm"
+        questions = http.get(f"/v1/collections/{collection}/eval-sets").json()["questions"]
+        run = http.post(f"/v1/collections/{collection}/eval-runs", timeout=900)
+    assert {q["origin"] for q in questions} <= {"llm", "cloze"} and len(questions) == len(docs)
+    for q in questions:
+        text = DOCS[q["document_id"]]["text"]
+        assert text[q["location"]["start"]:q["location"]["end"]] == q["answer"]
+        assert q["answer"].casefold() not in q["question"].casefold()
+    assert run.status_code == 201, run.text
+    figures = run.json()["figures"]
+    assert figures["fallback_rate"] is not None and 0.0 <= figures["fallback_rate"] <= 1.0
