@@ -99,7 +99,8 @@ class FakeLLM:
     def __init__(self, reply) -> None:
         self.reply, self.seen = reply, []
 
-    def complete_json(self, messages, timeout_s=0.0):
+    def complete_json(self, messages, timeout_s=0.0, **kwargs):
+        assert kwargs["max_tokens"] and kwargs["json_schema"]["required"] == ["question", "answer"]
         self.seen.append(messages[-1]["content"])
         if isinstance(self.reply, Exception):
             raise self.reply

@@ -37,6 +37,11 @@ _NAME = re.compile(r"\b[A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,3}")
 _WORD = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")
 LLM_WINDOW_SENTENCES = 3
 LLM_TIMEOUT_S = 30.0
+# The reply's shape, which a grammar holds the model to where the endpoint can, and its length: a question and a
+# short span need far fewer tokens, and a small model left free writes on.
+QUESTION_SCHEMA = {"type": "object", "properties": {"question": {"type": "string"}, "answer": {"type": "string"}},
+                   "required": ["question", "answer"]}
+LLM_MAX_TOKENS = 160
 MAX_ANSWER_CHARS = 120
 
 
@@ -187,7 +192,8 @@ def llm_question(llm: Any, document_id: str, title: str, text: str, rarity: Rari
         {"role": "user", "content": f"Title: {title}\nPassage: {passage}"},
     ]
     try:
-        made = checked_llm_question(llm.complete_json(messages, timeout_s=timeout_s), document_id, text, window)
+        reply = llm.complete_json(messages, timeout_s=timeout_s, max_tokens=LLM_MAX_TOKENS, json_schema=QUESTION_SCHEMA)
+        made = checked_llm_question(reply, document_id, text, window)
     except Exception:  # noqa: BLE001 - any failure of the model's leaves the passage its offline question
         made = None
     return made or cloze_in_sentence(document_id, title, text, *salient[rank], rarity)
