@@ -113,6 +113,18 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("DELETE", SOURCE): R(WRITE, "editor"),
     ("POST", f"{SOURCE}/runs"): R(WRITE, "editor"),
     ("GET", f"{SOURCE}/runs"): R(READ, "viewer"),
+    # Its quality (src/agentsearch/api/routes/quality.py): every member reads the set and the runs; its editors make,
+    # edit and run the set and stage changes (a viewer cannot); how far a staged change may lower it is its admins'.
+    ("POST", f"{COLLECTION}/eval-sets"): R(WRITE, "editor"),
+    ("GET", f"{COLLECTION}/eval-sets"): R(READ, "viewer"),
+    ("POST", f"{COLLECTION}/eval-sets/questions"): R(WRITE, "editor"),
+    ("DELETE", f"{COLLECTION}/eval-sets/questions/{{question_id}}"): R(WRITE, "editor"),
+    ("POST", f"{COLLECTION}/eval-sets/refresh"): R(WRITE, "editor"),
+    ("POST", f"{COLLECTION}/eval-runs"): R(WRITE, "editor"),
+    ("GET", f"{COLLECTION}/eval-runs"): R(READ, "viewer"),
+    ("GET", f"{COLLECTION}/search-settings"): R(READ, "viewer"),
+    ("PUT", f"{COLLECTION}/search-settings"): R(WRITE, "editor"),
+    ("PUT", f"{COLLECTION}/quality-tolerance"): R(WRITE, "admin"),
     ("GET", f"{COLLECTION}/agents"): R(READ, "viewer"),
     # The configs linked may name any collection of the user: wiring them is a change to every collection.
     ("PUT", f"{COLLECTION}/agents"): R(USER_WRITE, "editor"),

@@ -189,3 +189,26 @@ class FeedbackCreate(Strict):
     comment: str | None = Field(None, max_length=2000, description="What was right or wrong with it.")
     source: str | None = Field(None, min_length=1, max_length=512,
                                description="Rate this source of the answer (its document_id) instead of the answer.")
+
+
+class EvalSetCreate(Strict):
+    size: int | None = Field(None, ge=1, le=500, description="Questions to make (default AGENTSEARCH_EVAL_SET_SIZE).")
+    llm: bool = Field(True, description="Have the configured LLM write the questions (checked offline); without "
+                                        "one, or false, the offline cloze method makes them.")
+    seed: int = Field(0, ge=0, description="The draw of passages: the same seed draws the same documents.")
+
+
+class EvalQuestionCreate(Strict):
+    question: str = Field(min_length=3, max_length=2000)
+    answer: str = Field(min_length=1, max_length=500, description="A span of the document's text (case aside).")
+    document_id: str = Field(min_length=1, max_length=512)
+
+
+class SearchSettingsIn(Strict):
+    search: dict[str, Any] = Field(description="SearchConfig fields (strategy, fusion, weights, ...) and top_k, for "
+                                               "the collection's jobs; {} returns to the service's defaults.")
+
+
+class ToleranceIn(Strict):
+    tolerance: float | None = Field(ge=0.0, le=1.0, description="How far a figure may fall under a staged change; "
+                                                                "null: the service's default.")

@@ -8,6 +8,7 @@
     agentsearch eval retrieval|answers ...             benchmark retrieval (BEIR) or answers (gold spans)
     agentsearch eval iterative ...                     iterative mode vs single-shot search (BEIR)
     agentsearch eval followups [--scifact DIR]         follow-up retrieval with and without the contextualizer
+    agentsearch eval generate|run --collection NAME   a collection's own question set, its quality measured on it
     agentsearch agents list [--json]                   the registered agents
     agentsearch users create NAME | list | new-key NAME | revoke PREFIX    API users and their keys
     agentsearch users limits NAME [--searches-per-minute N ...] [--reset]   a user's rate limits and quotas
@@ -71,6 +72,7 @@ from agentsearch.cli import (
 from agentsearch.cli.benchmarks import bench_group
 from agentsearch.cli.errors import fail
 from agentsearch.cli.eval import eval_group
+from agentsearch.cli.eval_sets import eval_generate, eval_run
 from agentsearch.cli.quiet import QUIET_COMMANDS, quiet_libraries
 from agentsearch.pipeline.platform.settings import Settings
 from agentsearch.pipeline.platform.settings_checks import settings_problem
@@ -105,3 +107,5 @@ for command in (serve.migrate, serve.api, serve.worker, serve.beat, serve.flower
                 mcp.mcp_server, retention.retention, reindex.reindex, audit.audit,
                 backup.backup, backup.restore):
     main.add_command(command)
+for subcommand in (eval_generate, eval_run):  # a collection's own question set, beside the benchmark evaluations
+    eval_group.add_command(subcommand)

@@ -19,6 +19,7 @@ Usage::
     agentsearch bench sources --kind mail --pages 1000              # a mailbox on Dovecot: the same
     agentsearch bench backup --reindex-docs 1000 --json backup.json # reindex chunks/s, backup and restore time
     agentsearch bench embedded --jobs 10 --json embedded.json      # embedded mode: a job beside its steps' times
+    agentsearch bench generated-set --scifact-docs 1000 --size 200  # a generated set ranks search as the qrels do
 
 The benchmarks are the ``bench`` package, installed with the project.
 """
@@ -402,3 +403,25 @@ def bench_retrieval(limit: int | None, docs: int | None, delay_ms: float, data_d
     click.echo(f"retrieval: {verdict}")
     if verdict == "regressed":
         raise SystemExit(1)
+
+
+@bench_group.command("generated-set")
+@click.option("--scifact-docs", type=click.IntRange(10), default=1000, show_default=True,
+              help="The first N SciFact abstracts as the collection (5183: all).")
+@click.option("--xquad-language", default="en", show_default=True)
+@click.option("--size", type=click.IntRange(1, 500), default=200, show_default=True, help="Generated questions.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--llm", "llm_server", is_flag=True, help="Questions written by a local LLM server (SmolLM2-135M).")
+@click.option("--only", type=click.Choice(["scifact", "xquad"]), default=None, help="One data set alone.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def bench_generated_set(scifact_docs: int, xquad_language: str, size: int, seed: int, llm_server: bool,
+                        only: str | None, json_out: Path | None) -> None:
+    """nDCG@10 of keyword, dense and hybrid search on a generated question set beside the public qrels."""
+    from agentsearch.bench import generated_sets
+
+    result = generated_sets.run(scifact_docs, xquad_language, size, seed, llm_server=llm_server,
+                                datasets=(only,) if only else ("scifact", "xquad"))
+    for line in generated_sets.report_lines(result):
+        click.echo(line)
+    if json_out is not None:
+        generated_sets.write_json(result, json_out)

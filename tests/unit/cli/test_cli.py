@@ -25,7 +25,8 @@ def test_every_command_the_docstring_lists_is_registered():
     listed = {line.split()[1] for line in cli.__doc__.splitlines() if line.strip().startswith("agentsearch ")}
     listed |= {"api", "worker", "beat", "flower", "migrate"}  # listed together on one line
     assert listed <= set(main.commands), listed - set(main.commands)
-    assert set(main.commands["eval"].commands) == {"retrieval", "iterative", "answers", "followups", "formats"}
+    assert set(main.commands["eval"].commands) == {"retrieval", "iterative", "answers", "followups", "formats",
+                                                  "generate", "run"}
 
 
 def test_python_dash_m_cli_runs_the_same_group():

@@ -5,6 +5,7 @@
 
 import { api } from './api.js';
 import { clear, clearInvalid, h, showFieldErrors, toast, uid } from './dom.js';
+import { comparison } from './quality.js';
 import { may } from './roles.js';
 import { schemaForm } from './schema_form.js';
 
@@ -51,14 +52,27 @@ function effectivePriority(entry, config) {
  * words. */
 function renderSet(card, collection, entries, configs, reload, editable) {
   const status = h('p', { class: 'muted', 'aria-live': 'polite' });
+  // Staged: each change is measured on the collection's question set first (quality.js shows both sides); a change
+  // the gate refused is applied only when the user confirms it after reading the comparison.
+  const staging = h('input', { type: 'checkbox', id: 'stage-changes' });
+  const gateView = h('div', { class: 'gate-view', 'aria-live': 'polite' });
 
-  async function save(next, message) {
+  async function save(next, message, staged = staging.checked) {
+    clear(gateView);
     try {
-      await api(`/v1/collections/${collection.id}/agents`, { method: 'PUT', json: { agents: next } });
+      const path = `/v1/collections/${collection.id}/agents${staged ? '?stage=true' : ''}`;
+      if (staged) status.textContent = 'Measuring the change on the question set…';
+      const saved = await api(path, { method: 'PUT', json: { agents: next } });
+      if (saved.gate) gateView.append(comparison(saved.gate));
+      status.textContent = '';
       toast(message);
       await reload();
     } catch (exc) {
-      status.textContent = `Not saved: ${exc.message}`;
+      status.textContent = `Not saved: ${exc.detail && exc.detail.reason ? exc.detail.reason : exc.message}`;
+      if (exc.status === 409 && exc.detail && exc.detail.figures) {
+        gateView.append(comparison(exc.detail), h('button', { type: 'button', class: 'button-quiet',
+          onclick: () => save(next, `${message} (confirmed despite the comparison)`, false) }, 'Apply anyway'));
+      }
     }
   }
 
@@ -109,7 +123,11 @@ function renderSet(card, collection, entries, configs, reload, editable) {
     });
     card.append(list);
   }
-  card.append(status);
+  if (editable) {
+    card.append(h('p', { class: 'field-inline' }, staging,
+      h('label', { for: 'stage-changes' }, ' Measure each change on the question set before it goes live')));
+  }
+  card.append(status, gateView);
 }
 
 function renderAddForm(card, catalogue, collection, onAdded) {

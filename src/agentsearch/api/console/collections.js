@@ -7,6 +7,7 @@
 import { api } from './api.js';
 import { badge, clear, formatTime, h, showFieldErrors, clearInvalid, toast, uid } from './dom.js';
 import { ingestionText } from './ingestion.js';
+import { renderQuality } from './quality.js';
 import { may } from './roles.js';
 
 export async function renderCollections(main, [collectionId], ctx) {
@@ -263,7 +264,8 @@ async function renderDetail(detail, collection, ctx, onCounts) {
         h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'Title'), h('th', { scope: 'col' }, 'Id'),
           h('th', { scope: 'col' }, 'Status'),
           canDelete ? h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Actions')) : null)),
-        docsBody)));
+        docsBody)),
+    await renderQuality(collection, ctx));
   await loadDocuments();
   if (collection.documents.pending) watchIndexing(collection.documents.pending + collection.documents.indexed + collection.documents.failed).catch(() => {});
 }

@@ -10,6 +10,7 @@ export const ACTIONS = {
   upload: { method: 'POST', route: '/v1/collections/{collection_id}/files', role: 'editor' },
   deleteDocument: { method: 'DELETE', route: '/v1/collections/{collection_id}/documents/{document_id}', role: 'editor' },
   editAgents: { method: 'PUT', route: '/v1/collections/{collection_id}/agents', role: 'editor' },
+  runQuality: { method: 'POST', route: '/v1/collections/{collection_id}/eval-runs', role: 'editor' },
 };
 
 /** Whether the caller's role over `collection` covers `action` (a key of ACTIONS); no role: nothing. */

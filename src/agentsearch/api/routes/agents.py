@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import ValidationError
+from sqlalchemy.orm import Session
 
 from agentsearch.api.audit import audit
 from agentsearch.api.auth import CurrentUser, current_user
 from agentsearch.api.errors import from_validation_error, unprocessable
 from agentsearch.api.request_guard import GuardedRoute
 from agentsearch.api.roles import Reach
+from agentsearch.api.routes.quality import asked_of, decided, staged_gate, tolerance_of
 from agentsearch.api.schemas import AgentConfigCreate, AgentConfigOut, CollectionAgentIn, CollectionAgentsIn
 from agentsearch.api.services import AppServices
 from agentsearch.pipeline.agents.base import Stage
@@ -24,8 +26,13 @@ from agentsearch.pipeline.agents.configs import (
 )
 from agentsearch.pipeline.agents.references import UnresolvedReference, UserResources, resolve_config_references
 from agentsearch.pipeline.agents.registry import AgentRegistry
+from agentsearch.pipeline.eval.gate import run_settings
+from agentsearch.pipeline.eval.quality_runs import RunSettings
 from agentsearch.pipeline.job.routing import table_problem
+from agentsearch.pipeline.job.submit import collection_specs
 from agentsearch.pipeline.platform.tables.agents import AgentConfigRow, CollectionAgentRow
+from agentsearch.pipeline.platform.tables.collections import CollectionRow
+from agentsearch.pipeline.services import Services
 
 router = APIRouter(tags=["agents"], route_class=GuardedRoute)
 
@@ -142,40 +149,74 @@ def routing_problems(items: list[CollectionAgentIn], configs: dict[uuid.UUID, Ag
     return problems
 
 
+def _replace_agents(s: Session, collection_id: uuid.UUID, body: CollectionAgentsIn, user_id: uuid.UUID,
+                    registry: AgentRegistry) -> None:
+    """The collection's set replaced by the body's, each entry checked (422 naming it)."""
+    wanted = [a.agent_config_id for a in body.agents]
+    named = wanted + [a.fallback_agent_config_id for a in body.agents if a.fallback_agent_config_id is not None]
+    stages = linkable_stages(s, collection_id, user_id, named)
+    for i, item in enumerate(body.agents):
+        if item.agent_config_id not in stages:
+            raise unprocessable(("body", "agents", i, "agent_config_id"),
+                                f"agent config {item.agent_config_id} not found")
+        if wanted.index(item.agent_config_id) != i:
+            raise unprocessable(("body", "agents", i, "agent_config_id"), "listed twice")
+        if (problem := fallback_problem(item, stages)) is not None:
+            raise unprocessable(("body", "agents", i, "fallback_agent_config_id"), problem)
+    configs = configs_by_id(s, wanted)
+    for i, problem in routing_problems(body.agents, configs, registry)[:1]:
+        raise unprocessable(("body", "agents", i, "agent_config_id"), problem)
+    replace_collection_agents(s, collection_id, [
+        CollectionAgentRow(collection_id=collection_id, agent_config_id=item.agent_config_id, priority=item.priority,
+                           enabled=item.enabled, fallback_agent_config_id=item.fallback_agent_config_id,
+                           critical=item.critical)
+        for item in body.agents
+    ])
+
+
 @router.put("/v1/collections/{collection_id}/agents")
 def set_collection_agents(collection_id: uuid.UUID, body: CollectionAgentsIn, user_id: CurrentUser, request: Request,
-                          services: AppServices) -> dict:
+                          services: AppServices, stage: bool = Query(False, description="Measure the new set on the "
+                          "collection's question set beside the current one; apply it only if no figure falls past "
+                          "the collection's tolerance (else 409 with both sets of figures).")) -> dict:
     """Replace the set of agent configs this collection runs (with per-collection priority and enabled).
 
     Concurrent replacements of one collection's set take turns on the collection's row lock: each deletes what
     the one before it committed and inserts its own, so the last one wins whole (never a unique-key clash).
+    Staged, the new set is checked and read as a job would snapshot it, then measured (``routes/quality.py``).
     """
+    gate = None
+    if stage:
+        with services.db.session() as s:
+            collection = Reach(request, s, user_id).collection(collection_id)
+            current, staged = staged_agent_sets(s, collection, body, user_id, services)
+            questions, tolerance = asked_of(s, collection_id), tolerance_of(collection, services)
+        decision = staged_gate(services, collection_id, staged, current, questions, tolerance)
+        change = {"agent_config_ids": [str(a.agent_config_id) for a in body.agents[:20]]}
+        decided(request, services, collection_id, change, decision, current, staged)
+        gate = decision.as_json()
     with services.db.session() as s:
         Reach(request, s, user_id).collection(collection_id, lock=True)
-        wanted = [a.agent_config_id for a in body.agents]
-        named = wanted + [a.fallback_agent_config_id for a in body.agents if a.fallback_agent_config_id is not None]
-        stages = linkable_stages(s, collection_id, user_id, named)
-        for i, item in enumerate(body.agents):
-            if item.agent_config_id not in stages:
-                raise unprocessable(("body", "agents", i, "agent_config_id"),
-                                    f"agent config {item.agent_config_id} not found")
-            if wanted.index(item.agent_config_id) != i:
-                raise unprocessable(("body", "agents", i, "agent_config_id"), "listed twice")
-            if (problem := fallback_problem(item, stages)) is not None:
-                raise unprocessable(("body", "agents", i, "fallback_agent_config_id"), problem)
-        configs = configs_by_id(s, wanted)
-        for i, problem in routing_problems(body.agents, configs, services.registry)[:1]:
-            raise unprocessable(("body", "agents", i, "agent_config_id"), problem)
-        replace_collection_agents(s, collection_id, [
-            CollectionAgentRow(collection_id=collection_id, agent_config_id=item.agent_config_id,
-                               priority=item.priority,
-                            enabled=item.enabled, fallback_agent_config_id=item.fallback_agent_config_id,
-                            critical=item.critical)
-            for item in body.agents
-        ])
+        _replace_agents(s, collection_id, body, user_id, services.registry)
         audit(request, s, "collection.agents.set", collection_id=collection_id, target=("collection", collection_id),
               details={"agent_config_ids": [str(a.agent_config_id) for a in body.agents[:20]]})
-    return {"collection_id": str(collection_id), "agents": [a.model_dump(mode="json") for a in body.agents]}
+    return {"collection_id": str(collection_id), "agents": [a.model_dump(mode="json") for a in body.agents],
+            **({"gate": gate} if gate is not None else {})}
+
+
+def staged_agent_sets(s: Session, collection: CollectionRow, body: CollectionAgentsIn, user_id: uuid.UUID,
+                      services: Services) -> tuple[RunSettings, RunSettings]:
+    """The collection's settings with its agent set now and with the body's, each as a job would snapshot it: the
+    body's set is written in a savepoint, read, and taken back."""
+    searched = run_settings(collection.search_settings, services.settings)
+    now = collection_specs(s, collection.id, services.registry)
+    savepoint = s.begin_nested()
+    _replace_agents(s, collection.id, body, user_id, services.registry)
+    s.flush()
+    then = collection_specs(s, collection.id, services.registry)
+    savepoint.rollback()
+    return (RunSettings(searched.search, searched.top_k, tuple(now)),
+            RunSettings(searched.search, searched.top_k, tuple(then)))
 
 
 @router.get("/v1/collections/{collection_id}/agents")

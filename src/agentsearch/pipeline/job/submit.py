@@ -103,6 +103,7 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
             if earlier is not None:
                 return _audited(s, actor, request, Submission.of(earlier, replayed=True, collections=read))
         epochs, collections = _epochs(s, named_at, user_id, settings, within)
+        top_k, search = _with_collection_search(collections[0].search_settings, request, top_k, search)
         # Over a team collection with restricted documents every search of the job finds only what the caller's
         # document groups let it: the filter rides in the search overrides, so each search applies it and the
         # cache key covers it. The groups themselves ride in the state, for the agents' own reading.
@@ -222,6 +223,16 @@ def _checked(request: SearchRequest, settings: Settings, registry: AgentRegistry
     except ValidationError as exc:
         raise invalid_fields(("body", "search"), exc) from None
     return query, top_k, search, _agentic(request, settings)
+
+
+def _with_collection_search(saved: dict | None, request: SearchRequest, top_k: int, search: dict
+                            ) -> tuple[int, dict]:
+    """The collection's search settings (``agentsearch.pipeline.eval.gate``, checked when saved) under the request's
+    own: what the request says wins, what it leaves out the collection sets."""
+    if not saved:
+        return top_k, search
+    rest = {k: v for k, v in saved.items() if k != "top_k"}
+    return request.top_k or saved.get("top_k") or top_k, {**rest, **search}
 
 
 def _agentic(request: SearchRequest, settings: Settings) -> AgenticSpec | None:

@@ -21,9 +21,9 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agentsearch.pipeline.platform import settings_quality, settings_sources
 from agentsearch.pipeline.platform.egress import EgressPolicy
 from agentsearch.pipeline.platform.settings_checks import ENV_PREFIX, env_name, flower_credentials, positive_seconds
-from agentsearch.pipeline.platform.settings_sources import SourceSettings
 
 # The LLM's budgets in the answer step, retries included (docs/configuration.md and docs/citations.md have values
 # for a model on CPU cores and for a hosted one). Past one, the answer step goes on without that reply, and the job's
@@ -32,7 +32,7 @@ ANSWER_LLM_TIMEOUT_S = 60.0
 JUDGE_LLM_TIMEOUT_S = 20.0
 
 
-class Settings(BaseSettings, SourceSettings):
+class Settings(BaseSettings, settings_sources.SourceSettings, settings_quality.QualitySettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     data_dir: Path = Field(Path(".agentsearch"), description="Where embedded SQLite, Milvus Lite and demo files live.")

@@ -15,6 +15,7 @@ from agentsearch.pipeline.platform.tables import (  # noqa: F401
     collections,
     conversations,
     jobs,
+    quality,
     sources,
     teams,
     users,

@@ -8,7 +8,19 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint, Uuid, text
+from sqlalchemy import (
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from agentsearch.pipeline.platform.db import Base, JSONType, utcnow
@@ -42,6 +54,11 @@ class CollectionRow(Base):
     # Seconds per stage ({pre_search, post_search, response}, each optional) for its jobs:
     # agentsearch.pipeline.job.stage_budget.
     stage_timeouts: Mapped[dict[str, float] | None] = mapped_column(JSONType, nullable=True)
+    # Its jobs' search settings (strategy, fusion, top_k, ...; a request's own win): agentsearch.pipeline.eval.gate.
+    search_settings: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    # How far a figure of its question set may fall before a staged change is refused (an admin's; NULL: the
+    # service's default, AGENTSEARCH_QUALITY_TOLERANCE).
+    quality_tolerance: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     @property
     def milvus_name(self) -> str:

@@ -1,0 +1,138 @@
+"""Does a question set made from a collection's documents rank search settings as its public judgements do?
+
+SciFact and XQuAD treated as a team's collections: their documents only are indexed (a subset of SciFact's abstracts,
+one XQuAD language), a question set is made from them offline (``agentsearch.pipeline.eval.questions``, the cloze
+method; their own questions are never read for it), and three search settings (keyword, dense, hybrid) are measured
+twice: nDCG@10 on the generated set (``agentsearch.pipeline.eval.quality_runs.measure``, the job's road, top 10) and
+nDCG@10 on the public queries and qrels, restricted to queries whose relevant documents are all indexed. The two
+rankings are printed side by side.
+
+    agentsearch bench generated-set --scifact-docs 1000 --xquad-language en --size 200 --json out.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from agentsearch.bench.common import SCIFACT
+
+XQUAD = SCIFACT.parent / "xquad"
+DEFAULT_DATA_DIR = Path("~/.cache/agentsearch/bench/generated-sets")
+STRATEGIES = {"keyword": "keyword", "dense": "semantic", "hybrid": "hybrid"}
+
+
+def _subset(corpus: Path, docs: int | None, data_dir: Path, name: str) -> Path:
+    """The first ``docs`` lines of the corpus as a file of the bench's own (the index is reused by path)."""
+    if not docs:
+        return corpus
+    lines = [line for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()][:docs]
+    path = data_dir / f"{name}-{docs}.jsonl"
+    if not path.exists() or path.read_text(encoding="utf-8") != "\n".join(lines) + "\n":
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def ranking(scores: dict[str, float]) -> list[str]:
+    """Settings best first (ties in the order given)."""
+    return sorted(scores, key=lambda name: -scores[name])
+
+
+def measure_dataset(services: Any, corpus: Path, queries: Path, qrels: Path, size: int, seed: int,
+                    llm: Any = None) -> dict[str, Any]:
+    from agentsearch.pipeline.eval.eval_sets import make_questions
+    from agentsearch.pipeline.eval.quality_runs import Asked, RunSettings, measure
+    from agentsearch.pipeline.eval.questions import Rarity
+    from agentsearch.pipeline.eval.retrieval import (
+        ensure_corpus_indexed,
+        load_beir_corpus,
+        load_beir_queries,
+        load_qrels,
+        run_retrieval_eval,
+        score_run,
+    )
+    from agentsearch.pipeline.retrieval.config import SearchConfig
+
+    settings = services.settings
+    docs = load_beir_corpus(corpus)
+    collection, chunks, _ = ensure_corpus_indexed(services, corpus)
+    made = make_questions([(d["id"], d["title"], d["text"]) for d in docs], size,
+                          Rarity.of([d["text"] for d in docs]), llm=llm, seed=seed)
+    asked_made = [Asked(q.question, q.answer, q.document_id) for q in made]
+    indexed = {d["id"] for d in docs}
+    judged = load_qrels(qrels)
+    public = {q: t for q, t in load_beir_queries(queries).items() if q in judged and set(judged[q]) <= indexed}
+    generated, qrels_scores = {}, {}
+    for label, strategy in STRATEGIES.items():
+        figures, _ = measure(services, collection, asked_made, RunSettings({"strategy": strategy}, top_k=10),
+                             search_name=collection, answers=False)
+        generated[label] = figures["ndcg@10"]
+        config = SearchConfig(**{**settings.search_defaults(), "strategy": strategy, "top_k": 10})
+        run, _ = run_retrieval_eval(services, collection, public, config)
+        qrels_scores[label] = score_run(run, judged)["ndcg@10"]
+    return {"documents": len(docs), "chunks": chunks, "generated_questions": len(made),
+            "by_origin": {o: sum(q.origin == o for q in made) for o in ("llm", "cloze")},
+            "public_queries": len(public), "generated": generated, "public": qrels_scores,
+            "generated_ranking": ranking(generated), "public_ranking": ranking(qrels_scores),
+            "same_order": ranking(generated) == ranking(qrels_scores),
+            "example": made[0].as_json() if made else None}
+
+
+def run(scifact_docs: int | None, xquad_language: str, size: int, seed: int = 0,
+        data_dir: Path = DEFAULT_DATA_DIR, llm_server: bool = False, datasets: tuple[str, ...] = ("scifact", "xquad")
+        ) -> dict[str, Any]:
+    """``llm_server``: the questions written by the suite's LLM server (SmolLM2-135M, started here), checked."""
+    if llm_server:
+        from agentsearch.devstack.llm_server import LLMServer
+        from agentsearch.pipeline.platform.llm import LLMClient
+
+        with LLMServer(data_dir.expanduser() / "llm-server") as server:
+            return _run(scifact_docs, xquad_language, size, seed, data_dir, LLMClient(server.url, server.model),
+                        datasets)
+    return _run(scifact_docs, xquad_language, size, seed, data_dir, None, datasets)
+
+
+def _run(scifact_docs: int | None, xquad_language: str, size: int, seed: int, data_dir: Path, llm: Any,
+         datasets: tuple[str, ...]) -> dict[str, Any]:
+    from agentsearch.pipeline.platform.settings import Settings
+    from agentsearch.pipeline.services import Services
+
+    settings = Settings(data_dir=data_dir.expanduser(), milvus_uri=None)
+    settings.ensure_data_dir()
+    services = Services(settings)
+    load = [round(x, 2) for x in os.getloadavg()]
+    scifact = _subset(SCIFACT / "corpus.jsonl", scifact_docs, settings.data_dir, "scifact")
+    xquad = XQUAD / xquad_language
+    result: dict[str, Any] = {"load_at_start": load, "size": size, "seed": seed, "llm": llm is not None,
+                              "embedding_model": settings.embedding_model}
+    if "scifact" in datasets:
+        result["scifact"] = measure_dataset(services, scifact, SCIFACT / "queries_train.jsonl",
+                                            SCIFACT / "qrels" / "train.tsv", size, seed, llm)
+    if "xquad" in datasets:
+        result[f"xquad_{xquad_language}"] = measure_dataset(services, xquad / "corpus.jsonl", xquad / "queries.jsonl",
+                                                            xquad / "qrels" / "dev.tsv", size, seed, llm)
+    result["load_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return result
+
+
+def report_lines(result: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, part in result.items():
+        if not isinstance(part, dict) or "generated" not in part:
+            continue
+        lines.append(f"{name}: {part['documents']} documents, {part['generated_questions']} generated questions "
+                     f"({part['by_origin']['llm']} by the LLM), {part['public_queries']} public queries")
+        for label in STRATEGIES:
+            lines.append(f"  {label:8} nDCG@10 generated {part['generated'][label]:.4f}   public "
+                         f"{part['public'][label]:.4f}")
+        lines.append(f"  ranking generated: {' > '.join(part['generated_ranking'])}")
+        lines.append(f"  ranking public:    {' > '.join(part['public_ranking'])}   "
+                     f"{'same order' if part['same_order'] else 'ORDER DIFFERS'}")
+    lines.append(f"load average {result['load_at_start']} at start, {result['load_at_end']} at end")
+    return lines
+
+
+def write_json(result: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(result, indent=2) + "\n")
