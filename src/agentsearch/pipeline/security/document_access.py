@@ -54,10 +54,10 @@ from agentsearch.pipeline.platform.tables.jobs import JobRow
 from agentsearch.pipeline.platform.tables.teams import TeamGroupMemberRow, TeamMemberRow
 from agentsearch.pipeline.platform.tables.users import UserIdentityRow
 from agentsearch.pipeline.refusal import Refusal, invalid
+from agentsearch.pipeline.retrieval.access_field import ACCESS_KEY
 from agentsearch.pipeline.retrieval.filters import MAX_DEPTH, MAX_IN_VALUES, MAX_NODES, MetadataFilter, filter_problems
 from agentsearch.pipeline.security.key_limits import searched_collections
 
-ACCESS_KEY = "_access_groups"
 GROUP_NAME = re.compile(r"^[A-Za-z0-9][\w.-]{0,99}$")
 MAX_DOCUMENT_GROUPS = 20
 # The operators the access clause and the ``and`` joining it take of a filter's bound, at most.
