@@ -299,6 +299,10 @@ class VectorStore:
             self._loaded.add(name)
             return True
 
+    def load(self, name: str, timeout_s: float = LOAD_TIMEOUT_S) -> bool:
+        """The collection loaded now, waiting up to ``timeout_s`` (a search's own load waits ``READ_TIMEOUT_S``)."""
+        return self._ensure_loaded(name, timeout_s)
+
     def _on_loaded(self, name: str, read: Callable[[], T], empty: T, timeout: float = READ_TIMEOUT_S) -> T:
         """``read`` on a loaded collection (``empty`` if there is none); loaded again once if Milvus released it.
 
