@@ -336,7 +336,9 @@ def plot(result: dict, out: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for key in ("dense_ms", "keyword_ms", "hybrid_ms", "hybrid_filter_ms", "hybrid_groups_ms",
                 "hybrid_groups_json_ms"):
-        ax.plot(sizes, [r[key]["p50"] for r in result["sizes"]], marker="o", label=key.removesuffix("_ms"))
+        # A case that failed at a size (past the read deadline) leaves a gap.
+        p50s = [r[key]["p50"] if r[key]["p50"] is not None else float("nan") for r in result["sizes"]]
+        ax.plot(sizes, p50s, marker="o", label=key.removesuffix("_ms"))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("chunks in the collection")
