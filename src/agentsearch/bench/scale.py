@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from grpc import RpcError
 from pymilvus import MilvusException
 
 from agentsearch.bench.common import SCIFACT, load_average, machine, summary
@@ -184,7 +185,7 @@ def _searches(store: VectorStore, queries: list[tuple[list[float], str]]) -> dic
                     continue
                 try:
                     took = _timed(fn, vector, analysed, pool)[0]
-                except MilvusException:
+                except (MilvusException, RpcError):  # pymilvus raises a deadline as gRPC's own error
                     failed[name] += 1
                     continue
                 times[name].append(took)
@@ -207,7 +208,7 @@ def _first_search(store: VectorStore, vector: list[float], limit_s: float = 1800
         try:
             store.dense_search(NAME, vector, POOL)
             return failed
-        except MilvusException:
+        except (MilvusException, RpcError):
             failed += 1
             if time.monotonic() > deadline:
                 raise
