@@ -308,6 +308,10 @@ def measure(sizes: list[int], queries: int = 20, sample: int = 2000, workdir: Pa
     return result
 
 
+def _shown(ratio: float | None) -> str:
+    return f"{ratio}x" if ratio is not None else "failed"
+
+
 def table(result: dict) -> str:
     """The figures as a Markdown table, one row per size."""
     head = ("| chunks | dense p50/p95 | keyword p50/p95 | hybrid p50/p95 | + metadata filter | + groups (field) | "
@@ -320,7 +324,7 @@ def table(result: dict) -> str:
             return f"{r[key]['p50']:.0f} / {r[key]['p95']:.0f} ms"
         lines.append(f"| {r['chunks']:,} | {ms('dense_ms')} | {ms('keyword_ms')} | {ms('hybrid_ms')} | "
                      f"{ms('hybrid_filter_ms')} | {ms('hybrid_groups_ms')} | {ms('hybrid_groups_json_ms')} | "
-                     f"{r['groups_ratio']}x (JSON {r['groups_json_ratio']}x) | {r['recall_at_10']} | "
+                     f"{r['groups_ratio']}x (JSON {_shown(r['groups_json_ratio'])}) | {r['recall_at_10']} | "
                      f"{r['insert_chunks_per_s']:,.0f} | {r['cold_load_s']} s | {r['milvus_rss_mb']:,.0f} MB | "
                      f"{r['disk_mb']:,.0f} MB |")
     return "\n".join(lines)
