@@ -10,7 +10,9 @@
 7. many waiting jobs at once, prefork beside a thread pool, and the thread-pool worker's memory with the model in
    process and with an embeddings server (``src/agentsearch/bench/concurrency.py``, stacks of its own);
 8. retrieval regression: SciFact training claims over the whole corpus against the previous release's stored
-   figures, "regressed" past 0.005 nDCG@10 or 20% latency (``src/agentsearch/bench/retrieval_regression.py``, last).
+   figures, "regressed" past 0.005 nDCG@10 or 20% latency (``src/agentsearch/bench/retrieval_regression.py``);
+9. scale at one size (``--scale-chunks``, 10,000): search, groups filter, inserts, cold load and the Milvus process's
+   memory (``src/agentsearch/bench/scale.py``; its figures in suite.json, larger sizes by ``agentsearch bench scale``).
 
 Order: 5 first (its stacks are stopped before the next one starts), then one stack (one worker, two prefork
 processes) for 1, 2, 3 and 6, then a stack of one-process workers for 4. Medians and ratios come from this one run:
@@ -41,7 +43,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agentsearch.bench import cache_hit, concurrency, hop, ingest, retrieval_regression, scifact, throughput
+from agentsearch.bench import cache_hit, concurrency, hop, ingest, retrieval_regression, scale, scifact, throughput
 from agentsearch.bench.common import REPO, Target, bench_stack, load_average, machine, wait_idle
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
@@ -96,6 +98,7 @@ def run(args) -> dict:
             step("throughput", lambda: throughput.measure(stack, args.throughput_jobs))
     step("concurrency", lambda: concurrency.measure(args.concurrency_jobs, args.concurrency_threads))
     step("retrieval", lambda: retrieval_regression.run(limit=args.retrieval_limit))
+    step("scale", lambda: scale.measure([args.scale_chunks], queries=10))
     result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     return result
 
@@ -396,6 +399,7 @@ def main() -> None:
                         help="a tree (a git worktree of an earlier commit) whose stack ingests beside this tree's")
     parser.add_argument("--ingest-baseline-docs", type=int, default=None,
                         help="abstracts for before and after (default: the whole SciFact corpus)")
+    parser.add_argument("--scale-chunks", type=int, default=10_000, help="one collection size (bench scale)")
     parser.add_argument("--quiet-load", type=float, default=0.0, help="wait until the 1-minute load is below this")
     parser.add_argument("--quiet-wait-s", type=float, default=1200.0, help="for at most this long")
     parser.add_argument("--render-from", type=Path, default=None, metavar="SUITE_JSON",
@@ -407,7 +411,7 @@ def main() -> None:
         args.hop_agents, args.hop_jobs, args.cache_requests = 5, 4, 20
         args.scifact_docs, args.scifact_queries, args.throughput_jobs = 60, 2, 3
         args.ingest_docs, args.ingest_rounds, args.concurrency_jobs = 30, 1, 20
-        args.ingest_baseline_docs, args.retrieval_limit = 30, 20
+        args.ingest_baseline_docs, args.retrieval_limit, args.scale_chunks = 30, 20, 2000
     if args.out is None:
         # A trial run must not replace the figures of a full one.
         results_dir = REPO / "src" / "agentsearch" / "bench" / "results"

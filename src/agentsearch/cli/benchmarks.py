@@ -9,6 +9,7 @@ Usage::
     agentsearch bench concurrency --jobs 200 --json many.json       # prefork beside a thread pool
     agentsearch bench concurrency --llm --jobs 16 --threads 8       # jobs answered by a local LLM server
     agentsearch bench filters --rows 10000                          # a metadata filter's cost in Milvus Lite
+    agentsearch bench scale --chunks 10000,100000 --json scale.json # search, groups, memory as a collection grows
     agentsearch bench team-cache --viewers 10 --questions 5         # a team's cache hits, without and with groups
     agentsearch bench mcp --calls 40 --searches 10                  # an MCP tool call beside its API route
     agentsearch bench parse --pages 240 --ocr-pages 6               # pages/s per format, OCR, parsing's share
@@ -144,6 +145,37 @@ def bench_filters(rows: int, repeat: int, restricted: float, json_out: Path | No
     filter_cost.RESULTS.write_text(filter_cost.report(
         results, f"agentsearch bench filters --rows {rows} --repeat {repeat} --restricted {restricted}", load))
     click.echo(filter_cost.table(results))
+
+
+@bench_group.command("scale")
+@click.option("--chunks", default="10000", show_default=True,
+              help="Collection sizes, comma-separated (e.g. 10000,100000,1000000); filled in order, one collection.")
+@click.option("--queries", type=click.IntRange(2, 500), default=20, show_default=True, help="Queries per case.")
+@click.option("--sample", type=click.IntRange(10, 5183), default=2000, show_default=True,
+              help="SciFact abstracts the model embeds; the other rows' vectors are derived from theirs.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help='Write {"sizes": [{"chunks", "dense_ms", "keyword_ms", "hybrid_ms", "hybrid_filter_ms", '
+                   '"hybrid_groups_ms", "job_ms", "recall_at_10", "insert_chunks_per_s", "cold_load_s", '
+                   '"milvus_rss_mb", ...}], ...} here (each *_ms {"p50", "p95", ...}).')
+def bench_scale(chunks: str, queries: int, sample: int, json_out: Path | None) -> None:
+    """Search, the document-groups filter, inserts, a cold load and the Milvus process's memory at each size of one
+    collection on a milvus-lite server (also in src/agentsearch/bench/results/scale.json and scale.png)."""
+    from agentsearch.bench import scale  # pymilvus: see src/agentsearch/cli/__init__.py
+
+    try:
+        sizes = sorted({int(size) for size in chunks.split(",")})
+    except ValueError:
+        fail(f"--chunks: sizes are whole numbers separated by commas, not {chunks!r}")
+    if sizes[0] < 100:
+        fail("--chunks: each size is at least 100 chunks")
+    results = scale.measure(sizes, queries, sample)
+    results["command"] = f"agentsearch bench scale --chunks {chunks} --queries {queries} --sample {sample}"
+    text = json.dumps(results, indent=1) + "\n"
+    if json_out is not None:
+        json_out.write_text(text)
+    (scale.RESULTS / "scale.json").write_text(text)
+    scale.plot(results, scale.RESULTS / "scale.png")
+    click.echo(scale.table(results))
 
 
 @bench_group.command("team-cache")

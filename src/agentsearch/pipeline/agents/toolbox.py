@@ -229,7 +229,7 @@ class AgentTools:
         epoch = self.epoch(collection_id)  # first: it refuses a collection the user does not own
         return self._services.retriever.collection_languages(
             milvus_collection_name(collection_id), epoch,
-            filter_expr=self.search_filter.expression() if self.search_filter is not None else "")
+            filter_expr=self.search_filter if self.search_filter is not None else "")
 
     def collection_texts(self, collection_id: str) -> list[str]:
         """The indexed text of the collection's documents the user finds (its document groups)."""

@@ -46,6 +46,7 @@ from pydantic import (
     model_validator,
 )
 
+from agentsearch.pipeline.retrieval.access_field import ACCESS_FIELD, ACCESS_KEY, access_clause
 from agentsearch.pipeline.retrieval.milvus_expressions import CompiledFilter
 
 MAX_DEPTH = 8  # nodes from the root to the deepest leaf
@@ -269,7 +270,10 @@ class MetadataFilter(BaseModel):
 
     # -- Milvus ----------------------------------------------------------------------------------------------
 
-    def compile(self) -> CompiledFilter:
+    def compile(self, fields: frozenset[str] = frozenset()) -> CompiledFilter:
+        """The template and its parameters. ``fields``: the collection's plain fields that stand for a metadata
+        key (``access_field.ACCESS_FIELD`` for the document groups); a clause they can answer is written on the
+        field, which Milvus evaluates over the column instead of parsing each row's JSON."""
         params: dict[str, Any] = {}
 
         def param(value: Any) -> str:
@@ -277,18 +281,28 @@ class MetadataFilter(BaseModel):
             params[name] = value
             return "{" + name + "}"
 
-        return CompiledFilter(self._template(param), params)
+        return CompiledFilter(self._template(param, fields), params)
 
-    def expression(self) -> str:
-        """The Milvus boolean expression (``compile().expression()``)."""
-        return self.compile().expression()
+    def expression(self, fields: frozenset[str] = frozenset()) -> str:
+        """The Milvus boolean expression (``compile(fields).expression()``)."""
+        return self.compile(fields).expression()
 
-    def _template(self, param: Callable[[Any], str]) -> str:
+    def scans(self, fields: frozenset[str] = frozenset()) -> bool:
+        """Whether Milvus answers the filter by reading each row's metadata JSON (a clause on a key no field of
+        ``fields`` stands for), rather than over plain columns alone."""
+        return "metadata[" in self.compile(fields).template
+
+    def _template(self, param: Callable[[Any], str], fields: frozenset[str] = frozenset()) -> str:
         op, operand = self.operator, self._operand(self.operator)
         if op in ("and", "or"):
-            return "(" + f" {op} ".join(child._template(param) for child in operand) + ")"
+            return "(" + f" {op} ".join(child._template(param, fields) for child in operand) + ")"
         if op == "not":
-            return f"not {operand._template(param)}"
+            return f"not {operand._template(param, fields)}"
+        if ACCESS_FIELD in fields and getattr(operand, "key", None) == ACCESS_KEY:
+            # Digests of tokens, not values as sent: nothing of the caller's reaches the text unescaped.
+            on_field = access_clause(op, getattr(operand, "values", None))
+            if on_field is not None:
+                return on_field
         if op == "exists":
             if operand.key == PUBLISHED_KEYS[0]:
                 return "(" + " or ".join(f"exists {_field(k)}" for k in PUBLISHED_KEYS) + ")"
@@ -349,6 +363,9 @@ class MetadataFilter(BaseModel):
             results.append(_ORDER[symbol](value, limit))
         return all(results)
 
+
+# What a search is filtered by: a filter the store compiles for the collection searched, or an expression as it is.
+Filter = str | MetadataFilter
 
 _ORDER: dict[str, Callable[[Any, Any], bool]] = {
     ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,

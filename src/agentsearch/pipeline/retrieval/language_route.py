@@ -16,11 +16,13 @@ Usage::
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
 
 from agentsearch.pipeline.documents import Document
+from agentsearch.pipeline.retrieval.filters import Filter
 from agentsearch.pipeline.retrieval.fusion import weighted_fuse
 from agentsearch.pipeline.retrieval.result import RetrievalResult
 
@@ -50,8 +52,9 @@ class CollectionLanguages:
         self._known: dict[tuple[str, int, str], tuple[float, dict[str, int]]] = {}
         self._lock = threading.Lock()
 
-    def of(self, collection: str, epoch: int = 0, filter_expr: str = "") -> dict[str, int]:
-        key = (collection, epoch, filter_expr)
+    def of(self, collection: str, epoch: int = 0, filter_expr: Filter = "") -> dict[str, int]:
+        shown = filter_expr if isinstance(filter_expr, str) else json.dumps(filter_expr.as_json(), sort_keys=True)
+        key = (collection, epoch, shown)
         now = time.monotonic()
         with self._lock:
             known = self._known.get(key)

@@ -31,7 +31,7 @@ from agentsearch.pipeline.platform.cache import ResultCache
 from agentsearch.pipeline.platform.kv import canonical_hash
 from agentsearch.pipeline.retrieval.analyzer import KeywordAnalyzer, bm25_text
 from agentsearch.pipeline.retrieval.config import SearchConfig
-from agentsearch.pipeline.retrieval.filters import PUBLISHED_KEYS
+from agentsearch.pipeline.retrieval.filters import PUBLISHED_KEYS, Filter
 from agentsearch.pipeline.retrieval.fusion import normalise, rrf_fuse, weighted_fuse, with_sentence_signal
 from agentsearch.pipeline.retrieval.language import EMBEDDING_SCRIPTS, detect_language, embedding_learnt
 from agentsearch.pipeline.retrieval.language_route import CollectionLanguages, fuse_translations, language_route
@@ -120,7 +120,7 @@ class Retriever:
         cached = self.cache.get(self.cache.key("embedding", model, hashlib.sha256(text.encode()).hexdigest()))
         return json.loads(cached) if cached is not None else None
 
-    def collection_languages(self, collection: str, epoch: int = 0, filter_expr: str = "") -> dict[str, int]:
+    def collection_languages(self, collection: str, epoch: int = 0, filter_expr: Filter = "") -> dict[str, int]:
         """Chunks per language of the collection (``language_route.CollectionLanguages``), of those ``filter_expr``
         keeps when given (a job's filter: its document groups')."""
         return self._collection_languages.of(collection, epoch, filter_expr)
@@ -146,7 +146,7 @@ class Retriever:
                 )
                 return result
         # Of the chunks the search may find: a language only a restricted document is in is no trace of it here.
-        languages = (self.collection_languages(collection, epoch, config.filter.expression() if config.filter else "")
+        languages = (self.collection_languages(collection, epoch, config.filter or "")
                      if self.analyzer.automatic else {})
         result = self._search_uncached(collection, query, config, model, languages)
         if beside:
@@ -243,7 +243,8 @@ class Retriever:
         retrievers = ParallelRetrievers(metrics)
         # Compiled once per search; both retrievers apply it in Milvus, so each pool holds only documents it keeps.
         # Passed to the store only when there is one: a search without a filter calls the store as it always did.
-        filter_expr = config.filter.expression() if config.filter is not None else ""
+        # The store compiles it for the collection: a group clause on its access_groups field where it has one.
+        filter_expr: Filter = config.filter if config.filter is not None else ""
         if config.filter is not None:
             metrics["filter"] = config.filter.as_json()
         analysed = self._analyse_query(query, languages, metrics, warnings) if use_keyword else ""
@@ -350,7 +351,8 @@ class Retriever:
                             "meaning alone")
         return bm25_text(terms)
 
-    def _keyword_job(self, collection: str, analyzed: str, pool: int, filter_expr: str = "") -> Callable[[], list[Hit]]:
+    def _keyword_job(self, collection: str, analyzed: str, pool: int,
+                     filter_expr: Filter = "") -> Callable[[], list[Hit]]:
         filtered = {"filter_expr": filter_expr} if filter_expr else {}
         return lambda: with_retries(lambda: self.store.keyword_search(collection, analyzed, pool, **filtered))
 

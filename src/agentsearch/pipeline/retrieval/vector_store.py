@@ -6,7 +6,9 @@ the chunk's text already analysed (stemmed) by ``KeywordAnalyzer``. Works agains
 path, one process only), ``milvus-lite server`` and Milvus standalone through the same ``MilvusClient`` calls.
 The ``sentences`` field holds the chunk's sentence vectors (``agentsearch.pipeline.retrieval.sentence_vectors``), read
 by ``sentence_vectors`` for a job's reranker and answer; a collection made before the field existed works without it
-(its jobs embed those sentences themselves).
+(its jobs embed those sentences themselves). The ``access_groups`` field holds a chunk's document groups as a plain
+column (``agentsearch.pipeline.retrieval.access_field``): a search given a ``MetadataFilter`` writes its group clauses
+on it when the collection has it, and on the metadata JSON when it was made before (``reindex`` upgrades it).
 
 Usage::
 
@@ -45,6 +47,9 @@ from typing import Any, TypeVar
 import numpy as np
 from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
 
+from agentsearch.pipeline.retrieval.access_field import ACCESS_FIELD, ACCESS_FIELD_CHARS, ACCESS_KEY, access_value
+from agentsearch.pipeline.retrieval.filters import Filter, MetadataFilter
+from agentsearch.pipeline.retrieval.milvus_channel import GRPC_OPTIONS
 from agentsearch.pipeline.retrieval.sentence_vectors import unpack
 from agentsearch.pipeline.retrieval.stored_chunks import Hit, IndexedChunk
 
@@ -63,19 +68,6 @@ LANGUAGES_TIMEOUT_S = 2.0
 # 'c_...' is in state 'released'; call load() before search/get/query"). pymilvus's ErrorCode names no constant for
 # it, but MilvusException.code carries the server's code: matched on that, never on the message.
 COLLECTION_NOT_LOADED = 101
-# gRPC shares one connection per address among a process's channels by default, and that connection's reconnect
-# backoff grows while the server is away: measured after 15 s of Milvus down, calls kept failing for 9-12 s after it
-# was back. A channel of its own (pymilvus makes a fresh one when it recovers) connects at once (0.02 s measured);
-# the backoff cap covers a channel that is not replaced.
-# Keepalive: pymilvus's own pings every 10 s, calls or none. milvus-lite server is a grpcio server on gRPC core's
-# defaults: a ping on a connection with no call is early unless 2 h after the last one, a ping during calls unless
-# 5 min after (grpc.http2.min_ping_interval_without_data_ms), and the third early ping gets GOAWAY "too_many_pings"
-# and the connection dropped (measured: an idle client cut after 140 s; it pinged at 10 and 20 s, then once a
-# minute). So: pings only during a call, at most one per 5 min, which those defaults accept and so does Milvus
-# standalone (grpc-go: 5 s, idle pings allowed; it pings an idle client itself every 60 s). No ping is needed to see
-# a server stop or restart (it closes the connection), and a hung one is bounded by the calls' deadlines.
-GRPC_OPTIONS = {"grpc.use_local_subchannel_pool": 1, "grpc.max_reconnect_backoff_ms": 2000,
-                "grpc.keepalive_time_ms": 300_000, "grpc.keepalive_permit_without_calls": 0}
 
 # A generation's name is its collection's, this mark and a number (Milvus names take letters, digits and "_").
 GENERATION_MARK = "_g"
@@ -111,8 +103,8 @@ class VectorStore:
         self._writes = threading.RLock()
         self._known: set[str] = set()
         self._loaded: set[str] = set()
-        # Whether each collection has the sentences field (those made before it have not), asked once per process.
-        self._with_sentences: dict[str, bool] = {}
+        # Each collection's field names (those made before a field existed lack it), asked once per process.
+        self._fields: dict[str, frozenset[str]] = {}
 
     def ensure_collection(self, name: str, dimension: int) -> None:
         """The collection ``name`` (its alias) made when missing, as its first generation."""
@@ -133,7 +125,7 @@ class VectorStore:
             if not self._is_alias(name):
                 self._made_by_someone(lambda: self._client.create_alias(first, name), lambda: self._is_alias(name))
             self._known.add(name)
-            self._with_sentences[name] = True
+            self._fields.pop(name, None)
 
     def _create(self, name: str, dimension: int) -> None:
         schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -147,6 +139,7 @@ class VectorStore:
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
         schema.add_field(SENTENCES_FIELD, DataType.VARCHAR, max_length=65535)
+        schema.add_field(ACCESS_FIELD, DataType.VARCHAR, max_length=ACCESS_FIELD_CHARS)
         schema.add_function(
             Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["keywords"],
                      output_field_names=["sparse"])
@@ -200,7 +193,7 @@ class VectorStore:
             # This process's memory of the name was of the old generation; the next call learns the new one's.
             self._known.discard(name)
             self._loaded.discard(name)
-            self._with_sentences.pop(name, None)
+            self._fields.pop(name, None)
         return previous
 
     @staticmethod
@@ -233,7 +226,7 @@ class VectorStore:
 
     def _check_schema(self, name: str, dimension: int) -> None:
         fields = {f["name"]: f for f in self._client.describe_collection(name)["fields"]}
-        self._with_sentences[name] = SENTENCES_FIELD in fields
+        self._fields[name] = frozenset(fields)
         if "sparse" not in fields:
             raise SchemaMismatch(f"Milvus collection {name} predates keyword search; re-create it and re-ingest")
         have = int(fields["vector"].get("params", {}).get("dim", dimension))
@@ -246,6 +239,7 @@ class VectorStore:
     def upsert(self, name: str, chunks: list[IndexedChunk], flush: bool = True) -> None:
         if not chunks:
             return
+        fields = self.fields(name)
         rows = [
             {
                 "id": c.id,
@@ -255,7 +249,8 @@ class VectorStore:
                 "keywords": (c.keywords or " ")[:MAX_TEXT_CHARS],
                 "metadata": c.metadata,
                 "vector": c.vector,
-                **({SENTENCES_FIELD: c.sentences} if self._has_sentences(name) else {}),
+                **({SENTENCES_FIELD: c.sentences} if SENTENCES_FIELD in fields else {}),
+                **({ACCESS_FIELD: access_value(c.metadata.get(ACCESS_KEY))} if ACCESS_FIELD in fields else {}),
             }
             for c in chunks
         ]
@@ -304,6 +299,10 @@ class VectorStore:
             self._loaded.add(name)
             return True
 
+    def load(self, name: str, timeout_s: float = LOAD_TIMEOUT_S) -> bool:
+        """The collection loaded now, waiting up to ``timeout_s`` (a search's own load waits ``READ_TIMEOUT_S``)."""
+        return self._ensure_loaded(name, timeout_s)
+
     def _on_loaded(self, name: str, read: Callable[[], T], empty: T, timeout: float = READ_TIMEOUT_S) -> T:
         """``read`` on a loaded collection (``empty`` if there is none); loaded again once if Milvus released it.
 
@@ -324,8 +323,17 @@ class VectorStore:
             return empty  # dropped meanwhile
         return read()
 
-    def _search(self, name: str, data: list, field: str, metric: str, limit: int, filter_expr: str = "") -> list[Hit]:
+    def expression(self, name: str, filter_expr: Filter) -> str:
+        """A filter as Milvus takes it for this collection: a ``MetadataFilter`` compiled with the collection's
+        fields (its group clauses on ``access_groups`` where it has the field), an expression as it is."""
+        if isinstance(filter_expr, MetadataFilter):
+            return filter_expr.expression(self.fields(name))
+        return filter_expr
+
+    def _search(self, name: str, data: list, field: str, metric: str, limit: int,
+                filter_expr: Filter = "") -> list[Hit]:
         # The filter is applied by Milvus inside the search, so `limit` counts documents that pass it.
+        filter_expr = self.expression(name, filter_expr) if filter_expr else ""
         results = self._on_loaded(name, lambda: self._client.search(
             name,
             data=data,
@@ -352,21 +360,22 @@ class VectorStore:
             for row in results[0]
         ]
 
-    def dense_search(self, name: str, vector: list[float], limit: int, filter_expr: str = "") -> list[Hit]:
+    def dense_search(self, name: str, vector: list[float], limit: int, filter_expr: Filter = "") -> list[Hit]:
         return self._search(name, [vector], "vector", "COSINE", limit, filter_expr)
 
-    def keyword_search(self, name: str, analyzed_query: str, limit: int, filter_expr: str = "") -> list[Hit]:
+    def keyword_search(self, name: str, analyzed_query: str, limit: int, filter_expr: Filter = "") -> list[Hit]:
         if not analyzed_query.strip():
             return []
         return self._search(name, [analyzed_query], "sparse", "BM25", limit, filter_expr)
 
     def languages(self, name: str, sample: int = LANGUAGE_SAMPLE, timeout_s: float = LANGUAGES_TIMEOUT_S,
-                  filter_expr: str = "") -> dict[str, int]:
+                  filter_expr: Filter = "") -> dict[str, int]:
         """How many chunks of each language (``metadata["language"]``, set at ingest) among up to ``sample``
         chunks (of those ``filter_expr`` keeps): the collection's languages, most chunks first. Empty for a
         collection that does not exist or whose chunks predate the field; a ``MilvusException`` after
         ``timeout_s`` when the server does not answer."""
         rows: list[dict[str, Any]]
+        filter_expr = self.expression(name, filter_expr) if filter_expr else ""
         rows = self._on_loaded(name, lambda: self._client.query(name, filter=filter_expr, output_fields=["metadata"],
                                                                 limit=sample, timeout=timeout_s), [], timeout_s)
         counts: dict[str, int] = {}
@@ -384,11 +393,15 @@ class VectorStore:
                                                                timeout=READ_TIMEOUT_S), [])
         return {str(r["id"]): [float(x) for x in r["vector"]] for r in rows}
 
+    def fields(self, name: str) -> frozenset[str]:
+        """The collection's field names, asked once per process (a rebuild's ``switch`` forgets them)."""
+        if name not in self._fields:
+            described = self._client.describe_collection(name, timeout=READ_TIMEOUT_S)["fields"]
+            self._fields[name] = frozenset(f["name"] for f in described)
+        return self._fields[name]
+
     def _has_sentences(self, name: str) -> bool:
-        if name not in self._with_sentences:
-            fields = {f["name"] for f in self._client.describe_collection(name, timeout=READ_TIMEOUT_S)["fields"]}
-            self._with_sentences[name] = SENTENCES_FIELD in fields
-        return self._with_sentences[name]
+        return SENTENCES_FIELD in self.fields(name)
 
     def sentence_vectors(self, name: str, chunk_ids: list[str]) -> dict[bytes, np.ndarray]:
         """The stored sentence vectors of these chunks, ``{text_key(sentence): vector}``: one read, no model.
@@ -409,7 +422,7 @@ class VectorStore:
         with self._lock:
             self._known.discard(name)
             self._loaded.discard(name)
-            self._with_sentences.pop(name, None)
+            self._fields.pop(name, None)
             searched = self.target(name)
             if searched is not None and searched != name:
                 self._client.drop_alias(name)

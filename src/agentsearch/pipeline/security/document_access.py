@@ -7,10 +7,13 @@ only the members of one of them find it. Groups belong to a team, so a group is 
 says nothing of another's.
 
 - **In Milvus.** A restricted document's chunks carry their tokens in the metadata key ``_access_groups`` (written
-  from the document's row at indexing, as any metadata). A job whose searched collections hold a restricted
-  document searches with ``access_filter(tokens)`` joined to its own filter: a chunk without the key, or one sharing
-  a token with the searcher. It is one filter in ``JobState.search``, so every search of the job applies it (each
-  strategy, ``also_search``, each iteration). Where nothing searched is restricted there is no filter to pay for.
+  from the document's row at indexing, as any metadata) and, in a collection made since the field existed, as
+  digests in the plain field ``access_groups`` (``agentsearch.pipeline.retrieval.access_field``), which the store
+  writes the group clauses on: Milvus Lite evaluates it over the column, not by parsing each row's JSON. A job whose
+  searched collections hold a restricted document searches with ``access_filter(tokens)`` joined to its own filter:
+  a chunk without the key, or one sharing a token with the searcher. It is one filter in ``JobState.search``, so
+  every search of the job applies it (each strategy, ``also_search``, each iteration). Where nothing searched is
+  restricted there is no filter to pay for.
 - **In the agents' reading.** The job carries its user's tokens (``JobState.access_tokens``): the toolbox applies
   their filter to any team collection an agent searches that holds a restricted document, and builds lexicons of
   the documents they find; they are part of the whole-job and agent cache keys, so two members share a cached
@@ -54,10 +57,10 @@ from agentsearch.pipeline.platform.tables.jobs import JobRow
 from agentsearch.pipeline.platform.tables.teams import TeamGroupMemberRow, TeamMemberRow
 from agentsearch.pipeline.platform.tables.users import UserIdentityRow
 from agentsearch.pipeline.refusal import Refusal, invalid
+from agentsearch.pipeline.retrieval.access_field import ACCESS_KEY
 from agentsearch.pipeline.retrieval.filters import MAX_DEPTH, MAX_IN_VALUES, MAX_NODES, MetadataFilter, filter_problems
 from agentsearch.pipeline.security.key_limits import searched_collections
 
-ACCESS_KEY = "_access_groups"
 GROUP_NAME = re.compile(r"^[A-Za-z0-9][\w.-]{0,99}$")
 MAX_DOCUMENT_GROUPS = 20
 # The operators the access clause and the ``and`` joining it take of a filter's bound, at most.
@@ -240,11 +243,11 @@ class JobAccess:
 def job_access(s: Session, collection_ids: Iterable[uuid.UUID | str], user_id: uuid.UUID | str,
                teams: Iterable[uuid.UUID | None] | None = None) -> JobAccess | None:
     """A job's document groups; None for a user of no team searching its personal collections, which reads no
-    document with groups anywhere. The search filter is applied only where a searched document is restricted: in
-    Milvus Lite a filter on the metadata field costs 20 times the search (BENCHMARKS.md), which a team that
-    restricts nothing should not pay. A document restricted after this check is caught when the job is read
-    (``job_visible``). ``teams``: the collections' teams, when the caller has read their rows in this transaction
-    (a submission has: one round trip fewer)."""
+    document with groups anywhere. The search filter is applied only where a searched document is restricted: on a
+    collection made before the ``access_groups`` field it reads the metadata JSON, 20 times the search in Milvus
+    Lite (BENCHMARKS.md), which a team that restricts nothing should not pay. A document restricted after this check
+    is caught when the job is read (``job_visible``). ``teams``: the collections' teams, when the caller has read
+    their rows in this transaction (a submission has: one round trip fewer)."""
     ids = [uuid.UUID(str(c)) for c in collection_ids]
     user_id = uuid.UUID(str(user_id))
     if teams is None:
