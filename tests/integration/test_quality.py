@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from agentsearch.devstack import BIN, REPO
-from tests.integration.conftest import SAMPLE_CORPUS, extra_api, wait_indexed
+from tests.integration.conftest import SAMPLE_CORPUS, extra_api, search, wait_indexed
 
 pytestmark = pytest.mark.integration
 
@@ -80,6 +80,22 @@ def test_members_read_editors_edit_and_others_find_nothing(stack, team):
         gone = editor.delete(f"{path}/questions/{added.json()['id']}")
         assert gone.status_code == 204
         assert editor.delete(f"{path}/questions/{added.json()['id']}").status_code == 404
+
+    # An answer rated down becomes a question once an editor confirms it with the source that should have answered.
+    with stack.http(team["keys"]["viewer"]) as viewer:
+        job = search(viewer, team["collection"], "Northwind revenue in the first quarter of 2024")
+        assert job["status"] == "succeeded", job["error"]
+    with stack.http(team["keys"]["editor"]) as editor:
+        body = {"job_id": job["job_id"], "answer": "$268 million", "document_id": "nw-2024-q1"}
+        not_yet = editor.post(f"{path}/questions", json=body)
+        assert not_yet.status_code == 422 and not_yet.json()["detail"][0]["loc"] == ["body", "job_id"]
+    with stack.http(team["keys"]["viewer"]) as viewer:
+        assert viewer.post(f"/v1/jobs/{job['job_id']}/feedback", json={"rating": "down"}).status_code == 201
+    with stack.http(team["keys"]["editor"]) as editor:
+        confirmed = editor.post(f"{path}/questions", json=body)
+        assert confirmed.status_code == 201, confirmed.text
+        assert confirmed.json()["origin"] == "feedback" and confirmed.json()["question"] == job["query"]
+        assert editor.delete(f"{path}/questions/{confirmed.json()['id']}").status_code == 204
 
 
 def test_a_run_is_kept_and_the_command_prints_its_figures(stack, team):

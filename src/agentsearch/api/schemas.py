@@ -199,9 +199,11 @@ class EvalSetCreate(Strict):
 
 
 class EvalQuestionCreate(Strict):
-    question: str = Field(min_length=3, max_length=2000)
+    question: str | None = Field(None, min_length=3, max_length=2000, description="Required unless ``job_id``.")
     answer: str = Field(min_length=1, max_length=500, description="A span of the document's text (case aside).")
-    document_id: str = Field(min_length=1, max_length=512)
+    document_id: str = Field(min_length=1, max_length=512, description="The correct source.")
+    job_id: uuid.UUID | None = Field(None, description="A job of this collection whose answer was rated down: its "
+                                                       "question is the one added, with the correct source.")
 
 
 class SearchSettingsIn(Strict):

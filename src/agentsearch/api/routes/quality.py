@@ -37,6 +37,7 @@ from agentsearch.pipeline.eval.eval_sets import (
     drop_question,
     generate_set,
     question_out,
+    rated_down_question,
     read_set,
     refresh_set,
     set_questions,
@@ -44,6 +45,7 @@ from agentsearch.pipeline.eval.eval_sets import (
 from agentsearch.pipeline.eval.gate import Decision, checked_search_settings, gate, run_settings
 from agentsearch.pipeline.eval.quality_runs import Asked, RunSettings, measure, record_run, run_out, runs_of
 from agentsearch.pipeline.platform.tables.collections import CollectionRow
+from agentsearch.pipeline.refusal import invalid
 from agentsearch.pipeline.services import Services
 
 router = APIRouter(prefix="/v1/collections/{collection_id}", tags=["quality"], route_class=GuardedRoute)
@@ -91,9 +93,16 @@ def add_eval_question(collection_id: uuid.UUID, body: EvalQuestionCreate, user_i
                       services: AppServices) -> dict[str, Any]:
     with services.db.session() as s:
         collection = Reach(request, s, user_id).collection(collection_id)
-        row = add_question(s, collection, body.question, body.answer, body.document_id)
+        if body.job_id is not None:  # an answer rated down, confirmed by an editor with its correct source
+            question, origin = rated_down_question(s, collection, body.job_id), "feedback"
+        elif body.question:
+            question, origin = body.question, "added"
+        else:
+            raise invalid(("body", "question"), "a question, or the job_id of an answer rated down, is required")
+        row = add_question(s, collection, question, body.answer, body.document_id, origin=origin)
         audit(request, s, "quality.question.add", collection_id=collection_id, target=("eval_question", row.id),
-              details={"document_id": row.document_id})
+              details={"document_id": row.document_id, "origin": origin,
+                       **({"job_id": str(body.job_id)} if body.job_id else {})})
         return question_out(row)
 
 

@@ -27,7 +27,9 @@ from sqlalchemy.orm import Session
 
 from agentsearch.pipeline.eval.questions import MadeQuestion, Rarity, cloze_question, llm_question
 from agentsearch.pipeline.platform.db import utcnow
+from agentsearch.pipeline.platform.tables.answers import FeedbackRow
 from agentsearch.pipeline.platform.tables.collections import CollectionRow, DocumentRow
+from agentsearch.pipeline.platform.tables.jobs import JobRow
 from agentsearch.pipeline.platform.tables.quality import EvalQuestionRow, EvalSetRow
 from agentsearch.pipeline.refusal import invalid, missing
 from agentsearch.pipeline.security.document_access import visible_documents
@@ -115,8 +117,9 @@ def generate_set(s: Session, collection: CollectionRow, size: int, llm: Any = No
         s.flush()
     row.method, row.size = ("llm" if llm is not None else "cloze"), size
     row.created_at, row.refreshed_at = utcnow(), None
+    # The questions people gave (by hand, or from an answer rated down) are kept; only the made ones are remade.
     s.execute(delete(EvalQuestionRow).where(EvalQuestionRow.collection_id == collection.id,
-                                            EvalQuestionRow.origin != "added"))
+                                            EvalQuestionRow.origin.in_(("cloze", "llm"))))
     _rows(s, collection.id, made, versions)
     s.flush()
     return {"collection_id": str(collection.id), "method": row.method, "questions": len(made),
@@ -150,9 +153,23 @@ def read_set(s: Session, collection_id: uuid.UUID) -> dict[str, Any]:
             "questions": [question_out(q) for q in questions]}
 
 
-def add_question(s: Session, collection: CollectionRow, question: str, answer: str, document_id: str
-                 ) -> EvalQuestionRow:
-    """A question of the caller's: the document must be one every member finds, and hold the answer verbatim."""
+def rated_down_question(s: Session, collection: CollectionRow, job_id: uuid.UUID) -> str:
+    """The question of a job of ``collection`` whose answer someone rated down: what an editor adds to the set,
+    with the source that should have answered it."""
+    job = s.get(JobRow, job_id)
+    if job is None or job.collection_id != collection.id:
+        raise invalid(("body", "job_id"), f"job {job_id} is not a job of this collection")
+    down = s.scalar(select(FeedbackRow.id).where(FeedbackRow.job_id == job_id, FeedbackRow.source == "",
+                                                 FeedbackRow.rating == "down").limit(1))
+    if down is None:
+        raise invalid(("body", "job_id"), f"job {job_id}'s answer was not rated down")
+    return job.query
+
+
+def add_question(s: Session, collection: CollectionRow, question: str, answer: str, document_id: str,
+                 origin: str = "added") -> EvalQuestionRow:
+    """A question of the caller's: the document must be one every member finds, and hold the answer verbatim.
+    ``origin``: ``added``, or ``feedback`` for the question of an answer rated down (``rated_down_question``)."""
     set_row(s, collection.id)
     doc = s.scalar(_drawable(s, collection).where(DocumentRow.external_id == document_id))
     if doc is None:
@@ -162,7 +179,7 @@ def add_question(s: Session, collection: CollectionRow, question: str, answer: s
         raise invalid(("body", "answer"), "the answer must be a span of the document's text")
     end = at + len(answer.strip())
     row = EvalQuestionRow(collection_id=collection.id, question=question.strip(), answer=doc.text[at:end],
-                          document_id=doc.external_id, version=doc.version, start=at, end=end, origin="added")
+                          document_id=doc.external_id, version=doc.version, start=at, end=end, origin=origin)
     s.add(row)
     s.flush()
     return row
