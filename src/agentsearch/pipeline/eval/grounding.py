@@ -30,10 +30,21 @@ class FirstDelta:
     def __init__(self) -> None:
         self.started = time.perf_counter()
         self.first_ms: float | None = None
+        self.quick_ms: float | None = None
         self.ms: float | None = None
+
+    @property
+    def words_ms(self) -> float | None:
+        """When the reader saw the first words: the quick answer or the first delta, whichever came first."""
+        seen = [t for t in (self.quick_ms, self.first_ms) if t is not None]
+        return min(seen) if seen else None
 
     def start(self) -> None:
         self.started = time.perf_counter()
+
+    def quick(self, text: str) -> None:
+        if text and self.quick_ms is None:
+            self.quick_ms = (time.perf_counter() - self.started) * 1000
 
     def write(self, piece: str) -> None:
         if piece and self.first_ms is None:

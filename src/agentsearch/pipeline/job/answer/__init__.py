@@ -75,7 +75,8 @@ def generate_answer(query: str, documents: list[Document], with_cot: bool = Fals
     of ``agentsearch.pipeline.job.answer.grounding``; without one, or when it fails, the extractive answer, saying why.
 
     With ``stream`` (``agentsearch.pipeline.job.answer_stream.AnswerChannel``) the text is written to it as it is made:
-    each of the LLM's sentences once it is complete and judged (an unsupported one never), the extractive answer whole;
+    with an LLM, the offline answer first as the quick answer (``quick``, not part of the text), then each of the
+    LLM's sentences once it is complete and judged (an unsupported one never), the extractive answer whole;
     what the final rule changes is corrected when the answer is finished (``AnswerChannel.finish``)."""
     offline = extractive_answer(query, documents, max_sentences=max_sentences, with_cot=with_cot, embed=embed,
                                 language=language, embedding_model=embedding_model)
@@ -84,6 +85,9 @@ def generate_answer(query: str, documents: list[Document], with_cot: bool = Fals
     if not documents:
         offline.fallback_reason = "no documents to answer from"
         return _streamed(offline, stream)
+    if stream is not None:
+        # The first words at once, whatever the model's speed: the offline answer, replaced by the final one.
+        stream.quick(offline.text)
     started = time.perf_counter()
 
     shown: list[str] = []
