@@ -295,7 +295,13 @@ def _grounding_line(g: dict, with_gold: bool) -> str:
         f"answer step p50/p95: LLM {ms['llm'].get('p50')}/{ms['llm'].get('p95')} ms, offline "
         f"{ms['offline'].get('p50')}/{ms['offline'].get('p95')} ms; first answer.delta LLM "
         f"{first['llm'].get('p50')}/{first['llm'].get('p95')} ms, offline {first['offline'].get('p50')}/"
-        f"{first['offline'].get('p95')} ms")
+        f"{first['offline'].get('p95')} ms; first words after the search (quick answer) "
+        f"{g['first_words_ms'].get('p50')}/{g['first_words_ms'].get('p95')} ms\n"
+        f"the model's answer kept: its gold-holding sentences delivered {g['model_gold_sentences_delivered_rate']} "
+        f"of {g['model_gold_sentences']}; delivered length against the draft, median "
+        f"{g['length_chars'].get('ratio_p50')}x (the rule before, quotes always appended: "
+        f"{g['length_chars'].get('before_rule_ratio_p50')}x) over {g['length_chars'].get('answers', 0)} answers; "
+        f"gold-span rate by the rule before {g['before_rule_gold_span_rate']:.4f}")
 
 
 @eval_group.command("followups")
