@@ -245,7 +245,7 @@ def eval_answers(corpus: Path, queries: Path, answers_path: Path | None, limit: 
     services = get_services()
     llm = LLMClient.from_settings(services.settings)
     collection = _index_corpus(services, corpus, n_docs, "indexing corpus   ")
-    details: list[dict] = []
+    details: list[dict] = _LinesOut(details_out) if details_out else []
     with click.progressbar(length=len(asked), label="answering questions") as bar:
         report = run_answer_eval(services, collection, asked, gold, llm=llm, progress=bar.update, details=details)
     made = f"answers ({'LLM ' + llm.model if llm else 'extractive'})"
@@ -263,8 +263,21 @@ def eval_answers(corpus: Path, queries: Path, answers_path: Path | None, limit: 
     if "grounding" in report:
         click.echo(_grounding_line(report["grounding"], gold is not None))
     _write_report(report, json_out)
-    if details_out:
-        details_out.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details))
+
+
+class _LinesOut(list):
+    """A list of records that also writes each one as a JSON line as it comes: a long run (a model on a CPU) leaves
+    what it answered so far when it is stopped."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        path.write_text("")
+
+    def append(self, record: dict) -> None:
+        super().append(record)
+        with self.path.open("a") as out:
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def _citation_line(c: dict) -> str:
