@@ -139,3 +139,28 @@ def test_a_partly_supported_sentence_does_not_cover_a_quote():
     assert model.status == "partial" and covered(quote, [model], [STADIUM], question) is None
     answer = deliver([model, verdict("It opened in 2014.", [STADIUM])], offline, [STADIUM], query=question)
     assert answer.info["quotes_added"] == 1 and "season ticket holders" in answer.text
+
+
+def test_a_sentence_that_restates_part_of_a_quote_gives_way_to_the_quote_that_answers():
+    # The model said the first half of the sentence; the question is about its second half.
+    question = "How many interceptions did the Panthers defense make?"
+    model = verdict("The Panthers defense gave up just 308 points, ranking sixth in the league.", [DEFENSE])
+    assert model.status == "supported"
+    offline = extractive_answer(question, [DEFENSE])
+    answer = deliver([model], offline, [DEFENSE], query=question)
+    assert "interceptions with 24" in answer.text
+    assert answer.text.count("308 points") == 1  # the quote took the sentence's place, not a place after it
+    assert answer.info["replaced_by_quote"] == 1
+    assert answer.info["sentences"][0]["delivered"] is False and answer.info["sentences"][0]["replaced_by_quote"]
+
+
+def test_the_offline_answer_joins_when_the_model_names_someone_else():
+    question = "Who did the Broncos defeat in the AFC Championship Game?"
+    wrong = verdict("The Broncos won the AFC Championship Game 20-18.", [GAME])
+    assert wrong.status == "supported"  # true, but it names no one the question asks for
+    offline = extractive_answer(question, [GAME])
+    answer = deliver([wrong], offline, [GAME], query=question)
+    # The quote names them; it says all the model's sentence says, so it stands in its place.
+    assert answer.text == ("The Broncos defeated the New England Patriots in the AFC Championship Game, winning "
+                           "20–18 [1].")
+    assert answer.info["replaced_by_quote"] == 1

@@ -12,19 +12,17 @@ The rule (``deliver``; docs/answers.md, "A model's answer kept"):
    "who") goes first, the model's first on a tie; the
    others keep the model's order. A supported sentence about something the question does not ask ("another
    player's sacks and fumbles") is not the answer's first words.
-3. **An offline quote joins only when it adds what the model's sentences leave out.** A quote of the offline
-   answer joins, after the model's sentences and in the offline answer's order, when it is not covered and it
-   answers a part of the question they leave out:
-   - it is covered when a ``supported`` sentence of the model is supported by a span of the same source that lies
-     within the quote's sentence (the model said that sentence in its own words), or when the supported sentences
-     already hold ``REPEATED`` of its terms (it would say again what they say);
-   - it answers a part of the question they leave out when it holds a term or a number of the question that no
-     supported sentence holds, or the kind of thing asked for (a number, a time, a name) when none of them does.
+3. **An offline quote joins only for what the model's sentences leave out.** A quote of the offline answer joins,
+   after the model's sentences, when it answers a part of the question their supported sentences leave out:
+   - it holds a term or a number of the question that none of them holds, or
+   - it is the offline answer's lead (its quote holding the most of the question's terms and numbers) and holds
+     an answer of the kind asked (a number for "how many" and "when", a name for "who" and "where") that none of
+     them holds, unless a supported sentence that itself gives an answer of that kind restates the
+     quote's sentence (is supported by a span lying within it): the model answered from that sentence.
 
-   A ``partial`` sentence covers nothing: the quote that says it fully joins.
-
-   So the delivered answer is the model's answer, with a quote only for what the question asks and the model did
-   not say, and it never says one thing twice.
+   Any other quote is left out (``quotes_covered``). A partly supported sentence covers nothing.
+4. **Nothing twice.** A joining quote that says all a model sentence says (the sentence is supported by a span
+   lying within the quote's sentence) takes that sentence's place instead of following it (``replaced_by_quote``).
 
 Usage::
 
@@ -34,16 +32,19 @@ Usage::
 
 from __future__ import annotations
 
+import re
+
 from agentsearch.pipeline.documents import Citation, Document
 from agentsearch.pipeline.job.answer.citations import Claim, cited_sentences, numbers_in, verify_offline
 from agentsearch.pipeline.job.answer.extractive import _analyzer
 from agentsearch.pipeline.job.answer.grounding import SentenceVerdict, written
 from agentsearch.pipeline.job.answer.question_kind import holds_kind, question_kind
 from agentsearch.pipeline.job.answer.result import Answer
-from agentsearch.pipeline.text import words
+from agentsearch.pipeline.text import STOPWORDS, words
 from agentsearch.pipeline.text.spans import find_loose
 from agentsearch.pipeline.text.typography import fold_typography
 
+_NAME = re.compile(r"(?<=\s)[A-Z][\w]*")
 _RANK = {"supported": 2, "partial": 1, "unsupported": 0}
 # A quote whose terms the delivered sentences hold at this share says nothing they do not (the share a
 # supported sentence holds of its source span, citations.SUPPORTED_COVERAGE).
@@ -70,6 +71,15 @@ class _Question:
     def holds_kind(self, text: str) -> bool:
         return bool(self.held(text)) and holds_kind(text, self.kind, self.words)
 
+    def items(self, text: str) -> set[str]:
+        """What ``text`` holds of the kind asked for, beyond the question: its numbers for "how many" and "when", its
+        names (capitalised words after the first, folded) for "who" and "where"; nothing for another question."""
+        if self.kind in ("number", "time"):
+            return numbers_in(fold_typography(text)) - self.numbers
+        if self.kind == "name":
+            return {w.casefold() for w in _NAME.findall(text)} - self.words - STOPWORDS
+        return set()
+
 
 def lead_first(kept: list[SentenceVerdict], query: str | None, language: str = "english") -> list[SentenceVerdict]:
     """``kept`` with the sentence that addresses ``query`` best first (the module's rule 2), the rest in order."""
@@ -81,31 +91,42 @@ def lead_first(kept: list[SentenceVerdict], query: str | None, language: str = "
     return [kept[best], *kept[:best], *kept[best + 1:]]
 
 
-def covered(quote: Claim, delivered: list[SentenceVerdict], documents: list[Document], query: str | None = None,
-            language: str = "english") -> str | None:
-    """Why an offline quote adds nothing to the ``delivered`` sentences (the module's rule 3), or None when it
-    joins them."""
-    supported = [v for v in delivered if v.status == "supported"]  # a partly supported sentence covers nothing
+def _restated_by(quote: Claim, sentences: list[SentenceVerdict], documents: list[Document]) -> list[int]:
+    """The indexes of the ``sentences`` supported by a span lying within the quote's sentence: the model said (part
+    of) that sentence in its own words."""
+    found: list[int] = []
     for n in quote.sources:
-        where = find_loose(documents[n - 1].text, quote.text.rstrip(".!?"))
-        said = [c.span for v in supported for c in v.citations if c.source == n and c.status == "supported"]
-        if where is not None and any(span and where[0] <= span[0] and span[1] <= where[1] for span in said):
-            return "a supported sentence of the model says it"
+        text = documents[n - 1].text
+        where = find_loose(text, quote.text.rstrip(".!?"))
+        if where is None:
+            continue
+        if where[1] < len(text) and text[where[1]] in ".!?。":
+            where = (where[0], where[1] + 1)  # the sentence's end mark is the quote's too
+        for i, v in enumerate(sentences):
+            if v.status == "supported" and i not in found and any(
+                    c.source == n and c.status == "supported" and c.span and where[0] <= c.span[0]
+                    and c.span[1] <= where[1] for c in v.citations):
+                found.append(i)
+    return found
+
+
+def covered(quote: Claim, delivered: list[SentenceVerdict], documents: list[Document], query: str | None = None,
+            language: str = "english", lead: bool = True) -> str | None:
+    """Why an offline quote adds nothing to the ``delivered`` sentences (the module's rule 3), or None when it
+    joins them. ``lead``: the quote is the offline answer's lead (the one holding the most of the question)."""
+    supported = [v for v in delivered if v.status == "supported"]  # a partly supported sentence covers nothing
+    restating = [supported[i] for i in _restated_by(quote, supported, documents)]
     question = _Question(query, language)
-    terms = set(question.analyzer.terms(fold_typography(quote.text)))
-    said_terms: set[str] = set()
-    for v in supported:
-        said_terms |= set(question.analyzer.terms(fold_typography(v.text)))
-    if terms and len(terms & said_terms) >= REPEATED * len(terms):
-        return "the delivered sentences already say it"
-    if query is None:
-        return None
+    if query is None:  # no question to measure against: a quote joins unless the model restated it
+        return "a supported sentence of the model says it" if restating else None
     answered = set().union(*(question.held(v.text) for v in supported))
     if question.held(quote.text) - answered:
-        return None
-    if question.holds_kind(quote.text) and not any(question.holds_kind(v.text) for v in supported):
-        return None
-    return "it answers no part of the question the delivered sentences leave out"
+        return None  # it holds a term or a number of the question the model's sentences leave out
+    found = set().union(*(question.items(v.text) for v in supported))
+    if lead and question.items(quote.text) - found and not any(question.items(v.text) for v in restating):
+        return None  # it holds an answer of the kind asked that they do not, and no answer of the model restates it
+    return ("a supported sentence of the model says it" if restating
+            else "it answers no part of the question the model's sentences leave out")
 
 
 def deliver(verdicts: list[SentenceVerdict], extractive: Answer, documents: list[Document],
@@ -125,17 +146,37 @@ def deliver(verdicts: list[SentenceVerdict], extractive: Answer, documents: list
                            "rule": "extractive: no supported LLM sentence"}
         return extractive
     ordered = lead_first(kept, query, language)
-    parts = [written(v) for v in ordered]
-    citations: list[Citation] = []
-    for v, text in zip(ordered, parts, strict=True):
-        citations.extend(c.model_copy(update={"sentence": text}) for c in v.citations)
+    slots: list[tuple[str, list[Citation]] | None] = []
+    for v in ordered:
+        text = written(v)
+        slots.append((text, [c.model_copy(update={"sentence": text}) for c in v.citations]))
     quotes = cited_sentences(extractive.text, len(documents))
-    added = [q for q in quotes if covered(q, ordered, documents, query, language) is None]
+    question = _Question(query, language)
+    held = [len(question.held(q.text)) for q in quotes]
+    lead = max(range(len(quotes)), key=lambda k: (held[k], -k)) if quotes else -1
+    added = [q for k, q in enumerate(quotes) if covered(q, ordered, documents, query, language, k == lead) is None]
+    replaced: set[int] = set()
+    tail: list[tuple[str, list[Citation]]] = []
     if added:
         extra, _ = verify_offline(added, documents, language=language)
-        parts.extend(q.sentence for q in added)
-        citations.extend(extra)
+        for q in added:
+            slot = (q.sentence, [c for c in extra if c.sentence == q.sentence])
+            # A joining quote that says all a model sentence says takes its place: nothing is said twice.
+            instead = [i for i in _restated_by(q, ordered, documents) if i not in replaced]
+            if instead:
+                slots[instead[0]] = slot
+                for i in instead[1:]:
+                    slots[i] = None
+                replaced.update(instead)
+            else:
+                tail.append(slot)
+    for i in replaced:
+        at = next(k for k, v in enumerate(verdicts) if v is ordered[i])
+        sentences_info[at].update(delivered=False, replaced_by_quote=True)
+    final = [slot for slot in slots if slot is not None] + tail
     info = {"sentences": sentences_info, "llm_sentences": counts, "quotes_added": len(added),
-            "quotes_covered": len(quotes) - len(added), "lead_moved": ordered[0] is not kept[0],
+            "quotes_covered": len(quotes) - len(added), "replaced_by_quote": len(replaced),
+            "lead_moved": ordered[0] is not kept[0],
             "rule": "llm sentences supported" + (" + extractive quotes they leave out" if added else "")}
-    return Answer(" ".join(parts), extractive.sources, method="llm", info=info, citations=citations)
+    return Answer(" ".join(text for text, _ in final), extractive.sources, method="llm", info=info,
+                  citations=[c for _, cited in final for c in cited])
