@@ -164,3 +164,17 @@ def test_the_offline_answer_joins_when_the_model_names_someone_else():
     assert answer.text == ("The Broncos defeated the New England Patriots in the AFC Championship Game, winning "
                            "20–18 [1].")
     assert answer.info["replaced_by_quote"] == 1
+
+
+def test_a_pasted_passage_is_judged_sentence_by_sentence_and_its_cut_tail_dropped():
+    from agentsearch.pipeline.job.answer.llm import MAX_SENTENCE_CHARS, split_runs
+
+    passage = (DEFENSE.text[:MAX_SENTENCE_CHARS - 4] + "linu")[:MAX_SENTENCE_CHARS]
+    [whole], _ = judge_sentences([LLMSentence(passage, [1])], [DEFENSE])
+    assert whole.status != "supported"  # three sentences and a cut word: no window of the source says it all
+    pieces = split_runs([LLMSentence(passage, [1])])
+    assert len(pieces) >= 2 and all(p.text.endswith(".") and p.cited == [1] for p in pieces)
+    verdicts, _ = judge_sentences(pieces, [DEFENSE])
+    assert [v.status for v in verdicts] == ["supported"] * len(pieces)
+    one = LLMSentence("John C. Messenger wrote it.", [2])
+    assert split_runs([one]) == [one]
