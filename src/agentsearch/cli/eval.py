@@ -245,7 +245,7 @@ def eval_answers(corpus: Path, queries: Path, answers_path: Path | None, limit: 
     services = get_services()
     llm = LLMClient.from_settings(services.settings)
     collection = _index_corpus(services, corpus, n_docs, "indexing corpus   ")
-    details: list[dict] = []
+    details: list[dict] = _LinesOut(details_out) if details_out else []
     with click.progressbar(length=len(asked), label="answering questions") as bar:
         report = run_answer_eval(services, collection, asked, gold, llm=llm, progress=bar.update, details=details)
     made = f"answers ({'LLM ' + llm.model if llm else 'extractive'})"
@@ -263,8 +263,21 @@ def eval_answers(corpus: Path, queries: Path, answers_path: Path | None, limit: 
     if "grounding" in report:
         click.echo(_grounding_line(report["grounding"], gold is not None))
     _write_report(report, json_out)
-    if details_out:
-        details_out.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in details))
+
+
+class _LinesOut(list):
+    """A list of records that also writes each one as a JSON line as it comes: a long run (a model on a CPU) leaves
+    what it answered so far when it is stopped."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        path.write_text("")
+
+    def append(self, record: dict) -> None:
+        super().append(record)
+        with self.path.open("a") as out:
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def _citation_line(c: dict) -> str:
@@ -295,7 +308,13 @@ def _grounding_line(g: dict, with_gold: bool) -> str:
         f"answer step p50/p95: LLM {ms['llm'].get('p50')}/{ms['llm'].get('p95')} ms, offline "
         f"{ms['offline'].get('p50')}/{ms['offline'].get('p95')} ms; first answer.delta LLM "
         f"{first['llm'].get('p50')}/{first['llm'].get('p95')} ms, offline {first['offline'].get('p50')}/"
-        f"{first['offline'].get('p95')} ms")
+        f"{first['offline'].get('p95')} ms; first words after the search (quick answer) "
+        f"{g['first_words_ms'].get('p50')}/{g['first_words_ms'].get('p95')} ms\n"
+        f"the model's answer kept: its gold-holding sentences delivered {g['model_gold_sentences_delivered_rate']} "
+        f"of {g['model_gold_sentences']}; delivered length against the draft, median "
+        f"{g['length_chars'].get('ratio_p50')}x (the rule before, quotes always appended: "
+        f"{g['length_chars'].get('before_rule_ratio_p50')}x) over {g['length_chars'].get('answers', 0)} answers; "
+        f"gold-span rate by the rule before {g['before_rule_gold_span_rate']:.4f}")
 
 
 @eval_group.command("followups")

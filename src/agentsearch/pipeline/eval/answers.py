@@ -10,8 +10,11 @@ often the gold span lies inside a verified span.
 With an LLM, each question is also answered offline on the same documents, so one run gives the delivered
 answer's gold-span rate beside the extractive one's (``offline``), how the delivery rule chose (``grounding``:
 answers that used the model's sentences, the sentences' verdicts, and delivered sentences the check found
-unsupported or partly supported without their mark, which must be 0), and the latency of the first
-``answer.delta`` a reader would see against the offline answer's (``first_delta_ms``).
+unsupported or partly supported without their mark, which must be 0), the latency of the first
+``answer.delta`` a reader would see against the offline answer's (``first_delta_ms``) and of the first words, the
+quick answer's (``first_words_ms``, from the end of the search), the share of the model's gold-holding sentences
+delivered and the delivered answer's length against the model's draft, beside what the rule before (the offline
+quotes always appended) made of the same verdicts (``agentsearch.pipeline.eval.grounding``).
 
 Usage::
 
@@ -87,8 +90,11 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
         result = retriever.search(collection, text, config, model=settings.embedding_model)
         state.documents = result.documents
         searched = state
+        # The answer embeds as a job does: the source sentences' vectors stored at ingest are read, not recomputed.
+        known = KnownVectors(services.embedder.embed,
+                             stored_for(services.vector_store, state.documents, lambda name: name, collection))
         first = FirstDelta()
-        state = answer_step(searched, llm=llm, embed=services.embedder.embed, language=settings.keyword_language,
+        state = answer_step(searched, llm=llm, embed=known.embed, language=settings.keyword_language,
                                   embedding_model=settings.embedding_model, stream=first,
                                   timeout_s=settings.answer_llm_timeout_s, judge_timeout_s=settings.judge_llm_timeout_s)
         latencies.append((time.perf_counter() - started) * 1000)
@@ -102,12 +108,9 @@ def run_answer_eval(services: Services, collection: str, queries: dict[str, str]
         extra: dict = {}
         if grounding is not None:
             offline_first = FirstDelta()
-            offline = answer_step(searched, embed=services.embedder.embed, language=settings.keyword_language,
+            offline = answer_step(searched, embed=known.embed, language=settings.keyword_language,
                                         embedding_model=settings.embedding_model, stream=offline_first)
             extra = grounding.add(state, offline, spans, hit, first, offline_first)
-        # The probes embed as a job does: the source sentences' vectors stored at ingest are read, not recomputed.
-        known = KnownVectors(services.embedder.embed,
-                             stored_for(services.vector_store, state.documents, lambda name: name, collection))
         checked = tally.add(state, spans, hit=hit, embed=known.embed, language=settings.keyword_language)
         if details is not None:
             details.append({"_id": question_id, "question": text, "answers": spans, "hit": hit,

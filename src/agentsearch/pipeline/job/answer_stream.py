@@ -3,6 +3,8 @@
 A job's answer is written to a Redis Stream of its own (``agentsearch:answer:<job id>``), one entry per piece:
 
 - ``delta``: ``{"seq": n, "text": piece}``, in order, ``seq`` counting from 0;
+- ``quick``: the offline answer, written whole before an LLM's first sentence (``{"seq": n, "text": ...}``): the
+  first words a reader sees while a slow model writes; not a delta, so the deltas still join to the answer;
 - ``reset``: the text written so far is void (the LLM failed part-way and the offline answer follows);
 - ``answer``: the end marker, with the validated answer (citations checked on the whole text) and its method;
   the deltas since the last reset, joined, are its text (``finish`` sends what differs).
@@ -21,6 +23,7 @@ Usage::
 
     channel = AnswerChannel(connect_redis(settings.redis_url), job_id)
     channel.start()                     # a step that runs again starts from nothing
+    channel.quick("Paris is the capital of France [2].")   # the offline answer, while the LLM writes
     channel.write("Paris is ")          # batched
     channel.write("the capital [1].")
     channel.finish("Paris is the capital [1].", method="llm")
@@ -51,7 +54,7 @@ TTL_S = 3600
 MIN_DELTA_CHARS = 24
 MAX_DELTA_WAIT_S = 0.05
 
-EntryKind = Literal["delta", "reset", "answer"]
+EntryKind = Literal["quick", "delta", "reset", "answer"]
 
 
 def stream_key(job_id: str) -> str:
@@ -155,6 +158,12 @@ class AnswerChannel:
 
     def write(self, piece: str) -> None:
         self._batcher.add(piece)
+
+    def quick(self, text: str) -> None:
+        """The quick answer (the offline one), sent at once: shown until the deltas and the answer replace it."""
+        if text:
+            self._add({"kind": "quick", "seq": str(self.seq), "text": text})
+            self.seq += 1
 
     def reset(self, reason: str) -> None:
         """The text written so far is void; what follows replaces it."""

@@ -3,7 +3,8 @@
 ``whole_sentences`` gives a text's sentences as strings; a citation's span has to point into the source's own
 text, so ``sentence_spans`` gives the same sentences with their offsets (the text of each is exactly what
 ``whole_sentences`` gives, which is also what ingestion stored a vector for). ``find_loose`` finds a quote in a
-text when only case and spacing differ, since a model copying a passage rarely keeps its line breaks.
+text when only case, spacing and typography differ ("20-18" for "20–18", ``agentsearch.pipeline.text.typography``),
+since a model copying a passage rarely keeps its line breaks or its dashes.
 
 Usage::
 
@@ -18,6 +19,7 @@ import re
 from typing import NamedTuple
 
 from agentsearch.pipeline.text import _NOT_AN_END, sentence_gaps
+from agentsearch.pipeline.text.typography import fold_char
 
 
 class Sentence(NamedTuple):
@@ -54,28 +56,30 @@ def sentence_spans(text: str) -> list[Sentence]:
 
 
 def _folded(text: str) -> tuple[str, list[int]]:
-    """``text`` lower-cased with every run of white space as one space, and each folded character's offset in
-    ``text``."""
+    """``text`` lower-cased in one typographic form ("–" is "-", "½" is ".5") with every run of white space as one
+    space, and each folded character's offset in ``text``."""
     out: list[str] = []
     where: list[int] = []
     space = False
-    for i, char in enumerate(text):
-        if char.isspace():
-            if not space and out:
-                out.append(" ")
+    for i in range(len(text)):
+        # One typographic form (a dash, a quote, a fraction as the other text may write it): see ``typography``.
+        for char in fold_char(text, i):
+            if char.isspace():
+                if not space and out:
+                    out.append(" ")
+                    where.append(i)
+                space = True
+                continue
+            space = False
+            for low in char.lower():  # "İ".lower() is two characters: both map back to it
+                out.append(low)
                 where.append(i)
-            space = True
-            continue
-        space = False
-        for low in char.lower():  # "İ".lower() is two characters: both map back to it
-            out.append(low)
-            where.append(i)
     return "".join(out), where
 
 
 def find_loose(text: str, quote: str, start: int = 0) -> tuple[int, int] | None:
-    """``[start, end)`` of ``quote`` in ``text`` (at or after ``start``), ignoring case and differences in white
-    space; None when it is not there."""
+    """``[start, end)`` of ``quote`` in ``text`` (at or after ``start``), ignoring case, differences in white
+    space and typography (``_folded``); None when it is not there."""
     needle, _ = _folded(quote.strip())
     if not needle:
         return None

@@ -10,10 +10,10 @@ Source ``n`` is the n-th document in ``sources`` (the retrieval order); a citati
   does not already say, and its document's retrieval score. The best ones are read in source order.
 - ``draft_answer``: the LLM's draft, one chat completion over the numbered sources read as sentences, each with
   the source numbers the model gave it (``agentsearch.pipeline.job.answer.llm``).
-- ``judge_sentences`` and ``deliver``: every sentence of the draft judged against the sources, and the rule that
-  picks what the user receives: the LLM's supported sentences and the extractive answer's quotes, or the
-  extractive answer alone (``agentsearch.pipeline.job.answer.grounding``). A weak LLM may add nothing; it takes nothing
-  away.
+- ``judge_sentences`` and ``deliver``: every sentence of the draft judged against the sources
+  (``agentsearch.pipeline.job.answer.grounding``), and the rule that picks what the user receives: the LLM's
+  checked sentences, with the extractive answer's quotes only where they leave out what it found, or the extractive
+  answer alone (``agentsearch.pipeline.job.answer.delivery``). A weak LLM may add nothing; it takes nothing away.
 - ``generate_answer``: what a job's answer step does: the draft judged and delivered when an LLM is configured,
   the extractive answer otherwise or when the LLM fails (``Answer.fallback_reason`` says why; a reply its budget
   cut, ``timeout_s`` or ``judge_timeout_s``, is recorded with the setting that set it: ``info["llm_cut"]``,
@@ -36,12 +36,12 @@ import time
 
 from agentsearch.pipeline.documents import CotStep, Document
 from agentsearch.pipeline.job.answer.citations import CITATION_LLM_TIMEOUT_S, Claim, cited_sentences
+from agentsearch.pipeline.job.answer.delivery import deliver
 from agentsearch.pipeline.job.answer.extractive import answer_sentences, cite, extractive_answer, score_sentences
 from agentsearch.pipeline.job.answer.grounding import (
     PARTIAL_MARK,
     LLMSentence,
     SentenceVerdict,
-    deliver,
     judge_sentences,
     lower_by_judge,
     unstated,
@@ -75,7 +75,8 @@ def generate_answer(query: str, documents: list[Document], with_cot: bool = Fals
     of ``agentsearch.pipeline.job.answer.grounding``; without one, or when it fails, the extractive answer, saying why.
 
     With ``stream`` (``agentsearch.pipeline.job.answer_stream.AnswerChannel``) the text is written to it as it is made:
-    each of the LLM's sentences once it is complete and judged (an unsupported one never), the extractive answer whole;
+    with an LLM, the offline answer first as the quick answer (``quick``, not part of the text), then each of the
+    LLM's sentences once it is complete and judged (an unsupported one never), the extractive answer whole;
     what the final rule changes is corrected when the answer is finished (``AnswerChannel.finish``)."""
     offline = extractive_answer(query, documents, max_sentences=max_sentences, with_cot=with_cot, embed=embed,
                                 language=language, embedding_model=embedding_model)
@@ -84,6 +85,9 @@ def generate_answer(query: str, documents: list[Document], with_cot: bool = Fals
     if not documents:
         offline.fallback_reason = "no documents to answer from"
         return _streamed(offline, stream)
+    if stream is not None:
+        # The first words at once, whatever the model's speed: the offline answer, replaced by the final one.
+        stream.quick(offline.text)
     started = time.perf_counter()
 
     shown: list[str] = []
@@ -109,7 +113,7 @@ def generate_answer(query: str, documents: list[Document], with_cot: bool = Fals
         return _streamed(offline, stream)
     verdicts, check = judge_sentences(draft.sentences, documents, embed=embed, language=language)
     judge_info = _judge(llm, verdicts, documents, judge_timeout_s)
-    answer = deliver(verdicts, offline, documents, language=language)
+    answer = deliver(verdicts, offline, documents, language=language, query=query)
     judged_by = "llm" if judge_info.get("judge") == "llm" else "offline"
     answer.info = {**answer.info, "draft": draft.info, "check": {**check, **judge_info, "method": judged_by},
                    "llm_ms": round((time.perf_counter() - started) * 1000, 1)}

@@ -6,7 +6,10 @@ and gets a ``Citation``: the span of that text that says it (character offsets i
 and a score.
 
 - ``supported``: a span of the source says the whole sentence: (nearly) all of its weighted terms are there,
-  or most are and the meaning matches, every number it states is there, and the span does not negate it.
+  or most are and the meaning matches, or half are and the sentence's numbers stand there in the same place with
+  its names (a paraphrase anchored by its numbers and names); every number it states is there, and the span does
+  not negate it. Both texts are read in one typographic form (``agentsearch.pipeline.text.typography``): "20-18"
+  is "20–18", "5.5" is "5½", "68500" is "68,500", "12 percent" is "12%".
 - ``partial``: the span says part of it (about half its weighted terms, or a close meaning), or says it but
   without one of its numbers, or with the negation the other way round. The span is given.
 - ``unsupported``: nothing in the source comes close, or the closest span states another number in the
@@ -45,6 +48,7 @@ from agentsearch.pipeline.job.answer.result import Embed
 from agentsearch.pipeline.platform.settings import JUDGE_LLM_TIMEOUT_S
 from agentsearch.pipeline.text import words
 from agentsearch.pipeline.text.spans import Sentence, find_loose, sentence_spans, squeeze
+from agentsearch.pipeline.text.typography import fold_typography
 
 # The LLM check's whole budget: the default of AGENTSEARCH_JUDGE_LLM_TIMEOUT_S, the answer step's judge's budget.
 # The answer step's Celery limit leaves room for it beside the answer's own
@@ -59,6 +63,11 @@ SUPPORTED_COVERAGE_WITH_MEANING = 0.5
 SUPPORTED_COSINE = 0.8
 PARTIAL_COVERAGE = 0.4
 PARTIAL_COSINE = 0.6
+# A paraphrase anchored by its numbers: a claim stating a number, every one of which the span states in the same
+# place (a neighbouring word in common), whose names the span holds, and holding at least this share of the
+# claim's weighted terms, says what the span says in other words ("The final score was 20-18." for "..., winning
+# 20–18.").
+ANCHORED_COVERAGE = 0.5
 # A span holding at least this share of the claim's terms speaks of the same thing: a number of the claim
 # missing from it while it states another is a contradiction, not an omission.
 SAME_TOPIC_COVERAGE = 0.5
@@ -81,6 +90,7 @@ _NUMBER_WORDS = {
     "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "twenty": "20", "hundred": "100",
     "thousand": "1000", "million": "1000000",
 }
+_CAPITALISED = re.compile(r"(?<=\s)[A-Z][\w]*")
 _TOKEN = re.compile(r"[^\W_]+(?:[.,]\d+)*")
 _NUMERIC = re.compile(r"\d+(?:[.,]\d+)*")
 _NEGATIONS = frozenset(
@@ -228,10 +238,11 @@ class _Verdict:
 
 def _prepare(doc: Document, analyzer) -> _Source:
     sentences = sentence_spans(doc.text)
+    # Terms and numbers are read in one typographic form: "20-18" is the source's "20–18", "5.5" its "5½".
+    folded = [fold_typography(s.text) for s in sentences]
     singles = [
-        _Window(s.start, s.end, set(analyzer.terms(s.text)), numbers_in(s.text), _negated(s.text), [i],
-                mentions_in(s.text))
-        for i, s in enumerate(sentences)
+        _Window(s.start, s.end, set(analyzer.terms(text)), numbers_in(text), _negated(text), [i], mentions_in(text))
+        for i, (s, text) in enumerate(zip(sentences, folded, strict=True))
     ]
     pairs = [
         _Window(a.start, b.end, a.terms | b.terms, a.numbers | b.numbers, a.negated or b.negated,
@@ -290,16 +301,19 @@ def verify_offline(claims: list[Claim], documents: list[Document], embed: Embed 
 
     citations: list[Citation] = []
     for i, claim in enumerate(claims):
-        claim_terms = set(analyzer.terms(claim.text)) or set(words(claim.text))
-        claim_numbers = numbers_in(claim.text)
-        claim_negated = _negated(claim.text)
+        text = fold_typography(claim.text)
+        claim_terms = set(analyzer.terms(text)) or set(words(text))
+        claim_numbers = numbers_in(text)
+        claim_negated = _negated(text)
+        # The terms of its names (capitalised after its first word): a paraphrase keeps them.
+        claim_names = set(analyzer.terms(" ".join(_CAPITALISED.findall(text))))
         for n in claim.sources:
             doc = documents[n - 1]
             if (i, n) in exact:
                 verdict = _Verdict("supported", 1.0, exact[(i, n)], None)
             else:
-                verdict = _judge(claim_terms, claim_numbers, mentions_in(claim.text), claim_negated, sources[n],
-                                 cosines.get((i, n)), weight)
+                verdict = _judge(claim_terms, claim_numbers, mentions_in(text), claim_negated, sources[n],
+                                 cosines.get((i, n)), weight, claim_names)
             citations.append(Citation(sentence=claim.sentence, source=n, document_id=doc.id,
                                       location=location_of(doc), span=verdict.span,
                                       status=verdict.status, score=round(verdict.score, 4), reason=verdict.reason))
@@ -307,7 +321,7 @@ def verify_offline(claims: list[Claim], documents: list[Document], embed: Embed 
 
 
 def _judge(claim_terms: set[str], claim_numbers: set[str], claim_mentions: list[Mention], claim_negated: bool,
-           source: _Source, cosines: list[float] | None, weight) -> _Verdict:
+           source: _Source, cosines: list[float] | None, weight, claim_names: set[str] = frozenset()) -> _Verdict:
     if not source.windows:
         return _Verdict("unsupported", 0.0, None, "the source has no text")
     total = sum(weight(t) for t in claim_terms) or 1.0
@@ -362,7 +376,9 @@ def _judge(claim_terms: set[str], claim_numbers: set[str], claim_mentions: list[
                         f"{', '.join(dict.fromkeys(missing))} is not in the source as the sentence states it")
     if claim_negated != window.negated and topic(window) >= SAME_TOPIC_COVERAGE:
         return _Verdict("partial", min(score, 0.6), span, "the source says it with the negation the other way")
-    if level == "partial":
+    anchored = (claim_mentions and coverage >= ANCHORED_COVERAGE and claim_names <= window.terms
+                and (cosines is None or cosine >= PARTIAL_COSINE))  # an embedding that finds it far overrules
+    if level == "partial" and not anchored:
         return _Verdict("partial", score, span, "the source says part of it")
     return _Verdict("supported", score, span, None)
 

@@ -11,25 +11,20 @@ A sentence's verdict (``judge_sentences``):
 2. **The sources that say it.** It is checked against every source (``citations.verify_offline``: the weighted
    terms a span of the source holds, its numbers, negation, and the embedding cosine where vectors are given). It
    is then cited to the sources that support it, preferring those the model cited; a sentence the model left
-   uncited, or cited to the wrong source, is cited where it is said.
+   uncited, or cited to the wrong source, is cited where it is said. Both are read in one typographic form
+   ("20-18" is "20–18", "5.5" is "5½"), and a paraphrase anchored by the source's numbers and names is supported.
+   A sentence that joins clauses ("A won 20-18, and the stadium holds 68,500 people") no single source says is
+   supported when each clause is (``clauses``), cited to the sources of both.
 3. **The LLM's own check** (``entailment``, where an LLM judge is given) can only lower a verdict: a weak judge
    cannot pass off what the offline check refused. A sentence that stands word for word in its source is not
    asked about: nothing could lower it.
 
-The delivery rule (``deliver``):
-
-1. The LLM's ``supported`` sentences, in the model's order, each cited to the sources that say it; its
-   ``partial`` sentences among them, marked ``PARTIAL_MARK``; its ``unsupported`` sentences left out (listed in
-   ``metadata.answer.sentences`` with the reason).
-2. Then the sentences of the extractive answer that the kept sentences do not already quote: the offline answer's
-   quotes stay in every answer, so the delivered answer holds whatever the offline one held.
-3. When none of the LLM's sentences is ``supported``, the extractive answer alone, and ``fallback_reason`` says why.
+The delivery rule, what the user receives of the judged sentences, is ``agentsearch.pipeline.job.answer.delivery``.
 
 Usage::
 
-    verdicts = judge_sentences(sentences, documents, embed=embed, language="english")
-    answer = deliver(verdicts, extractive_answer(query, documents), documents)
-    answer.text, answer.method, answer.info["sentences"], answer.citations
+    verdicts, info = judge_sentences(sentences, documents, embed=embed, language="english")
+    verdicts[0].status, verdicts[0].sources, verdicts[0].reason, written(verdicts[0])
 """
 
 from __future__ import annotations
@@ -39,10 +34,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentsearch.pipeline.documents import Citation, Document
-from agentsearch.pipeline.job.answer.citations import Claim, cited_sentences, numbers_in, verify_offline
-from agentsearch.pipeline.job.answer.result import Answer, Embed
+from agentsearch.pipeline.job.answer.citations import Claim, numbers_in, verify_offline
+from agentsearch.pipeline.job.answer.result import Embed
 from agentsearch.pipeline.text import PARTIAL_MARK, without_citation_marks
 from agentsearch.pipeline.text.spans import find_loose
+from agentsearch.pipeline.text.typography import fold_typography
 
 SupportStatus = str  # supported | partial | unsupported
 MIN_WORDS = 3
@@ -52,6 +48,7 @@ _RANK = {"supported": 2, "partial": 1, "unsupported": 0}
 # A word: letters and digits. An apostrophe or a hyphen ends it, so "Poland's" is the name "Poland" and
 # "COVID-19" the name "COVID" and the number 19.
 _WORD = re.compile(r"[^\W_]+")
+_JOINS = re.compile(r";\s+|,?\s+(?:and|but|while|whereas)\s+")
 
 
 @dataclass
@@ -96,7 +93,7 @@ def names_in(sentence: str) -> list[str]:
 def unstated(sentence: str, documents: list[Document]) -> list[str]:
     """The numbers and names of ``sentence`` that no source's text (or title) holds (its citation marks aside)."""
     sentence = without_citation_marks(sentence)
-    numbers = numbers_in(sentence)
+    numbers = numbers_in(fold_typography(sentence))
     names = names_in(sentence)
     if not numbers and not names:
         return []
@@ -104,7 +101,7 @@ def unstated(sentence: str, documents: list[Document]) -> list[str]:
     held_words: set[str] = set()
     for doc in documents:
         text = f"{doc.title or ''}\n{doc.text}"
-        held_numbers |= numbers_in(text)
+        held_numbers |= numbers_in(fold_typography(text))
         held_words |= {w.casefold() for w in _WORD.findall(text)}
     missing = sorted(numbers - held_numbers)
     missing += [n for n in dict.fromkeys(names) if n.casefold() not in held_words]
@@ -151,7 +148,46 @@ def judge_sentences(sentences: list[LLMSentence], documents: list[Document], emb
         per_claim = len(documents)
         for k, i in enumerate(claim_of):
             verdicts[i] = _verdict(sentences[i], pairs[k * per_claim:(k + 1) * per_claim], documents)
+        for i in claim_of:
+            verdict = verdicts[i]
+            if verdict is not None and verdict.status != "supported":
+                verdicts[i] = _joined(sentences[i], documents, embed, language) or verdict
     return [v for v in verdicts if v is not None], info
+
+
+def clauses(sentence: str) -> list[str]:
+    """The clauses a sentence joins ("A won the game, and B holds 68,500 people."): split at a semicolon or at
+    "and", "but", "while", "whereas" between two clauses of ``MIN_WORDS`` words or more each; one clause when it
+    joins none."""
+    body = without_citation_marks(sentence).strip().rstrip(".!?")
+    parts = [p.strip(" ,") for p in _JOINS.split(body)]
+    if len(parts) < 2 or any(len(_WORD.findall(p)) < MIN_WORDS for p in parts):
+        return [sentence]
+    return parts
+
+
+def _joined(sentence: LLMSentence, documents: list[Document], embed: Embed | None,
+            language: str) -> SentenceVerdict | None:
+    """Supported when it joins clauses each of which some source supports (two sources may say one sentence);
+    None otherwise."""
+    parts = clauses(sentence.text)
+    if len(parts) < 2:
+        return None
+    every = list(range(1, len(documents) + 1))
+    pairs, _ = verify_offline([Claim(sentence=p, text=p, sources=every) for p in parts], documents, embed=embed,
+                              language=language)
+    per_part = len(documents)
+    chosen: list[Citation] = []
+    for k, part in enumerate(parts):
+        verdict = _verdict(LLMSentence(part, sentence.cited), pairs[k * per_part:(k + 1) * per_part], documents)
+        if verdict.status != "supported":
+            return None
+        chosen.extend(c for c in verdict.citations if c.source not in {x.source for x in chosen})
+    citations = [c.model_copy(update={"sentence": sentence.text}) for c in chosen]
+    sources = [c.source for c in citations]
+    reason = None if set(sources) <= set(sentence.cited) else f"cited {_marks(sentence.cited)}, said by " \
+        f"{_marks(sources)}"
+    return SentenceVerdict(sentence.text, sentence.cited, "supported", sources, citations, reason)
 
 
 def _verdict(sentence: LLMSentence, pairs: list[Citation], documents: list[Document]) -> SentenceVerdict:
@@ -210,36 +246,3 @@ def written(verdict: SentenceVerdict) -> str:
     body = body[:-1].rstrip() if body and body[-1] in ".!?。" else body
     mark = f" {PARTIAL_MARK}" if verdict.status == "partial" else ""
     return f"{body} {_marks(verdict.sources)}{mark}{end}"
-
-
-def deliver(verdicts: list[SentenceVerdict], extractive: Answer, documents: list[Document],
-            language: str = "english") -> Answer:
-    """The answer the user receives, by the rule of the module docstring. ``extractive`` is the offline answer for
-    the same question and documents; the result's ``citations`` hold every delivered sentence's verdict."""
-    kept = [v for v in verdicts if v.status != "unsupported"]
-    sentences_info = [v.as_dict(delivered=v.status != "unsupported" and any(k.status == "supported" for k in kept))
-                      for v in verdicts]
-    counts = {s: sum(v.status == s for v in verdicts) for s in _RANK}
-    if not any(v.status == "supported" for v in kept):
-        why = ("the LLM's answer held no sentence" if not verdicts else
-               f"no sentence of the LLM's answer is supported by the sources ({counts['unsupported']} unsupported, "
-               f"{counts['partial']} partly supported)")
-        extractive.fallback_reason = why
-        extractive.info = {**extractive.info, "sentences": sentences_info, "llm_sentences": counts,
-                           "rule": "extractive: no supported LLM sentence"}
-        return extractive
-    parts = [written(v) for v in kept]
-    citations: list[Citation] = []
-    for v, text in zip(kept, parts, strict=True):
-        citations.extend(c.model_copy(update={"sentence": text}) for c in v.citations)
-    # The offline answer's quotes the kept sentences do not already hold word for word.
-    quotes = cited_sentences(extractive.text, len(documents))
-    added = [q for q in quotes if not any(find_loose(v.text, q.text.rstrip(".!?")) for v in kept)]
-    if added:
-        extra, _ = verify_offline(added, documents, language=language)
-        parts.extend(q.sentence for q in added)
-        citations.extend(extra)
-    info = {"sentences": sentences_info, "llm_sentences": counts, "quotes_added": len(added),
-            "rule": "llm sentences supported" + (" + extractive quotes" if added else "")}
-    return Answer(" ".join(parts), extractive.sources, method="llm", info=info, citations=citations)
-

@@ -235,6 +235,24 @@ class SentenceReader:
         return new
 
 
+def split_runs(sentences: list[LLMSentence]) -> list[LLMSentence]:
+    """Each item of the reply that holds several sentences (a model that pastes a passage) as its sentences, each with
+    the item's citations, so each is judged on its own; a last piece cut off by the schema's length (no end mark, the
+    item at ``MAX_SENTENCE_CHARS``) is dropped, as a reply cut short keeps only its complete sentences."""
+    from agentsearch.pipeline.text.spans import sentence_spans
+
+    out: list[LLMSentence] = []
+    for sentence in sentences:
+        pieces = [p.text for p in sentence_spans(sentence.text)]
+        if len(pieces) < 2:
+            out.append(sentence)
+            continue
+        if len(sentence.text) >= MAX_SENTENCE_CHARS - 2 and pieces[-1].rstrip()[-1:] not in ".!?。":
+            pieces = pieces[:-1]
+        out.extend(LLMSentence(p, list(sentence.cited)) for p in pieces)
+    return out
+
+
 def draft_answer(llm, query: str, documents: list[Document], with_cot: bool = False,
                  timeout_s: float = ANSWER_LLM_TIMEOUT_S,
                  on_sentence: Callable[[LLMSentence], None] | None = None) -> Draft:
@@ -260,6 +278,7 @@ def draft_answer(llm, query: str, documents: list[Document], with_cot: bool = Fa
             on_sentence(sentence)
         reply = "".join(pieces)
     sentences, steps, fmt, dropped = read_reply(reply, len(documents))
+    sentences = split_runs(sentences)
     info: dict[str, Any] = {"model": getattr(llm, "model", None), "format": fmt,
                             "structured": schema is not None, "dropped_citations": dropped}
     if finish_reason:
