@@ -63,12 +63,15 @@ def command_env(tree: Path | None, data_dir: Path) -> dict[str, str]:
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
-    """Wall seconds of one program run; a failed run raises with the end of what it wrote."""
+    """Wall seconds of one program run; a failed run raises with the start and the end of what it wrote."""
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[:4])} failed ({done.returncode}): {(done.stderr or done.stdout)[-600:]}")
+        # The cause is often first and a shutdown's tracebacks last: both ends are kept.
+        said = done.stderr or done.stdout
+        said = said if len(said) <= 1600 else f"{said[:800]}\n...\n{said[-800:]}"
+        raise RuntimeError(f"{' '.join(argv[:4])} failed ({done.returncode}): {said}")
     return seconds
 
 
