@@ -86,7 +86,7 @@ def measure(docs: int = 1000, rounds: int = 3, baseline: Path | None = None, cor
     settings = Settings()
     texts = chunk_texts(documents, ChunkingConfig(settings.chunk_chars, settings.chunk_overlap_chars))
     sides = ["plain", "embedded"] + (["embedded-baseline"] if baseline else [])
-    record = {s: {"seconds": [], "loads": []} for s in sides}
+    record: dict[str, dict[str, list[float]]] = {s: {"seconds": [], "loads": []} for s in sides}
     with tempfile.TemporaryDirectory(prefix="agentsearch-bench-command-") as tmp:
         work = Path(tmp)
         (work / "docs.jsonl").write_text(readme_lines(documents))
