@@ -15,6 +15,7 @@ Usage::
     agentsearch bench parse --pages 240 --ocr-pages 6               # pages/s per format, OCR, parsing's share
     agentsearch bench ingest --docs 1000 --workers 1,2 --json in.json  # through the stack beside the plain model
     agentsearch bench ingest --docs 5183 --workers 2 --baseline /tmp/before --no-plain   # before and after
+    agentsearch bench ingest --no-stack --rounds 3 --baseline /tmp/before   # the README's command, whole, before/after
     agentsearch bench retention --jobs 10000 --json retention.json  # rows pruned per second on PostgreSQL
     agentsearch bench sources --pages 1000 --json sources.json      # a web source's run: documents/s, unchanged cost
     agentsearch bench sources --kind mail --pages 1000              # a mailbox on Dovecot: the same
@@ -257,11 +258,16 @@ def bench_parse(pages: int, ocr_pages: int, rounds: int, stack: bool, json_out: 
                    "measured in the same rounds: before and after.")
 @click.option("--plain/--no-plain", default=True, show_default=True,
               help="Measure the plain model too (--no-plain: before and after only, which saves its rounds).")
+@click.option("--stack/--no-stack", default=True, show_default=True,
+              help="Measure the distributed stacks (--no-stack: the README's command alone).")
+@click.option("--embedded/--no-embedded", default=True, show_default=True,
+              help="Measure the README's `agentsearch ingest docs.jsonl --collection NAME` in the embedded mode, whole "
+                   "(start-up included), beside the plain model as a program of its own, and --baseline's command.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help='Write {"stack_chunks_per_s", "plain_model_chunks_per_s", "ratio", "workers", "scaling", '
-                   '"before_after", "sides", ...} here.')
+                   '"before_after", "sides", "embedded_command", ...} here.')
 def bench_ingest(docs: int, workers: str, rounds: int, threads: str, baseline: Path | None, plain: bool,
-                 json_out: Path | None) -> None:
+                 stack: bool, embedded: bool, json_out: Path | None) -> None:
     """Ingestion through a local stack (API, ingest workers, PostgreSQL, Redis, milvus-lite server) beside the
     plain model (sentence-transformers, fp32, batch 32) embedding the same chunks, in the same rounds; with one
     ingest process and with two, and before and after with --baseline. The table goes to
@@ -274,13 +280,19 @@ def bench_ingest(docs: int, workers: str, rounds: int, threads: str, baseline: P
         counts, settings = ingest.parse_counts(workers), ingest.parse_threads(threads)
     except ValueError as exc:
         fail(str(exc))
+    from agentsearch.bench import ingest_command
+
+    if not (stack or embedded):
+        fail("--no-stack and --no-embedded leave nothing to measure")
     try:
-        figures = ingest.public(ingest.measure(docs, counts, rounds, settings, baseline, plain))
+        command = ingest_command.figures(ingest_command.measure(docs, rounds, baseline)) if embedded else None
+        figures = ingest.public(ingest.measure(docs, counts, rounds, settings, baseline, plain)) if stack else None
     except (RuntimeError, FileNotFoundError) as exc:
         fail(str(exc))
     if json_out is not None:
-        json_out.write_text(json.dumps(figures) + "\n")
-    click.echo(ingest.write(figures, ingest.command_line(docs, counts, rounds, settings, baseline, plain)))
+        json_out.write_text(json.dumps({**(figures or {}), "embedded_command": command}) + "\n")
+    line = ingest.command_line(docs, counts, rounds, settings, baseline, plain, stack, embedded)
+    click.echo(ingest.write(figures, line, command))
 
 
 @bench_group.command("retention")

@@ -240,7 +240,8 @@ def test_bench_ingest_writes_the_json_and_the_table(tmp_path, monkeypatch):
     monkeypatch.setattr(common, "REPO", tmp_path)  # src/agentsearch/bench/results/ingest.md goes there
     out = tmp_path / "ingest.json"
     result = CliRunner().invoke(main, ["bench", "ingest", "--docs", "50", "--workers", "1,2", "--rounds", "1",
-                                       "--threads", "share,0", "--baseline", str(tmp_path), "--json", str(out)])
+                                       "--threads", "share,0", "--baseline", str(tmp_path), "--no-embedded",
+                                       "--json", str(out)])
     assert result.exit_code == 0, result.output
     assert calls == [(50, (1, 2), 1, ("share", "0"), tmp_path, True)]
     figures = json.loads(out.read_text())
