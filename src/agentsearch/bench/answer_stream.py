@@ -95,6 +95,9 @@ def channel_cost(redis_url: str, repeat: int) -> dict[str, float]:
 class Discard:
     """A stream that keeps nothing: the answer is read sentence by sentence as for a stream, and sent nowhere."""
 
+    def quick(self, text: str) -> None:
+        pass
+
     def write(self, piece: str) -> None:
         pass
 

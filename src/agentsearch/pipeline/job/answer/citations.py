@@ -321,7 +321,8 @@ def verify_offline(claims: list[Claim], documents: list[Document], embed: Embed 
 
 
 def _judge(claim_terms: set[str], claim_numbers: set[str], claim_mentions: list[Mention], claim_negated: bool,
-           source: _Source, cosines: list[float] | None, weight, claim_names: set[str] = frozenset()) -> _Verdict:
+           source: _Source, cosines: list[float] | None, weight,
+           claim_names: frozenset[str] | set[str] = frozenset()) -> _Verdict:
     if not source.windows:
         return _Verdict("unsupported", 0.0, None, "the source has no text")
     total = sum(weight(t) for t in claim_terms) or 1.0
