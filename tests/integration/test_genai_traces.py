@@ -39,6 +39,8 @@ class Sink:
 
     def start(self) -> None: ...
 
+    def quick(self, text: str) -> None: ...
+
     def write(self, piece: str) -> None:
         self.pieces.append(piece)
 
