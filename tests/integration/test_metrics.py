@@ -54,11 +54,10 @@ def test_metrics_count_the_agents_of_a_job_without_credentials(stack, collection
     ) > total(before, "agentsearch_cache_hits_total", cache="search") + total(
         before, "agentsearch_cache_misses_total", cache="search"
     )
-    # The answer, written offline by this stack (no LLM), counted for its collection.
+    # The job's answer, written offline (this stack's workers have no LLM), counted for its collection.
     answered = (total(after, "agentsearch_answers_total", collection=collection, method="offline")
                 - total(before, "agentsearch_answers_total", collection=collection, method="offline"))
     assert answered == 1
-    assert total(after, "agentsearch_answers_total", collection=collection, method="llm") == 0
     queues = {s.labels["queue"]: s.value for s in after["agentsearch_queue_length"]}
     assert set(queues) == {"celery", "artifacts", "ingest", "webhooks"}
     assert all(v >= 0 for v in queues.values())
