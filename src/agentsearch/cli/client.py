@@ -135,15 +135,24 @@ class ApiClient:
         self._call("DELETE", f"/v1/collections/{collection_id}/documents/{quote(document_id, safe='')}")
 
     def wait_indexed(self, collection_id: str, timeout_s: float = 600.0, on_progress=None) -> dict:
+        """The collection once no document is pending. ``timeout_s`` bounds a wait in which no document finished,
+        not the whole wait: a large file set on a busy machine takes as long as it takes while it moves, and the
+        command gives up only on ingestion that stalled."""
         deadline = time.monotonic() + timeout_s
+        pending: int | None = None
         while True:
             collection = self._call("GET", f"/v1/collections/{collection_id}")
             if on_progress:
                 on_progress(collection["documents"])
-            if collection["documents"]["pending"] == 0:
+            now_pending = collection["documents"]["pending"]
+            if now_pending == 0:
                 return collection
+            if pending is not None and now_pending < pending:
+                deadline = time.monotonic() + timeout_s
+            pending = now_pending
             if time.monotonic() > deadline:
-                raise TimeoutError(f"documents still pending after {timeout_s:.0f} s")
+                raise TimeoutError(f"{now_pending} documents still pending, none finished in the last "
+                                   f"{timeout_s:.0f} s")
             time.sleep(0.5)
 
     def create_agent_config(self, **body) -> dict:
