@@ -5,37 +5,25 @@ from __future__ import annotations
 
 import uuid
 
-import psycopg
 import pytest
 from sqlalchemy import event, text
 
-from agentsearch.devstack import PG_ADMIN
 from agentsearch.pipeline.agents.base import Stage
 from agentsearch.pipeline.job.job_state import JobState
 from agentsearch.pipeline.job.job_store import JobStore, set_worker_node
-from agentsearch.pipeline.platform.db import Database
 from agentsearch.pipeline.platform.tables.collections import CollectionRow
 from agentsearch.pipeline.platform.tables.jobs import JobRow
 from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
 from agentsearch.pipeline.records.agent_runs import AgentRun
+from tests.support.databases import migrated_database
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def database():
-    name = f"agentsearch_progress_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
-    from agentsearch.migrations import upgrade
-
-    upgrade(url)
-    db = Database(url)
-    yield db
-    db.dispose()
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with migrated_database("progress") as db:
+        yield db
 
 
 def _job(database, status: str = "queued") -> tuple[uuid.UUID, JobState]:

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import uuid
 
-import psycopg
 import pytest
 from cryptography.fernet import Fernet
 from pydantic import SecretStr
 from sqlalchemy import select
 
-from agentsearch.devstack import PG_ADMIN
 from agentsearch.pipeline.platform.db import Database
 from agentsearch.pipeline.platform.settings import Settings
 from agentsearch.pipeline.platform.tables.collections import CollectionRow, DocumentRow
@@ -20,6 +18,7 @@ from agentsearch.pipeline.platform.tables.sources import SourceRow
 from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
 from agentsearch.pipeline.sources.run import run_source
 from agentsearch.pipeline.sources.store import create_source, new_run, shown, take_lease
+from tests.support.databases import migrated_database
 from tests.support.source_servers import GitDaemon, SiteServer, git
 
 pytestmark = pytest.mark.integration
@@ -27,18 +26,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def database():
-    name = f"agentsearch_sources_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
-    from agentsearch.migrations import upgrade
-
-    upgrade(url)
-    db = Database(url)
-    yield db
-    db.dispose()
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with migrated_database("sources") as db:
+        yield db
 
 
 # The test's servers are on 127.0.0.1: the operator's allowlist opens it, as a deployment opens an internal host.

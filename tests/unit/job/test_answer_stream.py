@@ -20,7 +20,6 @@ from redis.retry import Retry
 from agentsearch.api.answer_events import AnswerEvents
 from agentsearch.cli.client import ApiClient
 from agentsearch.cli.search import search
-from agentsearch.pipeline.agents.base import Document
 from agentsearch.pipeline.job.answer import generate_answer
 from agentsearch.pipeline.job.answer.llm import SentenceReader
 from agentsearch.pipeline.job.answer_stream import AnswerChannel, AnswerStreamReader, DeltaBatcher, stream_key
@@ -29,14 +28,7 @@ from agentsearch.pipeline.job.workflow import answer_step
 from agentsearch.pipeline.platform.llm import LLMError
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
-
-DOCS = [
-    Document(id="sb50", title="Super Bowl 50", score=0.91,
-             text="The Denver Broncos defeated the Carolina Panthers 24–10 to earn their third Super Bowl title."),
-    Document(id="sb49", title="Super Bowl XLIX", score=0.80,
-             text="The New England Patriots won Super Bowl XLIX. The game was played in Glendale, Arizona."),
-]
-QUESTION = "Who won Super Bowl XLIX?"
+from tests.support.super_bowl import DOCS, QUESTION
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import uuid
 
 import pytest
 
-from agentsearch.pipeline.agents.base import Document
 from agentsearch.pipeline.job.answer import ANSWER_LLM_TIMEOUT_S, NO_RESULTS, draft_answer, generate_answer
 from agentsearch.pipeline.job.answer.llm import ANSWER_MAX_TOKENS, ANSWER_SCHEMA, ANSWER_SCHEMA_COT, read_reply
 from agentsearch.pipeline.job.job_state import JobState
@@ -18,15 +17,7 @@ from agentsearch.pipeline.platform.settings import Settings
 from agentsearch.worker.job_tasks import STEP_LIMIT_S
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
-
-DOCS = [
-    Document(id="sb50", title="Super Bowl 50", score=0.91,
-             text="The Denver Broncos defeated the Carolina Panthers 24–10 to earn their third Super Bowl title."),
-    Document(id="sb49", title="Super Bowl XLIX", score=0.80,
-             text="The New England Patriots won Super Bowl XLIX. The game was played in Glendale, Arizona."),
-]
-QUESTION = "Who won Super Bowl XLIX?"
-
+from tests.support.super_bowl import DOCS, QUESTION
 
 fake = llm_fixtures.fake
 

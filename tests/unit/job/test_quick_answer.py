@@ -12,7 +12,6 @@ import uuid
 import fakeredis
 
 from agentsearch.api.answer_events import AnswerEvents
-from agentsearch.pipeline.agents.base import Document
 from agentsearch.pipeline.eval.grounding import FirstDelta
 from agentsearch.pipeline.job.answer import extractive_answer
 from agentsearch.pipeline.job.answer_stream import AnswerChannel, AnswerStreamReader
@@ -20,15 +19,9 @@ from agentsearch.pipeline.job.job_state import JobState
 from agentsearch.pipeline.job.workflow import answer_step
 from tests.support import llm_fixtures
 from tests.support.fake_llm import FakeLLM
+from tests.support.super_bowl import DOCS, QUESTION
 
 fake, llm = llm_fixtures.fake, llm_fixtures.llm
-DOCS = [
-    Document(id="sb50", title="Super Bowl 50", score=0.91,
-             text="The Denver Broncos defeated the Carolina Panthers 24–10 to earn their third Super Bowl title."),
-    Document(id="sb49", title="Super Bowl XLIX", score=0.80,
-             text="The New England Patriots won Super Bowl XLIX. The game was played in Glendale, Arizona."),
-]
-QUESTION = "Who won Super Bowl XLIX?"
 PATRIOTS = {"text": "The New England Patriots won Super Bowl XLIX.", "sources": [2]}
 AGREES = FakeLLM.entailment(lambda claim, source: ("supported", claim))
 

@@ -8,7 +8,6 @@ import fakeredis
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentsearch.api.routes import metrics as metrics_route
@@ -24,10 +23,10 @@ from agentsearch.pipeline.agents.base import (
     Stage,
 )
 from agentsearch.pipeline.agents.runner import AgentRunner
-from agentsearch.pipeline.observability.exposition import AgentSearchCollector
 from agentsearch.pipeline.observability.metrics import MetricsRecorder
 from agentsearch.pipeline.platform.settings import Settings
 from agentsearch.pipeline.records.agent_runs import AgentRun, AgentSpec
+from tests.support.metric_samples import scrape, value
 
 
 class Echo(PreSearchAgent):
@@ -82,21 +81,6 @@ def runner(make_runner) -> AgentRunner:
 
 def spec(agent_id: str, **kw) -> AgentSpec:
     return AgentSpec(agent_id=agent_id, stage=kw.pop("stage", Stage.PRE_SEARCH), **kw)
-
-
-def scrape(store, broker=None) -> dict[str, dict[tuple, float]]:
-    """The exposition text, parsed back: {sample name: {sorted label items: value}}."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(AgentSearchCollector(store, broker=broker))
-    samples: dict[str, dict[tuple, float]] = {}
-    for family in text_string_to_metric_families(generate_latest(registry).decode()):
-        for sample in family.samples:
-            samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
-    return samples
-
-
-def value(samples, name: str, **labels) -> float:
-    return samples[name][tuple(sorted(labels.items()))]
 
 
 def test_agent_outcomes_are_counted_by_agent_and_status(runner, redis_client):

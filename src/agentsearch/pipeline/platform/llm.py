@@ -250,9 +250,10 @@ class LLMClient:
         """
         with llm_span(self.base_url, self.model, messages, temperature=temperature, max_tokens=max_tokens,
                       json_output=json_schema is not None) as call:
-            pieces: list[str] = []
+            pieces: list[str] = []  # the whole completion, kept only when the span records it
             for piece in self._stream(call, messages, timeout_s, temperature, max_tokens, json_schema):
-                pieces.append(piece)
+                if call.capture:
+                    pieces.append(piece)
                 yield piece
             call.replied("".join(pieces), call.finish_reason, call.input_tokens, call.output_tokens)
 
