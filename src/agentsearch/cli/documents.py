@@ -9,7 +9,8 @@ Usage::
 A JSON Lines file is checked whole before the first document is sent (``documents_or_fail``), so a refused file
 leaves nothing half-ingested and a fixed one can simply be sent again. Any other file is uploaded as the console
 uploads it (``POST /v1/collections/{id}/files``) and read by a worker; its document ends ``indexed`` or ``failed``
-with the reason, which the command prints.
+with the reason, which the command prints. Stopped (Ctrl-C, or no document finished within the wait), it lets the
+worker threads finish the documents they hold, says so and exits 130 (or 2).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from agentsearch.cli.session import api_session
 from agentsearch.pipeline.platform.settings import get_settings
 
 JSON_LINES = (".jsonl", ".ndjson")
+# Sending a document again replaces it, so the same command picks up where a stopped one left off.
+AGAIN = "the documents are kept, those not yet indexed stay pending; run the same command again to index them"
 
 
 def documents_or_fail(path: Path) -> list[dict]:
@@ -101,5 +104,10 @@ def ingest(file: Path, collection_name: str, groups: str | None) -> None:
                     fail(f"{file}: {mine['error']}")
     except ApiError as exc:
         fail(str(exc))
+    except TimeoutError as exc:
+        fail(f"{exc}: {AGAIN}")
+    except KeyboardInterrupt:
+        # 130, as a shell reports a command Ctrl-C stopped; the worker threads finished what they held first.
+        fail(f"interrupted: {AGAIN}", status=130)
     counts = final["documents"]
     click.echo(f"collection {collection_name} ({final['id']}): {counts['indexed']} indexed, {counts['failed']} failed")

@@ -16,6 +16,6 @@ from typing import NoReturn
 import click
 
 
-def fail(message: str) -> NoReturn:
+def fail(message: str, status: int = 2) -> NoReturn:
     click.echo(f"error: {message}", err=True)
-    sys.exit(2)
+    sys.exit(status)

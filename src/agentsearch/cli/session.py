@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import click
+
 from agentsearch.cli.client import ApiClient, ApiError
 from agentsearch.pipeline.platform.ports import free_port
 from agentsearch.pipeline.platform.settings import Settings
@@ -52,7 +54,21 @@ def local_server(host: str = "127.0.0.1", port: int | None = None) -> Iterator[t
     finally:
         users.delete_key(key)
         server.should_exit = True
-        thread.join(15)
+        stop_serving(thread)
+
+
+def stop_serving(thread: threading.Thread, notice_after_s: float = 2.0) -> None:
+    """Wait for the server thread to end: its shutdown stops the worker threads, which finish the tasks they run.
+
+    Not bounded: leaving while an ingest task runs lets the interpreter's exit refuse Milvus Lite's in-process
+    server new work while the task still waits on it (every upsert then ran to its gRPC deadline, and the command
+    took minutes to end with a page of tracebacks). Queued tasks are dropped at once, so this waits for the few a
+    worker thread holds.
+    """
+    thread.join(notice_after_s)
+    if thread.is_alive():
+        click.echo("stopping: finishing the work in flight", err=True)
+        thread.join()
 
 
 @contextmanager
