@@ -1,4 +1,5 @@
-"""The kinds of source, by name: one module each (``web``, ``feed``, ``git``, ``mail``, ``drive``, ``objects``),
+"""The kinds of source, by name: one module each (``web``, ``feed``, ``git``, ``mail``, ``drive``, ``objects``, and
+the SaaS tools: ``confluence``),
 each a class with ``name``, ``config_model`` and ``items`` (``agentsearch.pipeline.sources.kinds.base``). A new kind
 is a module here and a line in ``KINDS``.
 
@@ -11,6 +12,7 @@ Usage::
 from __future__ import annotations
 
 from agentsearch.pipeline.sources.kinds.base import SourceKind
+from agentsearch.pipeline.sources.kinds.confluence import Confluence
 from agentsearch.pipeline.sources.kinds.drive import Drive
 from agentsearch.pipeline.sources.kinds.feed import Feed
 from agentsearch.pipeline.sources.kinds.git import Git
@@ -18,7 +20,8 @@ from agentsearch.pipeline.sources.kinds.mail import Mail
 from agentsearch.pipeline.sources.kinds.objects import Objects
 from agentsearch.pipeline.sources.kinds.web import Web
 
-KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (Web(), Feed(), Git(), Mail(), Drive(), Objects())}
+KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (
+    Web(), Feed(), Git(), Mail(), Drive(), Objects(), Confluence())}
 
 
 def kind_named(name: str) -> SourceKind | None:
