@@ -1,5 +1,5 @@
 """The kinds of source, by name: one module each (``web``, ``feed``, ``git``, ``mail``, ``drive``, ``objects``, and
-the SaaS tools: ``confluence``, ``slack``),
+the SaaS tools: ``confluence``, ``slack``, ``notion``),
 each a class with ``name``, ``config_model`` and ``items`` (``agentsearch.pipeline.sources.kinds.base``). A new kind
 is a module here and a line in ``KINDS``.
 
@@ -17,12 +17,13 @@ from agentsearch.pipeline.sources.kinds.drive import Drive
 from agentsearch.pipeline.sources.kinds.feed import Feed
 from agentsearch.pipeline.sources.kinds.git import Git
 from agentsearch.pipeline.sources.kinds.mail import Mail
+from agentsearch.pipeline.sources.kinds.notion import Notion
 from agentsearch.pipeline.sources.kinds.objects import Objects
 from agentsearch.pipeline.sources.kinds.slack import Slack
 from agentsearch.pipeline.sources.kinds.web import Web
 
 KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (
-    Web(), Feed(), Git(), Mail(), Drive(), Objects(), Confluence(), Slack())}
+    Web(), Feed(), Git(), Mail(), Drive(), Objects(), Confluence(), Slack(), Notion())}
 
 
 def kind_named(name: str) -> SourceKind | None:
