@@ -1,5 +1,5 @@
 """The kinds of source, by name: one module each (``web``, ``feed``, ``git``, ``mail``, ``drive``, ``objects``, and
-the SaaS tools: ``confluence``, ``slack``, ``notion``, ``google_drive``),
+the SaaS tools: ``confluence``, ``slack``, ``notion``, ``google_drive``, ``sharepoint``),
 each a class with ``name``, ``config_model`` and ``items`` (``agentsearch.pipeline.sources.kinds.base``). A new kind
 is a module here and a line in ``KINDS``.
 
@@ -20,11 +20,13 @@ from agentsearch.pipeline.sources.kinds.google_drive import GoogleDrive
 from agentsearch.pipeline.sources.kinds.mail import Mail
 from agentsearch.pipeline.sources.kinds.notion import Notion
 from agentsearch.pipeline.sources.kinds.objects import Objects
+from agentsearch.pipeline.sources.kinds.sharepoint import SharePoint
 from agentsearch.pipeline.sources.kinds.slack import Slack
 from agentsearch.pipeline.sources.kinds.web import Web
 
 KINDS: dict[str, SourceKind] = {kind.name: kind for kind in (
-    Web(), Feed(), Git(), Mail(), Drive(), Objects(), Confluence(), Slack(), Notion(), GoogleDrive())}
+    Web(), Feed(), Git(), Mail(), Drive(), Objects(), Confluence(), Slack(), Notion(), GoogleDrive(),
+    SharePoint())}
 
 
 def kind_named(name: str) -> SourceKind | None:
