@@ -54,6 +54,24 @@ class Access:
     unreadable: str | None = None
 
 
+@dataclass
+class Changes:
+    """A change feed's pages folded: each item changed (its latest state) and each one gone, a later change of the
+    same item overriding an earlier one."""
+
+    changed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
+
+    def note(self, key: str, entry: dict[str, Any] | None) -> None:
+        """``entry``: the item's new state, or None when it was removed."""
+        if entry is None:
+            self.gone.add(key)
+            self.changed.pop(key, None)
+        else:
+            self.gone.discard(key)
+            self.changed[key] = entry
+
+
 @dataclass(frozen=True)
 class PrincipalMapping:
     groups: dict[str, str | list[str]]

@@ -32,7 +32,15 @@ from typing import Any, ClassVar
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from agentsearch.pipeline.sources.kinds.access import Access, PrincipalMapping, SaasConfig, guard_host, kept, unread
+from agentsearch.pipeline.sources.kinds.access import (
+    Access,
+    Changes,
+    PrincipalMapping,
+    SaasConfig,
+    guard_host,
+    kept,
+    unread,
+)
 from agentsearch.pipeline.sources.kinds.base import Content, Context, Item, ListingFailed, SourceConfig, http_url
 from agentsearch.pipeline.sources.kinds.files import file_content, readable
 
@@ -138,25 +146,18 @@ class GoogleDrive:
 
     def _changes(self, service: Any, config: GoogleDriveConfig, token: str
                  ) -> tuple[dict[str, dict[str, Any]], set[str], str]:
-        changed: dict[str, dict[str, Any]] = {}
-        gone: set[str] = set()
+        folded = Changes()
         while True:
             answer = _call(service.changes().list(
                 pageToken=token, pageSize=PAGE, includeRemoved=True, supportsAllDrives=True,
                 includeItemsFromAllDrives=True, **({"driveId": config.drive_id} if config.drive_id else {}),
                 fields=f"nextPageToken,newStartPageToken,changes(changeType,removed,fileId,file({FILE}))"))
             for change in answer.get("changes", []):
-                if change.get("changeType", "file") != "file":
-                    continue
-                file = change.get("file") or {}
-                if change.get("removed") or file.get("trashed"):
-                    gone.add(change["fileId"])
-                    changed.pop(change["fileId"], None)
-                else:
-                    gone.discard(change["fileId"])
-                    changed[change["fileId"]] = file
+                if change.get("changeType", "file") == "file":
+                    file = change.get("file") or {}
+                    folded.note(change["fileId"], None if change.get("removed") or file.get("trashed") else file)
             if answer.get("newStartPageToken"):
-                return changed, gone, answer["newStartPageToken"]
+                return folded.changed, folded.gone, answer["newStartPageToken"]
             token = answer["nextPageToken"]
 
     def _file(self, service: Any, file: dict[str, Any], mapping: PrincipalMapping, ctx: Context) -> Item | None:

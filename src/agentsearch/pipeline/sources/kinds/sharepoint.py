@@ -37,7 +37,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from agentsearch.pipeline.security.transports import guarded_client
 from agentsearch.pipeline.sources.fetch import FetchFailed
-from agentsearch.pipeline.sources.kinds.access import Access, PrincipalMapping, SaasConfig, kept, unread
+from agentsearch.pipeline.sources.kinds.access import Access, Changes, PrincipalMapping, SaasConfig, kept, unread
 from agentsearch.pipeline.sources.kinds.base import Context, Item, ListingFailed, SourceConfig, http_url
 from agentsearch.pipeline.sources.kinds.files import file_content, readable
 
@@ -156,19 +156,13 @@ class Graph:
 
     def delta(self, link: str | None) -> tuple[dict[str, dict[str, Any]], set[str], str]:
         url = link or f"{self.config.url}/drives/{quote(self.config.drive_id)}/root/delta"
-        changed: dict[str, dict[str, Any]] = {}
-        gone: set[str] = set()
+        folded = Changes()
         while True:
             answer = self.get(url, Prefer=PREFER)
             for entry in answer.get("value", []):
-                if "deleted" in entry:
-                    gone.add(entry["id"])
-                    changed.pop(entry["id"], None)
-                else:
-                    gone.discard(entry["id"])
-                    changed[entry["id"]] = entry
+                folded.note(entry["id"], None if "deleted" in entry else entry)
             if answer.get("@odata.deltaLink"):
-                return changed, gone, answer["@odata.deltaLink"]
+                return folded.changed, folded.gone, answer["@odata.deltaLink"]
             url = answer["@odata.nextLink"]
 
     def item(self, item_id: str) -> dict[str, Any] | None:
