@@ -59,12 +59,14 @@ def _counts(run: dict) -> str:
 @click.option("--username", default=None, help="The user the server asks for.")
 @click.option("--password-prompt", is_flag=True, help="Ask for the password (never on the command line).")
 @click.option("--secret-prompt", "secret_fields", multiple=True, metavar="FIELD",
-              help="Ask for this credential of the config (secret_key, token), never on the command line.")
+              help="Ask for this credential of the config (secret_key, token, client_secret), never on the "
+                   "command line.")
 @click.option("--schedule", "schedule_s", type=int, default=None, help="Seconds between runs (default: when asked).")
 def sources_add(kind: str, collection_name: str, url: str | None, branch: str | None, config_json: str | None,
                 username: str | None, password_prompt: bool, secret_fields: tuple[str, ...],
                 schedule_s: int | None) -> None:
-    """Add a source to a collection: web, feed, git, mail, drive or objects."""
+    """Add a source to a collection: web, feed, git, mail, drive, objects, confluence, slack, notion, google_drive or
+    sharepoint."""
     try:
         config = json.loads(config_json) if config_json else {}
     except json.JSONDecodeError as exc:

@@ -15,6 +15,7 @@ Usage::
 
 from __future__ import annotations
 
+import copy
 import logging
 import uuid
 from collections.abc import Callable
@@ -81,6 +82,7 @@ def run_source(db: Database, settings: Settings, run_id: uuid.UUID, send: Callab
             release_lease(s, source_id, run_id)
             return {"status": "failed", "errors": run.errors}
         previous, cursor = dict(source.state.get("items", {})), dict(source.state.get("cursor", {}))
+        started = copy.deepcopy(cursor)
         config_row = {**source.config, **credentials}
     assert kind is not None, f"no kind {source.kind}"
     tally, status = Tally(previous), "succeeded"
@@ -106,7 +108,10 @@ def run_source(db: Database, settings: Settings, run_id: uuid.UUID, send: Callab
             tally.errors.insert(0, ctx.partial)
             # What was not listed is kept, not removed; what may not be indexed is removed all the same.
             tally.items = {**{k: v for k, v in previous.items() if k not in tally.withheld}, **tally.items}
-    return _finish(db, source_id, run_id, kind.keeps_missing, status, tally, cursor, send)
+    # A failed run keeps the cursor it started from: a change feed's token, a commit or a folder's state that the
+    # kind moved on before the run failed would otherwise skip, at the next run, what this one did not store.
+    return _finish(db, source_id, run_id, kind.keeps_missing, status, tally, cursor if status == "succeeded" else
+                   started, send)
 
 
 def _sort(item: Item, tally: Tally) -> bool:

@@ -1,0 +1,83 @@
+"""A confluence source's runs on PostgreSQL against recorded answers of Confluence's REST API served by a real HTTP
+server (``tests/support/saas_server.py``, ``tests/fixtures/saas/confluence.json``): ``atlassian-python-api`` makes
+its real requests to it. No Confluence site is reachable here; the recording is all it was tested against."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from agentsearch.pipeline.platform.tables.collections import DocumentFileRow
+from tests.integration.test_sources_mail import TeamRunner
+from tests.integration.test_sources_runs import database, settings  # noqa: F401  (database: a fixture)
+from tests.support.saas_server import SaasServer
+
+pytestmark = pytest.mark.integration
+
+PAGE = "/rest/api/content"
+
+
+def _groups(runner: TeamRunner, base: str) -> dict[str, list[str]]:
+    return {url.removeprefix(base).rsplit("/", 1)[1]: names for url, names in runner.group_names().items()}
+
+
+def _stored(runner: TeamRunner, url: str) -> bytes:
+    """The page's HTML as stored for the parsing queue."""
+    document = runner.documents()[url]
+    with runner.db.session() as s:
+        return s.scalars(select(DocumentFileRow).where(DocumentFileRow.document_id == document.id)).one().data
+
+
+def _bodies_read(server: SaasServer) -> list[str]:
+    return sorted(r.path.rsplit("/", 1)[1] for r in server.requests
+                  if r.path.startswith(f"{PAGE}/") and r.path.count("/") == 4)
+
+
+def test_spaces_are_read_by_page_version_and_their_restrictions_give_the_documents_groups(database):  # noqa: F811
+    with SaasServer("confluence.json") as server:
+        runner = TeamRunner(database, settings())
+        runner.add("confluence", {"url": server.url, "username": "me@example.org", "token": "api-token",
+                                  "spaces": ["ENG", "HR"],
+                                  "groups": {"space:HR": "hr", "group:finance": "finance", "group:hr-managers": "hr"}})
+
+        first = runner.run()
+        assert first["status"] == "succeeded", first
+        assert first["documents"] == {"new": 4, "changed": 0, "unchanged": 0, "removed": 0, "failed": 2}, first
+        # A page restricted to a user no mapping names, and one whose restrictions the server refused: not indexed.
+        assert any("104 (Secret plan): restricted in the source to user:5b10" in e for e in first["errors"])
+        assert any("105 (Payroll): its permissions could not be read (its read restrictions: HTTP 403" in e
+                   for e in first["errors"])
+        assert _groups(runner, server.url) == {"101": [], "102": [], "103": ["finance"], "201": ["hr"]}
+        assert b"<title>Onboarding</title></head><body><p>New staff get a badge on day one." in _stored(
+            runner, f"{server.url}/spaces/ENG/pages/101")
+        assert _bodies_read(server) == ["101", "102", "103", "201"]
+        # The listing's second page was answered 429 with Retry-After: 1; the same page was asked again after it.
+        limited = [r for r in server.requests if r.query.get("start") == "3"]
+        assert [r.status for r in limited] == [429, 200] and limited[1].at - limited[0].at >= 1.0
+
+        # Nothing changed: the listing only (three requests, no page's body), nothing stored or sent.
+        server.requests.clear()
+        second = runner.run()
+        assert second["documents"] == {"new": 0, "changed": 0, "unchanged": 4, "removed": 0, "failed": 2}, second
+        assert runner.tasks == [] and _bodies_read(server) == []
+        assert [r.path for r in server.requests if r.status == 200] == [PAGE, PAGE, PAGE]
+
+        # An edit, a page trashed, a restriction moved from finance to hr-managers, a page added under the
+        # restricted one (inheriting its restriction), the refused restrictions readable again.
+        server.phase, server.requests[:] = 2, []
+        third = runner.run()
+        assert third["status"] == "succeeded", third
+        assert third["documents"] == {"new": 2, "changed": 2, "unchanged": 1, "removed": 1, "failed": 1}, third
+        assert _groups(runner, server.url) == {"101": [], "103": ["hr"], "105": [], "106": ["hr"], "201": ["hr"]}
+        # The permission change reached 103 without its body being read again.
+        assert _bodies_read(server) == ["101", "105", "106"]
+        assert b"a badge and a laptop" in _stored(runner, f"{server.url}/spaces/ENG/pages/101")
+        (removal,) = runner.sent("delete_documents")
+        assert len(removal[1][1]) == 1
+
+        # The credentials refused: the run fails with the server's reason, nothing removed.
+        server.phase = 3
+        refused = runner.run()
+        assert refused["status"] == "failed", refused
+        assert "HTTP 401 Client must be authenticated" in refused["errors"][0], refused
+        assert refused["documents"]["removed"] == 0 and len(runner.documents()) == 5
