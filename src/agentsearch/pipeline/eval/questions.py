@@ -4,9 +4,18 @@ Two ways, both keeping the document, the span's place in its text and the span i
 
 - **cloze** (offline, the stated method): the document's most salient sentence (the highest sum of its content
   words' rarity in the collection, 6 to 60 words) loses its rarest span (a number, a capitalised name or the rarest
-  term, whichever is rarest), which becomes the answer; the question is the six words either side of the span, its
-  place a gap (a reader's recollection of the line: not the title, not the whole sentence). A span still found in the
-  title or the rest of the sentence is never chosen, so the question's words alone never hold its answer.
+  term, whichever is rarest), which becomes the answer. The question is a reader's recollection of the line, in one
+  of two shapes:
+
+  - ``recall`` (the default): the words nearest the gap until four of the passage's content words are held, without
+    the document's five rarest terms and without any word of the answer (people's questions hold a few of the
+    passage's words, seldom its rarest: codes, names and jargon met once are what a reader does not recall
+    verbatim), so the question shares fewer exact words with the passage, as people's questions do;
+  - ``line``: the six words either side of the gap (the first method: all its words are the passage's, which the
+    exact-term match of keyword search always finds).
+
+  A span still found in the title or the rest of the sentence is never chosen, so the question's words alone never
+  hold its answer.
 - **llm**: the model writes a question and copies its answer out of a window of sentences around the salient one;
   the question is kept only when the offline check finds the answer verbatim in that window (and not in the
   question), else the passage's cloze question stands in.
@@ -14,8 +23,9 @@ Two ways, both keeping the document, the span's place in its text and the span i
 Usage::
 
     rarity = Rarity.of([d.text for d in docs])
-    made = cloze_question("doc-1", "Leave policy", text, rarity)
+    made = cloze_question("doc-1", "Leave policy", text, rarity)                # the recall shape
     made.question, made.answer, text[made.start:made.end] == made.answer
+    cloze_question("doc-1", "Leave policy", text, rarity, shape="line")         # six words either side
 """
 
 from __future__ import annotations
@@ -30,7 +40,11 @@ from agentsearch.pipeline.text import STOPWORDS, content_terms, sentence_gaps, w
 
 GAP = "___"
 MIN_WORDS, MAX_WORDS = 6, 60
-CONTEXT_WORDS = 6  # words kept either side of the gap
+CONTEXT_WORDS = 6  # the line shape: words kept either side of the gap
+# The recall shape: the passage's content words a question keeps, and the document's rarest terms it never holds.
+RECALL_TERMS = 4
+RARE_TERMS = 5
+SHAPES = ("recall", "line")
 # A number (with its decimals, thousands, percent), a run of capitalised words, or a single word.
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\d%?|(?<![\w.])\d%?")
 _NAME = re.compile(r"\b[A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,3}")
@@ -120,9 +134,33 @@ def _shown(text: str) -> str:
     return " ".join(text.split())
 
 
-def cloze_in_sentence(document_id: str, title: str, text: str, start: int, end: int, rarity: Rarity
-                      ) -> MadeQuestion | None:
-    """The sentence ``text[start:end]``'s cloze question, or None when no span of it is left unanswered by the rest."""
+def rarest_terms(text: str, rarity: Rarity, count: int = RARE_TERMS) -> set[str]:
+    """The document's ``count`` rarest content terms in the collection (ties: alphabetical)."""
+    return set(sorted(content_terms(text), key=lambda w: (-rarity.idf(w), w))[:count])
+
+
+def recall_words(before: str, after: str, left_out: set[str], terms: int = RECALL_TERMS) -> tuple[list[str], list[str]]:
+    """The words of ``before`` and ``after`` the gap nearest to it, taken alternately outwards (left first at equal
+    distance) until ``terms`` content terms are held; a word in ``left_out`` is passed over, and stop words between
+    the kept ones stay (a question, not a bag of words)."""
+    left, right = [m.group(0) for m in _WORD.finditer(before)][::-1], [m.group(0) for m in _WORD.finditer(after)]
+    order = sorted([(i, 0, w) for i, w in enumerate(left)] + [(i, 1, w) for i, w in enumerate(right)])
+    kept: tuple[list[str], list[str]] = ([], [])
+    held = 0
+    for _, side, word in order:
+        if held >= terms:
+            break
+        if set(words(word)) & left_out:
+            continue
+        kept[side].append(word)
+        held += bool(content_terms(word))
+    return kept[0][::-1], kept[1]
+
+
+def cloze_in_sentence(document_id: str, title: str, text: str, start: int, end: int, rarity: Rarity,
+                      shape: str = "recall") -> MadeQuestion | None:
+    """The sentence ``text[start:end]``'s cloze question in ``shape`` (``recall`` or ``line``), or None when no span
+    of it is left unanswered by the rest."""
     sentence = text[start:end]
     best: tuple[float, int, int] | None = None
     for a, b in answer_candidates(sentence):
@@ -138,18 +176,25 @@ def cloze_in_sentence(document_id: str, title: str, text: str, start: int, end: 
     if best is None:
         return None
     _, a, b = best
+    before, after = sentence[:a], sentence[b:]
+    if shape == "recall":
+        # What a reader recalls of the line: a few of its words near the gap, not the document's rarest terms (which
+        # people's questions seldom hold) nor any word of the answer.
+        left_words, right_words = recall_words(before, after, rarest_terms(text, rarity) | set(words(sentence[a:b])))
+        question = " ".join([*left_words, GAP, *right_words])
+        return MadeQuestion(question, sentence[a:b], document_id, start + a, start + b, "cloze")
     # A reader's recollection, not the document's line: the words either side of the gap, without the title (a
     # title and a whole sentence copied find their document by any search, so such a set tells no setting apart).
-    before, after = sentence[:a], sentence[b:]
     left, right = " ".join(before.split()[-CONTEXT_WORDS:]), " ".join(after.split()[:CONTEXT_WORDS])
     question = _shown(f"{left}{' ' if before[-1:].isspace() else ''}{GAP}{' ' if after[:1].isspace() else ''}{right}")
     return MadeQuestion(question, sentence[a:b], document_id, start + a, start + b, "cloze")
 
 
-def cloze_question(document_id: str, title: str, text: str, rarity: Rarity, rank: int = 0) -> MadeQuestion | None:
+def cloze_question(document_id: str, title: str, text: str, rarity: Rarity, rank: int = 0, shape: str = "recall"
+                   ) -> MadeQuestion | None:
     """The cloze question of the document's ``rank``-th most salient sentence that yields one (0: the most)."""
     made = [q for start, end in salient_sentences(text, rarity)
-            if (q := cloze_in_sentence(document_id, title, text, start, end, rarity)) is not None]
+            if (q := cloze_in_sentence(document_id, title, text, start, end, rarity, shape)) is not None]
     return made[rank] if rank < len(made) else None
 
 
@@ -177,7 +222,7 @@ def checked_llm_question(reply: Any, document_id: str, text: str, window: tuple[
 
 
 def llm_question(llm: Any, document_id: str, title: str, text: str, rarity: Rarity, rank: int = 0,
-                 timeout_s: float = LLM_TIMEOUT_S) -> MadeQuestion | None:
+                 timeout_s: float = LLM_TIMEOUT_S, shape: str = "recall") -> MadeQuestion | None:
     """A question the LLM writes about the passage around the document's ``rank``-th salient sentence, checked;
     the cloze question of that sentence when the model fails or its answer is not in the passage."""
     salient = salient_sentences(text, rarity)
@@ -196,4 +241,4 @@ def llm_question(llm: Any, document_id: str, title: str, text: str, rarity: Rari
         made = checked_llm_question(reply, document_id, text, window)
     except Exception:  # noqa: BLE001 - any failure of the model's leaves the passage its offline question
         made = None
-    return made or cloze_in_sentence(document_id, title, text, *salient[rank], rarity)
+    return made or cloze_in_sentence(document_id, title, text, *salient[rank], rarity, shape)
