@@ -98,14 +98,14 @@ def measure_dataset(services: Any, corpus: Path, queries: Path, qrels: Path, siz
 
 def run(scifact_docs: int | None, xquad_language: str, size: int, seed: int = 0,
         data_dir: Path = DEFAULT_DATA_DIR, llm_server: bool = False, datasets: tuple[str, ...] = ("scifact", "xquad"),
-        shapes: tuple[str, ...] = ("recall",)) -> dict[str, Any]:
-    """``llm_server``: the questions written by the suite's LLM server (SmolLM2-135M, started here), checked;
-    ``shapes``: the offline questions' shapes measured, each a set of its own."""
+        shapes: tuple[str, ...] = ("recall",), llm_model: str | None = None) -> dict[str, Any]:
+    """``llm_server``: the questions written by a local LLM server (started here: ``llm_model``, default the suite's
+    SmolLM2-135M), checked; ``shapes``: the offline questions' shapes measured, each a set of its own."""
     if llm_server:
-        from agentsearch.devstack.llm_server import LLMServer
+        from agentsearch.devstack.llm_server import SERVED_MODEL, LLMServer
         from agentsearch.pipeline.platform.llm import LLMClient
 
-        with LLMServer(data_dir.expanduser() / "llm-server") as server:
+        with LLMServer(data_dir.expanduser() / "llm-server", model=llm_model or SERVED_MODEL) as server:
             return _run(scifact_docs, xquad_language, size, seed, data_dir, LLMClient(server.url, server.model),
                         datasets, shapes)
     return _run(scifact_docs, xquad_language, size, seed, data_dir, None, datasets, shapes)
@@ -122,7 +122,8 @@ def _run(scifact_docs: int | None, xquad_language: str, size: int, seed: int, da
     load = [round(x, 2) for x in os.getloadavg()]
     scifact = _subset(SCIFACT / "corpus.jsonl", scifact_docs, settings.data_dir, "scifact")
     xquad = XQUAD / xquad_language
-    result: dict[str, Any] = {"load_at_start": load, "size": size, "seed": seed, "llm": llm is not None,
+    result: dict[str, Any] = {"load_at_start": load, "size": size, "seed": seed,
+                              "llm": getattr(llm, "model", None) if llm is not None else None,
                               "embedding_model": settings.embedding_model}
     if "scifact" in datasets:
         result["scifact"] = measure_dataset(services, scifact, SCIFACT / "queries_train.jsonl",

@@ -16,7 +16,8 @@ Two ways, both keeping the document, the span's place in its text and the span i
 
   A span still found in the title or the rest of the sentence is never chosen, so the question's words alone never
   hold its answer.
-- **llm**: the model writes a question and copies its answer out of a window of sentences around the salient one;
+- **llm**: the model writes a question in its own words (not the passage's phrasing) and copies its answer out of a
+  window of sentences around the salient one;
   the question is kept only when the offline check finds the answer verbatim in that window (and not in the
   question), else the passage's cloze question stands in.
 
@@ -44,7 +45,7 @@ CONTEXT_WORDS = 6  # the line shape: words kept either side of the gap
 # The recall shape: the passage's content words a question keeps, and the document's rarest terms it never holds.
 RECALL_TERMS = 4
 RARE_TERMS = 5
-SHAPES = ("recall", "line")
+SHAPES = ("recall", "near", "line")
 # A number (with its decimals, thousands, percent), a run of capitalised words, or a single word.
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\d%?|(?<![\w.])\d%?")
 _NAME = re.compile(r"\b[A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,3}")
@@ -177,10 +178,11 @@ def cloze_in_sentence(document_id: str, title: str, text: str, start: int, end: 
         return None
     _, a, b = best
     before, after = sentence[:a], sentence[b:]
-    if shape == "recall":
-        # What a reader recalls of the line: a few of its words near the gap, not the document's rarest terms (which
-        # people's questions seldom hold) nor any word of the answer.
-        left_words, right_words = recall_words(before, after, rarest_terms(text, rarity) | set(words(sentence[a:b])))
+    if shape in ("recall", "near"):
+        # What a reader recalls of the line: a few of its words near the gap, never a word of the answer, and in the
+        # recall shape not the document's rarest terms either.
+        left_out = set(words(sentence[a:b])) | (rarest_terms(text, rarity) if shape == "recall" else set())
+        left_words, right_words = recall_words(before, after, left_out)
         question = " ".join([*left_words, GAP, *right_words])
         return MadeQuestion(question, sentence[a:b], document_id, start + a, start + b, "cloze")
     # A reader's recollection, not the document's line: the words either side of the gap, without the title (a
@@ -231,8 +233,10 @@ def llm_question(llm: Any, document_id: str, title: str, text: str, rarity: Rari
     window = window_around(text, *salient[rank])
     passage = text[window[0]:window[1]]
     messages = [
-        {"role": "system", "content": "You write one exam question about a passage. The answer must be a short span "
-                                      "(a few words) copied exactly from the passage. Reply with JSON only: "
+        # In its own words: a question in the passage's words is found by any keyword search, and people's are not.
+        {"role": "system", "content": "You write one question a reader might ask about a passage, in your own words: "
+                                      "do not copy the passage's phrasing. The answer must be a short span (a few "
+                                      "words) copied exactly from the passage. Reply with JSON only: "
                                       '{"question": "...", "answer": "..."}'},
         {"role": "user", "content": f"Title: {title}\nPassage: {passage}"},
     ]
