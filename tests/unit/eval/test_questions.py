@@ -1,6 +1,6 @@
 """The questions made from a collection's documents: the cloze method's question never holds its answer, the span is
-where it says, the recall shape holds a few of the passage's words and none of its rarest, and the LLM's question is
-kept only when its answer is in the passage it was shown."""
+where it says, the near shape holds a few of the passage's words (the recall shape none of its rarest), and the
+LLM's question is kept only when its answer is in the passage it was shown."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import pytest
 from agentsearch.pipeline.eval.eval_sets import make_questions
 from agentsearch.pipeline.eval.questions import (
     GAP,
+    NEAR_TERMS,
     RARE_TERMS,
-    RECALL_TERMS,
     Rarity,
     checked_llm_question,
     cloze_question,
     llm_question,
+    near_words,
     rarest_terms,
-    recall_words,
     sentence_spans,
     window_around,
 )
@@ -60,7 +60,7 @@ def test_a_line_cloze_question_is_not_answerable_from_its_own_words(doc: dict) -
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[d["id"] for d in DOCS])
-def test_a_recall_question_holds_a_few_passage_words_none_rare_nor_the_answers(doc: dict) -> None:
+def test_a_near_question_holds_a_few_passage_words_and_none_of_the_answer(doc: dict) -> None:
     rarity = Rarity.of([d["text"] for d in DOCS])
     made = cloze_question(doc["id"], doc.get("title") or "", doc["text"], rarity)
     if made is None:
@@ -70,30 +70,40 @@ def test_a_recall_question_holds_a_few_passage_words_none_rare_nor_the_answers(d
     asked = set(words(made.question.replace(GAP, " ")))
     # Not answerable from its own words: neither the span nor any word of it is in the question ...
     assert made.answer.casefold() not in made.question.casefold() and not asked & set(words(made.answer))
-    # ... it holds at most four of the passage's content words, and none of the document's five rarest terms.
-    assert len([w for w in words(made.question) if content_terms(w)]) <= RECALL_TERMS
-    assert not asked & rarest_terms(doc["text"], rarity)
-    assert len(rarest_terms(doc["text"], rarity)) == min(RARE_TERMS, len(content_terms(doc["text"])))
-    # Every word it keeps is the passage's, in the passage's order around the gap.
+    # ... it holds at most four of the passage's content words, every word it keeps the passage's, in its order.
+    assert len([w for w in words(made.question) if content_terms(w)]) <= NEAR_TERMS
     passage, cursor = words(doc["text"]), 0
     for word in words(made.question.replace(GAP, " ")):
         assert word in passage[cursor:]
         cursor = passage.index(word, cursor) + 1
 
 
-def test_the_recall_shape_shares_fewer_words_with_the_passage_than_the_line() -> None:
+@pytest.mark.parametrize("doc", DOCS, ids=[d["id"] for d in DOCS])
+def test_a_recall_question_holds_none_of_the_documents_rarest_terms(doc: dict) -> None:
+    rarity = Rarity.of([d["text"] for d in DOCS])
+    made = cloze_question(doc["id"], doc.get("title") or "", doc["text"], rarity, shape="recall")
+    if made is None:
+        pytest.skip("no sentence of 6-60 words with a span the rest does not hold")
+    rare = rarest_terms(doc["text"], rarity)
+    assert len(rare) == min(RARE_TERMS, len(content_terms(doc["text"])))
+    assert not set(words(made.question)) & rare and made.answer.casefold() not in made.question.casefold()
+
+
+def test_the_near_shape_shares_fewer_words_with_the_passage_than_the_line() -> None:
     rarity = Rarity.of([d["text"] for d in DOCS])
     shared = {}
-    for shape in ("line", "recall"):
+    for shape in ("line", "near"):
         made = make_questions(corpus(), len(DOCS), rarity, shape=shape)
         shared[shape] = [len(content_terms(q.question)) for q in made]
-    assert max(shared["recall"]) <= RECALL_TERMS < max(shared["line"])
-    assert sum(shared["recall"]) < sum(shared["line"]) * 0.8
+    assert max(shared["near"]) <= NEAR_TERMS < max(shared["line"])
+    assert sum(shared["near"]) < sum(shared["line"]) * 0.8
+    with pytest.raises(ValueError, match="unknown question shape"):
+        cloze_question(*corpus()[0], rarity, shape="poem")
 
 
-def test_recall_words_walk_out_from_the_gap_past_the_left_out_ones() -> None:
+def test_near_words_walk_out_from_the_gap_past_the_left_out_ones() -> None:
     before, after = "The quarterly audit of Zorblax travel ", " claims found late receipts in March."
-    left, right = recall_words(before, after, {"zorblax"}, terms=4)
+    left, right = near_words(before, after, {"zorblax"}, terms=4)
     # Nearest first, left before right at equal distance: travel, claims, (Zorblax passed over), found, of (a stop
     # word, kept, not counted), late: four content terms.
     assert (left, right) == (["of", "travel"], ["claims", "found", "late"])

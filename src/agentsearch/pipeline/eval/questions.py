@@ -7,11 +7,12 @@ Two ways, both keeping the document, the span's place in its text and the span i
   term, whichever is rarest), which becomes the answer. The question is a reader's recollection of the line, in one
   of two shapes:
 
-  - ``recall`` (the default): the words nearest the gap until four of the passage's content words are held, without
-    the document's five rarest terms and without any word of the answer (people's questions hold a few of the
-    passage's words, seldom its rarest: codes, names and jargon met once are what a reader does not recall
-    verbatim), so the question shares fewer exact words with the passage, as people's questions do;
-  - ``line``: the six words either side of the gap (the first method: all its words are the passage's, which the
+  - ``near`` (the default): the words nearest the gap, taken alternately outwards, until four of the passage's
+    content words are held, never a word of the answer, stop words between them kept. People's questions share
+    about four of their words with the passage (the rest are their own), seldom all; so does this shape;
+  - ``recall``: ``near`` without the document's five rarest terms either (a measured variant: it drops the codes
+    and names a catalogue's questions need);
+  - ``line``: the six words either side of the gap (the first shape: all its words are the passage's, which the
     exact-term match of keyword search always finds).
 
   A span still found in the title or the rest of the sentence is never chosen, so the question's words alone never
@@ -24,7 +25,7 @@ Two ways, both keeping the document, the span's place in its text and the span i
 Usage::
 
     rarity = Rarity.of([d.text for d in docs])
-    made = cloze_question("doc-1", "Leave policy", text, rarity)                # the recall shape
+    made = cloze_question("doc-1", "Leave policy", text, rarity)                # the near shape
     made.question, made.answer, text[made.start:made.end] == made.answer
     cloze_question("doc-1", "Leave policy", text, rarity, shape="line")         # six words either side
 """
@@ -42,10 +43,11 @@ from agentsearch.pipeline.text import STOPWORDS, content_terms, sentence_gaps, w
 GAP = "___"
 MIN_WORDS, MAX_WORDS = 6, 60
 CONTEXT_WORDS = 6  # the line shape: words kept either side of the gap
-# The recall shape: the passage's content words a question keeps, and the document's rarest terms it never holds.
-RECALL_TERMS = 4
+# The near shape: the passage's content words a question keeps; the recall shape: the document's rarest terms it never
+# holds.
+NEAR_TERMS = 4
 RARE_TERMS = 5
-SHAPES = ("recall", "near", "line")
+SHAPES = ("near", "recall", "line")
 # A number (with its decimals, thousands, percent), a run of capitalised words, or a single word.
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\d%?|(?<![\w.])\d%?")
 _NAME = re.compile(r"\b[A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,3}")
@@ -140,7 +142,7 @@ def rarest_terms(text: str, rarity: Rarity, count: int = RARE_TERMS) -> set[str]
     return set(sorted(content_terms(text), key=lambda w: (-rarity.idf(w), w))[:count])
 
 
-def recall_words(before: str, after: str, left_out: set[str], terms: int = RECALL_TERMS) -> tuple[list[str], list[str]]:
+def near_words(before: str, after: str, left_out: set[str], terms: int = NEAR_TERMS) -> tuple[list[str], list[str]]:
     """The words of ``before`` and ``after`` the gap nearest to it, taken alternately outwards (left first at equal
     distance) until ``terms`` content terms are held; a word in ``left_out`` is passed over, and stop words between
     the kept ones stay (a question, not a bag of words)."""
@@ -159,9 +161,11 @@ def recall_words(before: str, after: str, left_out: set[str], terms: int = RECAL
 
 
 def cloze_in_sentence(document_id: str, title: str, text: str, start: int, end: int, rarity: Rarity,
-                      shape: str = "recall") -> MadeQuestion | None:
-    """The sentence ``text[start:end]``'s cloze question in ``shape`` (``recall`` or ``line``), or None when no span
-    of it is left unanswered by the rest."""
+                      shape: str = "near") -> MadeQuestion | None:
+    """The sentence ``text[start:end]``'s cloze question in ``shape`` (``near``, ``recall`` or ``line``), or None
+    when no span of it is left unanswered by the rest."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown question shape {shape!r}; known: {', '.join(SHAPES)}")
     sentence = text[start:end]
     best: tuple[float, int, int] | None = None
     for a, b in answer_candidates(sentence):
@@ -182,7 +186,7 @@ def cloze_in_sentence(document_id: str, title: str, text: str, start: int, end: 
         # What a reader recalls of the line: a few of its words near the gap, never a word of the answer, and in the
         # recall shape not the document's rarest terms either.
         left_out = set(words(sentence[a:b])) | (rarest_terms(text, rarity) if shape == "recall" else set())
-        left_words, right_words = recall_words(before, after, left_out)
+        left_words, right_words = near_words(before, after, left_out)
         question = " ".join([*left_words, GAP, *right_words])
         return MadeQuestion(question, sentence[a:b], document_id, start + a, start + b, "cloze")
     # A reader's recollection, not the document's line: the words either side of the gap, without the title (a
@@ -192,7 +196,7 @@ def cloze_in_sentence(document_id: str, title: str, text: str, start: int, end: 
     return MadeQuestion(question, sentence[a:b], document_id, start + a, start + b, "cloze")
 
 
-def cloze_question(document_id: str, title: str, text: str, rarity: Rarity, rank: int = 0, shape: str = "recall"
+def cloze_question(document_id: str, title: str, text: str, rarity: Rarity, rank: int = 0, shape: str = "near"
                    ) -> MadeQuestion | None:
     """The cloze question of the document's ``rank``-th most salient sentence that yields one (0: the most)."""
     made = [q for start, end in salient_sentences(text, rarity)
@@ -224,7 +228,7 @@ def checked_llm_question(reply: Any, document_id: str, text: str, window: tuple[
 
 
 def llm_question(llm: Any, document_id: str, title: str, text: str, rarity: Rarity, rank: int = 0,
-                 timeout_s: float = LLM_TIMEOUT_S, shape: str = "recall") -> MadeQuestion | None:
+                 timeout_s: float = LLM_TIMEOUT_S, shape: str = "near") -> MadeQuestion | None:
     """A question the LLM writes about the passage around the document's ``rank``-th salient sentence, checked;
     the cloze question of that sentence when the model fails or its answer is not in the passage."""
     salient = salient_sentences(text, rarity)
