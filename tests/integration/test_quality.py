@@ -126,16 +126,15 @@ def gate_events(stack, collection: str) -> list[dict]:
 
 def part_catalogue(n: int = 40) -> list[dict]:
     """A keyword-heavy collection: parts told apart by their codes and numbers, in words otherwise alike, which a
-    dense model barely separates and keyword search matches exactly; each line names its part, as a catalogue's do
-    (a question keeps the words near its gap, the part's code among them)."""
+    dense model barely separates and keyword search matches exactly."""
     rng = random.Random(7)
     parts = []
     for i in range(n):
         code = f"{rng.choice('KQXZVW')}{rng.choice('JRTY')}-{rng.randint(1000, 9999)}{rng.choice('ABCDEF')}"
         parts.append({"id": f"part-{i}", "title": f"Part {code}",
-                      "text": f"Part {code} is a hex bolt of grade {rng.randint(10, 99)}. Part {code} is stocked in "
-                              f"bin {rng.randint(100, 999)}. Reorder part {code} when fewer than "
-                              f"{rng.randint(11, 499)} units remain."})
+                      "text": f"Part {code} is a hex bolt of grade {rng.randint(10, 99)} stocked in bin "
+                              f"{rng.randint(100, 999)}. Reorder part {code} when fewer than {rng.randint(11, 499)} "
+                              f"units remain in bin {rng.randint(100, 999)}."})
     return parts
 
 
