@@ -9,7 +9,7 @@ qrels, restricted to queries whose relevant documents are all indexed. The two r
 with each pair of settings' difference and its paired bootstrap interval (``agentsearch.bench.setting_order``): a
 pair whose interval holds 0 is a tie.
 
-    agentsearch bench generated-set --scifact-docs 1000 --xquad-language en --size 200 --shape near --shape line
+    agentsearch bench generated-set --scifact-docs 1000 --size 200 --shape line --shape near --shape recall
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def ranking(scores: dict[str, float]) -> list[str]:
 
 
 def measure_dataset(services: Any, corpus: Path, queries: Path, qrels: Path, size: int, seed: int,
-                    llm: Any = None, shapes: tuple[str, ...] = ("near",)) -> dict[str, Any]:
+                    llm: Any = None, shapes: tuple[str, ...] = ("line",)) -> dict[str, Any]:
     """One collection: the public queries' figures and, for each offline question shape, a generated set's, each
     setting's order told by a paired bootstrap (``agentsearch.bench.setting_order``)."""
     from agentsearch.bench.setting_order import compare, pair_orders
@@ -98,7 +98,7 @@ def measure_dataset(services: Any, corpus: Path, queries: Path, qrels: Path, siz
 
 def run(scifact_docs: int | None, xquad_language: str, size: int, seed: int = 0,
         data_dir: Path = DEFAULT_DATA_DIR, llm_server: bool = False, datasets: tuple[str, ...] = ("scifact", "xquad"),
-        shapes: tuple[str, ...] = ("near",), llm_model: str | None = None) -> dict[str, Any]:
+        shapes: tuple[str, ...] = ("line",), llm_model: str | None = None) -> dict[str, Any]:
     """``llm_server``: the questions written by a local LLM server (started here: ``llm_model``, default the suite's
     SmolLM2-135M), checked; ``shapes``: the offline questions' shapes measured, each a set of its own."""
     if llm_server:

@@ -5,7 +5,7 @@ Usage::
 
     agentsearch bench retrieval                                     # SciFact training claims against the baseline
     agentsearch bench retrieval --write-baseline --release 0.9 --commit abc123
-    agentsearch bench generated-set --scifact-docs 1000 --size 200 --shape near --shape line
+    agentsearch bench generated-set --scifact-docs 1000 --size 200 --shape line --shape near --shape recall
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def bench_retrieval(limit: int | None, docs: int | None, delay_ms: float, data_d
 @click.option("--llm-model", default=None, help="With --llm: the model served instead, e.g. "
                                                 "qwen2.5-coder-0.5b-instruct (make llm-server-qwen).")
 @click.option("--only", type=click.Choice(["scifact", "xquad"]), default=None, help="One data set alone.")
-@click.option("--shape", "shapes", type=click.Choice(["near", "recall", "line"]), multiple=True,
-              help="The offline questions' shape, each a set of its own (repeat for more; default near).")
+@click.option("--shape", "shapes", type=click.Choice(["line", "near", "recall"]), multiple=True,
+              help="The offline questions' shape, each a set of its own (repeat for more; default line).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def bench_generated_set(scifact_docs: int, xquad_language: str, size: int, seed: int, llm_server: bool,
                         llm_model: str | None, only: str | None, shapes: tuple[str, ...], json_out: Path | None
@@ -95,7 +95,7 @@ def bench_generated_set(scifact_docs: int, xquad_language: str, size: int, seed:
     from agentsearch.bench import generated_sets
 
     result = generated_sets.run(scifact_docs, xquad_language, size, seed, llm_server=llm_server,
-                                datasets=(only,) if only else ("scifact", "xquad"), shapes=shapes or ("near",),
+                                datasets=(only,) if only else ("scifact", "xquad"), shapes=shapes or ("line",),
                                 llm_model=llm_model)
     for line in generated_sets.report_lines(result):
         click.echo(line)

@@ -62,7 +62,7 @@ def test_a_line_cloze_question_is_not_answerable_from_its_own_words(doc: dict) -
 @pytest.mark.parametrize("doc", DOCS, ids=[d["id"] for d in DOCS])
 def test_a_near_question_holds_a_few_passage_words_and_none_of_the_answer(doc: dict) -> None:
     rarity = Rarity.of([d["text"] for d in DOCS])
-    made = cloze_question(doc["id"], doc.get("title") or "", doc["text"], rarity)
+    made = cloze_question(doc["id"], doc.get("title") or "", doc["text"], rarity, shape="near")
     if made is None:
         pytest.skip("no sentence of 6-60 words with a span the rest does not hold")
     assert doc["text"][made.start:made.end] == made.answer and made.origin == "cloze"
@@ -126,6 +126,11 @@ def test_a_span_repeated_in_the_title_is_never_the_answer() -> None:
                              Rarity.of(["The fastener is catalogued as XR-7468F on shelf 149 of aisle C.", "x"]),
                              shape="line")
     assert spliced is not None and spliced.question.count(GAP) == 1 and "  " not in spliced.question
+
+
+def test_the_line_shape_is_the_default() -> None:
+    rarity = Rarity.of([d["text"] for d in DOCS])
+    assert make_questions(corpus(), 5, rarity) == make_questions(corpus(), 5, rarity, shape="line")
 
 
 def test_questions_are_spread_across_documents_before_a_second_from_one() -> None:

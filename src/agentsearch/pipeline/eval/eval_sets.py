@@ -41,7 +41,7 @@ NO_GROUPS: tuple[str, ...] = ()
 
 
 def make_questions(documents: Sequence[tuple[str, str, str]], size: int, rarity: Rarity, llm: Any = None,
-                   seed: int | None = 0, shape: str = "near") -> list[MadeQuestion]:
+                   seed: int | None = 0, shape: str = "line") -> list[MadeQuestion]:
     """Up to ``size`` questions from ``documents`` (id, title, text), spread across them: a seeded shuffle (``seed``
     None: in the order given), each document's most salient sentence first, its next ones only once every document
     gave one. ``shape``: the offline question's (``agentsearch.pipeline.eval.questions``)."""

@@ -7,13 +7,13 @@ Two ways, both keeping the document, the span's place in its text and the span i
   term, whichever is rarest), which becomes the answer. The question is a reader's recollection of the line, in one
   of two shapes:
 
-  - ``near`` (the default): the words nearest the gap, taken alternately outwards, until four of the passage's
-    content words are held, never a word of the answer, stop words between them kept. People's questions share
-    about four of their words with the passage (the rest are their own), seldom all; so does this shape;
-  - ``recall``: ``near`` without the document's five rarest terms either (a measured variant: it drops the codes
-    and names a catalogue's questions need);
-  - ``line``: the six words either side of the gap (the first shape: all its words are the passage's, which the
-    exact-term match of keyword search always finds).
+  - ``line`` (the default): the six words either side of the gap;
+  - ``near``: the words nearest the gap, taken alternately outwards, until four of the passage's content words are
+    held, never a word of the answer, stop words between them kept (people's questions share about four of their
+    words with the passage; measured, it widens keyword search's lead over dense and hybrid search: see
+    docs/quality.md);
+  - ``recall``: ``near`` without the document's five rarest terms either (measured too; it also drops the codes and
+    names a catalogue's questions need).
 
   A span still found in the title or the rest of the sentence is never chosen, so the question's words alone never
   hold its answer.
@@ -25,9 +25,9 @@ Two ways, both keeping the document, the span's place in its text and the span i
 Usage::
 
     rarity = Rarity.of([d.text for d in docs])
-    made = cloze_question("doc-1", "Leave policy", text, rarity)                # the near shape
+    made = cloze_question("doc-1", "Leave policy", text, rarity)                # the line shape
     made.question, made.answer, text[made.start:made.end] == made.answer
-    cloze_question("doc-1", "Leave policy", text, rarity, shape="line")         # six words either side
+    cloze_question("doc-1", "Leave policy", text, rarity, shape="near")         # four passage words near the gap
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ CONTEXT_WORDS = 6  # the line shape: words kept either side of the gap
 # holds.
 NEAR_TERMS = 4
 RARE_TERMS = 5
-SHAPES = ("near", "recall", "line")
+SHAPES = ("line", "near", "recall")
 # A number (with its decimals, thousands, percent), a run of capitalised words, or a single word.
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\d%?|(?<![\w.])\d%?")
 _NAME = re.compile(r"\b[A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,3}")
@@ -161,7 +161,7 @@ def near_words(before: str, after: str, left_out: set[str], terms: int = NEAR_TE
 
 
 def cloze_in_sentence(document_id: str, title: str, text: str, start: int, end: int, rarity: Rarity,
-                      shape: str = "near") -> MadeQuestion | None:
+                      shape: str = "line") -> MadeQuestion | None:
     """The sentence ``text[start:end]``'s cloze question in ``shape`` (``near``, ``recall`` or ``line``), or None
     when no span of it is left unanswered by the rest."""
     if shape not in SHAPES:
@@ -196,7 +196,7 @@ def cloze_in_sentence(document_id: str, title: str, text: str, start: int, end: 
     return MadeQuestion(question, sentence[a:b], document_id, start + a, start + b, "cloze")
 
 
-def cloze_question(document_id: str, title: str, text: str, rarity: Rarity, rank: int = 0, shape: str = "near"
+def cloze_question(document_id: str, title: str, text: str, rarity: Rarity, rank: int = 0, shape: str = "line"
                    ) -> MadeQuestion | None:
     """The cloze question of the document's ``rank``-th most salient sentence that yields one (0: the most)."""
     made = [q for start, end in salient_sentences(text, rarity)
@@ -228,7 +228,7 @@ def checked_llm_question(reply: Any, document_id: str, text: str, window: tuple[
 
 
 def llm_question(llm: Any, document_id: str, title: str, text: str, rarity: Rarity, rank: int = 0,
-                 timeout_s: float = LLM_TIMEOUT_S, shape: str = "near") -> MadeQuestion | None:
+                 timeout_s: float = LLM_TIMEOUT_S, shape: str = "line") -> MadeQuestion | None:
     """A question the LLM writes about the passage around the document's ``rank``-th salient sentence, checked;
     the cloze question of that sentence when the model fails or its answer is not in the passage."""
     salient = salient_sentences(text, rarity)
