@@ -5,7 +5,7 @@ Usage::
 
     agentsearch bench retrieval                                     # SciFact training claims against the baseline
     agentsearch bench retrieval --write-baseline --release 0.9 --commit abc123
-    agentsearch bench generated-set --scifact-docs 1000 --size 200  # a generated set ranks search as the qrels do
+    agentsearch bench generated-set --scifact-docs 1000 --size 200 --shape line --shape near --shape recall
 """
 
 from __future__ import annotations
@@ -82,15 +82,21 @@ def bench_retrieval(limit: int | None, docs: int | None, delay_ms: float, data_d
 @click.option("--size", type=click.IntRange(1, 500), default=200, show_default=True, help="Generated questions.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--llm", "llm_server", is_flag=True, help="Questions written by a local LLM server (SmolLM2-135M).")
+@click.option("--llm-model", default=None, help="With --llm: the model served instead, e.g. "
+                                                "qwen2.5-coder-0.5b-instruct (make llm-server-qwen).")
 @click.option("--only", type=click.Choice(["scifact", "xquad"]), default=None, help="One data set alone.")
+@click.option("--shape", "shapes", type=click.Choice(["line", "near", "recall"]), multiple=True,
+              help="The offline questions' shape, each a set of its own (repeat for more; default line).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def bench_generated_set(scifact_docs: int, xquad_language: str, size: int, seed: int, llm_server: bool,
-                        only: str | None, json_out: Path | None) -> None:
+                        llm_model: str | None, only: str | None, shapes: tuple[str, ...], json_out: Path | None
+                        ) -> None:
     """nDCG@10 of keyword, dense and hybrid search on a generated question set beside the public qrels."""
     from agentsearch.bench import generated_sets
 
     result = generated_sets.run(scifact_docs, xquad_language, size, seed, llm_server=llm_server,
-                                datasets=(only,) if only else ("scifact", "xquad"))
+                                datasets=(only,) if only else ("scifact", "xquad"), shapes=shapes or ("line",),
+                                llm_model=llm_model)
     for line in generated_sets.report_lines(result):
         click.echo(line)
     if json_out is not None:

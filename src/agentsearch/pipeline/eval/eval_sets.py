@@ -41,10 +41,10 @@ NO_GROUPS: tuple[str, ...] = ()
 
 
 def make_questions(documents: Sequence[tuple[str, str, str]], size: int, rarity: Rarity, llm: Any = None,
-                   seed: int | None = 0) -> list[MadeQuestion]:
+                   seed: int | None = 0, shape: str = "line") -> list[MadeQuestion]:
     """Up to ``size`` questions from ``documents`` (id, title, text), spread across them: a seeded shuffle (``seed``
     None: in the order given), each document's most salient sentence first, its next ones only once every document
-    gave one."""
+    gave one. ``shape``: the offline question's (``agentsearch.pipeline.eval.questions``)."""
     order = list(documents)
     if seed is not None:
         random.Random(seed).shuffle(order)  # noqa: S311 - a reproducible draw, not a secret
@@ -55,8 +55,8 @@ def make_questions(documents: Sequence[tuple[str, str, str]], size: int, rarity:
         for doc_id, title, text in order:
             if len(made) >= size:
                 break
-            question = (llm_question(llm, doc_id, title, text, rarity, rank) if llm is not None
-                        else cloze_question(doc_id, title, text, rarity, rank))
+            question = (llm_question(llm, doc_id, title, text, rarity, rank, shape=shape) if llm is not None
+                        else cloze_question(doc_id, title, text, rarity, rank, shape))
             if question is not None:
                 made.append(question)
                 left.append((doc_id, title, text))

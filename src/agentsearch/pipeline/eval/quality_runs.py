@@ -83,10 +83,12 @@ def _rate(count: float, of: int) -> float | None:
 
 def measure(services: Services, collection_id: str, questions: Sequence[Asked], run: RunSettings, llm: Any = None,
             deadline: float | None = None, search_name: str | None = None, answers: bool = True,
-            progress: Callable[[int], None] | None = None) -> tuple[dict[str, Any], str]:
+            progress: Callable[[int], None] | None = None, each: list[float] | None = None
+            ) -> tuple[dict[str, Any], str]:
     """The figures of ``run`` on ``questions`` and the run's status (``done``, or ``timed_out`` when ``deadline``, a
     ``time.monotonic()`` instant, passed first). ``search_name``: the vector store's collection, default the
-    collection's own; ``answers`` False: the retrieval figures alone (the answer's are None)."""
+    collection's own; ``answers`` False: the retrieval figures alone (the answer's are None); ``each``: a list that
+    gets each question's nDCG@10, in order (a benchmark's bootstrap reads them)."""
     from agentsearch.pipeline.job.agent_call import post_search_step, pre_search_step
     from agentsearch.pipeline.job.job_state import JobState
     from agentsearch.pipeline.job.workflow import answer_step, search_config
@@ -125,6 +127,8 @@ def measure(services: Services, collection_id: str, questions: Sequence[Asked], 
         hit, gain = score_question(ranked_ids(state.documents), asked.document_id)
         hits += hit
         ndcg += gain
+        if each is not None:
+            each.append(gain)
         gold += holds_gold_span(state.answer or "", [asked.answer])
         cited += len(state.citations)
         supported += sum(c.status == "supported" for c in state.citations)

@@ -4,18 +4,30 @@ Two ways, both keeping the document, the span's place in its text and the span i
 
 - **cloze** (offline, the stated method): the document's most salient sentence (the highest sum of its content
   words' rarity in the collection, 6 to 60 words) loses its rarest span (a number, a capitalised name or the rarest
-  term, whichever is rarest), which becomes the answer; the question is the six words either side of the span, its
-  place a gap (a reader's recollection of the line: not the title, not the whole sentence). A span still found in the
-  title or the rest of the sentence is never chosen, so the question's words alone never hold its answer.
-- **llm**: the model writes a question and copies its answer out of a window of sentences around the salient one;
+  term, whichever is rarest), which becomes the answer. The question is a reader's recollection of the line, in one
+  of two shapes:
+
+  - ``line`` (the default): the six words either side of the gap;
+  - ``near``: the words nearest the gap, taken alternately outwards, until four of the passage's content words are
+    held, never a word of the answer, stop words between them kept (people's questions share about four of their
+    words with the passage; measured, it widens keyword search's lead over dense and hybrid search: see
+    docs/quality.md);
+  - ``recall``: ``near`` without the document's five rarest terms either (measured too; it also drops the codes and
+    names a catalogue's questions need).
+
+  A span still found in the title or the rest of the sentence is never chosen, so the question's words alone never
+  hold its answer.
+- **llm**: the model writes a question in its own words (not the passage's phrasing) and copies its answer out of a
+  window of sentences around the salient one;
   the question is kept only when the offline check finds the answer verbatim in that window (and not in the
   question), else the passage's cloze question stands in.
 
 Usage::
 
     rarity = Rarity.of([d.text for d in docs])
-    made = cloze_question("doc-1", "Leave policy", text, rarity)
+    made = cloze_question("doc-1", "Leave policy", text, rarity)                # the line shape
     made.question, made.answer, text[made.start:made.end] == made.answer
+    cloze_question("doc-1", "Leave policy", text, rarity, shape="near")         # four passage words near the gap
 """
 
 from __future__ import annotations
@@ -30,7 +42,12 @@ from agentsearch.pipeline.text import STOPWORDS, content_terms, sentence_gaps, w
 
 GAP = "___"
 MIN_WORDS, MAX_WORDS = 6, 60
-CONTEXT_WORDS = 6  # words kept either side of the gap
+CONTEXT_WORDS = 6  # the line shape: words kept either side of the gap
+# The near shape: the passage's content words a question keeps; the recall shape: the document's rarest terms it never
+# holds.
+NEAR_TERMS = 4
+RARE_TERMS = 5
+SHAPES = ("line", "near", "recall")
 # A number (with its decimals, thousands, percent), a run of capitalised words, or a single word.
 _NUMBER = re.compile(r"(?<![\w.])\d[\d,.]*\d%?|(?<![\w.])\d%?")
 _NAME = re.compile(r"\b[A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,3}")
@@ -120,9 +137,35 @@ def _shown(text: str) -> str:
     return " ".join(text.split())
 
 
-def cloze_in_sentence(document_id: str, title: str, text: str, start: int, end: int, rarity: Rarity
-                      ) -> MadeQuestion | None:
-    """The sentence ``text[start:end]``'s cloze question, or None when no span of it is left unanswered by the rest."""
+def rarest_terms(text: str, rarity: Rarity, count: int = RARE_TERMS) -> set[str]:
+    """The document's ``count`` rarest content terms in the collection (ties: alphabetical)."""
+    return set(sorted(content_terms(text), key=lambda w: (-rarity.idf(w), w))[:count])
+
+
+def near_words(before: str, after: str, left_out: set[str], terms: int = NEAR_TERMS) -> tuple[list[str], list[str]]:
+    """The words of ``before`` and ``after`` the gap nearest to it, taken alternately outwards (left first at equal
+    distance) until ``terms`` content terms are held; a word in ``left_out`` is passed over, and stop words between
+    the kept ones stay (a question, not a bag of words)."""
+    left, right = [m.group(0) for m in _WORD.finditer(before)][::-1], [m.group(0) for m in _WORD.finditer(after)]
+    order = sorted([(i, 0, w) for i, w in enumerate(left)] + [(i, 1, w) for i, w in enumerate(right)])
+    kept: tuple[list[str], list[str]] = ([], [])
+    held = 0
+    for _, side, word in order:
+        if held >= terms:
+            break
+        if set(words(word)) & left_out:
+            continue
+        kept[side].append(word)
+        held += bool(content_terms(word))
+    return kept[0][::-1], kept[1]
+
+
+def cloze_in_sentence(document_id: str, title: str, text: str, start: int, end: int, rarity: Rarity,
+                      shape: str = "line") -> MadeQuestion | None:
+    """The sentence ``text[start:end]``'s cloze question in ``shape`` (``near``, ``recall`` or ``line``), or None
+    when no span of it is left unanswered by the rest."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown question shape {shape!r}; known: {', '.join(SHAPES)}")
     sentence = text[start:end]
     best: tuple[float, int, int] | None = None
     for a, b in answer_candidates(sentence):
@@ -138,18 +181,26 @@ def cloze_in_sentence(document_id: str, title: str, text: str, start: int, end: 
     if best is None:
         return None
     _, a, b = best
+    before, after = sentence[:a], sentence[b:]
+    if shape in ("recall", "near"):
+        # What a reader recalls of the line: a few of its words near the gap, never a word of the answer, and in the
+        # recall shape not the document's rarest terms either.
+        left_out = set(words(sentence[a:b])) | (rarest_terms(text, rarity) if shape == "recall" else set())
+        left_words, right_words = near_words(before, after, left_out)
+        question = " ".join([*left_words, GAP, *right_words])
+        return MadeQuestion(question, sentence[a:b], document_id, start + a, start + b, "cloze")
     # A reader's recollection, not the document's line: the words either side of the gap, without the title (a
     # title and a whole sentence copied find their document by any search, so such a set tells no setting apart).
-    before, after = sentence[:a], sentence[b:]
     left, right = " ".join(before.split()[-CONTEXT_WORDS:]), " ".join(after.split()[:CONTEXT_WORDS])
     question = _shown(f"{left}{' ' if before[-1:].isspace() else ''}{GAP}{' ' if after[:1].isspace() else ''}{right}")
     return MadeQuestion(question, sentence[a:b], document_id, start + a, start + b, "cloze")
 
 
-def cloze_question(document_id: str, title: str, text: str, rarity: Rarity, rank: int = 0) -> MadeQuestion | None:
+def cloze_question(document_id: str, title: str, text: str, rarity: Rarity, rank: int = 0, shape: str = "line"
+                   ) -> MadeQuestion | None:
     """The cloze question of the document's ``rank``-th most salient sentence that yields one (0: the most)."""
     made = [q for start, end in salient_sentences(text, rarity)
-            if (q := cloze_in_sentence(document_id, title, text, start, end, rarity)) is not None]
+            if (q := cloze_in_sentence(document_id, title, text, start, end, rarity, shape)) is not None]
     return made[rank] if rank < len(made) else None
 
 
@@ -177,7 +228,7 @@ def checked_llm_question(reply: Any, document_id: str, text: str, window: tuple[
 
 
 def llm_question(llm: Any, document_id: str, title: str, text: str, rarity: Rarity, rank: int = 0,
-                 timeout_s: float = LLM_TIMEOUT_S) -> MadeQuestion | None:
+                 timeout_s: float = LLM_TIMEOUT_S, shape: str = "line") -> MadeQuestion | None:
     """A question the LLM writes about the passage around the document's ``rank``-th salient sentence, checked;
     the cloze question of that sentence when the model fails or its answer is not in the passage."""
     salient = salient_sentences(text, rarity)
@@ -186,8 +237,10 @@ def llm_question(llm: Any, document_id: str, title: str, text: str, rarity: Rari
     window = window_around(text, *salient[rank])
     passage = text[window[0]:window[1]]
     messages = [
-        {"role": "system", "content": "You write one exam question about a passage. The answer must be a short span "
-                                      "(a few words) copied exactly from the passage. Reply with JSON only: "
+        # In its own words: a question in the passage's words is found by any keyword search, and people's are not.
+        {"role": "system", "content": "You write one question a reader might ask about a passage, in your own words: "
+                                      "do not copy the passage's phrasing. The answer must be a short span (a few "
+                                      "words) copied exactly from the passage. Reply with JSON only: "
                                       '{"question": "...", "answer": "..."}'},
         {"role": "user", "content": f"Title: {title}\nPassage: {passage}"},
     ]
@@ -196,4 +249,4 @@ def llm_question(llm: Any, document_id: str, title: str, text: str, rarity: Rari
         made = checked_llm_question(reply, document_id, text, window)
     except Exception:  # noqa: BLE001 - any failure of the model's leaves the passage its offline question
         made = None
-    return made or cloze_in_sentence(document_id, title, text, *salient[rank], rarity)
+    return made or cloze_in_sentence(document_id, title, text, *salient[rank], rarity, shape)
