@@ -14,6 +14,7 @@ def fake_rounds(baseline: bool = True) -> dict:
     """Three rounds: the plain model 120 s, this tree's command 60 s, the baseline's 180 s (one noisy round each)."""
     sides = {"plain": {"seconds": [120.0, 118.0, 200.0], "cpu_s": [200.0, 210.0, 230.0], "loads": [1.0, 1.1, 4.0]},
              "embedded": {"seconds": [60.0, 62.0, 90.0], "cpu_s": [100.0, 105.0, 99.0], "loads": [1.0, 1.2, 3.0]}}
+    sides["embedded-spin"] = {"seconds": [50.0, 70.0, 80.0], "cpu_s": [120.0, 130.0, 125.0], "loads": [1.0, 1.0, 3.0]}
     if baseline:
         sides["embedded-baseline"] = {"seconds": [180.0, 170.0, 300.0], "cpu_s": [250.0, 260.0, 270.0],
                                       "loads": [1.0, 1.3, 4.5]}
@@ -27,6 +28,7 @@ def test_the_figures_are_medians_and_ratios_over_the_plain_model():
     assert figures["embedded_over_plain"] == round(120.0 / 62.0, 3)
     assert figures["embedded-baseline_over_plain"] == round(120.0 / 180.0, 3)
     assert figures["speedup"] == round(180.0 / 62.0, 3)
+    assert figures["embedded-spin_over_plain"] == round(120.0 / 70.0, 3)
     # CPU seconds, the load-robust figure: medians and the same ratio over them.
     assert figures["sides"]["embedded"]["median_cpu_s"] == 100.0
     assert figures["embedded_over_plain_cpu"] == round(210.0 / 100.0, 3)
@@ -49,6 +51,30 @@ def test_the_table_names_each_side_with_its_ratio():
             "| 100.0 | 100.0, 105.0, 99.0 |") in text
     assert "**1.94** | 2.10 |" in text and "before (`/tmp/before`)" in text
     assert "**2.90 times** as fast" in text
+    assert "idle threads spinning (`AGENTSEARCH_EMBEDDING_SPIN=true`) | 70.0 |" in text
+
+
+def test_the_rounds_rotate_the_sides_and_only_the_spinning_side_spins(tmp_path, monkeypatch):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": str(i), "title": f"T{i}", "text": "Body. " * 50}) + "\n"
+                              for i in range(3)))
+    monkeypatch.setenv("AGENTSEARCH_EMBEDDING_SPIN", "true")  # the caller's shell does not choose the sides' setting
+    runs = []
+
+    def fake_timed(argv, env):
+        runs.append((argv, env))
+        return 10.0 + len(runs), 5.0
+
+    monkeypatch.setattr(ingest_command, "timed", fake_timed)
+    result = ingest_command.measure(docs=2, rounds=2, baseline=tmp_path, corpus=corpus)
+    assert list(result["sides"]) == ["plain", "embedded", "embedded-spin", "embedded-baseline"]
+    assert result["docs"] == 2 and all(len(r["seconds"]) == 2 and r["cpu_s"] == [5.0, 5.0]
+                                       for r in result["sides"].values())
+    # Round 2 starts one side later than round 1.
+    assert result["sides"]["plain"]["seconds"] == [11.0, 18.0]
+    spinning = [env.get("AGENTSEARCH_EMBEDDING_SPIN") for argv, env in runs if "ingest" in argv]
+    assert spinning == [None, "true", None, None, "true", None]
+    assert runs[3][1]["PYTHONPATH"] == str(tmp_path.resolve())
 
 
 def test_each_run_gets_the_readme_lines_a_new_data_dir_and_its_trees_code(tmp_path, monkeypatch):
