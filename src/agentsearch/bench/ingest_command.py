@@ -11,14 +11,18 @@ exported ONNX model is shared (``make install`` builds it once). The plain model
 it imports sentence-transformers, loads the packaged all-MiniLM-L6-v2 weights and embeds each chunk the service
 makes (pieces of 1,000 characters, each with its title, ``ingest.chunk_texts``) once, in batches of 32; its wall
 time is timed from outside the same way. A ``--baseline`` tree (a git worktree of an earlier commit) runs the same
-command with its code. The sides rotate from round to round and medians are reported; the 1-minute load average
-is kept beside each time.
+command with its code. This tree's command runs twice a round: with its defaults, and with ONNX Runtime's idle
+threads spinning (``AGENTSEARCH_EMBEDDING_SPIN=true``), which a process alone on a quiet machine may gain from and
+a shared machine loses to. The sides rotate from round to round and medians are reported; the 1-minute load average
+is kept beside each time, and so are the CPU seconds (user and system) each program used: on a shared machine
+they move less with the load than the wall time does.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -29,6 +33,7 @@ from pathlib import Path
 from agentsearch.bench.common import load_average
 
 PLAIN_MODEL, PLAIN_BATCH = "all-MiniLM-L6-v2", 32
+COMMAND_SIDES = ("embedded", "embedded-spin", "embedded-baseline")
 TIMEOUT_S = 3600
 
 # The plain model as a program: everything it imports and loads is inside the timed run.
@@ -55,27 +60,39 @@ def readme_lines(documents: list[dict]) -> str:
 def command_env(tree: Path | None, data_dir: Path) -> dict[str, str]:
     """The environment of one run of the command: the embedded defaults (no API URL, no key), a new data
     directory, and the code of ``tree`` when given."""
-    env = {k: v for k, v in os.environ.items() if k not in ("AGENTSEARCH_API_URL", "AGENTSEARCH_API_KEY")}
+    # The defaults, whatever the caller's shell sets: the spinning side sets its one variable itself.
+    unset = ("AGENTSEARCH_API_URL", "AGENTSEARCH_API_KEY", "AGENTSEARCH_EMBEDDING_SPIN")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env["AGENTSEARCH_DATA_DIR"] = str(data_dir)
     if tree is not None:
         env["PYTHONPATH"] = str(source_dir(tree).resolve())
     return env
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
-    """Wall seconds of one program run; a failed run raises with the start and the end of what it wrote."""
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user and system, its threads and children included) of one program run; a
+    failed run raises with the start and the end of what it wrote."""
+    before = _children_cpu_s()
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     seconds = time.perf_counter() - started
+    cpu_s = _children_cpu_s() - before
     if done.returncode != 0:
         # The cause is often first and a shutdown's tracebacks last: both ends are kept.
         said = done.stderr or done.stdout
         said = said if len(said) <= 1600 else f"{said[:800]}\n...\n{said[-800:]}"
         raise RuntimeError(f"{' '.join(argv[:4])} failed ({done.returncode}): {said}")
-    return seconds
+    return seconds, cpu_s
 
 
-def measure(docs: int = 1000, rounds: int = 3, baseline: Path | None = None, corpus: Path | None = None) -> dict:
+def _children_cpu_s() -> float:
+    """CPU seconds of this process's ended children: ``subprocess.run`` has waited for the one just run."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def measure(docs: int = 1000, rounds: int = 3, baseline: Path | None = None, corpus: Path | None = None,
+            spin: bool = True) -> dict:
     """Seconds per round of the plain model, this tree's command and the baseline's (see the module's docstring)."""
     from agentsearch.bench.ingest import CORPUS, chunk_texts
     from agentsearch.pipeline.eval.retrieval import load_beir_corpus
@@ -85,8 +102,8 @@ def measure(docs: int = 1000, rounds: int = 3, baseline: Path | None = None, cor
     documents = load_beir_corpus(corpus or CORPUS)[:docs]
     settings = Settings()
     texts = chunk_texts(documents, ChunkingConfig(settings.chunk_chars, settings.chunk_overlap_chars))
-    sides = ["plain", "embedded"] + (["embedded-baseline"] if baseline else [])
-    record: dict[str, dict[str, list[float]]] = {s: {"seconds": [], "loads": []} for s in sides}
+    sides = ["plain", "embedded"] + (["embedded-spin"] if spin else []) + (["embedded-baseline"] if baseline else [])
+    record: dict[str, dict[str, list[float]]] = {s: {"seconds": [], "cpu_s": [], "loads": []} for s in sides}
     with tempfile.TemporaryDirectory(prefix="agentsearch-bench-command-") as tmp:
         work = Path(tmp)
         (work / "docs.jsonl").write_text(readme_lines(documents))
@@ -104,10 +121,13 @@ def measure(docs: int = 1000, rounds: int = 3, baseline: Path | None = None, cor
                     argv = [sys.executable, "-m", "agentsearch", "ingest", str(work / "docs.jsonl"),
                             "--collection", f"bench-{round_}"]
                     env = command_env(tree, work / f"data-{side}-{round_}")
-                seconds = timed(argv, env)
+                    if side == "embedded-spin":
+                        env["AGENTSEARCH_EMBEDDING_SPIN"] = "true"
+                seconds, cpu_s = timed(argv, env)
                 record[side]["seconds"].append(round(seconds, 2))
-                print(f"round {round_ + 1}, {side}: {seconds:.1f} s (load {record[side]['loads'][-1]:.2f})",
-                      flush=True)
+                record[side]["cpu_s"].append(round(cpu_s, 2))
+                print(f"round {round_ + 1}, {side}: {seconds:.1f} s, {cpu_s:.1f} CPU s "
+                      f"(load {record[side]['loads'][-1]:.2f})", flush=True)
     return {"docs": len(documents), "chunks": len(texts), "rounds": rounds, "baseline_tree": str(baseline or ""),
             "sides": record, "late_chunking": settings.late_chunking, "runtime": settings.embedding_runtime}
 
@@ -117,11 +137,17 @@ def figures(result: dict) -> dict:
     and before over after; each ratio also per round, where both ran under the same load."""
     sides = result["sides"]
     median = {s: statistics.median(r["seconds"]) for s, r in sides.items()}
+    # Results written before the CPU seconds were kept have none.
+    cpu: dict[str, float | None] = {s: round(statistics.median(r["cpu_s"]), 2) if r.get("cpu_s") else None
+                                    for s, r in sides.items()}
     out = {**{k: result[k] for k in ("docs", "chunks", "rounds", "baseline_tree", "late_chunking", "runtime")},
-           "sides": {s: {"median_s": round(median[s], 2), **r} for s, r in sides.items()}}
-    for side in ("embedded", "embedded-baseline"):
+           "sides": {s: {"median_s": round(median[s], 2), "median_cpu_s": cpu[s], **r}
+                     for s, r in sides.items()}}
+    for side in COMMAND_SIDES:
         if side in sides:
             out[f"{side}_over_plain"] = round(median["plain"] / median[side], 3)
+            plain_cpu, own_cpu = cpu["plain"], cpu[side]
+            out[f"{side}_over_plain_cpu"] = (round(plain_cpu / own_cpu, 3) if plain_cpu and own_cpu else None)
             out[f"{side}_over_plain_rounds"] = [round(p / e, 3) for p, e in
                                                 zip(sides["plain"]["seconds"], sides[side]["seconds"], strict=True)]
     if "embedded-baseline" in sides:
@@ -133,13 +159,17 @@ def report_lines(f: dict) -> list[str]:
     """The table of the command's sides, for ``ingest.write``."""
     names = {"plain": "plain model, a process of its own (sentence-transformers, fp32, batch 32, load included)",
              "embedded": "`agentsearch ingest docs.jsonl --collection NAME`, embedded mode, this tree",
+             "embedded-spin": "the same, ONNX Runtime's idle threads spinning (`AGENTSEARCH_EMBEDDING_SPIN=true`)",
              "embedded-baseline": f"the same command, before (`{f['baseline_tree']}`)"}
-    lines = ["| side | median s | rounds, s | load (1 min) each round | plain model's s ÷ this |",
-             "|---|---:|---|---|---:|"]
+    lines = ["| side | median s | rounds, s | median CPU s | rounds, CPU s | load (1 min) each round "
+             "| plain model's s ÷ this | its CPU s ÷ this |",
+             "|---|---:|---|---:|---|---|---:|---:|"]
     for side, row in f["sides"].items():
-        over = f.get(f"{side}_over_plain")
+        over, over_cpu, cpu = f.get(f"{side}_over_plain"), f.get(f"{side}_over_plain_cpu"), row.get("median_cpu_s")
         lines.append(f"| {names[side]} | {row['median_s']:.1f} | {', '.join(f'{s:.1f}' for s in row['seconds'])} | "
-                     f"{', '.join(f'{x:.2f}' for x in row['loads'])} | {'' if over is None else f'**{over:.2f}**'} |")
+                     f"{'' if cpu is None else f'{cpu:.1f}'} | {', '.join(f'{s:.1f}' for s in row.get('cpu_s', []))} | "
+                     f"{', '.join(f'{x:.2f}' for x in row['loads'])} | {'' if over is None else f'**{over:.2f}**'} | "
+                     f"{'' if over_cpu is None else f'{over_cpu:.2f}'} |")
     lines.append("")
     if "speedup" in f:
         lines.append(f"The command before ÷ after: **{f['speedup']:.2f} times** as fast "

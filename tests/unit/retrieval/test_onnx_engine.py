@@ -120,3 +120,29 @@ def test_a_short_text_padded_in_a_batch_of_longer_ones_keeps_its_vector(engine):
     # activations on the scale of the whole batch, which moves a vector a little (0.995 here, as before the fused
     # attention).
     assert float(alone[0] @ padded) > (0.9999 if runtime == "onnx" else 0.99)
+
+
+def test_a_spinning_session_gives_the_same_vectors_and_the_setting_reaches_it(engine, monkeypatch):
+    from agentsearch.pipeline.platform.settings import Settings
+    from agentsearch.pipeline.retrieval.embedder import make_embedder
+
+    runtime, onnx = engine
+    path = onnx_model_for(MODEL, runtime, get_settings().model_cache_dir)
+    spinning = OnnxEngine(resolve_model_path(MODEL), path, threads=2, spin=True)
+    # How idle threads wait changes the time of a pass, never what it computes.
+    assert np.array_equal(spinning.encode(TEXTS), onnx.encode(TEXTS))
+    made = []
+
+    class Recorded:
+        dimension = 384
+
+        def __init__(self, *args, **kwargs) -> None:
+            made.append(kwargs)
+
+    monkeypatch.setattr("agentsearch.pipeline.retrieval.onnx_engine.OnnxEngine", Recorded)
+    for env, expected in (("true", True), ("false", False)):
+        monkeypatch.setenv("AGENTSEARCH_EMBEDDING_SPIN", env)
+        settings = Settings(embedding_runtime=runtime)
+        assert settings.embedding_spin is expected
+        make_embedder(settings)
+        assert made[-1]["spin"] is expected

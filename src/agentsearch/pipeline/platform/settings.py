@@ -76,9 +76,8 @@ class Settings(BaseSettings, settings_sources.SourceSettings, settings_quality.Q
         None, description="Model name sent to the embeddings server; default embedding_model."
     )
     embedding_timeout_s: float = Field(30.0, gt=0, le=600, description="Longest wait for one embeddings request.")
-    # The packaged MiniLM (and a local model that pools by the mean) runs on ONNX Runtime, its graph exported once
-    # from the model's own weights (src/agentsearch/pipeline/retrieval/onnx_export.py); docs/evaluation.md "Embedding
-    # runtime" has what each runtime gives in speed and quality.
+    # The packaged MiniLM runs on ONNX Runtime, exported once from its own weights (pipeline/retrieval/onnx_export.py);
+    # docs/evaluation.md "Embedding runtime" has each runtime's speed and quality.
     embedding_runtime: Literal["onnx-int8", "onnx", "torch"] = Field(
         "onnx-int8", description="How an in-process model runs: onnx-int8 (ONNX Runtime, int8 weights), onnx "
                                  "(float32) or torch (sentence-transformers).")
@@ -86,13 +85,14 @@ class Settings(BaseSettings, settings_sources.SourceSettings, settings_quality.Q
         Path("~/.cache/agentsearch/models"), description="Where models exported for ONNX Runtime are kept (built by "
                                                          "make install).")
     embedding_threads: int = Field(0, ge=0, le=256, description="Threads of one model pass; 0: every core.")
-    # Measured in docs/evaluation.md ("Embedding runtime"): reading sentences in their chunk's pass halves the model's
-    # work at ingest, but a sentence read in its paragraph agrees more with the paragraph's own vector, so the
-    # sentence signal adds less: XQuAD en nDCG@10 0.9849 -> 0.9811 with it, 0.9843 without. Off until that is won back.
+    # Off: on shared cores a spinning pool takes the time it waits from its neighbours (docs/evaluation.md).
+    embedding_spin: bool = Field(False, description="Idle ONNX Runtime threads spin between a pass's operations "
+                                                    "instead of sleeping (a process alone on its cores).")
+    # docs/evaluation.md ("Embedding runtime"): a sentence read in its paragraph agrees more with the paragraph's own
+    # vector, so the sentence signal adds less (SciFact nDCG@10 -0.0055). Off until that is won back.
     late_chunking: bool = Field(False, description="Ingestion reads a chunk's sentence vectors from the chunk's own "
                                                    "pass (ONNX runtimes); false: each sentence is embedded alone.")
-    # Models trained with a prefix on each side (E5: "query: ", "passage: ") rank poorly without them; an embeddings
-    # server sends texts as given, so the service adds them. Unset: E5 models get theirs, other models none.
+    # E5 models rank poorly without their prefixes; an embeddings server sends texts as given, so the service adds them.
     embedding_query_prefix: str | None = Field(
         None, max_length=64, description="Put before every query sent to the embeddings server; default by model."
     )

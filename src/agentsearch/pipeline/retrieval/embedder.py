@@ -47,18 +47,20 @@ def make_embedder(settings: Settings) -> TextEmbedder:
     if settings.embedding_url:
         return RemoteEmbedder.from_settings(settings)
     onnx_path = onnx_model_for(settings.embedding_model, settings.embedding_runtime, settings.model_cache_dir)
-    return Embedder(settings.embedding_model, onnx_path=onnx_path, threads=settings.embedding_threads)
+    return Embedder(settings.embedding_model, onnx_path=onnx_path, threads=settings.embedding_threads,
+                    spin=settings.embedding_spin)
 
 
 class Embedder:
-    def __init__(self, model_name: str, batch_size: int = 64, onnx_path: Path | None = None, threads: int = 0) -> None:
+    def __init__(self, model_name: str, batch_size: int = 64, onnx_path: Path | None = None, threads: int = 0,
+                 spin: bool = False) -> None:
         self.model_name = model_name
         self.batch_size = batch_size
         self._onnx = None
         if onnx_path is not None:
             from agentsearch.pipeline.retrieval.onnx_engine import OnnxEngine
 
-            onnx = self._onnx = OnnxEngine(resolve_model_path(model_name), onnx_path, threads=threads)
+            onnx = self._onnx = OnnxEngine(resolve_model_path(model_name), onnx_path, threads=threads, spin=spin)
             self.dimension = onnx.dimension
 
             def encode_passages(texts: list[str]) -> list[list[float]]:

@@ -29,7 +29,8 @@ Span = tuple[int, int]
 
 
 class OnnxEngine:
-    def __init__(self, model_dir: Path, onnx_path: Path, threads: int = 0, batch_size: int = 32) -> None:
+    def __init__(self, model_dir: Path, onnx_path: Path, threads: int = 0, batch_size: int = 32,
+                 spin: bool = False) -> None:
         from tokenizers import Tokenizer
 
         config = json.loads((model_dir / "sentence_bert_config.json").read_text())
@@ -39,6 +40,7 @@ class OnnxEngine:
         self._tokenizer.enable_truncation(self.max_tokens)
         self._tokenizer.no_padding()
         self.threads = threads  # 0: every core; read when this process's session is made
+        self.spin = spin
         # Read now, so that a path that is not a model fails here rather than in the first pass.
         self._model_bytes = onnx_path.read_bytes()
         self._session, self._session_pid = None, None
@@ -94,9 +96,10 @@ class OnnxEngine:
             options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.intra_op_num_threads = self.threads or (os.cpu_count() or 1)
             options.inter_op_num_threads = 1
-            # Idle threads sleep rather than spin: several worker processes share the cores, and a spinning pool
-            # takes from its neighbours the time it waits (measured: twice the time per pass under load).
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            # Idle threads sleep rather than spin unless asked (``embedding_spin``): several worker processes share
+            # the cores, and a spinning pool takes from its neighbours the time it waits (measured: twice the time
+            # per pass under load).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin else "0")
             self._session = onnxruntime.InferenceSession(self._model_bytes, options,
                                                          providers=["CPUExecutionProvider"])
             self._session_pid = os.getpid()
