@@ -115,3 +115,16 @@ def test_a_fragment_is_not_supported_by_a_source_that_holds_its_words():
     assert sentence.status == "supported"
     [chinese] = judge(LLMSentence("诺斯温德能源公司在2025年雇用了工程师。", []))
     assert "fragment" not in (chinese.reason or "")
+
+
+def test_a_title_the_model_copies_from_a_source_is_no_sentence_in_any_script():
+    from agentsearch.pipeline.ingestion.chunking import chunk_text
+
+    cases = [("الموافقات على تقارير النفقات", "تحتاج تقارير النفقات التي تزيد على ألفي يورو إلى توقيع المدير المالي."),
+             ("ผลประกอบการไตรมาส 3", "บริษัทจะจ้างวิศวกร 40 คนสำหรับทีมกังหันในไตรมาสที่สี่"),
+             ("3. Approvals for travel claims", "Expense reports above 2,000 euros need the director's signature.")]
+    for heading, body in cases:
+        docs = [Document(id="policy", title="Policy", score=0.9, text="\n\n".join(chunk_text(f"{heading}\n\n{body}")))]
+        title, sentence = judge_sentences([LLMSentence(heading, [1]), LLMSentence(body, [1])], docs)[0]
+        assert title.status == "unsupported" and title.reason.startswith("a title of the source"), heading
+        assert sentence.status == "supported", body

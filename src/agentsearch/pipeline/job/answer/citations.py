@@ -13,7 +13,8 @@ and a score.
 - ``partial``: the span says part of it (about half its weighted terms, or a close meaning), or says it but
   without one of its numbers, or with the negation the other way round. The span is given.
 - ``unsupported``: nothing in the source comes close, or the closest span states another number in the
-  sentence's place (a contradicted number). No span.
+  sentence's place (a contradicted number), or says the sentence's number of another name than the sentence does
+  ("X had 5 sacks" of "Y had 5 sacks and X had 2": ``agentsearch.pipeline.job.answer.attachment``). No span.
 
 Offline (``verify_offline``) the signals are per source sentence and per pair of adjacent sentences (a claim
 may join two): the share of the claim's stemmed terms the span holds, each weighted by its rarity among the
@@ -42,6 +43,7 @@ from itertools import pairwise
 from typing import Any
 
 from agentsearch.pipeline.documents import Citation, Document, location_of
+from agentsearch.pipeline.job.answer.attachment import NUMBER_WORDS, misattributed, normal_number
 from agentsearch.pipeline.job.answer.entailment import CONTRADICTED, entailment_verdicts
 from agentsearch.pipeline.job.answer.extractive import _analyzer, _cosine
 from agentsearch.pipeline.job.answer.result import Embed
@@ -85,11 +87,6 @@ _LEADING_MARKERS = re.compile(r"(?:\s*\[\s*\d+\s*(?:(?:,|;|-|–)\s*\d+\s*)*\])+
 # sentences was once one claim citing all three sources, and no source held it.
 _CITED_END = re.compile(r"(?<=\])[.!?。।]\s+")
 _NUMBER = re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)*)")
-_NUMBER_WORDS = {
-    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
-    "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "twenty": "20", "hundred": "100",
-    "thousand": "1000", "million": "1000000",
-}
 _CAPITALISED = re.compile(r"(?<=\s)[A-Z][\w]*")
 _TOKEN = re.compile(r"[^\W_]+(?:[.,]\d+)*")
 _NUMERIC = re.compile(r"\d+(?:[.,]\d+)*")
@@ -167,17 +164,13 @@ def cited_sentences(answer: str, n_sources: int, keep_uncited: bool = False) -> 
     return claims
 
 
-def _number(raw: str) -> str:
-    # "1,000,000" and "1.000.000" are thousands; "3.5" and "3,5" a decimal.
-    if re.fullmatch(r"\d{1,3}(?:[.,]\d{3})+", raw):
-        raw = re.sub(r"[.,]", "", raw)
-    return raw.replace(",", ".").rstrip(".").lstrip("0") or "0"
+_number = normal_number
 
 
 def numbers_in(text: str) -> set[str]:
     """The numbers a text states, normalised: "1,000" and "1000" are one number, "four" is "4"."""
     found = {_number(m.group(1)) for m in _NUMBER.finditer(text)}
-    found.update(_NUMBER_WORDS[w] for w in words(text) if w in _NUMBER_WORDS)
+    found.update(NUMBER_WORDS[w] for w in words(text) if w in NUMBER_WORDS)
     return found
 
 
@@ -218,6 +211,7 @@ class _Window:
     negated: bool
     sentences: list[int]  # indexes into the source's sentence list
     mentions: list[Mention]
+    text: str  # folded
 
 
 @dataclass
@@ -241,12 +235,13 @@ def _prepare(doc: Document, analyzer) -> _Source:
     # Terms and numbers are read in one typographic form: "20-18" is the source's "20–18", "5.5" its "5½".
     folded = [fold_typography(s.text) for s in sentences]
     singles = [
-        _Window(s.start, s.end, set(analyzer.terms(text)), numbers_in(text), _negated(text), [i], mentions_in(text))
+        _Window(s.start, s.end, set(analyzer.terms(text)), numbers_in(text), _negated(text), [i], mentions_in(text),
+                text)
         for i, (s, text) in enumerate(zip(sentences, folded, strict=True))
     ]
     pairs = [
         _Window(a.start, b.end, a.terms | b.terms, a.numbers | b.numbers, a.negated or b.negated,
-                [*a.sentences, *b.sentences], a.mentions + b.mentions)
+                [*a.sentences, *b.sentences], a.mentions + b.mentions, f"{a.text} {b.text}")
         for a, b in pairwise(singles)
     ]
     return _Source(doc, sentences, singles + pairs)
@@ -313,7 +308,7 @@ def verify_offline(claims: list[Claim], documents: list[Document], embed: Embed 
                 verdict = _Verdict("supported", 1.0, exact[(i, n)], None)
             else:
                 verdict = _judge(claim_terms, claim_numbers, mentions_in(text), claim_negated, sources[n],
-                                 cosines.get((i, n)), weight, claim_names)
+                                 cosines.get((i, n)), weight, claim_names, text)
             citations.append(Citation(sentence=claim.sentence, source=n, document_id=doc.id,
                                       location=location_of(doc), span=verdict.span,
                                       status=verdict.status, score=round(verdict.score, 4), reason=verdict.reason))
@@ -322,7 +317,7 @@ def verify_offline(claims: list[Claim], documents: list[Document], embed: Embed 
 
 def _judge(claim_terms: set[str], claim_numbers: set[str], claim_mentions: list[Mention], claim_negated: bool,
            source: _Source, cosines: list[float] | None, weight,
-           claim_names: frozenset[str] | set[str] = frozenset()) -> _Verdict:
+           claim_names: frozenset[str] | set[str] = frozenset(), claim_text: str = "") -> _Verdict:
     if not source.windows:
         return _Verdict("unsupported", 0.0, None, "the source has no text")
     total = sum(weight(t) for t in claim_terms) or 1.0
@@ -341,8 +336,14 @@ def _judge(claim_terms: set[str], claim_numbers: set[str], claim_mentions: list[
         rank = score - (PAIR_MARGIN if len(w.sentences) > 1 else 0.0)
         scored.append((rank, coverage, cosine, w))
 
+    def recombined(w: _Window) -> tuple[str, str, str] | None:
+        # Every word and number of the claim may stand in the span and still be paired anew: "X had 5 sacks" of
+        # "Y had 5 sacks and X had 2" (agentsearch.pipeline.job.answer.attachment).
+        return misattributed(claim_text, w.text) if claim_numbers and claim_text else None
+
     def agrees(w: _Window) -> bool:
-        return claim_numbers <= w.numbers and all(_matched(m, w.mentions) for m in claim_mentions)
+        return (claim_numbers <= w.numbers and all(_matched(m, w.mentions) for m in claim_mentions)
+                and recombined(w) is None)
 
     # The best span whose numbers agree with the claim's, unless only a span that disagrees speaks of it at all.
     best = max(scored, key=lambda s: s[0])
@@ -372,6 +373,11 @@ def _judge(claim_terms: set[str], claim_numbers: set[str], claim_mentions: list[
                                                          if m[0] in window.numbers and not _matched(m, window.mentions)]
     if level == "unsupported":
         return _Verdict("unsupported", score, None, "no span of the source says it")
+    paired = recombined(window)
+    if paired is not None:
+        number, claimed, holder = paired
+        return _Verdict("unsupported", 0.0, None,
+                        f"{CONTRADICTED} {number} of {holder}, not of {claimed}", contradicted=True)
     if missing:
         return _Verdict("partial", min(score, 0.6), span,
                         f"{', '.join(dict.fromkeys(missing))} is not in the source as the sentence states it")

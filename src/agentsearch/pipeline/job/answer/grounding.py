@@ -4,7 +4,9 @@ answer the user receives. A weak LLM may add nothing to the offline answer; it c
 A sentence's verdict (``judge_sentences``):
 
 0. **A fragment** ("118.", "Kawann Short.") is ``unsupported``: its meaning lies in the question, so a source that
-   holds its words does not support it.
+   holds its words does not support it. So is a source's title copied as a sentence (``3. Approvals``,
+   ``ผลประกอบการไตรมาส 3``, ``الموافقات على تقارير النفقات``): a piece ``titles.is_title`` takes for a title that
+   stands word for word in a source is that part's title, never a sentence of the answer, in any script.
 1. **Its numbers and names.** Each number it states, and each name (a word written with a capital inside the
    sentence, or with digits among its letters: "Northwind", "Q4"), must stand in some source. A sentence stating
    one that no source holds is ``unsupported``, whatever else it says: this is how an invented figure is caught.
@@ -38,6 +40,7 @@ from agentsearch.pipeline.job.answer.citations import Claim, numbers_in, verify_
 from agentsearch.pipeline.job.answer.result import Embed
 from agentsearch.pipeline.text import PARTIAL_MARK, without_citation_marks
 from agentsearch.pipeline.text.spans import find_loose
+from agentsearch.pipeline.text.titles import is_title
 from agentsearch.pipeline.text.typography import fold_typography
 
 SupportStatus = str  # supported | partial | unsupported
@@ -119,6 +122,13 @@ def fragment(sentence: str) -> bool:
     return len(_WORD.findall(plain)) < MIN_WORDS
 
 
+def copied_title(sentence: str, documents: list[Document]) -> bool:
+    """A title (``titles.is_title``: a heading, a slide title, a numbered line without end mark) that a source holds
+    word for word: the model copied a part's title, not a sentence."""
+    plain = without_citation_marks(sentence).strip()
+    return is_title(plain) and any(find_loose(d.text, plain.rstrip(".!?。")) for d in documents)
+
+
 def _better(a: Citation, b: Citation) -> bool:
     return (_RANK[a.status], a.score) > (_RANK[b.status], b.score)
 
@@ -134,6 +144,10 @@ def judge_sentences(sentences: list[LLMSentence], documents: list[Document], emb
         if fragment(s.text):
             verdicts[i] = SentenceVerdict(s.text, s.cited, "unsupported", [], [],
                                           "a fragment: it states nothing a source could support")
+            continue
+        if copied_title(s.text, documents):
+            verdicts[i] = SentenceVerdict(s.text, s.cited, "unsupported", [], [],
+                                          "a title of the source: a part's title is no sentence of the answer")
             continue
         missing = unstated(s.text, documents)
         if missing or not documents:
