@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from agentsearch.devstack.dav_server import DavServer
 from tests.integration.test_sources_mail import TeamRunner
 from tests.integration.test_sources_runs import Runner, database, settings  # noqa: F401  (database: a fixture)
-from tests.support.dav_server import DavServer
 
 pytestmark = pytest.mark.integration
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from agentsearch.devstack.s3_server import S3Server
 from tests.integration.test_sources_mail import TeamRunner
 from tests.integration.test_sources_runs import database, settings  # noqa: F401  (database: a fixture)
-from tests.support.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 
