@@ -118,7 +118,8 @@ export async function renderSources(collection, ctx) {
 
   async function toggle(source) {
     try {
-      show(await api(`${base}/${source.id}`, { method: 'PATCH', json: { enabled: !source.enabled } }));
+      await api(`${base}/${source.id}`, { method: 'PATCH', json: { enabled: !source.enabled } });
+      show(await api(`${base}/${source.id}`, { signal: ctx.signal }));  // with its last run, which PATCH leaves out
       toast(source.enabled ? 'Source disabled' : 'Source enabled');
     } catch (exc) {
       toast(`Could not change it: ${exc.message}`, 'error');
@@ -143,7 +144,8 @@ export async function renderSources(collection, ctx) {
         (label) => h('th', { scope: 'col' }, label)),
       canManage ? h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Actions')) : null)),
       body),
-    canManage ? await addForm(base, ctx, async () => { await load(); }) : null);
+    canManage ? await addForm(base, ctx, load).catch((exc) => h('p', { class: 'field-error' },
+      `Could not load the kinds of source: ${exc.message}`)) : null);
   load().catch((exc) => { if (exc.name !== 'AbortError') note.textContent = `Could not load the sources: ${exc.message}`; });
   return card;
 }
