@@ -66,7 +66,7 @@ def test_a_feed_source_is_added_through_its_form_run_and_shows_its_counts(tmp_pa
             page.wait_for_selector(".view-search")
             page.goto(f"{api.url}/#/collections/{collection_id}")
             page.wait_for_selector(FORM)
-            assert "No sources yet" in page.inner_text(".sources")
+            page.locator(".sources p", has_text="No sources yet").wait_for()  # the listing read
 
             # The feed kind's form, made from its schema; sent without its URL, the API's 422 shows under it.
             page.select_option(f"{FORM} select[name=kind]", "feed")
@@ -83,7 +83,7 @@ def test_a_feed_source_is_added_through_its_form_run_and_shows_its_counts(tmp_pa
             assert "only when asked" in row.inner_text()
 
             # Run now: the row is read again until the run ends, then shows its counts.
-            row.get_by_role("button", name="Run now").click()
+            row.locator("button", has_text="Run now").click()
             page.locator("tr[data-kind=feed] td.source-run[data-run-status=succeeded]").wait_for()
             counts = row.locator(".source-counts").inner_text()
             assert counts == "2 new · 0 changed · 0 unchanged · 0 removed · 0 failed", counts
