@@ -89,10 +89,11 @@ def _due(app, table, row_id: str) -> None:
         s.get(table, uuid.UUID(row_id)).next_run_at = utcnow() - timedelta(seconds=1)
 
 
-def _until(what: str, check, timeout_s: float = 180):
+def _until(what, check, timeout_s: float = 200):
+    """``check()`` once it is truthy; ``what`` (words, or a call giving them) says what never came."""
     deadline = time.monotonic() + timeout_s
     while not (found := check()):
-        assert time.monotonic() < deadline, what
+        assert time.monotonic() < deadline, what() if callable(what) else what
         time.sleep(0.3)
     return found
 
@@ -128,7 +129,7 @@ def _briefing(app, client, set_id: str, runs_before: int) -> tuple[dict, dict]:
         page = client.get(f"/v1/profile-sets/{set_id}/runs").json()
         done = page["total"] > runs_before and page["items"][0]["status"] in ("succeeded", "failed", "cancelled")
         return page["items"][0] if done else None
-    run = _until("the scheduled briefing", ended)
+    run = _until(lambda: f"the scheduled briefing: {client.get(f'/v1/profile-sets/{set_id}/runs').json()}", ended)
     assert run["trigger"] == "schedule" and run["status"] == "succeeded", run
     return run, client.get(f"/v1/jobs/{run['job_id']}").json()
 
@@ -142,6 +143,7 @@ def _artifacts(job: dict) -> dict[str, bytes]:
     return {a["filename"]: base64.b64decode(a["data"]) for a in job["response"]["agent_artifacts"]}
 
 
+@pytest.mark.timeout(900)  # two briefings, each a job of two searches, a report and a draft, on a shared machine
 def test_the_example_briefing_reads_its_feeds_on_schedule_and_a_second_briefing_holds_only_new_items(app, tmp_path):
     from agentsearch.pipeline.security.users import UserStore
 

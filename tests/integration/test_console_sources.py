@@ -31,6 +31,7 @@ def _shoot(page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     for label, size in (("laptop", LAPTOP), ("phone", PHONE)):
         page.set_viewport_size(size)
+        page.evaluate("() => window.scrollTo(0, 0)")  # the sticky bar at the top of the picture
         page.wait_for_timeout(150)
         page.screenshot(path=str(SHOTS / f"{name}-{label}.png"), full_page=True)
     page.set_viewport_size(LAPTOP)

@@ -74,7 +74,8 @@ export function schemaForm(schema, empty = 'This agent has nothing to configure.
         min: prop.minimum, max: prop.maximum });
       read = () => (control.value === '' ? (prop.nullable && dflt !== null && dflt !== undefined ? null : undefined) : Number(control.value));
     } else if (type === 'string') {
-      const long = (prop.maxLength || 0) > 300 || /template|prompt|system/.test(name);
+      // An address stays one line however long it may be.
+      const long = ((prop.maxLength || 0) > 300 && !/url$/.test(name)) || /template|prompt|system/.test(name);
       control = long
         ? h('textarea', { id, name, rows: '3', 'aria-describedby': describedBy }, dflt ?? '')
         : h('input', { id, name, type: 'text', value: dflt ?? '', 'aria-describedby': describedBy, autocomplete: 'off' });
