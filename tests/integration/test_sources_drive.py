@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from agentsearch.devstack.dav_server import DavServer
 from tests.integration.test_sources_mail import TeamRunner
 from tests.integration.test_sources_runs import Runner, database, settings  # noqa: F401  (database: a fixture)
-from tests.support.dav_server import DavServer
 
 pytestmark = pytest.mark.integration
 
@@ -114,3 +114,12 @@ def test_a_listing_naming_places_outside_the_source_reads_none_of_them(database,
         assert done["documents"] == {"new": 1, "changed": 0, "unchanged": 0, "removed": 0, "failed": 0}, done
         assert set(runner.documents()) == {dav.url("/Team/ok.md")}
         assert [r for r in dav.requests if r.startswith("GET")] == ["GET /Team/ok.md"]
+
+
+def test_the_drive_bench_reads_every_file_once_and_an_unchanged_drive_with_a_propfind_a_folder():
+    from agentsearch.bench import sources_stores
+
+    figures = sources_stores.measure("drive", 150, 1, sqlite=False)
+    # Two subfolders of the bench's folder: PROPFIND the folder and each subfolder, a GET per file.
+    assert figures["first_run_requests"] == 3 + 150
+    assert figures["unchanged_run_requests_median"] == 3 and figures["unchanged_run_documents_stored"] == 0

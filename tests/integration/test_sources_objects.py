@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from agentsearch.devstack.s3_server import S3Server
 from tests.integration.test_sources_mail import TeamRunner
 from tests.integration.test_sources_runs import database, settings  # noqa: F401  (database: a fixture)
-from tests.support.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 
@@ -84,3 +84,12 @@ def test_a_bucket_is_read_by_etag_a_page_at_a_time_and_its_prefixes_give_the_doc
     gone = runner.run()
     assert gone["status"] == "failed" and gone["errors"][0].startswith("s3 handbook: "), gone
     assert gone["documents"]["removed"] == 0 and len(runner.documents()) == 4
+
+
+def test_the_objects_bench_reads_every_object_once_and_an_unchanged_bucket_with_one_listing():
+    from agentsearch.bench import sources_stores
+
+    figures = sources_stores.measure("objects", 30, 1, sqlite=False)
+    # One ListObjectsV2 page (a thousand keys a page), a GetObject per object; unchanged: the listing alone.
+    assert figures["first_run_requests"] == 1 + 30
+    assert figures["unchanged_run_requests_median"] == 1 and figures["unchanged_run_documents_stored"] == 0

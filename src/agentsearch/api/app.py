@@ -38,6 +38,7 @@ from agentsearch.api.routes import (
     metrics,
     profiles,
     quality,
+    source_kinds,
     sources,
     sso,
     teams,
@@ -155,8 +156,8 @@ def create_app() -> FastAPI:
         app.add_exception_handler(error, _database_unavailable)
     app.add_exception_handler(sql_errors.DataError, _value_not_storable)
     app.add_exception_handler(sql_errors.IntegrityError, _conflict)
-    for module in (health, collections, documents, sources, agents, jobs, feedback, quality, metrics, profiles, me,
-                   keys, webhooks, conversations, teams, console):
+    for module in (health, collections, documents, sources, source_kinds, agents, jobs, feedback, quality, metrics,
+                   profiles, me, keys, webhooks, conversations, teams, console):
         # Every route counts against its caller's limits (src/agentsearch/api/rate_limits.py) but the probes, /metrics
         # and the console's static files (no key, no user data).
         limited = module not in (health, metrics, console)

@@ -113,6 +113,8 @@ ROUTE_RULES: dict[tuple[str, str], RouteRule] = {
     ("DELETE", SOURCE): R(WRITE, "editor"),
     ("POST", f"{SOURCE}/runs"): R(WRITE, "editor"),
     ("GET", f"{SOURCE}/runs"): R(READ, "viewer"),
+    # The kinds and their config schemas (src/agentsearch/api/routes/source_kinds.py): no collection's data.
+    ("GET", "/v1/source-kinds"): R(READ),
     # Its quality (src/agentsearch/api/routes/quality.py): every member reads the set and the runs; its editors make,
     # edit and run the set and stage changes (a viewer cannot); how far a staged change may lower it is its admins'.
     ("POST", f"{COLLECTION}/eval-sets"): R(WRITE, "editor"),

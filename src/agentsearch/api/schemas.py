@@ -126,6 +126,8 @@ class ProfileSetCreate(Strict):
                                            description="Validated as agentsearch.pipeline.agentic.profiles.Profile.")
     iterative: dict[str, Any] | None = Field(None, description="IterativeConfig overrides for every profile.")
     seen: dict[str, Any] | None = Field(None, description="Seen-content policy (on by default).")
+    agents: list[Any] | None = Field(None, max_length=10, description="The briefing: response agents each run ends "
+                                     "with, [{agent_id, config?}] (pdf_report, email_draft, ...).")
     schedule_s: float | None = Field(None, ge=60, le=30 * 86400, description="Run every this many seconds.")
     enabled: bool = True
 

@@ -19,6 +19,7 @@ Usage::
     agentsearch bench retention --jobs 10000 --json retention.json  # rows pruned per second on PostgreSQL
     agentsearch bench sources --pages 1000 --json sources.json      # a web source's run: documents/s, unchanged cost
     agentsearch bench sources --kind mail --pages 1000              # a mailbox on Dovecot: the same
+    agentsearch bench sources --kind drive --pages 1000             # WebDAV (WsgiDAV), S3 (moto: --kind objects)
     agentsearch bench backup --reindex-docs 1000 --json backup.json # reindex chunks/s, backup and restore time
     agentsearch bench embedded --jobs 10 --json embedded.json      # embedded mode: a job beside its steps' times
     agentsearch bench generated-set --scifact-docs 1000 --size 200  # a generated set ranks search as the qrels do
@@ -317,21 +318,27 @@ def bench_retention(jobs: int, sqlite: bool, json_out: Path | None) -> None:
 
 
 @bench_group.command("sources")
-@click.option("--kind", type=click.Choice(["web", "mail"]), default="web", show_default=True,
-              help="web: a site over http.server; mail: a mailbox on Dovecot (make services installs it).")
+@click.option("--kind", type=click.Choice(["web", "mail", "drive", "objects"]), default="web", show_default=True,
+              help="web: a site over http.server; mail: a mailbox on Dovecot (make services installs it); drive: a "
+                   "WebDAV folder on WsgiDAV; objects: a bucket on moto's S3 server (both with the test extra).")
 @click.option("--pages", type=click.IntRange(1), default=1000, show_default=True,
-              help="Pages of the bench's site, linked from one index page (with --kind mail: messages).")
+              help="Pages of the bench's site, linked from one index page (with --kind mail: messages; drive: "
+                   "files; objects: objects).")
 @click.option("--rounds", type=click.IntRange(1), default=5, show_default=True, help="Unchanged runs timed.")
 @click.option("--sqlite", is_flag=True, help="A SQLite file instead of a database on the machine's PostgreSQL.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help='Write {"documents_per_s", "unchanged_run_s_median", "unchanged_run_requests_median", ...} here.')
 def bench_sources(kind: str, pages: int, rounds: int, sqlite: bool, json_out: Path | None) -> None:
-    """A web or mail source's run over a real server: documents per second, and an unchanged run's requests (IMAP
-    commands) and time."""
-    from agentsearch.bench import sources, sources_mail  # SQLAlchemy and psycopg: see src/agentsearch/cli/__init__.py
+    """A web, mail, drive or objects source's run over a real server: documents per second, and an unchanged run's
+    requests (IMAP commands) and time."""
+    # SQLAlchemy and psycopg: see src/agentsearch/cli/__init__.py
+    from agentsearch.bench import sources, sources_mail, sources_stores
 
     try:
-        figures = (sources_mail if kind == "mail" else sources).measure(pages, rounds, sqlite)
+        if kind in ("drive", "objects"):
+            figures = sources_stores.measure(kind, pages, rounds, sqlite)
+        else:
+            figures = (sources_mail if kind == "mail" else sources).measure(pages, rounds, sqlite)
     except RuntimeError as exc:
         fail(str(exc))
     if json_out is not None:

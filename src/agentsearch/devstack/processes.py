@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ from typing import Self
 
 from agentsearch.pipeline.platform.ports import free_port
 
-__all__ = ["BIN", "REPO", "free_port", "log_tails", "start_process", "stop_process", "wait_for",
+__all__ = ["BIN", "REPO", "free_port", "listening", "log_tails", "start_process", "stop_process", "wait_for",
            "watch_log"]
 
 REPO = Path(__file__).resolve().parents[3]
@@ -42,6 +43,12 @@ def wait_for(predicate, timeout_s: float, what: str, proc: subprocess.Popen | No
         time.sleep(0.2)
     tail = log.read_text()[-3000:] if log and log.exists() else ""
     raise TimeoutError(f"{what} not ready after {timeout_s} s\n{tail}")
+
+
+def listening(port: int) -> bool:
+    """True once a server takes connections on the loopback ``port`` (``wait_for`` retries what raises)."""
+    socket.create_connection(("127.0.0.1", port), 1).close()
+    return True
 
 
 # Every log a process of this interpreter was started with, and the process (None for a server started by its own

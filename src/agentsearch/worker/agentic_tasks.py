@@ -112,12 +112,12 @@ def run_due_profile_sets() -> list[str]:
     services = get_services()
     started: list[str] = []
     for set_id in claim_due(services.db):
-        created = create_run(services.db, services.settings, set_id, trigger="schedule")
+        created = create_run(services.db, services.settings, set_id, services.registry, trigger="schedule")
         if created is None:
             continue
-        job_id, state = created
+        job_id, state, specs = created
         try:
-            JobStore(services.db).record_tasks(job_id, enqueue_job(job_id, [], state,
+            JobStore(services.db).record_tasks(job_id, enqueue_job(job_id, specs, state,
                                                                    services.settings.default_agent_timeout_s))
             started.append(job_id)
         except Exception as exc:  # noqa: BLE001 - the run is failed with why; the schedule goes on

@@ -66,3 +66,28 @@ def test_profile_sets_are_validated_listed_and_private(client, app, collection_i
     assert other.get("/v1/profile-sets").json() == []
     assert client.delete(f"/v1/profile-sets/{set_id}").status_code == 204
     assert client.get(f"/v1/profile-sets/{set_id}").status_code == 404
+
+
+@pytest.mark.parametrize("agents, loc", [
+    ([{"agent_id": "no_such_agent"}], ["body", "agents", 0, "agent_id"]),
+    ([{"agent_id": "query_expander"}], ["body", "agents", 0, "agent_id"]),  # not a response agent
+    ([{"agent_id": "pdf_report"}, {"agent_id": "email_draft", "config": {"subject_prefix": 5}}],
+     ["body", "agents", 1, "config", "subject_prefix"]),
+    ([{"agent_id": "pdf_report"}, {"agent_id": "pdf_report"}], ["body", "agents", 1, "agent_id"]),
+    (["pdf_report"], ["body", "agents", 0]),
+])
+def test_a_briefing_s_agents_are_422_on_the_field(client, collection_id, agents, loc):
+    response = client.post("/v1/profile-sets", json={"name": f"b-{uuid.uuid4().hex[:6]}", "agents": agents,
+                                                     "collection_id": collection_id, "profiles": [{"name": "a"}]})
+    assert response.status_code == 422, response.text
+    assert locs(response)[0] == loc
+
+
+def test_a_briefing_s_agents_are_kept_with_their_configs(client, collection_id):
+    created = client.post("/v1/profile-sets", json={
+        "name": f"b-{uuid.uuid4().hex[:6]}", "collection_id": collection_id, "profiles": [{"name": "a"}],
+        "agents": [{"agent_id": "pdf_report"}, {"agent_id": "email_draft", "config": {"subject_prefix": "Daily"}}]})
+    assert created.status_code == 201, created.text
+    assert created.json()["agents"] == [{"agent_id": "pdf_report", "config": {}},
+                                        {"agent_id": "email_draft", "config": {"subject_prefix": "Daily"}}]
+    assert client.get(f"/v1/profile-sets/{created.json()['id']}").json()["agents"] == created.json()["agents"]

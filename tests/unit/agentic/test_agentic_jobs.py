@@ -16,6 +16,7 @@ from agentsearch.pipeline.agentic.loop import IterationRecord, JudgedDocument, L
 from agentsearch.pipeline.agentic.scoring import Evaluation
 from agentsearch.pipeline.agentic.spec import AgenticSpec, LoopStore, job_documents
 from agentsearch.pipeline.agents.base import Document, Stage
+from agentsearch.pipeline.agents.registry import AgentRegistry
 from agentsearch.pipeline.job.job_state import JobState
 from agentsearch.pipeline.job.profile_sets import claim_due, create_run
 from agentsearch.pipeline.platform.db import Database, utcnow
@@ -153,7 +154,8 @@ def test_a_due_set_is_claimed_once_and_its_next_run_moves_on(db):
 def test_a_run_is_a_queued_job_with_its_spec_and_a_link_to_the_set(tmp_path, db):
     set_id = add_set(db, None, 0)
     settings = Settings(data_dir=tmp_path)
-    job_id, state = create_run(db, settings, set_id, trigger="schedule")
+    job_id, state, specs = create_run(db, settings, set_id, AgentRegistry.discover(), trigger="schedule")
+    assert specs == []  # a set naming no agents: its runs end with their results alone
     assert state.query == "solar" and state.collections == {COLLECTION: 4}
     spec = AgenticSpec.model_validate(state.agentic)
     assert spec.seen.enabled and spec.source == f"profile_set:{set_id}" and spec.profiles[0].name == "news"
@@ -162,12 +164,12 @@ def test_a_run_is_a_queued_job_with_its_spec_and_a_link_to_the_set(tmp_path, db)
         assert job.status == "queued" and JobState.load(job.initial_state) == state
         run = s.query(ProfileRunRow).one()
         assert (run.profile_set_id, run.trigger) == (set_id, "schedule")
-    _, reduced = create_run(db, Settings(data_dir=tmp_path, test_mode=True), set_id)
+    _, reduced, _ = create_run(db, Settings(data_dir=tmp_path, test_mode=True), set_id, AgentRegistry.discover())
     assert AgenticSpec.model_validate(reduced.agentic).iterative.max_iterations == 1
     other = uuid.uuid4()
     with db.session() as s:
         s.add(UserRow(id=other, name="someone-else"))
-    assert create_run(db, settings, set_id, user_id=other) is None
+    assert create_run(db, settings, set_id, AgentRegistry.discover(), user_id=other) is None
 
 
 # --- canvases ---------------------------------------------------------------------------------------------------------

@@ -66,7 +66,8 @@ def test_the_roles_the_console_offers_each_action_to_are_the_ones_its_route_need
     ranks them."""
     code = (console.CONSOLE_DIR / "roles.js").read_text()
     actions = re.findall(r"(\w+): \{ method: '(\w+)', route: '([^']+)', role: '(\w+)' \}", code)
-    assert {name for name, *_ in actions} == {"upload", "deleteDocument", "editAgents", "runQuality"}
+    assert {name for name, *_ in actions} == {"upload", "deleteDocument", "editAgents", "runQuality",
+                                            "manageSources"}
     for name, method, route, role in actions:
         assert ROUTE_RULES[(method, route)].role == role, name
     rank = re.search(r"const RANK = \{([^}]*)\}", code)

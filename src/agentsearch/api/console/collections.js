@@ -2,13 +2,15 @@
 // Lines) with the indexing's progress (documents and chunks done, the rate, the time left: ingestion.js) and the
 // files refused with their reasons; read and delete a collection's documents, each with its format, the pages a
 // worker has parsed so far, what the reading noted and why one failed. Upload and delete are offered only to a
-// role that may take them (roles.js); the API's 403 stays the rule.
+// role that may take them (roles.js); the API's 403 stays the rule. Its Sources panel is sources.js, its Quality
+// panel quality.js.
 
 import { api } from './api.js';
 import { badge, clear, formatTime, h, showFieldErrors, clearInvalid, toast, uid } from './dom.js';
 import { ingestionText } from './ingestion.js';
 import { renderQuality } from './quality.js';
 import { may } from './roles.js';
+import { renderSources } from './sources.js';
 
 export async function renderCollections(main, [collectionId], ctx) {
   // The teams the caller may add a collection to (a key that may not read teams offers none).
@@ -265,6 +267,7 @@ async function renderDetail(detail, collection, ctx, onCounts) {
           h('th', { scope: 'col' }, 'Status'),
           canDelete ? h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Actions')) : null)),
         docsBody)),
+    await renderSources(collection, ctx),
     await renderQuality(collection, ctx));
   await loadDocuments();
   if (collection.documents.pending) watchIndexing(collection.documents.pending + collection.documents.indexed + collection.documents.failed).catch(() => {});

@@ -11,6 +11,7 @@ export const ACTIONS = {
   deleteDocument: { method: 'DELETE', route: '/v1/collections/{collection_id}/documents/{document_id}', role: 'editor' },
   editAgents: { method: 'PUT', route: '/v1/collections/{collection_id}/agents', role: 'editor' },
   runQuality: { method: 'POST', route: '/v1/collections/{collection_id}/eval-runs', role: 'editor' },
+  manageSources: { method: 'POST', route: '/v1/collections/{collection_id}/sources', role: 'editor' },
 };
 
 /** Whether the caller's role over `collection` covers `action` (a key of ACTIONS); no role: nothing. */

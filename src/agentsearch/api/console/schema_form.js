@@ -1,6 +1,8 @@
 // A form generated from an agent's config JSON schema (what GET /v1/agents gives): one labelled field per
 // property, its description as the hint, and an error slot the API's 422 fills (loc body.config.<field>).
-// The browser validates nothing itself: the API is the one judge, and says which field is wrong.
+// The browser validates nothing itself: the API is the one judge, and says which field is wrong. A write-only
+// string (a source's credential: `"format": "password"`) is a password input that starts empty and is sent only
+// when typed in.
 
 import { h, uid } from './dom.js';
 
@@ -26,6 +28,7 @@ function kind(prop) {
   if (Array.isArray(prop.enum)) return 'enum';
   if (prop.type === 'boolean') return 'boolean';
   if (prop.type === 'integer' || prop.type === 'number') return 'number';
+  if (prop.type === 'string' && (prop.format === 'password' || prop.writeOnly)) return 'secret';
   if (prop.type === 'string') return 'string';
   if (prop.type === 'array' && prop.items && Array.isArray(resolveItems(prop).enum)) return 'multi';
   if (prop.type === 'array' && prop.items && ['string', 'number', 'integer'].includes(resolveItems(prop).type)) return 'lines';
@@ -37,7 +40,7 @@ function resolveItems(prop) { return prop._items || prop.items || {}; }
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
 /** {el, errors, read()}: read() gives {config} or {problems: {loc: message}} for what cannot even be sent. */
-export function schemaForm(schema) {
+export function schemaForm(schema, empty = 'This agent has nothing to configure.') {
   const defs = schema.$defs || schema.definitions || {};
   const required = new Set(schema.required || []);
   const errors = {};
@@ -71,11 +74,16 @@ export function schemaForm(schema) {
         min: prop.minimum, max: prop.maximum });
       read = () => (control.value === '' ? (prop.nullable && dflt !== null && dflt !== undefined ? null : undefined) : Number(control.value));
     } else if (type === 'string') {
-      const long = (prop.maxLength || 0) > 300 || /template|prompt|system/.test(name);
+      // An address stays one line however long it may be.
+      const long = ((prop.maxLength || 0) > 300 && !/url$/.test(name)) || /template|prompt|system/.test(name);
       control = long
         ? h('textarea', { id, name, rows: '3', 'aria-describedby': describedBy }, dflt ?? '')
         : h('input', { id, name, type: 'text', value: dflt ?? '', 'aria-describedby': describedBy, autocomplete: 'off' });
       read = () => (control.value === '' && (dflt === null || dflt === undefined) ? undefined : control.value);
+    } else if (type === 'secret') {
+      control = h('input', { id, name, type: 'password', value: '', 'aria-describedby': describedBy,
+        autocomplete: 'new-password' });
+      read = () => (control.value === '' ? undefined : control.value);
     } else if (type === 'multi') {
       const options = resolveItems(prop).enum;
       const boxes = options.map((v) => {
@@ -106,7 +114,7 @@ export function schemaForm(schema) {
       prop.description ? h('p', { class: 'hint', id: hintId }, prop.description) : null,
       error));
   }
-  const el = h('div', { class: 'schema-form' }, fields.length ? fields : h('p', { class: 'muted' }, 'This agent has nothing to configure.'));
+  const el = h('div', { class: 'schema-form' }, fields.length ? fields : h('p', { class: 'muted' }, empty));
 
   function read() {
     const config = {};

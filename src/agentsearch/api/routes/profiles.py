@@ -1,4 +1,5 @@
-"""Profile sets: a user's specialist profiles, run on demand or on a schedule, with every run's results listed.
+"""Profile sets: a user's specialist profiles, run on demand or on a schedule, with every run's results listed and,
+when the set names response agents (``agents``), its briefing (``agentsearch.pipeline.job.briefing``).
 
 A set's profiles are checked as a search request's are (``agentsearch.pipeline.agentic.spec.checked_spec``), with errors
 that point at the field.
@@ -23,6 +24,7 @@ from agentsearch.api.routes.jobs import enqueue
 from agentsearch.api.schemas import ProfileSetCreate
 from agentsearch.api.services import AppServices
 from agentsearch.pipeline.agentic.spec import checked_spec
+from agentsearch.pipeline.job.briefing import checked_agents
 from agentsearch.pipeline.job.job_store import JobStore
 from agentsearch.pipeline.job.profile_sets import create_run, profile_sets_of, remove_profile_set, run_page
 from agentsearch.pipeline.platform.db import utcnow
@@ -38,7 +40,8 @@ def _out(row: ProfileSetRow) -> dict[str, Any]:
     return {
         "id": str(row.id), "name": row.name, "collection_id": str(row.collection_id), "query": row.query,
         "profiles": row.profiles, "iterative": options.get("iterative"), "seen": options.get("seen"),
-        "schedule_s": row.schedule_s, "enabled": row.enabled, "next_run_at": row.next_run_at,
+        "agents": options.get("agents") or [], "schedule_s": row.schedule_s, "enabled": row.enabled,
+        "next_run_at": row.next_run_at,
         "last_run_at": row.last_run_at, "created_at": row.created_at,
     }
 
@@ -47,6 +50,7 @@ def _out(row: ProfileSetRow) -> dict[str, Any]:
 def create_profile_set(body: ProfileSetCreate, user_id: CurrentUser, request: Request,
                        services: AppServices) -> dict[str, Any]:
     spec = checked_spec(body.iterative, body.profiles, body.seen, services.settings)
+    agents = checked_agents(body.agents, services.registry)
     with services.db.session() as s:
         reach = Reach(request, s, user_id)
         reach.collection(body.collection_id)
@@ -61,7 +65,7 @@ def create_profile_set(body: ProfileSetCreate, user_id: CurrentUser, request: Re
         row = ProfileSetRow(
             user_id=user_id, name=body.name, collection_id=body.collection_id, query=body.query.strip(),
             profiles=[p.model_dump(mode="json", exclude_defaults=True) for p in spec.profiles],
-            options={"iterative": body.iterative, "seen": body.seen}, schedule_s=body.schedule_s,
+            options={"iterative": body.iterative, "seen": body.seen, "agents": agents}, schedule_s=body.schedule_s,
             enabled=body.enabled, next_run_at=now + timedelta(seconds=body.schedule_s) if body.schedule_s else None,
         )
         s.add(row)
@@ -95,11 +99,11 @@ def delete_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request
 @router.post("/{set_id}/runs", status_code=202)
 def run_profile_set(set_id: uuid.UUID, user_id: CurrentUser, request: Request, services: AppServices) -> dict[str, Any]:
     """Run the set now; the run's job is listed under the set and readable at /v1/jobs/{job_id}."""
-    created = create_run(services.db, services.settings, set_id, trigger="manual", user_id=user_id)
+    created = create_run(services.db, services.settings, set_id, services.registry, trigger="manual", user_id=user_id)
     if created is None:
         raise not_found("profile set", set_id)
-    job_id, state = created
-    enqueue(services, job_id, [], state)  # with the broker down, the run is taken back and the client told (503)
+    job_id, state, specs = created
+    enqueue(services, job_id, specs, state)  # with the broker down, the run is taken back and the client told (503)
     job = JobStore(services.db).get(str(job_id))
     assert job is not None  # made a moment ago: a run's job outlives this request
     with services.db.session() as s:  # a run is a search, in the trail of each collection it reads as POST /v1/search

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from sqlalchemy import select
+from sqlalchemy import func, select, update
 
 from agentsearch.pipeline.agentic.config import IterativeConfig, reduced_for_test_mode
 from agentsearch.pipeline.agentic.loop import LoopState, final_documents
@@ -137,15 +137,22 @@ class LoopStore:
 
     def finish(self, job_id: str, profile: str, state: LoopState) -> bool:
         """Mark the loop done; True only for the call that completes the job's last running loop."""
+        job = uuid.UUID(job_id)
         with self.db.session() as s:
             # The job's row is the lock: two loops ending at once cannot both see themselves as the last.
-            s.scalar(select(JobRow).where(JobRow.id == uuid.UUID(job_id)).with_for_update())
-            rows = s.scalars(select(AgenticLoopRow).where(AgenticLoopRow.job_id == uuid.UUID(job_id))).all()
-            mine = next((r for r in rows if r.profile == profile), None)
-            if mine is None or mine.status == "done":
+            s.scalar(select(JobRow).where(JobRow.id == job).with_for_update())
+            # Written before the others are counted: SQLite ignores FOR UPDATE, but a write holds its one writer's
+            # lock, so the second loop to end counts after the first one's commit (a read first would let both
+            # count the other as running, and the job would never be finished).
+            marked = s.execute(update(AgenticLoopRow)
+                               .where(AgenticLoopRow.job_id == job, AgenticLoopRow.profile == profile,
+                                      AgenticLoopRow.status != "done")
+                               .values(state=state.dump(), iteration=state.iteration, status="done"))
+            if marked.rowcount != 1:  # type: ignore[attr-defined]
                 return False
-            mine.state, mine.iteration, mine.status = state.dump(), state.iteration, "done"
-            return all(r.status == "done" for r in rows)
+            running = s.scalar(select(func.count()).select_from(AgenticLoopRow)
+                               .where(AgenticLoopRow.job_id == job, AgenticLoopRow.status != "done"))
+            return running == 0
 
     def running(self, job_id: str) -> dict[str, LoopState]:
         """The loops not yet done, at their last saved state: where a retried job picks up."""

@@ -4,8 +4,8 @@ set by a ``profile_runs`` row; the schedule hands out each due set to exactly on
 Usage::
 
     for set_id in claim_due(db, now):                    # next_run_at moved on in the same transaction
-        job_id, state = create_run(db, settings, set_id, trigger="schedule")
-        enqueue_job(job_id, [], state, settings.default_agent_timeout_s)
+        job_id, state, specs = create_run(db, settings, set_id, registry, trigger="schedule")
+        enqueue_job(job_id, specs, state, settings.default_agent_timeout_s)   # specs: its briefing's agents
     with db.session() as s:
         profile_sets_of(s, user_id)                      # oldest first
         total, runs = run_page(s, set_id, limit=20, offset=0)   # [(ProfileRun, Job)], newest first
@@ -21,6 +21,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from agentsearch.pipeline.agentic.spec import AgenticSpec
+from agentsearch.pipeline.agents.registry import AgentRegistry
+from agentsearch.pipeline.job.briefing import briefing_specs
 from agentsearch.pipeline.job.job_state import JobState
 from agentsearch.pipeline.job.job_store import JobStore
 from agentsearch.pipeline.platform.db import Database, utcnow
@@ -28,6 +30,7 @@ from agentsearch.pipeline.platform.settings import Settings
 from agentsearch.pipeline.platform.tables.agentic import ProfileRunRow, ProfileSetRow
 from agentsearch.pipeline.platform.tables.collections import CollectionRow
 from agentsearch.pipeline.platform.tables.jobs import JobRow
+from agentsearch.pipeline.records.agent_runs import AgentSpec
 from agentsearch.pipeline.security.access import Access
 from agentsearch.pipeline.security.document_access import job_access
 
@@ -53,9 +56,10 @@ def spec_for(row: ProfileSetRow, settings: Settings) -> AgenticSpec:
                                    source=f"profile_set:{row.id}")
 
 
-def create_run(db: Database, settings: Settings, set_id: uuid.UUID, trigger: str = "manual",
-               user_id: uuid.UUID | None = None) -> tuple[str, JobState] | None:
-    """A queued job for one run of the set (None when the set is gone or, with ``user_id``, not that user's)."""
+def create_run(db: Database, settings: Settings, set_id: uuid.UUID, registry: AgentRegistry, trigger: str = "manual",
+               user_id: uuid.UUID | None = None) -> tuple[str, JobState, list[AgentSpec]] | None:
+    """A queued job for one run of the set, with the response agents of its briefing (``options.agents``) to
+    enqueue it with; None when the set is gone or, with ``user_id``, not that user's."""
     with db.session() as s:
         row = s.get(ProfileSetRow, set_id)
         if row is None or (user_id is not None and row.user_id != user_id):
@@ -76,13 +80,16 @@ def create_run(db: Database, settings: Settings, set_id: uuid.UUID, trigger: str
                          query=query, original_query=query, top_k=settings.max_top_k, collections=epochs,
                          agentic=spec.model_dump(mode="json"), search=search,
                          access_tokens=access.held if access is not None else None)
+        specs = briefing_specs((row.options or {}).get("agents"), registry)
         JobStore(db).create(s, job_id, row.user_id, row.collection_id, query,
                             request={"profile_set_id": str(row.id), "mode": "iterative", "trigger": trigger},
                             deadline_s=settings.job_deadline_s, state=state,
+                            # What runs, as a search's snapshot says: the reaper enqueues a lost job again from it.
+                            snapshot=[spec.model_dump(mode="json") for spec in specs],
                             access_groups=access.held if access is not None else None)
         s.add(ProfileRunRow(profile_set_id=row.id, job_id=job_id, trigger=trigger))
         row.last_run_at = utcnow()
-        return str(job_id), state
+        return str(job_id), state, specs
 
 
 def profile_sets_of(s: Session, user_id: uuid.UUID) -> list[ProfileSetRow]:

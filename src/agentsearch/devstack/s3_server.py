@@ -1,6 +1,7 @@
-"""A real S3 protocol server for the objects source's tests: moto's server (``moto_server``, from ``moto[server]``)
-in a process of its own on a free loopback port, with authentication on: it checks each request's signature
-against the access keys its IAM holds, so wrong keys are refused as AWS refuses them.
+"""A real S3 protocol server for the objects source's tests and ``agentsearch bench sources --kind objects``:
+moto's server (``moto_server``, from ``moto[server]``, the ``test`` extra) in a process of its own on a free loopback
+port, with authentication on: it checks each request's signature against the access keys its IAM holds, so wrong
+keys are refused as AWS refuses them.
 
 Usage::
 
@@ -19,8 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentsearch.devstack import free_port
-from tests.support.source_servers import stop_process, wait_for_port
+from agentsearch.devstack.processes import free_port, listening, wait_for
 
 # The requests made before authentication is enforced: the IAM user, its key and its policy.
 SETUP_ACTIONS = 3
@@ -38,7 +38,7 @@ class S3Server:
         env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(SETUP_ACTIONS)}
         self.proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(self.port)], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for_port(self.port, "moto_server", self.proc, timeout_s=30)
+        wait_for(lambda: listening(self.port), 30, "moto_server", self.proc)
         iam = self._boto("iam", "setup", "setup")
         iam.create_user(UserName="reader")
         key = iam.create_access_key(UserName="reader")["AccessKey"]
@@ -57,7 +57,9 @@ class S3Server:
         return self._boto("s3", self.access_key, self.secret_key)
 
     def stop(self) -> None:
-        stop_process(self.proc)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(15)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -1,5 +1,6 @@
-"""A real WebDAV server for the drive source's tests: WsgiDAV over a folder the test changes, behind basic auth,
-served by cheroot on a free loopback port; ``malformed`` makes every ``PROPFIND`` answer a broken multistatus.
+"""A real WebDAV server for the drive source's tests and ``agentsearch bench sources --kind drive``: WsgiDAV over a
+folder the caller changes, behind basic auth, served by cheroot on a free loopback port; ``malformed`` makes every
+``PROPFIND`` answer a broken multistatus. WsgiDAV and cheroot come with the ``test`` extra.
 
 Usage::
 
@@ -19,8 +20,7 @@ from typing import Any
 from cheroot import wsgi
 from wsgidav.wsgidav_app import WsgiDAVApp
 
-from agentsearch.devstack import free_port
-from tests.support.source_servers import wait_for_port
+from agentsearch.devstack.processes import free_port, listening, wait_for
 
 
 class DavServer:
@@ -59,7 +59,7 @@ class DavServer:
 
     def __enter__(self) -> DavServer:
         self.thread.start()
-        wait_for_port(self.port, "the WebDAV server")
+        wait_for(lambda: listening(self.port), 15, "the WebDAV server")
         return self
 
     def __exit__(self, *exc: object) -> None:
