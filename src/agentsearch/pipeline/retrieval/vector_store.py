@@ -99,8 +99,8 @@ class SchemaMismatch(RuntimeError):
 
 
 class VectorStore:
-    def __init__(self, uri: str, token: str | None = None) -> None:
-        self.uri = uri
+    def __init__(self, uri: str, token: str | None = None, dense_ef: int = DENSE_EF) -> None:
+        self.uri, self.dense_ef = uri, dense_ef
         # Dedicated: pymilvus otherwise shares one connection per address among a process's clients, made with the
         # options of whichever came first and kept after its last client closes; an idle one kept that way (with
         # pymilvus's own keepalive, before GRPC_OPTIONS) had been cut by the server ("too_many_pings") and a new
@@ -336,7 +336,7 @@ class VectorStore:
             limit=limit,
             anns_field=field,
             filter=filter_expr,
-            search_params={"metric_type": metric, **({"params": {"ef": max(DENSE_EF, limit)}}
+            search_params={"metric_type": metric, **({"params": {"ef": max(self.dense_ef, limit)}}
                                                      if metric == "COSINE" else {})},
             output_fields=OUTPUT_FIELDS,
             consistency_level="Strong",
