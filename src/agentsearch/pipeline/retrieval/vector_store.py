@@ -33,7 +33,9 @@ rebuild.
 
 A Milvus server that restarts comes back with every collection released ("call load() before search"), while each
 worker process still remembers having loaded it: a search, keyword search or vector read that meets a released
-collection loads it again and retries once.
+collection loads it again and retries once. A load waits ``LOAD_WAIT_S`` (the collection's own lock: searches of
+other collections go on), so a job's search after a restart gets its results once the load ends, or is left
+behind at its stage deadline while the load goes on for the next one.
 """
 
 from __future__ import annotations
@@ -296,7 +298,7 @@ class VectorStore:
             return True
 
     def load(self, name: str, timeout_s: float = LOAD_TIMEOUT_S) -> bool:
-        """The collection loaded now, waiting up to ``timeout_s`` (a search's own load waits ``READ_TIMEOUT_S``)."""
+        """The collection loaded now, waiting up to ``timeout_s`` (a search's own load waits ``LOAD_WAIT_S``)."""
         return self._ensure_loaded(name, timeout_s)
 
     def _on_loaded(self, name: str, read: Callable[[], T], empty: T, timeout: float = LOAD_WAIT_S) -> T:
