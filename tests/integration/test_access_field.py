@@ -10,9 +10,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from pymilvus import DataType, Function, FunctionType, MilvusClient
+from pymilvus import MilvusClient
 
 from agentsearch.pipeline.retrieval.access_field import ACCESS_FIELD, ACCESS_KEY
+from agentsearch.pipeline.retrieval.collection_schema import create_collection
 from agentsearch.pipeline.retrieval.filters import MetadataFilter
 from agentsearch.pipeline.retrieval.stored_chunks import IndexedChunk
 from agentsearch.pipeline.retrieval.vector_store import VectorStore, generation_name
@@ -54,22 +55,7 @@ def _found(store: VectorStore, name: str, rule: MetadataFilter) -> set[str]:
 def _old_collection(uri: str, name: str) -> None:
     """A collection as ``VectorStore`` made them before the groups' field (and the sentences' one)."""
     client = MilvusClient(uri=uri)
-    schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=512)
-    schema.add_field("document_id", DataType.VARCHAR, max_length=512)
-    schema.add_field("title", DataType.VARCHAR, max_length=2048)
-    schema.add_field("text", DataType.VARCHAR, max_length=65535)
-    schema.add_field("keywords", DataType.VARCHAR, max_length=65535, enable_analyzer=True,
-                     analyzer_params={"type": "standard"})
-    schema.add_field("metadata", DataType.JSON)
-    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
-    schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-    schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["keywords"],
-                                 output_field_names=["sparse"]))
-    index = client.prepare_index_params()
-    index.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
-    index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-    client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+    create_collection(client, name, DIM, plain_fields=False)
     client.close()
 
 

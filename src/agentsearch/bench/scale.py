@@ -12,12 +12,15 @@ document group of a team (``access_groups`` and ``_access_groups``, as ``VectorS
 
 At each size, over ``--queries`` SciFact training claims embedded by the same model (top-100 pools, as a job's
 search): p50/p95 of dense, keyword, hybrid (both searches at once on two threads, then fused, as the retriever
-does), hybrid with a metadata filter (``eq`` on region: a JSON clause, scanned), hybrid with the document-groups
-filter of a searcher in none of the groups (hiding the fifth; on the field) and the same on the JSON key (how every
-collection filtered before the field). Recall@10 of the dense index against exact cosine search over every vector,
-the insert rate of the last 10,000 chunks written (with their flush), the cold load after a server restart (the
-process started, the collection loaded and searched once), the server's resident memory (VmRSS after the searches)
-and its data directory on disk. ``job_ms`` is null: the default job end to end through the API needs a whole stack
+does), hybrid with a metadata filter (``eq`` on region and a date range on ``published``, both on the indexed
+fields of ``metadata_index``, and the same ``eq`` on the metadata JSON, scanned, as a collection made before the
+fields filters), hybrid with the document-groups filter of a searcher in none of the groups (hiding the fifth; on the
+field) and the same on the JSON key (how every collection filtered before the field). Recall@10 of the dense index
+against exact cosine search over every vector, at the store's HNSW ``ef`` and at each of ``EFS`` (with the dense
+search's time at each), the insert rate of the last 10,000 chunks written (with their flush), the cold load after
+a server restart (the process started and the first search, which loads the collection itself as a job's search
+does), the server's resident memory (VmRSS after the searches) and its data directory on disk. ``job_ms`` is null:
+the default job end to end through the API needs a whole stack
 over a collection of each size (``agentsearch bench default-job`` measures it on SciFact).
 
     agentsearch bench scale --chunks 10000,100000 --json scale.json
@@ -63,6 +66,13 @@ RATE_WINDOW = 10_000  # the insert rate is of the last this many chunks written
 NOISE = 0.02
 POOL = 100
 REGION = MetadataFilter.model_validate({"eq": {"key": "region", "value": "emea"}})
+# Publication dates run over 2010-2024 a month a row: 2023 and later is about a seventh of the rows.
+RECENT = MetadataFilter.model_validate({"range": {"key": "published", "gte": "2023-01-01"}})
+EFS = (64, 128, 256, 512)
+# The JSON-filtered cases past this size are not run: at 100,000 chunks each failed past the read deadline while the
+# server went on scanning behind it, slowing the cases timed after it (and the service refuses such a filter past
+# max_scan_chunks).
+JSON_CASES_UP_TO = 50_000  # HNSW candidate lists tried for recall@10 and the dense search's time
 GROUPS = access_filter([token(TEAM, "sales")])  # a searcher in none of the rows' groups: the fifth hidden
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
@@ -163,17 +173,23 @@ def _hybrid(store: VectorStore, pool: ThreadPoolExecutor, vector: list[float], a
     return sorted(weighted_fuse(lists, [1.0, 1.0]).items(), key=lambda kv: -kv[1])[:10]
 
 
-def _searches(store: VectorStore, queries: list[tuple[list[float], str]]) -> dict[str, dict]:
+def _searches(store: VectorStore, queries: list[tuple[list[float], str]], size: int) -> dict[str, dict]:
     """Each case once per query, the cases interleaved so the machine's load falls on all of them alike."""
-    json_groups = GROUPS.expression()  # the JSON clause every collection made before the field is filtered with
+    # The JSON clauses every collection made before the fields is filtered with (until `agentsearch reindex`).
+    json_groups, json_region = GROUPS.expression(), REGION.expression()
     cases = {
         "dense_ms": lambda v, a, p: store.dense_search(NAME, v, POOL),
         "keyword_ms": lambda v, a, p: store.keyword_search(NAME, a, POOL),
         "hybrid_ms": lambda v, a, p: _hybrid(store, p, v, a),
         "hybrid_filter_ms": lambda v, a, p: _hybrid(store, p, v, a, REGION),
+        "hybrid_range_ms": lambda v, a, p: _hybrid(store, p, v, a, RECENT),
+        "hybrid_filter_json_ms": lambda v, a, p: _hybrid(store, p, v, a, json_region),
         "hybrid_groups_ms": lambda v, a, p: _hybrid(store, p, v, a, GROUPS),
         "hybrid_groups_json_ms": lambda v, a, p: _hybrid(store, p, v, a, json_groups),
     }
+    skipped = [name for name in cases if "json" in name] if size > JSON_CASES_UP_TO else []
+    for name in skipped:
+        del cases[name]
     times: dict[str, list[float]] = {name: [] for name in cases}
     # A search past the store's read deadline (READ_TIMEOUT_S) fails as a job's would; a case that fails twice is
     # dropped for the rest of the size, so a scan that no longer fits cannot hold the run for minutes.
@@ -196,6 +212,8 @@ def _searches(store: VectorStore, queries: list[tuple[list[float], str]]) -> dic
         out[name] = ({k: round(v, 2) for k, v in summary(kept).items()} if kept
                      else {"p50": None, "p95": None, "n": 0})
         out[name]["failed"] = failed[name]
+    for name in skipped:
+        out[name] = {"p50": None, "p95": None, "n": 0, "skipped": f"not run past {JSON_CASES_UP_TO:,} chunks"}
     return out
 
 
@@ -218,15 +236,39 @@ def _ratio(case: dict, base: dict) -> float | None:
     return round(case["p50"] / base["p50"], 2) if case["p50"] and base["p50"] else None
 
 
-def _recall(store: VectorStore, vectors: np.ndarray, queries: list[tuple[list[float], str]]) -> float:
-    """Recall@10 of the dense index against exact cosine search over every stored vector (all normalised)."""
+def _recall(store: VectorStore, vectors: np.ndarray, queries: list[tuple[list[float], str]]) -> float | None:
+    """Recall@10 of the dense index against exact cosine search over every stored vector (all normalised), over the
+    queries whose search answered within the read deadline (None if none did)."""
     found = []
     for vector, _ in queries:
         exact = np.argsort(-(vectors @ np.asarray(vector, dtype=np.float32)))[:10]
         want = {f"s{i}#0" for i in exact}
-        got = {h.id for h in store.dense_search(NAME, vector, 10)}
+        try:
+            got = {h.id for h in store.dense_search(NAME, vector, 10)}
+        except (MilvusException, RpcError):
+            continue
         found.append(len(want & got) / 10)
-    return round(statistics.mean(found), 4)
+    return round(statistics.mean(found), 4) if found else None
+
+
+def _ef_sweep(store: VectorStore, vectors: np.ndarray, queries: list[tuple[list[float], str]]) -> list[dict]:
+    """Per HNSW ``ef``: recall@10 (a top-10 search, where ``ef`` is the whole candidate list) and the p50/p95 of a
+    job's top-100 dense search (whose list is at least 100 whatever ``ef`` is)."""
+    default, rows = store.dense_ef, []
+    try:
+        for ef in EFS:
+            store.dense_ef = ef
+            times = []
+            for vector, _ in queries:
+                try:
+                    times.append(_timed(store.dense_search, NAME, vector, POOL)[0])
+                except (MilvusException, RpcError):
+                    continue  # past the read deadline: counted by what n lacks
+            rows.append({"ef": ef, "recall_at_10": _recall(store, vectors, queries),
+                         "dense_ms": {k: round(v, 2) for k, v in summary(times).items()} if times else None})
+    finally:
+        store.dense_ef = default
+    return rows
 
 
 def measure(sizes: list[int], queries: int = 20, sample: int = 2000, workdir: Path | None = None) -> dict:
@@ -281,22 +323,26 @@ def measure(sizes: list[int], queries: int = 20, sample: int = 2000, workdir: Pa
             store.close()
             server.stop()
             cold_s, store = _timed(server.start)
-            # Loaded with the rebuild's wait: a search's own load gives up after READ_TIMEOUT_S.
-            load_ms, _ = _timed(store.load, NAME)
+            # No load first: the first search loads the collection itself and waits for it (LOAD_WAIT_S), as a
+            # job's search after a Milvus restart does; a failed try would count in cold_searches_failed.
             cold_ms, cold_failed = _timed(_first_search, store, query_set[0][0])
             row: dict[str, Any] = {"chunks": size, "load": load_average(),
                                    "insert_chunks_per_s": round((size - rate_from) / insert_s, 1),
-                                   "cold_load_s": round((cold_s + load_ms + cold_ms) / 1000, 2),
-                                   "cold_load_only_s": round(load_ms / 1000, 2),
-                                   "cold_searches_failed": cold_failed}
-            row.update(_searches(store, query_set))
+                                   "cold_load_s": round((cold_s + cold_ms) / 1000, 2),
+                                   "cold_first_search_s": round(cold_ms / 1000, 2),
+                                   "cold_searches_failed": cold_failed, "dense_ef": store.dense_ef}
+            row.update(_searches(store, query_set, size))
             row["job_ms"] = None
             row["job_ms_reason"] = "not run: the default job through the API needs a stack per size"
             row["recall_at_10"] = _recall(store, all_vectors[:size], query_set)
+            row["ef_sweep"] = _ef_sweep(store, all_vectors[:size], query_set)
             row["milvus_rss_mb"] = _rss_mb(server.proc.pid) if server.proc else None
             row["disk_mb"] = _disk_mb(server.data)
             row["groups_ratio"] = _ratio(row["hybrid_groups_ms"], row["hybrid_ms"])
             row["groups_json_ratio"] = _ratio(row["hybrid_groups_json_ms"], row["hybrid_ms"])
+            row["filter_ratio"] = _ratio(row["hybrid_filter_ms"], row["hybrid_ms"])
+            row["range_ratio"] = _ratio(row["hybrid_range_ms"], row["hybrid_ms"])
+            row["filter_json_ratio"] = _ratio(row["hybrid_filter_json_ms"], row["hybrid_ms"])
             row["seconds"] = round(time.perf_counter() - size_started, 1)
             result["sizes"].append(row)
             print(json.dumps(row), flush=True)
@@ -309,21 +355,25 @@ def measure(sizes: list[int], queries: int = 20, sample: int = 2000, workdir: Pa
 
 
 def _shown(ratio: float | None) -> str:
-    return f"{ratio}x" if ratio is not None else "failed"
+    return f"{ratio}x" if ratio is not None else "-"
 
 
 def table(result: dict) -> str:
     """The figures as a Markdown table, one row per size."""
-    head = ("| chunks | dense p50/p95 | keyword p50/p95 | hybrid p50/p95 | + metadata filter | + groups (field) | "
-            "+ groups (JSON) | groups / hybrid | recall@10 | insert chunks/s | cold load | RSS | disk |")
-    lines = [head, "|" + "---|" * 13]
+    head = ("| chunks | dense p50/p95 | keyword p50/p95 | hybrid p50/p95 | + eq (fields) | + date range (fields) | "
+            "+ eq (JSON) | filters / hybrid | + groups (field) | + groups (JSON) | groups / hybrid | recall@10 | "
+            "insert chunks/s | cold load | RSS | disk |")
+    lines = [head, "|" + "---|" * 16]
     for r in result["sizes"]:
         def ms(key: str, r: dict = r) -> str:
             if r[key]["p50"] is None:
-                return f"failed ({r[key].get('failed', 0)} past the deadline)"
+                return "not run" if "skipped" in r[key] else f"failed ({r[key].get('failed', 0)} past the deadline)"
             return f"{r[key]['p50']:.0f} / {r[key]['p95']:.0f} ms"
         lines.append(f"| {r['chunks']:,} | {ms('dense_ms')} | {ms('keyword_ms')} | {ms('hybrid_ms')} | "
-                     f"{ms('hybrid_filter_ms')} | {ms('hybrid_groups_ms')} | {ms('hybrid_groups_json_ms')} | "
+                     f"{ms('hybrid_filter_ms')} | {ms('hybrid_range_ms')} | {ms('hybrid_filter_json_ms')} | "
+                     f"eq {_shown(r['filter_ratio'])}, range {_shown(r['range_ratio'])} "
+                     f"(JSON {_shown(r['filter_json_ratio'])}) | "
+                     f"{ms('hybrid_groups_ms')} | {ms('hybrid_groups_json_ms')} | "
                      f"{r['groups_ratio']}x (JSON {_shown(r['groups_json_ratio'])}) | {r['recall_at_10']} | "
                      f"{r['insert_chunks_per_s']:,.0f} | {r['cold_load_s']} s | {r['milvus_rss_mb']:,.0f} MB | "
                      f"{r['disk_mb']:,.0f} MB |")
@@ -339,8 +389,8 @@ def plot(result: dict, out: Path) -> None:
 
     sizes = [r["chunks"] for r in result["sizes"]]
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key in ("dense_ms", "keyword_ms", "hybrid_ms", "hybrid_filter_ms", "hybrid_groups_ms",
-                "hybrid_groups_json_ms"):
+    for key in ("dense_ms", "keyword_ms", "hybrid_ms", "hybrid_filter_ms", "hybrid_range_ms", "hybrid_filter_json_ms",
+                "hybrid_groups_ms", "hybrid_groups_json_ms"):
         # A case that failed at a size (past the read deadline) leaves a gap.
         p50s = [r[key]["p50"] if r[key]["p50"] is not None else float("nan") for r in result["sizes"]]
         ax.plot(sizes, p50s, marker="o", label=key.removesuffix("_ms"))

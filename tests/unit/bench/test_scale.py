@@ -38,12 +38,18 @@ def test_a_fifth_of_the_rows_is_restricted_and_every_row_has_analysed_text():
     assert all(c.keywords.strip() for c in chunks)
 
 
-def test_the_table_has_a_row_per_size_with_the_groups_ratio():
+def test_the_table_has_a_row_per_size_with_the_filters_and_groups_ratios():
     case = {"p50": 10.0, "p95": 20.0}
-    cases = ("dense_ms", "keyword_ms", "hybrid_ms", "hybrid_filter_ms", "hybrid_groups_ms", "hybrid_groups_json_ms")
+    cases = ("dense_ms", "keyword_ms", "hybrid_ms", "hybrid_filter_ms", "hybrid_range_ms", "hybrid_filter_json_ms",
+             "hybrid_groups_ms", "hybrid_groups_json_ms")
     row = {"chunks": 10_000, **dict.fromkeys(cases, case),
-           "groups_ratio": 1.05, "groups_json_ratio": 19.9, "recall_at_10": 0.99, "insert_chunks_per_s": 1200.0,
+           "groups_ratio": 1.05, "groups_json_ratio": 19.9, "filter_ratio": 1.2, "range_ratio": 1.1,
+           "filter_json_ratio": 30.5, "recall_at_10": 0.99, "insert_chunks_per_s": 1200.0,
            "cold_load_s": 2.5, "milvus_rss_mb": 512.0, "disk_mb": 40.0}
-    lines = table({"sizes": [row, {**row, "chunks": 100_000}]}).splitlines()
+    skipped = {"p50": None, "p95": None, "n": 0, "skipped": "not run past 50,000 chunks"}
+    large = {**row, "chunks": 100_000, "hybrid_filter_json_ms": skipped, "filter_json_ratio": None}
+    lines = table({"sizes": [row, large]}).splitlines()
     assert len(lines) == 4 and "| 10,000 |" in lines[2] and "| 100,000 |" in lines[3]
     assert "1.05x (JSON 19.9x)" in lines[2]
+    assert "eq 1.2x, range 1.1x (JSON 30.5x)" in lines[2]
+    assert "| not run |" in lines[3] and "(JSON -)" in lines[3]

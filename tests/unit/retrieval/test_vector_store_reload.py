@@ -6,6 +6,8 @@ The fake answers a search on a released collection as milvus-lite server does af
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import ClassVar
 
 import pytest
@@ -16,6 +18,7 @@ from agentsearch.pipeline.retrieval.vector_store import (
     COLLECTION_NOT_LOADED,
     GRPC_OPTIONS,
     LANGUAGES_TIMEOUT_S,
+    LOAD_WAIT_S,
     READ_TIMEOUT_S,
     VectorStore,
     is_released,
@@ -35,6 +38,7 @@ class FakeMilvus:
         self.collections = {"c1"}
         self.loaded: set[str] = set()
         self.loads = 0
+        self.load_s: dict[str, float] = {}  # how long a load of each collection takes (Milvus Lite: 14-72 s)
         self.calls: list[str] = []
         self.down = False
         self.timeouts: list[tuple[str, float | None]] = []
@@ -59,6 +63,10 @@ class FakeMilvus:
     def load_collection(self, name: str, timeout: float | None = None) -> None:
         self.timeouts.append(("load_collection", timeout))
         self.loads += 1
+        took = self.load_s.get(name, 0.0)
+        time.sleep(took)
+        if timeout is not None and took > timeout:
+            raise MilvusException(code=1, message="Deadline Exceeded")
         self.loaded.add(name)
 
     def search(self, name, data, limit, anns_field, search_params, output_fields, consistency_level, filter="",
@@ -147,5 +155,26 @@ def test_every_read_of_a_search_has_a_deadline(store):
     store.dense_search("c1", [0.1, 0.2], 5)
     milvus(store).restart()
     store.keyword_search("c1", "revenu", 5)
-    assert milvus(store).timeouts and all(timeout == READ_TIMEOUT_S for _, timeout in milvus(store).timeouts)
+    waits = milvus(store).timeouts
+    assert waits and all(timeout == (LOAD_WAIT_S if call == "load_collection" else READ_TIMEOUT_S)
+                         for call, timeout in waits)
     assert {call for call, _ in milvus(store).timeouts} == {"has_collection", "load_collection", "search"}
+
+
+def test_a_load_slower_than_the_read_deadline_is_waited_for_and_holds_up_no_other_collection(store, monkeypatch):
+    # After a restart the load took 14 s at 10,000 chunks and 72 s at 100,000: a search that waited the read
+    # deadline for it failed, and every search after it too until one load finished.
+    monkeypatch.setattr(vector_store_module, "READ_TIMEOUT_S", 0.05)
+    milvus(store).collections.add("c2")
+    milvus(store).load_s["c1"] = 0.6
+    found: list[str] = []
+    slow = threading.Thread(target=lambda: found.extend(h.document_id for h in store.dense_search("c1", [0.1], 5)))
+    slow.start()
+    time.sleep(0.1)
+    started = time.monotonic()
+    assert [h.document_id for h in store.dense_search("c2", [0.1], 5)] == ["d1"]
+    assert time.monotonic() - started < 0.3  # not behind c1's load
+    second = store.dense_search("c1", [0.1], 5)  # waits for the load under way, loads nothing itself
+    slow.join(5)
+    assert found == ["d1"] and [h.document_id for h in second] == ["d1"]
+    assert milvus(store).loads == 2  # c1 once, c2 once

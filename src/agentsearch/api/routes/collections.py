@@ -26,7 +26,7 @@ from agentsearch.api.rate_limits import effective_limits
 from agentsearch.api.request_guard import GuardedRoute
 from agentsearch.api.roles import Reach
 from agentsearch.api.schemas import CollectionCreate, CollectionOut, CollectionUpdate, DocumentsAccepted, DocumentsIn
-from agentsearch.api.services import AppServices
+from agentsearch.api.services import AppServices, services_of
 from agentsearch.pipeline.ingestion.documents import documents_by_id, remove_document, status_counts, visible_document
 from agentsearch.pipeline.ingestion.lease import queue_in_tasks
 from agentsearch.pipeline.ingestion.progress import collection_progress
@@ -34,7 +34,7 @@ from agentsearch.pipeline.job.stage_budget import StageTimeouts, over_deadline
 from agentsearch.pipeline.platform.tables.collections import CollectionRow, DocumentRow
 from agentsearch.pipeline.security.access import Access
 from agentsearch.pipeline.security.document_access import groups_for, held_tokens, refuse_hidden, set_document_groups
-from agentsearch.pipeline.security.quotas import check_document_quota
+from agentsearch.pipeline.security.quotas import check_chunk_limit, check_document_quota
 from agentsearch.pipeline.security.teams import team_name
 
 router = APIRouter(prefix="/v1/collections", tags=["collections"], route_class=GuardedRoute)
@@ -174,11 +174,12 @@ def refused_if_hidden(s: Session, rows: Iterable[DocumentRow], collection: Colle
 def documents_within_quota(s: Session, request: Request, user_id: uuid.UUID, collection_id: uuid.UUID,
                            document_ids: list[str]) -> dict[str, DocumentRow]:
     """The collection's documents of these ids that exist, by id; refused (the HTTP error of the quota) when the
-    others would take the user past the document quota. Called before anything is written, so a request past the
-    quota stores none of its documents."""
+    others would take the user past the document quota, or the collection holds its chunk limit already. Called
+    before anything is written, so a request past either stores none of its documents."""
     existing = documents_by_id(s, collection_id, document_ids)
-    check_document_quota(s, user_id, adding=len(set(document_ids)) - len(existing),
-                         limit=effective_limits(request, user_id).max_documents)
+    adding = len(set(document_ids)) - len(existing)
+    check_document_quota(s, user_id, adding=adding, limit=effective_limits(request, user_id).max_documents)
+    check_chunk_limit(s, collection_id, adding, services_of(request).settings.max_collection_chunks)
     return existing
 
 

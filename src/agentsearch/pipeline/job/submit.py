@@ -37,6 +37,7 @@ from agentsearch.pipeline.agentic.spec import AgenticSpec, checked_spec
 from agentsearch.pipeline.agents.base import Stage
 from agentsearch.pipeline.agents.registry import AgentRegistry
 from agentsearch.pipeline.job.conversation import conversation_history, explicit_history
+from agentsearch.pipeline.job.filter_scans import refuse_scanning_filter
 from agentsearch.pipeline.job.job_state import JobState
 from agentsearch.pipeline.job.job_store import JobStore
 from agentsearch.pipeline.job.request import SearchRequest
@@ -103,6 +104,7 @@ def submit_job(services: Services, user_id: uuid.UUID, request: SearchRequest,
             if earlier is not None:
                 return _audited(s, actor, request, Submission.of(earlier, replayed=True, collections=read))
         epochs, collections = _epochs(s, named_at, user_id, settings, within)
+        refuse_scanning_filter(s, request.filter, [c.id for c in collections], settings.max_scan_chunks)
         top_k, search = _with_collection_search(collections[0].search_settings, request, top_k, search)
         # Over a team collection with restricted documents every search of the job finds only what the caller's
         # document groups let it: the filter rides in the search overrides, so each search applies it and the

@@ -21,7 +21,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agentsearch.pipeline.platform import settings_quality, settings_sources
+from agentsearch.pipeline.platform import settings_quality, settings_scale, settings_sources
 from agentsearch.pipeline.platform.egress import EgressPolicy
 from agentsearch.pipeline.platform.settings_checks import ENV_PREFIX, env_name, flower_credentials, positive_seconds
 
@@ -32,7 +32,8 @@ ANSWER_LLM_TIMEOUT_S = 60.0
 JUDGE_LLM_TIMEOUT_S = 20.0
 
 
-class Settings(BaseSettings, settings_sources.SourceSettings, settings_quality.QualitySettings):
+class Settings(BaseSettings, settings_sources.SourceSettings, settings_quality.QualitySettings,
+               settings_scale.ScaleSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     data_dir: Path = Field(Path(".agentsearch"), description="Where embedded SQLite, Milvus Lite and demo files live.")
@@ -213,9 +214,8 @@ class Settings(BaseSettings, settings_sources.SourceSettings, settings_quality.Q
     )
 
     # The largest ingest request the command line sends (256 documents) stays well below this.
-    max_request_bytes: int = Field(
-        8 * 1024 * 1024, ge=1024, description="Request bodies above this are refused with 413 before they are read."
-    )
+    max_request_bytes: int = Field(8 * 1024 * 1024, ge=1024,
+                                   description="Request bodies above this are refused with 413 before they are read.")
     max_upload_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="The largest upload of files (POST /v1/collections/{id}/files, all "
         "its files together); a larger one is refused with 413 before it is read. Read when the API starts."

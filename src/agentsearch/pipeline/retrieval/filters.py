@@ -46,6 +46,7 @@ from pydantic import (
     model_validator,
 )
 
+from agentsearch.pipeline.retrieval import metadata_index
 from agentsearch.pipeline.retrieval.access_field import ACCESS_FIELD, ACCESS_KEY, access_clause
 from agentsearch.pipeline.retrieval.milvus_expressions import CompiledFilter
 
@@ -59,9 +60,8 @@ MAX_SAFE_INT = 2**53
 KEY_PATTERN = re.compile(rf"[A-Za-z_][A-Za-z0-9_-]{{0,{MAX_KEY_CHARS - 1}}}")
 DATE_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # ASCII digits only: \d takes any script's digits
 OPERATORS = ("eq", "ne", "in", "range", "exists", "and", "or", "not")
-# Where a document's publication date is kept, in the order recency scoring reads them.
-PUBLISHED_KEYS = ("published", "published_date", "date")
 METADATA_FIELD = "metadata"
+PUBLISHED_KEYS = metadata_index.PUBLISHED_KEYS
 
 
 def _checked_key(key: str) -> str:
@@ -292,17 +292,21 @@ class MetadataFilter(BaseModel):
         ``fields`` stands for), rather than over plain columns alone."""
         return "metadata[" in self.compile(fields).template
 
-    def _template(self, param: Callable[[Any], str], fields: frozenset[str] = frozenset()) -> str:
+    def _template(self, param: Callable[[Any], str], fields: frozenset[str] = frozenset(), positive: bool = True
+                  ) -> str:
         op, operand = self.operator, self._operand(self.operator)
         if op in ("and", "or"):
-            return "(" + f" {op} ".join(child._template(param, fields) for child in operand) + ")"
-        if op == "not":
-            return f"not {operand._template(param, fields)}"
+            return "(" + f" {op} ".join(child._template(param, fields, positive) for child in operand) + ")"
+        if op == "not":  # positive: an even number of `not` above (metadata_index writes its clauses for it)
+            return f"not {operand._template(param, fields, not positive)}"
         if ACCESS_FIELD in fields and getattr(operand, "key", None) == ACCESS_KEY:
             # Digests of tokens, not values as sent: nothing of the caller's reaches the text unescaped.
             on_field = access_clause(op, getattr(operand, "values", None))
             if on_field is not None:
                 return on_field
+        indexed = _indexed(op, operand, fields, positive)
+        if indexed is not None:
+            return indexed
         if op == "exists":
             if operand.key == PUBLISHED_KEYS[0]:
                 return "(" + " or ".join(f"exists {_field(k)}" for k in PUBLISHED_KEYS) + ")"
@@ -385,6 +389,16 @@ def _range_term(op: str, bound: int | float | date) -> tuple[str, int | float | 
     return (">=" if op == "gte" else "<"), bound.isoformat()
 
 
+def _indexed(op: str, operand: Any, fields: frozenset[str], positive: bool) -> str | None:
+    """The clause on the collection's indexed metadata fields (digests, numbers), None where they cannot say it."""
+    if op == "range" and operand.key == PUBLISHED_KEYS[0] and metadata_index.DAY_FIELD in fields:
+        return metadata_index.day_clause([_range_term(o, b) for o, b in operand.bounds()], positive)
+    if op == "range" or metadata_index.TERMS_FIELD not in fields:
+        return None
+    values = list(operand.values) if op == "in" else [operand.value] if op in ("eq", "ne") else None
+    return metadata_index.term_clause(op, operand.key, values, positive)
+
+
 def _on_key(key: str, clause: Callable[[str], str]) -> str:
     """``clause`` on the key's field; for ``published``, on the first of the publication-date keys a document has."""
     if key != PUBLISHED_KEYS[0]:
@@ -400,9 +414,7 @@ def _on_key(key: str, clause: Callable[[str], str]) -> str:
 
 
 def _value_of(metadata: dict[str, Any], key: str) -> Any:
-    if key != PUBLISHED_KEYS[0]:
-        return metadata.get(key)
-    return next((metadata[k] for k in PUBLISHED_KEYS if metadata.get(k) is not None), None)
+    return metadata.get(key) if key != PUBLISHED_KEYS[0] else metadata_index.published_value(metadata)
 
 
 def _message(error: Mapping[str, Any]) -> str:

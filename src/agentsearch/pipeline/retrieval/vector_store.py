@@ -33,7 +33,9 @@ rebuild.
 
 A Milvus server that restarts comes back with every collection released ("call load() before search"), while each
 worker process still remembers having loaded it: a search, keyword search or vector read that meets a released
-collection loads it again and retries once.
+collection loads it again and retries once. A load waits ``LOAD_WAIT_S`` (the collection's own lock: searches of
+other collections go on), so a job's search after a restart gets its results once the load ends, or is left
+behind at its stage deadline while the load goes on for the next one.
 """
 
 from __future__ import annotations
@@ -45,16 +47,17 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
-from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
+from pymilvus import MilvusClient, MilvusException
 
-from agentsearch.pipeline.retrieval.access_field import ACCESS_FIELD, ACCESS_FIELD_CHARS, ACCESS_KEY, access_value
+from agentsearch.pipeline.retrieval.access_field import ACCESS_FIELD, ACCESS_KEY, access_value
+from agentsearch.pipeline.retrieval.collection_schema import SENTENCES_FIELD, create_collection
 from agentsearch.pipeline.retrieval.filters import Filter, MetadataFilter
+from agentsearch.pipeline.retrieval.metadata_index import derived_values
 from agentsearch.pipeline.retrieval.milvus_channel import GRPC_OPTIONS
 from agentsearch.pipeline.retrieval.sentence_vectors import unpack
 from agentsearch.pipeline.retrieval.stored_chunks import Hit, IndexedChunk
 
 MAX_TEXT_CHARS = 16000  # VARCHAR limits count bytes; this leaves room for multi-byte UTF-8
-SENTENCES_FIELD = "sentences"
 OUTPUT_FIELDS = ["document_id", "title", "text", "metadata"]
 # Chunks read to learn a collection's languages: enough to see every language that holds a real share of it.
 LANGUAGE_SAMPLE = 2000
@@ -64,6 +67,14 @@ LANGUAGE_SAMPLE = 2000
 READ_TIMEOUT_S = 10.0
 # The language read runs before the retrievers start: its wait counts against the search's own deadline.
 LANGUAGES_TIMEOUT_S = 2.0
+# A read that finds its collection released (a Milvus restart) waits this long for the load: longer than any stage
+# deadline (a job's search leaves it behind at its own, 20 s by default), because the load takes 14 s at 10,000
+# chunks and 72 s at 100,000 on Milvus Lite and a search that gave up at READ_TIMEOUT_S failed until one finished.
+# Milvus goes on loading after a client stops waiting, and a second load waits for the first one's end.
+LOAD_WAIT_S = 300.0
+# HNSW's candidate list per dense search (Milvus Lite's default is 64): recall@10 against exact search fell to
+# 0.867 at 100,000 chunks with the default (BENCHMARKS.md, "Scale").
+DENSE_EF = 256
 # Milvus's "collection not loaded" (merr.ErrCollectionNotLoaded, code 101; milvus-lite answers it as "Collection
 # 'c_...' is in state 'released'; call load() before search/get/query"). pymilvus's ErrorCode names no constant for
 # it, but MilvusException.code carries the server's code: matched on that, never on the message.
@@ -90,8 +101,8 @@ class SchemaMismatch(RuntimeError):
 
 
 class VectorStore:
-    def __init__(self, uri: str, token: str | None = None) -> None:
-        self.uri = uri
+    def __init__(self, uri: str, token: str | None = None, dense_ef: int = DENSE_EF) -> None:
+        self.uri, self.dense_ef = uri, dense_ef
         # Dedicated: pymilvus otherwise shares one connection per address among a process's clients, made with the
         # options of whichever came first and kept after its last client closes; an idle one kept that way (with
         # pymilvus's own keepalive, before GRPC_OPTIONS) had been cut by the server ("too_many_pings") and a new
@@ -103,6 +114,7 @@ class VectorStore:
         self._writes = threading.RLock()
         self._known: set[str] = set()
         self._loaded: set[str] = set()
+        self._loading: dict[str, threading.Lock] = {}  # one per collection: a long load holds up no other one
         # Each collection's field names (those made before a field existed lack it), asked once per process.
         self._fields: dict[str, frozenset[str]] = {}
 
@@ -128,26 +140,7 @@ class VectorStore:
             self._fields.pop(name, None)
 
     def _create(self, name: str, dimension: int) -> None:
-        schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
-        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=512)
-        schema.add_field("document_id", DataType.VARCHAR, max_length=512)
-        schema.add_field("title", DataType.VARCHAR, max_length=2048)
-        schema.add_field("text", DataType.VARCHAR, max_length=65535)
-        schema.add_field("keywords", DataType.VARCHAR, max_length=65535, enable_analyzer=True,
-                         analyzer_params={"type": "standard"})
-        schema.add_field("metadata", DataType.JSON)
-        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
-        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-        schema.add_field(SENTENCES_FIELD, DataType.VARCHAR, max_length=65535)
-        schema.add_field(ACCESS_FIELD, DataType.VARCHAR, max_length=ACCESS_FIELD_CHARS)
-        schema.add_function(
-            Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["keywords"],
-                     output_field_names=["sparse"])
-        )
-        index = self._client.prepare_index_params()
-        index.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
-        index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-        self._client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+        create_collection(self._client, name, dimension)
 
     def target(self, name: str) -> str | None:
         """The Milvus collection that ``name`` is searched in: its alias's generation, ``name`` itself for a
@@ -251,6 +244,7 @@ class VectorStore:
                 "vector": c.vector,
                 **({SENTENCES_FIELD: c.sentences} if SENTENCES_FIELD in fields else {}),
                 **({ACCESS_FIELD: access_value(c.metadata.get(ACCESS_KEY))} if ACCESS_FIELD in fields else {}),
+                **derived_values(c.metadata, fields),
             }
             for c in chunks
         ]
@@ -288,22 +282,26 @@ class VectorStore:
                 self._client.delete(name, ids=stale)
                 self.flush(name)
 
-    def _ensure_loaded(self, name: str, timeout: float = READ_TIMEOUT_S) -> bool:
+    def _ensure_loaded(self, name: str, timeout: float = LOAD_WAIT_S) -> bool:
         """A collection made by another process (or before a restart) is released until loaded here."""
+        if name in self._loaded:
+            return True
         with self._lock:
-            if name in self._loaded:
+            loading = self._loading.setdefault(name, threading.Lock())
+        with loading:
+            if name in self._loaded:  # loaded by the search this one waited behind
                 return True
-            if not self._client.has_collection(name, timeout=timeout):
+            if not self._client.has_collection(name, timeout=min(timeout, READ_TIMEOUT_S)):
                 return False
             self._client.load_collection(name, timeout=timeout)
             self._loaded.add(name)
             return True
 
     def load(self, name: str, timeout_s: float = LOAD_TIMEOUT_S) -> bool:
-        """The collection loaded now, waiting up to ``timeout_s`` (a search's own load waits ``READ_TIMEOUT_S``)."""
+        """The collection loaded now, waiting up to ``timeout_s`` (a search's own load waits ``LOAD_WAIT_S``)."""
         return self._ensure_loaded(name, timeout_s)
 
-    def _on_loaded(self, name: str, read: Callable[[], T], empty: T, timeout: float = READ_TIMEOUT_S) -> T:
+    def _on_loaded(self, name: str, read: Callable[[], T], empty: T, timeout: float = LOAD_WAIT_S) -> T:
         """``read`` on a loaded collection (``empty`` if there is none); loaded again once if Milvus released it.
 
         ``_loaded`` is this process's memory, not Milvus's: after a server restart every collection is released
@@ -340,7 +338,8 @@ class VectorStore:
             limit=limit,
             anns_field=field,
             filter=filter_expr,
-            search_params={"metric_type": metric},
+            search_params={"metric_type": metric, **({"params": {"ef": max(self.dense_ef, limit)}}
+                                                     if metric == "COSINE" else {})},
             output_fields=OUTPUT_FIELDS,
             consistency_level="Strong",
             timeout=READ_TIMEOUT_S,

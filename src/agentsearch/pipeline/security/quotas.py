@@ -156,6 +156,22 @@ def documents_stored(s: Session, user_id: uuid.UUID) -> int:
                     .where(CollectionRow.user_id == user_id)) or 0
 
 
+def chunks_stored(s: Session, collection_ids: list[uuid.UUID]) -> int:
+    """The chunks these collections' documents were indexed as (a document not yet indexed counts none)."""
+    return s.scalar(select(func.coalesce(func.sum(DocumentRow.chunks), 0))
+                    .where(DocumentRow.collection_id.in_(collection_ids))) or 0
+
+
+def check_chunk_limit(s: Session, collection_id: uuid.UUID, adding: int, limit: int) -> None:
+    """Refuse (413) new documents for a collection that holds ``limit`` chunks already, before any is written. A
+    document's chunks are known once it is indexed: documents sent before the limit was reached still finish."""
+    stored = chunks_stored(s, [collection_id]) if adding > 0 else 0
+    if stored >= limit:
+        raise Refusal(413, f"this collection holds {stored:,} chunks, its limit of {limit:,}; delete documents, "
+                           "add these to another collection, or ask the operator for a larger limit "
+                           "(AGENTSEARCH_MAX_COLLECTION_CHUNKS)")
+
+
 def check_document_quota(s: Session, user_id: uuid.UUID, adding: int, limit: int) -> None:
     """Refuse (413) a request that would take the user's stored documents past ``limit``, before any is written.
 
