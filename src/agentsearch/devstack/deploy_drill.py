@@ -46,6 +46,8 @@ from agentsearch.devstack.processes import REPO, free_port
 
 TAG = "0.1.0"
 IMAGE = f"agentsearch:{TAG}"
+# The image's `standalone` stage (Dockerfile): the same with milvus-lite, the no-registry stack's vector store.
+STANDALONE_IMAGE = f"{IMAGE}-standalone"
 PROJECT = "agentsearch-drill"
 MAX_IMAGE_BYTES = 1_200_000_000       # the goal of the issue: 1.2 GB, as docker counts (decimal)
 COLD_START_GOAL_S = 10.0
@@ -274,8 +276,9 @@ def run_drill(workdir: Path, keep_stack: bool = False, tag: str = TAG, build: bo
                 with drill.step("build the image") as found:
                     build_image(image, workdir / "image-build.log")
             size = drill.figures["image_bytes"] = image_size_bytes(image)
-            print(f"[deploy-drill] image {image}: {size / 1e9:.2f} GB (limit {MAX_IMAGE_BYTES / 1e9:.1f} GB)",
-                  flush=True)
+            standalone = drill.figures["standalone_image_bytes"] = image_size_bytes(f"{image}-standalone")
+            print(f"[deploy-drill] image {image}: {size / 1e9:.2f} GB (limit {MAX_IMAGE_BYTES / 1e9:.1f} GB); "
+                  f"{image}-standalone (the vector store): {standalone / 1e9:.2f} GB", flush=True)
             run_stack_steps(drill)
         finally:
             if not keep_stack:
