@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import pymilvus
 import pytest
 from pymilvus import MilvusException
 
-from agentsearch.pipeline.retrieval import vector_store as vector_store_module
 from agentsearch.pipeline.retrieval.vector_store import (
     COLLECTION_NOT_LOADED,
     GRPC_OPTIONS,
@@ -80,7 +80,7 @@ class FakeMilvus:
 @pytest.fixture
 def store(monkeypatch) -> VectorStore:
     FakeMilvus.instances.clear()
-    monkeypatch.setattr(vector_store_module, "MilvusClient", FakeMilvus)
+    monkeypatch.setattr(pymilvus, "MilvusClient", FakeMilvus)  # vector_store imports it on first use
     return VectorStore("http://127.0.0.1:19530")
 
 
