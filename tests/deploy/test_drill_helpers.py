@@ -29,3 +29,32 @@ def test_network_changes_name_the_part_that_differs():
     assert set(before) == {"links", "addresses", "routes", "iptables", "nftables"}
     assert network_changes(before, network_snapshot()) == []
     assert network_changes(before, {**before, "links": before["links"] + "\nbr-0123456789ab"}) == ["links"]
+
+
+def test_a_debootstrap_tree_is_slimmed_inside_itself_only(tmp_path):
+    """Manuals, translations, documents but their copyright and apt's caches go; a link out of the tree is left
+    alone, not followed to what it names (on the host, an absolute link would name the host's own files)."""
+    outside = tmp_path / "host-doc"
+    outside.mkdir()
+    (outside / "changelog.gz").write_text("the host's")
+    root = tmp_path / "rootfs"
+    for folder in ("etc/dpkg/dpkg.cfg.d", "etc/apt/apt.conf.d", "var/cache/apt/archives", "var/lib/apt/lists",
+                   "usr/share/man/man1", "usr/share/locale/de", "usr/share/info", "usr/share/doc/bash"):
+        (root / folder).mkdir(parents=True)
+    (root / "usr/share/doc/bash/copyright").write_text("GPL")
+    (root / "usr/share/doc/bash/changelog.gz").write_text("changes")
+    (root / "usr/share/doc/linked").symlink_to(outside)
+    (root / "usr/share/man/man1/ls.1.gz").write_text("manual")
+    (root / "var/cache/apt/pkgcache.bin").write_text("cache")
+    (root / "var/lib/apt/lists/deb.debian.org_Packages").write_text("list")
+
+    docker_host.slim_rootfs(root)
+
+    assert [p.name for p in (root / "usr/share/doc/bash").iterdir()] == ["copyright"]
+    assert (outside / "changelog.gz").read_text() == "the host's"
+    assert not any((root / "usr/share/man").iterdir()) and not any((root / "usr/share/locale").iterdir())
+    assert not (root / "var/cache/apt/pkgcache.bin").exists()
+    assert not any((root / "var/lib/apt/lists").iterdir())
+    excludes = (root / "etc/dpkg/dpkg.cfg.d/agentsearch-slim").read_text()
+    assert "path-exclude /usr/share/doc/*" in excludes and "path-include /usr/share/doc/*/copyright" in excludes
+    assert 'Dir::Cache::pkgcache ""' in (root / "etc/apt/apt.conf.d/agentsearch-clean").read_text()

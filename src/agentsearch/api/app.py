@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.types import ExceptionHandler
 
 from agentsearch.api.errors import refusal_answer
-from agentsearch.api.mcp_server.endpoint import McpEndpoint
+from agentsearch.api.mcp_server.mount import McpMount
 from agentsearch.api.rate_limits import RateLimited, RateLimitHeaders
 from agentsearch.api.request_guard import validation_error
 from agentsearch.api.routes import (
@@ -93,7 +93,7 @@ def create_app() -> FastAPI:
     services = get_services()
     settings = services.settings
     configure_tracing(settings.otel_exporter, "agentsearch-api")
-    mcp_endpoint = McpEndpoint(max_request_bytes=settings.max_request_bytes)
+    mcp_endpoint = McpMount(max_request_bytes=settings.max_request_bytes)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

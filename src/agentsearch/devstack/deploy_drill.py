@@ -46,12 +46,16 @@ from agentsearch.devstack.processes import REPO, free_port
 
 TAG = "0.1.0"
 IMAGE = f"agentsearch:{TAG}"
+# The image's `standalone` stage (Dockerfile): the same with milvus-lite, the no-registry stack's vector store.
+STANDALONE_IMAGE = f"{IMAGE}-standalone"
 PROJECT = "agentsearch-drill"
 MAX_IMAGE_BYTES = 1_200_000_000       # the goal of the issue: 1.2 GB, as docker counts (decimal)
 COLD_START_GOAL_S = 10.0
 # How long a container may take to be ready before the drill gives up: far above the goal, since a shared host's
 # load can slow a start many times over; the time taken is what the drill reports.
 STARTUP_TIMEOUT_S = 600
+# The services started before the API, each with a health check.
+STACK_SERVICES = ("worker-threads", "worker-prefork", "worker-webhooks", "beat", "flower")
 KILL_JOBS = 24                        # jobs in flight when a thread-pool worker is killed
 QUERY = "What was Northwind Energy's revenue in 2024?"
 RESPONSE_AGENTS = ["executive_summary", "pdf_report"]
@@ -91,6 +95,8 @@ class Drill:
         started = time.monotonic()
         yield found
         seconds = round(time.monotonic() - started, 1)
+        # The host's load beside each time: on a shared host it explains most of what a time says.
+        found["load_1m"] = round(os.getloadavg()[0], 1)
         self.figures["steps"][name] = {"seconds": seconds, **found}
         detail = ", ".join(f"{k}={v}" for k, v in found.items())
         print(f"[deploy-drill] {name}: {seconds} s{'  (' + detail + ')' if detail else ''}", flush=True)
@@ -154,8 +160,10 @@ def stream_events(http: httpx.Client, job_id: str, timeout_s: float = 300) -> Co
 def run_stack_steps(drill: Drill) -> None:
     """Everything from the stack's first container to its last, through the API port."""
     with drill.step("stack up without the API") as found:
-        drill.compose("up", "-d", "--no-build", "worker-threads", "worker-prefork", "worker-webhooks", "beat",
-                      "flower", timeout_s=900)
+        drill.compose("up", "-d", "--no-build", *STACK_SERVICES, timeout_s=900)
+        # Healthy before the API starts: its cold start is then timed on its own, not against the others' starts.
+        for service in STACK_SERVICES:
+            drill.wait_healthy(service, 1, STARTUP_TIMEOUT_S)
         found["services"] = len(drill.compose("ps", "--services").split())
     with drill.step("API cold start to /readyz 200") as found:
         started = time.monotonic()
@@ -274,8 +282,9 @@ def run_drill(workdir: Path, keep_stack: bool = False, tag: str = TAG, build: bo
                 with drill.step("build the image") as found:
                     build_image(image, workdir / "image-build.log")
             size = drill.figures["image_bytes"] = image_size_bytes(image)
-            print(f"[deploy-drill] image {image}: {size / 1e9:.2f} GB (limit {MAX_IMAGE_BYTES / 1e9:.1f} GB)",
-                  flush=True)
+            standalone = drill.figures["standalone_image_bytes"] = image_size_bytes(f"{image}-standalone")
+            print(f"[deploy-drill] image {image}: {size / 1e9:.2f} GB (limit {MAX_IMAGE_BYTES / 1e9:.1f} GB); "
+                  f"{image}-standalone (the vector store): {standalone / 1e9:.2f} GB", flush=True)
             run_stack_steps(drill)
         finally:
             if not keep_stack:

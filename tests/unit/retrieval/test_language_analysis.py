@@ -71,6 +71,17 @@ def test_hindi_words_keep_their_vowel_signs():
         assert term == unicodedata.normalize("NFC", term)
 
 
+def test_japanese_without_a_dictionary_is_read_in_character_pairs(monkeypatch):
+    """An image built without unidic-lite: Japanese text and questions both become bigrams, and still meet."""
+    from agentsearch.pipeline.retrieval import analyzer
+
+    monkeypatch.setattr(analyzer, "japanese_dictionary", lambda: False)
+    terms = AUTO.terms("東京都に住んでいます")
+    assert "東京" in terms and "京都" in terms and "住む" not in terms
+    assert all(len(t) == 2 for t in terms)
+    assert set(AUTO.terms("東京に住む")) & set(terms)
+
+
 def test_chinese_japanese_and_thai_are_segmented_into_words():
     assert {"超级", "足球", "比赛"} <= set(AUTO.terms("超级碗50是一场美式足球比赛"))
     assert {"東京", "住む"} <= set(AUTO.terms("東京都に住んでいます"))

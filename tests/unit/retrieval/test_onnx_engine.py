@@ -13,7 +13,7 @@ from agentsearch.pipeline.platform.settings import get_settings
 from agentsearch.pipeline.retrieval.embedder import Embedder
 from agentsearch.pipeline.retrieval.model_files import resolve_model_path
 from agentsearch.pipeline.retrieval.onnx_engine import OnnxEngine
-from agentsearch.pipeline.retrieval.onnx_export import onnx_model_for
+from agentsearch.pipeline.retrieval.onnx_export import exported_model, onnx_model_for
 
 MODEL = "all-MiniLM-L6-v2"
 TEXTS = [
@@ -146,3 +146,19 @@ def test_a_spinning_session_gives_the_same_vectors_and_the_setting_reaches_it(en
         assert settings.embedding_spin is expected
         make_embedder(settings)
         assert made[-1]["spin"] is expected
+
+
+def test_a_model_shipped_without_its_weights_finds_the_graph_exported_from_them(tmp_path):
+    """The image removes the weights after its build exported them: the graph is found by the model's name, never
+    built again (there is nothing to build it from), and its absence is said plainly."""
+    model_dir, cache = tmp_path / "model", tmp_path / "cache"
+    model_dir.mkdir()
+    cache.mkdir()
+    (model_dir / "config.json").write_text('{"hidden_size": 384}')
+    (model_dir / "tokenizer.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match="no weights"):
+        exported_model(model_dir, "int8", cache)
+    built = cache / "model-0123456789ab-int8.onnx"
+    built.write_bytes(b"graph")
+    (cache / "model-0123456789ab-fp32.onnx").write_bytes(b"other precision")
+    assert exported_model(model_dir, "int8", cache) == built

@@ -167,7 +167,9 @@ def test_the_vector_store_reads_the_field_only_where_the_collection_has_it(monke
         def flush(self, name):
             pass
 
-    monkeypatch.setattr(module, "MilvusClient", lambda uri, token, grpc_options, dedicated: Client())
+    import pymilvus  # vector_store imports it on first use (milvus_channel.milvus)
+
+    monkeypatch.setattr(pymilvus, "MilvusClient", lambda uri, token, grpc_options, dedicated: Client())
     store = module.VectorStore("http://milvus")
     assert set(store.sentence_vectors("new", ["d#0"])) == {text_key("A fact.")}
     assert store.sentence_vectors("old", ["d#0"]) == {}  # made before the field existed: nothing to read

@@ -10,10 +10,10 @@ import threading
 import time
 from typing import ClassVar
 
+import pymilvus
 import pytest
 from pymilvus import MilvusException
 
-from agentsearch.pipeline.retrieval import vector_store as vector_store_module
 from agentsearch.pipeline.retrieval.vector_store import (
     COLLECTION_NOT_LOADED,
     GRPC_OPTIONS,
@@ -88,7 +88,7 @@ class FakeMilvus:
 @pytest.fixture
 def store(monkeypatch) -> VectorStore:
     FakeMilvus.instances.clear()
-    monkeypatch.setattr(vector_store_module, "MilvusClient", FakeMilvus)
+    monkeypatch.setattr(pymilvus, "MilvusClient", FakeMilvus)  # vector_store imports it on first use
     return VectorStore("http://127.0.0.1:19530")
 
 

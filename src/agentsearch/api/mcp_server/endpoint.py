@@ -9,11 +9,11 @@ behind a load balancer can answer any request and nothing is held between them. 
 a running task group: ``running(app)`` is entered in the API's lifespan, and makes a new manager each time (a
 manager runs only once, an application's lifespan may run again).
 
-Usage (``src/agentsearch/api/app.py``)::
+Usage (``mount.McpMount`` makes it on the first request to ``/mcp``)::
 
     mcp_endpoint = McpEndpoint(max_request_bytes=settings.max_request_bytes)
-    app.add_route("/mcp", mcp_endpoint, include_in_schema=False)
-    async with mcp_endpoint.running(app): ...                  # in the lifespan
+    async with mcp_endpoint.running(app): ...                  # in a task group the lifespan holds open
+    await mcp_endpoint(scope, receive, send)
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from functools import lru_cache
 import Stemmer
 
 from agentsearch.pipeline.retrieval.language import UNDETERMINED, detect_language, script_of
-from agentsearch.pipeline.retrieval.segmenters import bigrams, segment
+from agentsearch.pipeline.retrieval.segmenters import bigrams, japanese_dictionary, segment
 from agentsearch.pipeline.text import STOPWORDS
 
 AUTO = "auto"
@@ -204,6 +204,8 @@ class _Language:
         if script == "thai":
             words = segment("th", run)
         elif script == "kana" or (script == "han" and self.code == "ja"):
+            if not japanese_dictionary():
+                return bigrams(run)
             words = segment("ja", run)
         elif script == "han":
             words = segment("zh", run)

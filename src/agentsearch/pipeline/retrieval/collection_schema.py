@@ -11,10 +11,13 @@ Usage::
 
 from __future__ import annotations
 
-from pymilvus import DataType, Function, FunctionType, MilvusClient
+from typing import TYPE_CHECKING
 
 from agentsearch.pipeline.retrieval.access_field import ACCESS_FIELD, ACCESS_FIELD_CHARS
 from agentsearch.pipeline.retrieval.metadata_index import DAY_FIELD, TERMS_FIELD, TERMS_FIELD_CHARS
+
+if TYPE_CHECKING:
+    from pymilvus import MilvusClient
 
 SENTENCES_FIELD = "sentences"
 
@@ -22,6 +25,9 @@ SENTENCES_FIELD = "sentences"
 def create_collection(client: MilvusClient, name: str, dimension: int, plain_fields: bool = True) -> None:
     """One Milvus collection ``name`` with the current schema, its vector indexes made; without ``plain_fields``,
     as collections were made before the sentences' and the filters' fields (what tests of old collections need)."""
+    # Here, not above: pymilvus imports pandas, and the API's start-up never makes a collection.
+    from pymilvus import DataType, Function, FunctionType, MilvusClient
+
     schema = MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=512)
     schema.add_field("document_id", DataType.VARCHAR, max_length=512)

@@ -1,12 +1,22 @@
 """The gRPC options of every Milvus client the service makes: a channel of its own, a short reconnect backoff, and
-keepalive pings a ``milvus-lite server`` accepts.
+keepalive pings a ``milvus-lite server`` accepts; and pymilvus itself, imported on first use.
 
 Usage::
 
-    MilvusClient(uri=uri, grpc_options=dict(GRPC_OPTIONS), dedicated=True)
+    milvus().MilvusClient(uri=uri, grpc_options=dict(GRPC_OPTIONS), dedicated=True)
 """
 
 from __future__ import annotations
+
+from types import ModuleType
+
+
+def milvus() -> ModuleType:
+    """pymilvus, imported now if not yet: it imports pandas (half a second of the API's start-up, which never makes
+    a Milvus client; tests/unit/test_api_import.py)."""
+    import pymilvus
+
+    return pymilvus
 
 # gRPC shares one connection per address among a process's channels by default, and that connection's reconnect
 # backoff grows while the server is away: measured after 15 s of Milvus down, calls kept failing for 9-12 s after it

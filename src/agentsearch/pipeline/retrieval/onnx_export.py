@@ -39,6 +39,7 @@ QUANTISATION = "int8 per-channel reduce-range"
 # Part of the file's name with the quantisation: a changed recipe builds a new file. "eager": the attention is
 # exported as its plain operations, which ONNX Runtime fuses into one Attention operator per layer.
 RECIPE = f"{QUANTISATION}, eager attention"
+WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
 
 def onnx_model_for(model_name: str, runtime: str, cache_dir: Path) -> Path | None:
@@ -58,6 +59,10 @@ def exported_model(model_dir: Path, precision: str, cache_dir: Path) -> Path:
     if precision not in PRECISIONS:
         raise ValueError(f"ONNX precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     cache_dir = cache_dir.expanduser()
+    if not any((model_dir / name).is_file() for name in WEIGHTS):
+        # The image ships the graph exported in its build and not the weights it came from (about 90 MB): the
+        # graph is found by the model's name. Without the weights nothing else could be built anyway.
+        return _exported_without_weights(model_dir, precision, cache_dir)
     target = cache_dir / f"{model_dir.name}-{_weights_digest(model_dir)}-{precision}.onnx"
     if target.is_file():
         return target
@@ -83,9 +88,17 @@ def pooling_is_mean(model_dir: Path) -> bool:
     return modes == {"pooling_mode_mean_tokens"} and any(m["type"].endswith(".Normalize") for m in modules)
 
 
+def _exported_without_weights(model_dir: Path, precision: str, cache_dir: Path) -> Path:
+    built = sorted(cache_dir.glob(f"{model_dir.name}-*-{precision}.onnx"), key=lambda p: p.stat().st_mtime)
+    if not built:
+        raise FileNotFoundError(f"{model_dir} has no weights ({', '.join(WEIGHTS)}) and {cache_dir} no ONNX "
+                                f"model exported from them at {precision}")
+    return built[-1]  # the latest export, should a cache hold several
+
+
 def _weights_digest(model_dir: Path) -> str:
     digest = hashlib.sha256(f"opset{OPSET} {RECIPE}".encode())
-    for name in ("config.json", "model.safetensors", "pytorch_model.bin", "tokenizer.json"):
+    for name in ("config.json", *WEIGHTS, "tokenizer.json"):
         path = model_dir / name
         if path.is_file():
             digest.update(name.encode())

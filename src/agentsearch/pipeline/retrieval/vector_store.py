@@ -47,13 +47,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
-from pymilvus import MilvusClient, MilvusException
 
 from agentsearch.pipeline.retrieval.access_field import ACCESS_FIELD, ACCESS_KEY, access_value
 from agentsearch.pipeline.retrieval.collection_schema import SENTENCES_FIELD, create_collection
 from agentsearch.pipeline.retrieval.filters import Filter, MetadataFilter
 from agentsearch.pipeline.retrieval.metadata_index import derived_values
-from agentsearch.pipeline.retrieval.milvus_channel import GRPC_OPTIONS
+from agentsearch.pipeline.retrieval.milvus_channel import GRPC_OPTIONS, milvus
 from agentsearch.pipeline.retrieval.sentence_vectors import unpack
 from agentsearch.pipeline.retrieval.stored_chunks import Hit, IndexedChunk
 
@@ -93,7 +92,7 @@ log = logging.getLogger("agentsearch.retrieval")
 
 def is_released(exc: BaseException) -> bool:
     """True for Milvus's answer to a search on a collection that is not loaded (released by a restart)."""
-    return isinstance(exc, MilvusException) and exc.code == COLLECTION_NOT_LOADED
+    return isinstance(exc, milvus().MilvusException) and exc.code == COLLECTION_NOT_LOADED
 
 
 class SchemaMismatch(RuntimeError):
@@ -107,7 +106,8 @@ class VectorStore:
         # options of whichever came first and kept after its last client closes; an idle one kept that way (with
         # pymilvus's own keepalive, before GRPC_OPTIONS) had been cut by the server ("too_many_pings") and a new
         # store handed it failed to connect.
-        self._client = MilvusClient(uri=uri, token=token or "", grpc_options=dict(GRPC_OPTIONS), dedicated=True)
+        self._client = milvus().MilvusClient(uri=uri, token=token or "", grpc_options=dict(GRPC_OPTIONS),
+                                             dedicated=True)
         self._lock = threading.Lock()
         # One write at a time per process: Milvus Lite refuses a write that overtakes another on the same collection
         # ("current_seq is monotonic"), as the threads of an embedded worker's ingest and delete tasks did.
@@ -195,7 +195,7 @@ class VectorStore:
         ``wait_s``)."""
         try:
             make()
-        except MilvusException:
+        except milvus().MilvusException:
             # The other maker may be midway: Milvus Lite makes a collection's folder before it lists the collection,
             # and a second make in between fails ("File exists") while the collection is not there yet.
             deadline = time.monotonic() + wait_s
@@ -311,7 +311,7 @@ class VectorStore:
             return empty
         try:
             return read()
-        except MilvusException as exc:
+        except milvus().MilvusException as exc:
             if not is_released(exc):
                 raise
         log.warning("Milvus collection %s was released (a server restart?); loading it again", name)
