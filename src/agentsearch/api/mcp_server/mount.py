@@ -43,13 +43,15 @@ class McpMount:
     @asynccontextmanager
     async def running(self, app: Any) -> AsyncIterator[None]:
         """Serve MCP requests for ``app`` while the block lasts; the endpoint itself starts on the first one."""
+        # A lifespan may run again, even inside another (a second server of the same app): each makes its own
+        # endpoint (an SDK session manager runs once), and the one around it serves again once it ends.
+        around = self._app, self._group, self._endpoint
         async with anyio.create_task_group() as group:
-            self._app, self._group = app, group
+            self._app, self._group, self._endpoint = app, group, None
             try:
                 yield
             finally:
-                # A lifespan may run again: the next one makes a new endpoint (an SDK session manager runs once).
-                self._app, self._group, self._endpoint = None, None, None
+                self._app, self._group, self._endpoint = around
                 group.cancel_scope.cancel()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
