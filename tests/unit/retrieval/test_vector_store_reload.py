@@ -14,6 +14,7 @@ import pymilvus
 import pytest
 from pymilvus import MilvusException
 
+from agentsearch.pipeline.retrieval import vector_store as vector_store_module
 from agentsearch.pipeline.retrieval.vector_store import (
     COLLECTION_NOT_LOADED,
     GRPC_OPTIONS,
