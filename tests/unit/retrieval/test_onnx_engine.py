@@ -95,6 +95,30 @@ def test_the_embedder_reads_spans_on_onnx_and_asks_for_them_alone_on_torch(refer
     assert len(vectors) == 1 and spans == [[None]]
 
 
+def test_queries_run_on_the_float32_graph_while_passages_stay_int8(reference):
+    from agentsearch.pipeline.platform.settings import Settings
+    from agentsearch.pipeline.retrieval.embedder import make_embedder, query_model_for
+
+    cache = get_settings().model_cache_dir
+    int8, fp32 = onnx_model_for(MODEL, "onnx-int8", cache), onnx_model_for(MODEL, "onnx", cache)
+    embedder = make_embedder(Settings(embedding_runtime="onnx-int8", embedding_query_runtime="onnx",
+                                      model_cache_dir=cache, embedding_url=None))
+    assert isinstance(embedder, Embedder)
+    expected = reference.encode(TEXTS, normalize_embeddings=True)
+    queries, passages = np.array(embedder.embed_queries(TEXTS)), np.array(embedder.embed(TEXTS))
+    # The query side is the float32 graph's (sentence-transformers to the fourth place); passages are int8's, as
+    # they were indexed, so they move a little more.
+    assert np.allclose(queries, OnnxEngine(resolve_model_path(MODEL), fp32).encode(TEXTS), atol=1e-5)
+    assert (queries * expected).sum(axis=1).min() > 0.9999
+    assert np.allclose(passages, OnnxEngine(resolve_model_path(MODEL), int8).encode(TEXTS), atol=1e-5)
+    assert not np.allclose(queries, passages, atol=1e-3)
+    # "same", or the passages' own runtime, is one graph for both sides; a model off ONNX Runtime has no second.
+    for same in (Settings(embedding_runtime="onnx-int8", embedding_query_runtime="same", model_cache_dir=cache),
+                 Settings(embedding_runtime="onnx-int8", embedding_query_runtime="onnx-int8", model_cache_dir=cache)):
+        assert query_model_for(same, int8) is None
+    assert query_model_for(Settings(embedding_runtime="torch", model_cache_dir=cache), None) is None
+
+
 def test_each_layers_attention_is_one_fused_operator(engine):
     import onnx
 

@@ -73,18 +73,18 @@ class Settings(BaseSettings, settings_sources.SourceSettings, settings_quality.Q
                           "http://embeddings:7997/v1; POST {url}/embeddings. Unset: the model runs in process."
     )
     embedding_api_key: SecretStr | None = Field(None, description="Bearer key for the embeddings server.")
-    embedding_server_model: str | None = Field(
-        None, description="Model name sent to the embeddings server; default embedding_model."
-    )
+    embedding_server_model: str | None = Field(None, description="Model name sent to the embeddings server; default "
+                                                                 "embedding_model.")
     embedding_timeout_s: float = Field(30.0, gt=0, le=600, description="Longest wait for one embeddings request.")
-    # The packaged MiniLM runs on ONNX Runtime, exported once from its own weights (pipeline/retrieval/onnx_export.py);
-    # docs/evaluation.md "Embedding runtime" has each runtime's speed and quality.
-    embedding_runtime: Literal["onnx-int8", "onnx", "torch"] = Field(
-        "onnx-int8", description="How an in-process model runs: onnx-int8 (ONNX Runtime, int8 weights), onnx "
-                                 "(float32) or torch (sentence-transformers).")
-    model_cache_dir: Path = Field(
-        Path("~/.cache/agentsearch/models"), description="Where models exported for ONNX Runtime are kept (built by "
-                                                         "make install).")
+    # The packaged MiniLM (and a local model that pools by the mean) runs on ONNX Runtime, its graph exported once
+    # (pipeline/retrieval/onnx_export.py); docs/evaluation.md "Embedding runtime": each runtime's speed and quality.
+    embedding_runtime: Literal["onnx-int8", "onnx", "torch"] = Field("onnx-int8", description="How an in-process "
+        "model runs: onnx-int8 (ONNX Runtime, int8 weights), onnx (float32) or torch (sentence-transformers).")
+    # A search embeds one text, so float32 costs it little, and int8 query vectors cost SciFact nDCG@10.
+    embedding_query_runtime: Literal["same", "onnx", "onnx-int8"] = Field("onnx", description="How an ONNX model "
+        "embeds search queries: onnx (float32), onnx-int8, or same (as embedding_runtime); passages keep theirs.")
+    model_cache_dir: Path = Field(Path("~/.cache/agentsearch/models"),
+                                  description="Where models exported for ONNX Runtime are kept (make install).")
     embedding_threads: int = Field(0, ge=0, le=256, description="Threads of one model pass; 0: every core.")
     # Off: on shared cores a spinning pool takes the time it waits from its neighbours (docs/evaluation.md).
     embedding_spin: bool = Field(False, description="Idle ONNX Runtime threads spin between a pass's operations "

@@ -11,7 +11,9 @@ Usage::
     vectors, spans = embedder.embed_spans(["Solar. Panels work."], [[(7, 19)]])   # ingestion's one pass per chunk
 
 The packaged MiniLM runs on ONNX Runtime by default (``AGENTSEARCH_EMBEDDING_RUNTIME``: onnx-int8, onnx, torch;
-``agentsearch.pipeline.retrieval.onnx_engine``), which can also read a chunk's sentences from the chunk's own pass. The
+``agentsearch.pipeline.retrieval.onnx_engine``), which can also read a chunk's sentences from the chunk's own pass.
+Queries may run on another graph of it (``AGENTSEARCH_EMBEDDING_QUERY_RUNTIME``: float32 queries beside int8
+passages, ``Embedder(..., query_onnx_path=...)``). The
 models and their weights' directories are named in ``agentsearch.pipeline.retrieval.model_files``, the ONNX files in
 ``agentsearch.pipeline.retrieval.onnx_export``.
 """
@@ -28,6 +30,7 @@ from agentsearch.pipeline.retrieval.remote_embedder import RemoteEmbedder
 
 if TYPE_CHECKING:
     from agentsearch.pipeline.platform.settings import Settings
+    from agentsearch.pipeline.retrieval.onnx_engine import OnnxEngine
 
 
 class TextEmbedder(Protocol):
@@ -48,15 +51,26 @@ def make_embedder(settings: Settings) -> TextEmbedder:
         return RemoteEmbedder.from_settings(settings)
     onnx_path = onnx_model_for(settings.embedding_model, settings.embedding_runtime, settings.model_cache_dir)
     return Embedder(settings.embedding_model, onnx_path=onnx_path, threads=settings.embedding_threads,
-                    spin=settings.embedding_spin)
+                    spin=settings.embedding_spin, query_onnx_path=query_model_for(settings, onnx_path))
+
+
+def query_model_for(settings: Settings, onnx_path: Path | None) -> Path | None:
+    """The ONNX file queries are embedded with when it is not the passages' (``embedding_query_runtime``), else
+    None. Only a model on ONNX Runtime has a second graph to choose."""
+    runtime = settings.embedding_query_runtime
+    if onnx_path is None or runtime in ("same", settings.embedding_runtime):
+        return None
+    return onnx_model_for(settings.embedding_model, runtime, settings.model_cache_dir)
 
 
 class Embedder:
     def __init__(self, model_name: str, batch_size: int = 64, onnx_path: Path | None = None, threads: int = 0,
-                 spin: bool = False) -> None:
+                 spin: bool = False, query_onnx_path: Path | None = None) -> None:
         self.model_name = model_name
         self.batch_size = batch_size
         self._onnx = None
+        self._query_onnx: OnnxEngine | None = None
+        self._threads = threads
         if onnx_path is not None:
             from agentsearch.pipeline.retrieval.onnx_engine import OnnxEngine
 
@@ -67,6 +81,14 @@ class Embedder:
                 return onnx.encode(texts).tolist()
 
             encode_queries = encode_passages
+            if query_onnx_path is not None:
+                # Queries through another graph of the same model (float32 beside int8 passages): one text per search,
+                # so its speed matters little, and int8 query vectors cost SciFact 0.004 nDCG@10 (docs/evaluation.md,
+                # "Embedding runtime"). Loaded at the first query: a process that only ingests never holds it.
+                def encode_float_queries(texts: list[str]) -> list[list[float]]:
+                    return self._query_engine(query_onnx_path).encode(texts).tolist()
+
+                encode_queries = encode_float_queries
         elif model_name in ENGINE_MODELS:
             from agentsearch.pipeline.retrieval.e5_engine import E5Engine
 
@@ -107,8 +129,18 @@ class Embedder:
     def share_cores(self, threads: int) -> None:
         """Run this process's passes on ``threads`` threads (a pool process's share of the cores), from the next
         session on: ONNX Runtime's is made in the process that runs it."""
-        if self._onnx is not None:
-            self._onnx.threads = threads
+        self._threads = threads
+        for engine in (self._onnx, self._query_onnx):
+            if engine is not None:
+                engine.threads = threads
+
+    def _query_engine(self, path: Path) -> OnnxEngine:
+        # Made by the query batcher's one running pass at a time, so never twice.
+        if self._query_onnx is None:
+            from agentsearch.pipeline.retrieval.onnx_engine import OnnxEngine
+
+            self._query_onnx = OnnxEngine(resolve_model_path(self.model_name), path, threads=self._threads)
+        return self._query_onnx
 
     def embed_spans(self, texts: list[str], spans: list[list[tuple[int, int]]]
                     ) -> tuple[list[list[float]], list[list[list[float] | None]]]:

