@@ -71,8 +71,13 @@ RUN offline=""; [ "$WHEELHOUSE_ONLY" = true ] && offline="--no-index"; \
 # unpacked for mapping, once, into the image: otherwise every container would build them on first use. torch is
 # needed for the export only; this stage's venv is thrown away.
 FROM project AS models
+# How queries are embedded (AGENTSEARCH_EMBEDDING_QUERY_RUNTIME). `same`, the int8 graph of the passages, by default
+# here: the float32 graph for queries is 90 MB more in the image for +0.0007 nDCG@10 on SciFact's whole corpus
+# (BENCHMARKS.md); `--build-arg QUERY_RUNTIME=onnx` exports it and sets it.
+ARG QUERY_RUNTIME=same
 RUN cp -a /opt/project/opt/venv/. /opt/venv/ \
-    && AGENTSEARCH_MODEL_CACHE_DIR=/opt/models python -m agentsearch.pipeline.retrieval.onnx_export \
+    && AGENTSEARCH_MODEL_CACHE_DIR=/opt/models AGENTSEARCH_EMBEDDING_QUERY_RUNTIME=$QUERY_RUNTIME \
+       python -m agentsearch.pipeline.retrieval.onnx_export \
     && AGENTSEARCH_MODEL_CACHE_DIR=/opt/models python -m agentsearch.pipeline.text.mapped_language_model
 
 ############################ venv: what the service runs ############################
@@ -122,8 +127,10 @@ FROM ${PYTHON_IMAGE} AS app
 # Tesseract's language packs, by Debian's names (tesseract-ocr-<name>: chi-sim, not chi_sim). The service reads
 # scanned pages in those of AGENTSEARCH_OCR_LANGUAGES that are installed (src/agentsearch/pipeline/parsing/ocr.py).
 ARG OCR_LANGUAGES=eng
+ARG QUERY_RUNTIME=same
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
+    AGENTSEARCH_EMBEDDING_QUERY_RUNTIME=$QUERY_RUNTIME \
     PYTHONUNBUFFERED=1 \
     PATH="/opt/venv/bin:$PATH" \
     AGENTSEARCH_DATA_DIR=/data \
