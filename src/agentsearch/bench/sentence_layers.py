@@ -25,8 +25,9 @@ def _unit(vector: np.ndarray) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
-def measure(docs: int = 60) -> dict[str, float]:
-    """Mean cosine with the sentence-alone vector, per variant (``layer N``, ``mix N w``)."""
+def measure(docs: int = 60, documents: list[dict] | None = None) -> dict[str, float]:
+    """Mean cosine with the sentence-alone vector, per variant (``layer N``, ``mix N w``), over the first ``docs``
+    SciFact abstracts or over ``documents`` (``{"title", "text"}``) when given."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
@@ -40,7 +41,7 @@ def measure(docs: int = 60) -> dict[str, float]:
     tokenizer, model = AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval()
     cosines: dict[str, list[float]] = {}
     with torch.no_grad():
-        for text in chunk_texts(load_beir_corpus(CORPUS)[:docs], ChunkingConfig()):
+        for text in chunk_texts(documents or load_beir_corpus(CORPUS)[:docs], ChunkingConfig()):
             encoded = tokenizer(text, return_offsets_mapping=True, truncation=True, max_length=256,
                                 return_tensors="pt")
             offsets = encoded.pop("offset_mapping")[0].numpy()
