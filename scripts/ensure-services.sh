@@ -30,15 +30,18 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 APT_UPDATED=0
+# Another package install running on the host (an unattended upgrade, a second checkout's `make`) holds dpkg's lock
+# for a while; wait for it rather than fail the suite.
+APT_LOCK="-o DPkg::Lock::Timeout=600"
 apt_install() {
     have apt-get || die "apt-get not found; install manually: $*"
     if [ "$APT_UPDATED" -eq 0 ]; then
         log "apt-get update"
-        $SUDO apt-get update -qq
+        $SUDO apt-get $APT_LOCK update -qq
         APT_UPDATED=1
     fi
     log "apt-get install $*"
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get $APT_LOCK install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 # wait_for DESCRIPTION COMMAND...: retry COMMAND until it succeeds or WAIT_SECONDS pass.

@@ -11,11 +11,11 @@ exported ONNX model is shared (``make install`` builds it once). The plain model
 it imports sentence-transformers, loads the packaged all-MiniLM-L6-v2 weights and embeds each chunk the service
 makes (pieces of 1,000 characters, each with its title, ``ingest.chunk_texts``) once, in batches of 32; its wall
 time is timed from outside the same way. A ``--baseline`` tree (a git worktree of an earlier commit) runs the same
-command with its code. This tree's command runs twice a round: with its defaults, and with ONNX Runtime's idle
-threads spinning (``AGENTSEARCH_EMBEDDING_SPIN=true``), which a process alone on a quiet machine may gain from and
-a shared machine loses to. The sides rotate from round to round and medians are reported; the 1-minute load average
-is kept beside each time, and so are the CPU seconds (user and system) each program used: on a shared machine
-they move less with the load than the wall time does.
+command with its code. With ``spin=True`` this tree's command also runs with ONNX Runtime's idle threads spinning
+(``AGENTSEARCH_EMBEDDING_SPIN=true``); off by default since the passages' passes run on sessions of one thread each,
+which have no idle threads to spin (``OnnxEngine``'s ``parallel``). The sides rotate from round to round and
+medians are reported; the 1-minute load average is kept beside each time, and so are the CPU seconds (user and
+system) each program used: on a shared machine they move less with the load than the wall time does.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def _children_cpu_s() -> float:
 
 
 def measure(docs: int = 1000, rounds: int = 3, baseline: Path | None = None, corpus: Path | None = None,
-            spin: bool = True) -> dict:
+            spin: bool = False) -> dict:
     """Seconds per round of the plain model, this tree's command and the baseline's (see the module's docstring)."""
     from agentsearch.bench.ingest import CORPUS, chunk_texts
     from agentsearch.pipeline.eval.retrieval import load_beir_corpus

@@ -66,7 +66,7 @@ def test_the_rounds_rotate_the_sides_and_only_the_spinning_side_spins(tmp_path, 
         return 10.0 + len(runs), 5.0
 
     monkeypatch.setattr(ingest_command, "timed", fake_timed)
-    result = ingest_command.measure(docs=2, rounds=2, baseline=tmp_path, corpus=corpus)
+    result = ingest_command.measure(docs=2, rounds=2, baseline=tmp_path, corpus=corpus, spin=True)
     assert list(result["sides"]) == ["plain", "embedded", "embedded-spin", "embedded-baseline"]
     assert result["docs"] == 2 and all(len(r["seconds"]) == 2 and r["cpu_s"] == [5.0, 5.0]
                                        for r in result["sides"].values())
@@ -75,6 +75,8 @@ def test_the_rounds_rotate_the_sides_and_only_the_spinning_side_spins(tmp_path, 
     spinning = [env.get("AGENTSEARCH_EMBEDDING_SPIN") for argv, env in runs if "ingest" in argv]
     assert spinning == [None, "true", None, None, "true", None]
     assert runs[3][1]["PYTHONPATH"] == str(tmp_path.resolve())
+    # By default no side spins: the passages' sessions have one thread each, so nothing would.
+    assert list(ingest_command.measure(docs=2, rounds=1, corpus=corpus)["sides"]) == ["plain", "embedded"]
 
 
 def test_each_run_gets_the_readme_lines_a_new_data_dir_and_its_trees_code(tmp_path, monkeypatch):

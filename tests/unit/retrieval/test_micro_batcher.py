@@ -80,3 +80,20 @@ def test_a_call_larger_than_the_batch_goes_alone_and_whole():
 def test_settings_are_checked():
     with pytest.raises(ValueError):
         MicroBatcher(SlowModel(), max_batch=0)
+
+
+def test_runners_take_calls_side_by_side_and_each_caller_still_gets_its_rows():
+    # Two passes must be inside the model at once to pass the barrier: one runner would wait on it alone and fail.
+    barrier = threading.Barrier(2, timeout=10)
+
+    def model(texts: list[str]) -> list[list[float]]:
+        barrier.wait()
+        return [[float(len(t))] for t in texts]
+
+    batcher = MicroBatcher(model, max_batch=1, max_wait_s=0, runners=2)
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda text: batcher.embed([text]), ["ab", "abcd"]))
+    assert got == [[[2.0]], [[4.0]]]
+    assert batcher.passes == 2
+    with pytest.raises(ValueError):
+        MicroBatcher(model, runners=0)

@@ -110,7 +110,7 @@ def test_queries_run_on_the_float32_graph_while_passages_stay_int8(reference):
     # they were indexed, so they move a little more.
     assert np.allclose(queries, OnnxEngine(resolve_model_path(MODEL), fp32).encode(TEXTS), atol=1e-5)
     assert (queries * expected).sum(axis=1).min() > 0.9999
-    assert np.allclose(passages, OnnxEngine(resolve_model_path(MODEL), int8).encode(TEXTS), atol=1e-5)
+    assert np.allclose(passages, OnnxEngine(resolve_model_path(MODEL), int8, parallel=True).encode(TEXTS), atol=1e-5)
     assert not np.allclose(queries, passages, atol=1e-3)
     # "same", or the passages' own runtime, is one graph for both sides; a model off ONNX Runtime has no second.
     for same in (Settings(embedding_runtime="onnx-int8", embedding_query_runtime="same", model_cache_dir=cache),
@@ -170,6 +170,27 @@ def test_a_spinning_session_gives_the_same_vectors_and_the_setting_reaches_it(en
         assert settings.embedding_spin is expected
         make_embedder(settings)
         assert made[-1]["spin"] is expected
+
+
+def test_passes_side_by_side_give_the_vectors_of_one_session_and_use_every_session(engine):
+    runtime, onnx = engine
+    path = onnx_model_for(MODEL, runtime, get_settings().model_cache_dir)
+    side_by_side = OnnxEngine(resolve_model_path(MODEL), path, threads=2, parallel=True)
+    texts = [f"{text} ({i})" for i in range(10) for text in TEXTS]
+    spans = [[(0, len(text) // 2)] for text in texts]
+    vectors, pooled = side_by_side.encode_spans(texts, spans)
+    alone, alone_pooled = onnx.encode_spans(texts, spans)
+    # Each text's row, in the caller's order, whichever session ran its batch. int8 quantises each pass's activations
+    # on its batch's scale, and the batches differ (20 and 20 texts instead of 32 and 8): a little movement only.
+    cosines = (vectors * alone).sum(axis=1)
+    assert cosines.min() > (0.9999 if runtime == "onnx" else 0.97), cosines
+    nearest = (vectors @ alone.T).argmax(axis=1)
+    assert [int(i) % len(TEXTS) for i in nearest] == [i % len(TEXTS) for i in range(len(texts))]
+    spans_agree = [float(a[0] @ b[0]) for a, b in zip(pooled, alone_pooled, strict=True)]
+    assert min(spans_agree) > (0.9999 if runtime == "onnx" else 0.97)
+    sessions, pool = side_by_side._sessions_of_this_process()
+    assert pool is not None and sessions.qsize() == 2  # two sessions, both free again
+    assert all(s.get_session_options().intra_op_num_threads == 1 for s in (sessions.get(), sessions.get()))
 
 
 def test_a_model_shipped_without_its_weights_finds_the_graph_exported_from_them(tmp_path):

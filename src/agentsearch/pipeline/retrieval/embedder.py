@@ -20,6 +20,7 @@ models and their weights' directories are named in ``agentsearch.pipeline.retrie
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -74,7 +75,9 @@ class Embedder:
         if onnx_path is not None:
             from agentsearch.pipeline.retrieval.onnx_engine import OnnxEngine
 
-            onnx = self._onnx = OnnxEngine(resolve_model_path(model_name), onnx_path, threads=threads, spin=spin)
+            # Passages in passes of one thread side by side, one per core (``OnnxEngine``'s ``parallel``).
+            onnx = self._onnx = OnnxEngine(resolve_model_path(model_name), onnx_path, threads=threads, spin=spin,
+                                           parallel=True)
             self.dimension = onnx.dimension
 
             def encode_passages(texts: list[str]) -> list[list[float]]:
@@ -113,7 +116,7 @@ class Embedder:
             encode_passages = encode_queries = self._encode
         # One forward pass at a time per process (torch already uses every core), over the texts of every call
         # waiting for it: the steps of a thread-pool worker embed at once.
-        self._batcher = MicroBatcher(encode_passages, max_batch=batch_size)
+        self._batcher = MicroBatcher(encode_passages, max_batch=batch_size, runners=self._passes_at_once())
         # A model that embeds the two sides alike shares one queue; E5 prefixes queries, so they get their own.
         self._query_batcher = (self._batcher if encode_queries is encode_passages
                                else MicroBatcher(encode_queries, max_batch=batch_size))
@@ -133,6 +136,11 @@ class Embedder:
         for engine in (self._onnx, self._query_onnx):
             if engine is not None:
                 engine.threads = threads
+        self._batcher.runners = self._passes_at_once()
+
+    def _passes_at_once(self) -> int:
+        """How many passes of the passages' engine run side by side: one per core it is given (ONNX), else one."""
+        return (self._threads or os.cpu_count() or 1) if self._onnx is not None else 1
 
     def _query_engine(self, path: Path) -> OnnxEngine:
         # Made by the query batcher's one running pass at a time, so never twice.

@@ -4,11 +4,14 @@ A thread-pool worker runs many steps at once, and each may embed a query or a fe
 lock, every call would wait for all the calls before it, each a forward pass of its own; a forward pass over 32
 short texts costs little more than over one. So calls are queued and one thread runs them in batches: the texts of
 every call waiting when a pass starts (up to ``max_batch``), after at most ``max_wait_s`` for company, then each
-caller gets its own rows back. A failed pass fails every call in it, with the same error.
+caller gets its own rows back. A failed pass fails every call in it, with the same error. A model that runs passes
+side by side (``OnnxEngine(parallel=True)``) is given ``runners`` threads taking calls, so that one pass's results are
+handed back while the next runs.
 
 Usage::
 
     batcher = MicroBatcher(model_encode, max_batch=64, max_wait_s=0.002)
+    MicroBatcher(model_encode, runners=2)            # two passes at once
     vectors = batcher.embed(["solar output"])       # from any thread; blocks until its batch has run
 """
 
@@ -32,10 +35,11 @@ class _Call:
 
 
 class MicroBatcher:
-    def __init__(self, encode: Callable[[list[str]], Vectors], max_batch: int = 64, max_wait_s: float = 0.002) -> None:
-        if max_batch < 1 or max_wait_s < 0:
-            raise ValueError("max_batch must be at least 1 and max_wait_s not negative")
-        self._encode, self.max_batch, self.max_wait_s = encode, max_batch, max_wait_s
+    def __init__(self, encode: Callable[[list[str]], Vectors], max_batch: int = 64, max_wait_s: float = 0.002,
+                 runners: int = 1) -> None:
+        if max_batch < 1 or max_wait_s < 0 or runners < 1:
+            raise ValueError("max_batch and runners must be at least 1 and max_wait_s not negative")
+        self._encode, self.max_batch, self.max_wait_s, self.runners = encode, max_batch, max_wait_s, runners
         self._queue: deque[_Call] = deque()
         self._arrived = threading.Condition()
         self._runner_pid: int | None = None
@@ -46,11 +50,12 @@ class MicroBatcher:
             return []
         call = _Call(list(texts))
         with self._arrived:
-            # A forked process has the queue but not the thread that served it.
+            # A forked process has the queue but not the threads that served it.
             if self._runner_pid != os.getpid():
                 self._queue.clear()
                 self._runner_pid = os.getpid()
-                threading.Thread(target=self._run, name="agentsearch-embed-batcher", daemon=True).start()
+                for _ in range(self.runners):
+                    threading.Thread(target=self._run, name="agentsearch-embed-batcher", daemon=True).start()
             self._queue.append(call)
             self._arrived.notify()
         call.done.wait()
@@ -87,7 +92,8 @@ class MicroBatcher:
             calls = self._take()
             try:
                 vectors = self._encode([text for call in calls for text in call.texts])
-                self.passes += 1
+                with self._arrived:  # runners count side by side
+                    self.passes += 1
                 start = 0
                 for call in calls:
                     call.vectors = vectors[start:start + len(call.texts)]
