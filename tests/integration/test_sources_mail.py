@@ -3,6 +3,7 @@ delivered, expunged and moved between runs; and its folders mapped to a team col
 
 from __future__ import annotations
 
+import imaplib
 import uuid
 
 import pytest
@@ -136,7 +137,7 @@ def test_a_mailbox_is_read_by_uid_and_its_folders_give_the_documents_groups(data
 
 
 def test_a_folder_s_acl_gives_its_messages_groups_and_an_acl_change_reaches_them_without_reading_them(
-        database):  # noqa: F811
+        database, monkeypatch):  # noqa: F811
     with Dovecot({"ana": "s3cret"}, acl=True) as imap:
         for folder in ("HR", "Team"):
             imap.create("ana", folder)
@@ -167,6 +168,22 @@ def test_a_folder_s_acl_gives_its_messages_groups_and_an_acl_change_reaches_them
         assert runner.groups() == {"INBOX/1": ["ana"], "HR/1": ["ana", "board"]}
         assert "Team: its permissions could not be read (a negative read right for guest" in second["errors"][0]
         assert len(runner.sent("parse_document")) == 1  # INBOX's message, read for the first time
+
+        # Unchanged, the ACLs are still asked (a folder's ACL changes without its UIDNEXT): a GETACL a folder, and
+        # no message fetched.
+        sent: list[str] = []
+        original = imaplib.IMAP4._command
+
+        def counted(imap, name, *args):
+            sent.append(f"{name} {args[0]}" if name == "UID" else name)
+            return original(imap, name, *args)
+
+        monkeypatch.setattr(imaplib.IMAP4, "_command", counted)
+        third = runner.run()
+        monkeypatch.undo()
+        assert third["documents"] == {"new": 0, "changed": 0, "unchanged": 2, "removed": 0, "failed": 1}, third
+        assert sent.count("GETACL") == 3 and sent.count("EXAMINE") == 3 and "UID FETCH" not in sent, sent
+        assert runner.tasks == []
 
     # A server without the ACL extension: no folder's readers can be known, so none is indexed.
     with Dovecot({"ana": "s3cret"}) as plain:

@@ -116,7 +116,8 @@ class Mail:
             raise ListingFailed(f"imap folder {folder!r}: UID SEARCH: {said(answer)}")
         uids = [int(u) for u in (answer[0] or b"").split()]
         new = [uid for uid in uids if f"{prefix}{uid}" not in known]
-        sizes = self._sizes(imap, new[:budget[0]], ctx)
+        # A folder not to be indexed: its messages are listed (counted failed, their documents removed), never read.
+        sizes = self._sizes(imap, new[:budget[0]], ctx) if refused is None else {}
         for uid in uids:
             key = f"{prefix}{uid}"
             url = (f"imap://{quote(config.username, safe='')}@{config.host}:{config.port}/{quote(folder)};"
