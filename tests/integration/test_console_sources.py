@@ -127,11 +127,12 @@ def test_a_feed_source_is_added_through_its_form_run_and_shows_its_counts(tmp_pa
             assert edit.locator("[name=url]").get_attribute("aria-invalid") == "true"
             edit.locator("[name=url]").fill(site.url("/news/tides.html"))
             edit.locator("[name=username]").fill("editor")
+            edit.locator("[name=max_pages]").fill("20")
             edit.locator("[name=schedule_s]").fill("7200")
             with page.expect_request(lambda r: r.method == "PATCH") as patch:
                 edit.get_by_role("button", name="Save").click()
-            assert patch.value.post_data_json == {"config": {"url": site.url("/news/tides.html"),
-                                                             "username": "editor"}, "schedule_s": 7200}
+            assert patch.value.post_data_json == {"config": {"url": site.url("/news/tides.html"), "username": "editor",
+                                                             "max_pages": 20}, "schedule_s": 7200}
             edit.wait_for(state="detached")
             page.locator("tr[data-kind=web]", has_text="every 2 h").wait_for()
             assert site.url("/news/tides.html") in web.inner_text() and "password: set" in web.inner_text()
@@ -141,9 +142,24 @@ def test_a_feed_source_is_added_through_its_form_run_and_shows_its_counts(tmp_pa
                 assert edited["config"]["username"] == "editor" and edited["config"]["password"] == "set"
                 assert edited["schedule_s"] == 7200
 
-            # Edited again, prefilled from what was saved, and cancelled: the form goes.
+            # Edited again, prefilled from what was saved: fields emptied go back to their defaults (the username to
+            # none, the page limit to 100), the schedule to "only when asked".
             web.get_by_role("button", name="Edit source").click()
             assert edit.locator("[name=username]").input_value() == "editor"
+            assert edit.locator("[name=max_pages]").input_value() == "20"
+            for name in ("username", "max_pages", "schedule_s"):
+                edit.locator(f"[name={name}]").fill("")
+            with page.expect_request(lambda r: r.method == "PATCH") as patch:
+                edit.get_by_role("button", name="Save").click()
+            assert patch.value.post_data_json == {"config": {"username": None, "max_pages": 100}, "schedule_s": None}
+            page.locator("tr[data-kind=web]", has_text="only when asked").wait_for()
+            with api.http(key) as http:
+                edited = http.get(f"/v1/collections/{collection_id}/sources/{edited['id']}").json()
+                assert edited["config"]["username"] is None and edited["config"]["max_pages"] == 100
+                assert edited["config"]["password"] == "set" and edited["schedule_s"] is None
+
+            # And cancelled: the form goes, nothing sent.
+            web.get_by_role("button", name="Edit source").click()
             edit.get_by_role("button", name="Cancel").click()
             edit.wait_for(state="detached")
 

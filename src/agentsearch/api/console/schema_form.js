@@ -42,6 +42,15 @@ function resolveItems(prop) { return prop._items || prop.items || {}; }
 
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
+/** What a field emptied while editing stands for: its default, else an empty list or mapping like the value it
+ * held (a source's `groups`, `folders`), else null. */
+function emptied(dflt, held) {
+  if (dflt !== undefined) return dflt;
+  if (Array.isArray(held)) return [];
+  if (held !== null && typeof held === 'object') return {};
+  return null;
+}
+
 /** {el, errors, read()}: read() gives {config} or {problems: {loc: message}} for what cannot even be sent. */
 export function schemaForm(schema, empty = 'This agent has nothing to configure.', values = null) {
   const defs = schema.$defs || schema.definitions || {};
@@ -130,7 +139,7 @@ export function schemaForm(schema, empty = 'This agent has nothing to configure.
       if (values && !secret) {
         // Editing: what the form read before any change stands for the stored value, so only a change is sent.
         if (same(value, initial[name])) continue;
-        config[name] = value !== undefined ? value : (dflt !== undefined ? dflt : null);
+        config[name] = value !== undefined ? value : emptied(dflt, values[name]);
         continue;
       }
       if (value === undefined) continue;
