@@ -125,6 +125,7 @@ def test_a_feed_source_is_added_through_its_form_run_and_shows_its_counts(tmp_pa
             edit.locator("[name=url] ~ .field-error").wait_for(state="visible")
             assert "http:// or https://" in edit.locator("[name=url] ~ .field-error").inner_text()
             assert edit.locator("[name=url]").get_attribute("aria-invalid") == "true"
+            _shoot(page, "collection-source-edit")
             edit.locator("[name=url]").fill(site.url("/news/tides.html"))
             edit.locator("[name=username]").fill("editor")
             edit.locator("[name=max_pages]").fill("20")
