@@ -4,7 +4,9 @@ test's loopback feed server (the suite's stack keeps the egress guard's defaults
 
 A feed source is added through the form made from the feed kind's schema (its URL left out first: the API's 422
 under the field), run now, and its run's counts appear in its row; a web source's password is a password input and
-is shown only as "set"; a source is disabled and enabled again, then removed with its documents.
+is shown only as "set"; its settings are edited in a form prefilled from it (the password shown as set, never
+filled in), a wrong URL's 422 shown under the field, and only what changed sent; a source is disabled and enabled
+again, then removed with its documents.
 """
 
 from __future__ import annotations
@@ -106,6 +108,61 @@ def test_a_feed_source_is_added_through_its_form_run_and_shows_its_counts(tmp_pa
             assert page.locator("tr[data-kind=web] td.source-next").inner_text() not in ("", "–")
             assert SECRET not in page.content()
             _shoot(page, "collection-sources")
+
+            # Edited: the form holds the source's settings, its password only as "set"; a wrong URL's 422 shows
+            # under the field; saved, only what changed is sent, and the password is kept.
+            web.get_by_role("button", name="Edit source").click()
+            edit = page.locator("form.source-edit-form")
+            edit.wait_for()
+            assert edit.locator("[name=url]").input_value() == site.url("/news/solar.html")
+            assert edit.locator("[name=username]").input_value() == "reader"
+            assert edit.locator("[name=password]").input_value() == ""
+            assert edit.locator("[name=password]").get_attribute("placeholder").startswith("set")
+            assert edit.locator("[name=schedule_s]").input_value() == "3600"
+            assert SECRET not in page.content()
+            edit.locator("[name=url]").fill("ftp://example.org/news/")
+            edit.get_by_role("button", name="Save").click()
+            edit.locator("[name=url] ~ .field-error").wait_for(state="visible")
+            assert "http:// or https://" in edit.locator("[name=url] ~ .field-error").inner_text()
+            assert edit.locator("[name=url]").get_attribute("aria-invalid") == "true"
+            _shoot(page, "collection-source-edit")
+            edit.locator("[name=url]").fill(site.url("/news/tides.html"))
+            edit.locator("[name=username]").fill("editor")
+            edit.locator("[name=max_pages]").fill("20")
+            edit.locator("[name=schedule_s]").fill("7200")
+            with page.expect_request(lambda r: r.method == "PATCH") as patch:
+                edit.get_by_role("button", name="Save").click()
+            assert patch.value.post_data_json == {"config": {"url": site.url("/news/tides.html"), "username": "editor",
+                                                             "max_pages": 20}, "schedule_s": 7200}
+            edit.wait_for(state="detached")
+            page.locator("tr[data-kind=web]", has_text="every 2 h").wait_for()
+            assert site.url("/news/tides.html") in web.inner_text() and "password: set" in web.inner_text()
+            with api.http(key) as http:
+                edited = next(s for s in http.get(f"/v1/collections/{collection_id}/sources").json()["items"]
+                              if s["kind"] == "web")
+                assert edited["config"]["username"] == "editor" and edited["config"]["password"] == "set"
+                assert edited["schedule_s"] == 7200
+
+            # Edited again, prefilled from what was saved: fields emptied go back to their defaults (the username to
+            # none, the page limit to 100), the schedule to "only when asked".
+            web.get_by_role("button", name="Edit source").click()
+            assert edit.locator("[name=username]").input_value() == "editor"
+            assert edit.locator("[name=max_pages]").input_value() == "20"
+            for name in ("username", "max_pages", "schedule_s"):
+                edit.locator(f"[name={name}]").fill("")
+            with page.expect_request(lambda r: r.method == "PATCH") as patch:
+                edit.get_by_role("button", name="Save").click()
+            assert patch.value.post_data_json == {"config": {"username": None, "max_pages": 100}, "schedule_s": None}
+            page.locator("tr[data-kind=web]", has_text="only when asked").wait_for()
+            with api.http(key) as http:
+                edited = http.get(f"/v1/collections/{collection_id}/sources/{edited['id']}").json()
+                assert edited["config"]["username"] is None and edited["config"]["max_pages"] == 100
+                assert edited["config"]["password"] == "set" and edited["schedule_s"] is None
+
+            # And cancelled: the form goes, nothing sent.
+            web.get_by_role("button", name="Edit source").click()
+            edit.get_by_role("button", name="Cancel").click()
+            edit.wait_for(state="detached")
 
             # Disabled: no next run, the button offers Enable; enabled again.
             web.get_by_role("button", name="Disable source").click()

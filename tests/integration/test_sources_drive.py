@@ -123,3 +123,24 @@ def test_the_drive_bench_reads_every_file_once_and_an_unchanged_drive_with_a_pro
     # Two subfolders of the bench's folder: PROPFIND the folder and each subfolder, a GET per file.
     assert figures["first_run_requests"] == 3 + 150
     assert figures["unchanged_run_requests_median"] == 3 and figures["unchanged_run_documents_stored"] == 0
+
+
+def test_the_test_server_offers_no_sync_collection_so_the_drive_lists_by_propfind(tmp_path):
+    """Why the drive kind lists every folder: WsgiDAV (the suite's server) answers no ``REPORT`` and keeps no
+    ``sync-token`` (RFC 6578), so a ``sync-collection`` client could not be tested here. Should a WsgiDAV release
+    offer it, this fails, and the drive kind can use it."""
+    import httpx
+
+    with DavServer(tmp_path / "drive", auth=("ana", "s3cret")) as dav:
+        (dav.root / "guide.md").write_text("# Guide\n")
+        with httpx.Client(auth=("ana", "s3cret"), timeout=10) as http:
+            options = http.request("OPTIONS", dav.url("/"))
+            assert "PROPFIND" in options.headers["allow"] and "REPORT" not in options.headers["allow"]
+            report = http.request("REPORT", dav.url("/"), headers={"Content-Type": "application/xml"}, content=(
+                b'<?xml version="1.0"?><d:sync-collection xmlns:d="DAV:"><d:sync-token/><d:sync-level>1'
+                b"</d:sync-level><d:prop><d:getetag/></d:prop></d:sync-collection>"))
+            assert report.status_code == 405
+            props = http.request("PROPFIND", dav.url("/"), headers={"Depth": "0"}, content=(
+                b'<?xml version="1.0"?><d:propfind xmlns:d="DAV:"><d:prop><d:supported-report-set/><d:sync-token/>'
+                b"</d:prop></d:propfind>"))
+            assert props.status_code == 207 and "404 Not Found" in props.text and "<D:sync-token>" not in props.text

@@ -3,6 +3,7 @@ delivered, expunged and moved between runs; and its folders mapped to a team col
 
 from __future__ import annotations
 
+import imaplib
 import uuid
 
 import pytest
@@ -133,6 +134,65 @@ def test_a_mailbox_is_read_by_uid_and_its_folders_give_the_documents_groups(data
     gone = runner.run()
     assert gone["status"] == "failed" and gone["errors"][0].startswith("imap 127.0.0.1"), gone
     assert gone["documents"]["removed"] == 0 and len(runner.documents()) == 3
+
+
+def test_a_folder_s_acl_gives_its_messages_groups_and_an_acl_change_reaches_them_without_reading_them(
+        database, monkeypatch):  # noqa: F811
+    with Dovecot({"ana": "s3cret"}, acl=True) as imap:
+        for folder in ("HR", "Team"):
+            imap.create("ana", folder)
+        imap.setacl("ana", "HR", "$hr", "lrs")  # the hr group may read HR
+        imap.setacl("ana", "Team", "anyone", "lr")  # every account may read Team
+        for folder in ("INBOX", "HR", "Team"):
+            imap.deliver("ana", folder, message(f"{folder} news", f"News of the {folder} folder."))
+        runner = TeamRunner(database, settings())
+        runner.add("mail", {"host": "127.0.0.1", "port": imap.port, "username": "ana", "password": "s3cret",
+                            "folders": ["INBOX", "HR", "Team"], "tls": "none", "acl": True,
+                            "groups": {"group:hr": "hr", "group:board": "board"}})
+
+        # INBOX is ana's alone (its ACL: ana), and no mapping names her: not indexed, with the reason.
+        first = runner.run()
+        assert first["documents"] == {"new": 2, "changed": 0, "unchanged": 0, "removed": 0, "failed": 1}, first
+        assert runner.groups() == {"HR/1": ["hr"], "Team/1": []}
+        assert first["errors"] == ["INBOX: restricted in the source to user:ana, which no group mapping names: not "
+                                   "indexed"]
+
+        # HR shared with the board instead of hr; a negative read right on Team; ana mapped: each reaches its
+        # messages' groups at the next run, no message read again.
+        imap.setacl("ana", "HR", "$hr", "")
+        imap.setacl("ana", "HR", "$board", "lr")
+        imap.setacl("ana", "Team", "-guest", "r")
+        runner.reconfigure(groups={"group:hr": "hr", "group:board": "board", "user:ana": "ana"})
+        second = runner.run()
+        assert second["documents"] == {"new": 1, "changed": 1, "unchanged": 0, "removed": 1, "failed": 1}, second
+        assert runner.groups() == {"INBOX/1": ["ana"], "HR/1": ["ana", "board"]}
+        assert "Team: its permissions could not be read (a negative read right for guest" in second["errors"][0]
+        assert len(runner.sent("parse_document")) == 1  # INBOX's message, read for the first time
+
+        # Unchanged, the ACLs are still asked (a folder's ACL changes without its UIDNEXT): a GETACL a folder, and
+        # no message fetched.
+        sent: list[str] = []
+        original = imaplib.IMAP4._command
+
+        def counted(imap, name, *args):
+            sent.append(f"{name} {args[0]}" if name == "UID" else name)
+            return original(imap, name, *args)
+
+        monkeypatch.setattr(imaplib.IMAP4, "_command", counted)
+        third = runner.run()
+        monkeypatch.undo()
+        assert third["documents"] == {"new": 0, "changed": 0, "unchanged": 2, "removed": 0, "failed": 1}, third
+        assert sent.count("GETACL") == 3 and sent.count("EXAMINE") == 3 and "UID FETCH" not in sent, sent
+        assert runner.tasks == []
+
+    # A server without the ACL extension: no folder's readers can be known, so none is indexed.
+    with Dovecot({"ana": "s3cret"}) as plain:
+        plain.deliver("ana", "INBOX", message("Hello", "Plain."))
+        runner.reconfigure(port=plain.port, folders=["INBOX"])
+        closed = runner.run()
+        assert closed["status"] == "succeeded" and closed["documents"]["failed"] == 1, closed
+        assert "the server offers no ACL extension (RFC 4314)" in closed["errors"][0]
+        assert closed["documents"]["new"] == 0
 
 
 def test_a_mail_source_is_refused_an_internal_host_and_groups_on_a_personal_collection(database, tmp_path):  # noqa: F811

@@ -18,10 +18,10 @@ __all__ = ["Dovecot", "HostileImap", "message"]
 
 
 class Dovecot(_Dovecot):
-    def __init__(self, users: dict[str, str], tls: bool = False) -> None:
+    def __init__(self, users: dict[str, str], tls: bool = False, acl: bool = False) -> None:
         if installed() is None:
             pytest.skip("dovecot is not installed (make services installs dovecot-imapd)")
-        super().__init__(users, tls)
+        super().__init__(users, tls, acl)
 
 
 class HostileImap:

@@ -9,6 +9,9 @@ Usage::
         imap.create("ana", "HR")
         imap.expunge("ana", "INBOX", uid)                            # a message gone
         imap.move("ana", "INBOX", uid, "HR")
+
+    with Dovecot(users={"ana": "s3cret"}, acl=True) as imap:
+        imap.setacl("ana", "HR", "$hr", "lr")                         # RFC 4314 SETACL: the hr group may read HR
 """
 
 from __future__ import annotations
@@ -60,13 +63,16 @@ class Dovecot:
     """Dovecot serving IMAP without TLS on 127.0.0.1 for the given users (name -> password), from a folder of its
     own under the system's temporary folder (its unprivileged processes must reach it: pytest's are private)."""
 
-    def __init__(self, users: dict[str, str], tls: bool = False) -> None:
+    def __init__(self, users: dict[str, str], tls: bool = False, acl: bool = False) -> None:
         self.base = Path(tempfile.mkdtemp(prefix="agentsearch-dovecot-"))
         self.users, self.port = users, free_port()
         # With ``tls``: IMAPS on ``tls_port`` and STARTTLS on ``port``, with a certificate for 127.0.0.1 made here,
         # whose PEM (``ca_pem``) is what a client must trust.
         self.tls_port = free_port() if tls else 0
         self.ca_pem = ""
+        # With ``acl``: the acl and imap_acl plugins (RFC 4314 GETACL, SETACL, MYRIGHTS), ACLs kept in files beside
+        # each folder, "anyone" allowed as an identifier.
+        self.acl = acl
         self.proc: subprocess.Popen | None = None
 
     def _certificate(self) -> str:
@@ -142,6 +148,7 @@ service imap-login {{
     port = {self.tls_port}
   }}
 }}
+{self._acl_plugins() if self.acl else ""}
 service anvil {{
   chroot =
 }}
@@ -150,6 +157,18 @@ service imap-login {{
 }}
 """)
         return config
+
+    @staticmethod
+    def _acl_plugins() -> str:
+        return """mail_plugins = $mail_plugins acl
+protocol imap {
+  mail_plugins = $mail_plugins imap_acl
+}
+plugin {
+  acl = vfile
+  acl_anyone = allow
+}
+"""
 
     def __enter__(self) -> Dovecot:
         config = self._configure()
@@ -194,6 +213,14 @@ service imap-login {{
                 # APPENDUID (RFC 4315): [APPENDUID <uidvalidity> <uid>]
                 uids.append(int(answer[0].decode().split("APPENDUID ")[1].split()[1].rstrip("]")))
         return uids
+
+    def setacl(self, user: str, folder: str, identifier: str, rights: str) -> None:
+        """The folder's ACL entry for ``identifier`` (``bob``, ``$hr``, ``anyone``, ``-carol``) set to ``rights``
+        (RFC 4314 letters), or removed when ``rights`` is empty; as ``user``, who must hold the administer right."""
+        with self.client(user) as imap:
+            typ, answer = imap.deleteacl(folder, identifier) if not rights else imap.setacl(folder, identifier, rights)
+            if typ != "OK":
+                raise RuntimeError(f"ACL of {folder} for {identifier} refused: {answer!r}")
 
     def expunge(self, user: str, folder: str, uid: int) -> None:
         with self.client(user) as imap:

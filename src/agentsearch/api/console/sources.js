@@ -2,7 +2,9 @@
 // schedule, its last run (status, documents new/changed/unchanged/removed/failed, the first errors) and its next;
 // an editor adds one through a form made from its kind's config schema (GET /v1/source-kinds: credentials are
 // password inputs, write-only, listed afterwards only as "set"), runs one now (POST .../runs, the row read again
-// until the run ends), disables or enables it (PATCH) and removes it (DELETE: its documents go with it).
+// until the run ends), edits it (a form prefilled from the source, its credentials shown as set and sent only when
+// a new one is typed; PATCH with only what changed), disables or enables it (PATCH) and removes it (DELETE: its
+// documents go with it).
 
 import { api } from './api.js';
 import { schemaForm } from './schema_form.js';
@@ -59,6 +61,8 @@ export async function renderSources(collection, ctx) {
     const buttons = canManage ? h('td', { class: 'cell-actions' },
       h('button', { type: 'button', class: 'button-quiet', onclick: () => runNow(source),
         'aria-label': `Run source ${whereText(source)} now` }, 'Run now'),
+      kinds ? h('button', { type: 'button', class: 'button-quiet', onclick: () => edit(source),
+        'aria-label': `Edit source ${whereText(source)}` }, 'Edit') : null,
       h('button', { type: 'button', class: 'button-quiet', onclick: () => toggle(source),
         'aria-label': `${source.enabled ? 'Disable' : 'Enable'} source ${whereText(source)}` },
       source.enabled ? 'Disable' : 'Enable'),
@@ -126,6 +130,17 @@ export async function renderSources(collection, ctx) {
     }
   }
 
+  function edit(source) {
+    const kind = kinds.find((k) => k.kind === source.kind);
+    if (!kind) { toast(`The kind ${source.kind} is not offered here`, 'error'); return; }
+    clear(editBox).append(editForm(base, kind, source, async (saved) => {
+      clear(editBox);
+      show(await api(`${base}/${saved.id}`, { signal: ctx.signal }));  // with its last run, which PATCH leaves out
+      toast('Source saved');
+    }, () => clear(editBox)));
+    editBox.querySelector('input, select, textarea')?.focus();
+  }
+
   async function remove(source) {
     if (!window.confirm(`Remove the ${source.kind} source ${whereText(source)} and the documents it brought?`)) return;
     try {
@@ -137,6 +152,16 @@ export async function renderSources(collection, ctx) {
     }
   }
 
+  let kinds = null;
+  let kindsError = null;
+  if (canManage) {
+    try {
+      ({ items: kinds } = await api('/v1/source-kinds', { signal: ctx.signal }));
+    } catch (exc) {
+      kindsError = h('p', { class: 'field-error' }, `Could not load the kinds of source: ${exc.message}`);
+    }
+  }
+  const editBox = h('div', { class: 'source-edit' });
   const card = h('div', { class: 'card table-card sources' },
     h('div', { class: 'card-head' }, h('h3', { class: 'card-subtitle' }, 'Sources')), note,
     h('table', { class: 'table' }, h('caption', { class: 'visually-hidden' }, `Sources of ${collection.name}`),
@@ -144,20 +169,68 @@ export async function renderSources(collection, ctx) {
         (label) => h('th', { scope: 'col' }, label)),
       canManage ? h('th', { scope: 'col' }, h('span', { class: 'visually-hidden' }, 'Actions')) : null)),
       body),
-    canManage ? await addForm(base, ctx, load).catch((exc) => h('p', { class: 'field-error' },
-      `Could not load the kinds of source: ${exc.message}`)) : null);
+    editBox,
+    kinds ? addForm(base, kinds, load) : kindsError);
   load().catch((exc) => { if (exc.name !== 'AbortError') note.textContent = `Could not load the sources: ${exc.message}`; });
   return card;
 }
 
-/** The form of a new source: its kind, the kind's config (a form from its schema), its schedule and whether it runs. */
-async function addForm(base, ctx, onAdded) {
-  const { items: kinds } = await api('/v1/source-kinds', { signal: ctx.signal });
-  const kindId = uid('source-kind');
-  const scheduleId = uid('source-schedule');
-  const enabledId = uid('source-enabled');
+/** The schedule's field ({el, error, value()}): seconds between runs, empty for only when asked. */
+function scheduleField(seconds) {
+  const id = uid('source-schedule');
+  const error = h('p', { class: 'field-error', id: `${id}-error`, hidden: true, dataset: { for: id } });
+  const input = h('input', { id, name: 'schedule_s', type: 'number', inputmode: 'numeric', step: '1', min: '1',
+    value: seconds ?? '', 'aria-describedby': error.id });
+  const el = h('div', { class: 'field' }, h('label', { for: id }, 'Schedule (seconds between runs) ',
+    h('span', { class: 'muted' }, '(optional: empty runs it only when asked)')), input, error);
+  return { el, error, value: () => (input.value === '' ? null : Number(input.value)) };
+}
+
+/** A source's form sent: its 422 shown under the fields at fault, else ``done`` with the answer. */
+function sendForm(form, generated, schedule, extraErrors, formError, send, done) {
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearInvalid(form);
+    const { config, problems } = generated().read();
+    const errors = { ...generated().errors, 'body.schedule_s': schedule.error, ...extraErrors };
+    if (problems.length) { showFieldErrors({ detail: problems }, errors, formError); return; }
+    try {
+      const answer = await send(config);
+      showFieldErrors(null, errors, formError);
+      await done(answer);
+    } catch (exc) {
+      showFieldErrors(exc, errors, formError);
+    }
+  });
+}
+
+/** The form of a source's settings as they are: only what is changed is sent (PATCH merges it over the rest; a
+ * credential left empty is kept). */
+function editForm(base, kind, source, onSaved, onCancel) {
+  const generated = schemaForm(kind.schema, 'This kind has nothing to configure.', source.config || {});
+  const schedule = scheduleField(source.schedule_s);
   const formError = h('p', { class: 'field-error', role: 'alert', hidden: true });
-  const scheduleError = h('p', { class: 'field-error', id: `${scheduleId}-error`, hidden: true, dataset: { for: scheduleId } });
+  const form = h('form', { class: 'stack source-edit-form', novalidate: true, 'aria-label': `Edit the ${source.kind} source`,
+    dataset: { source: source.id } },
+  h('h4', { class: 'card-subtitle' }, `Edit the ${source.kind} source`),
+  generated.el, schedule.el, formError,
+  h('div', { class: 'form-buttons' }, h('button', { type: 'submit', class: 'button-primary' }, 'Save'),
+    h('button', { type: 'button', class: 'button-quiet', onclick: onCancel }, 'Cancel')));
+  sendForm(form, () => generated, schedule, {}, formError, (config) => {
+    const json = {};
+    if (Object.keys(config).length) json.config = config;
+    if (schedule.value() !== (source.schedule_s ?? null)) json.schedule_s = schedule.value();
+    return api(`${base}/${source.id}`, { method: 'PATCH', json });
+  }, onSaved);
+  return form;
+}
+
+/** The form of a new source: its kind, the kind's config (a form from its schema), its schedule and whether it runs. */
+function addForm(base, kinds, onAdded) {
+  const kindId = uid('source-kind');
+  const enabledId = uid('source-enabled');
+  const schedule = scheduleField(null);
+  const formError = h('p', { class: 'field-error', role: 'alert', hidden: true });
   const kindError = h('p', { class: 'field-error', id: `${kindId}-error`, hidden: true, dataset: { for: kindId } });
   const select = h('select', { id: kindId, name: 'kind', 'aria-describedby': kindError.id },
     kinds.map((k) => h('option', { value: k.kind, selected: k.kind === 'web' }, k.kind)));
@@ -174,33 +247,18 @@ async function addForm(base, ctx, onAdded) {
     h('h4', { class: 'card-subtitle' }, 'Add a source'),
     h('div', { class: 'field' }, h('label', { for: kindId }, 'Kind'), select, kindError),
     configBox,
-    h('div', { class: 'field' }, h('label', { for: scheduleId }, 'Schedule (seconds between runs) ',
-      h('span', { class: 'muted' }, '(optional: empty runs it only when asked)')),
-    h('input', { id: scheduleId, name: 'schedule_s', type: 'number', inputmode: 'numeric', step: '1', min: '1',
-      'aria-describedby': scheduleError.id }), scheduleError),
+    schedule.el,
     h('div', { class: 'field field-check' }, h('input', { id: enabledId, name: 'enabled', type: 'checkbox', checked: true }),
       h('label', { for: enabledId }, 'Enabled')),
     formError,
     h('button', { type: 'submit', class: 'button-primary' }, 'Add source'));
-  form.addEventListener('submit', async (event) => {
-    event.preventDefault();
-    clearInvalid(form);
-    const { config, problems } = generated.read();
-    const errors = { ...generated.errors, 'body.schedule_s': scheduleError, 'body.kind': kindError };
-    if (problems.length) { showFieldErrors({ detail: problems }, errors, formError); return; }
-    const schedule = form.elements.schedule_s.value;
-    const json = { kind: select.value, config, enabled: form.elements.enabled.checked,
-      schedule_s: schedule === '' ? null : Number(schedule) };
-    try {
-      await api(base, { method: 'POST', json });
-      showFieldErrors(null, errors, formError);
-      toast(`${json.kind} source added`);
-      showKind();
-      form.elements.schedule_s.value = '';
-      await onAdded();
-    } catch (exc) {
-      showFieldErrors(exc, errors, formError);
-    }
+  sendForm(form, () => generated, schedule, { 'body.kind': kindError }, formError, (config) => api(base, {
+    method: 'POST', json: { kind: select.value, config, enabled: form.elements.enabled.checked, schedule_s: schedule.value() },
+  }), async (added) => {
+    toast(`${added.kind} source added`);
+    showKind();
+    form.elements.schedule_s.value = '';
+    await onAdded();
   });
   return form;
 }

@@ -51,6 +51,14 @@ def http_url(value: str) -> str:
     return value
 
 
+def folder_url(value: str) -> str:
+    """A config's URL naming a folder (a WebDAV collection, an API's base): an ``http_url`` that ends with ``/``, so
+    that relative references resolve inside it, not beside it (``urljoin("https://h/api", "x")`` is ``https://h/x``).
+    Its validator: ``field_validator("url")(folder_url)``."""
+    value = http_url(value)
+    return value if value.endswith("/") else value + "/"
+
+
 @dataclass(frozen=True)
 class Content:
     """What an item holds: ``name`` tells its format (``guide.md``, ``index.html``); ``as_text``: its bytes are UTF-8

@@ -28,7 +28,7 @@ from defusedxml.common import DefusedXmlException
 from pydantic import Field, SecretStr, field_validator
 
 from agentsearch.pipeline.sources.fetch import FetchFailed
-from agentsearch.pipeline.sources.kinds.base import Context, Item, ListingFailed, SourceConfig, http_url
+from agentsearch.pipeline.sources.kinds.base import Context, Item, ListingFailed, SourceConfig, folder_url
 from agentsearch.pipeline.sources.kinds.files import file_content, readable, unread
 from agentsearch.pipeline.sources.kinds.permissions import GroupMapping, GroupsField, RequiredField
 
@@ -46,11 +46,7 @@ class DriveConfig(SourceConfig):
     groups: GroupsField = Field(default_factory=dict)
     groups_required: RequiredField = False
 
-    @field_validator("url")
-    @classmethod
-    def _folder(cls, value: str) -> str:
-        value = http_url(value)
-        return value if value.endswith("/") else value + "/"
+    _folder = field_validator("url")(folder_url)
 
 
 class Drive:

@@ -41,7 +41,7 @@ from agentsearch.pipeline.sources.kinds.access import (
     kept,
     unread,
 )
-from agentsearch.pipeline.sources.kinds.base import Content, Context, Item, ListingFailed, SourceConfig, http_url
+from agentsearch.pipeline.sources.kinds.base import Content, Context, Item, ListingFailed, SourceConfig, folder_url
 from agentsearch.pipeline.sources.kinds.files import file_content, readable
 
 PAGE = 100
@@ -64,11 +64,7 @@ class GoogleDriveConfig(SaasConfig):
     drive_id: str | None = Field(None, max_length=200, description="A shared drive; none: the account's files.")
     max_items: int = Field(10_000, ge=1, le=1_000_000, description="Files listed at most on the first run.")
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        value = http_url(value)
-        return value if value.endswith("/") else value + "/"
+    _folder = field_validator("url")(folder_url)
 
     @model_validator(mode="after")
     def _credentials(self) -> GoogleDriveConfig:

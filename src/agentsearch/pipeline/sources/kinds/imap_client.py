@@ -77,3 +77,12 @@ def connect(host: str, port: int, tls: str, max_bytes: int, timeout_s: float, ca
     if tls == "starttls":
         imap.starttls(context)
     return imap
+
+
+def said(answer: Any) -> str:
+    """The server's words (an exception's, or an answer's lines), as text."""
+    if isinstance(answer, BaseException):
+        answer = answer.args[0] if answer.args else str(answer)
+    if isinstance(answer, list):
+        answer = b" ".join(a if isinstance(a, bytes) else str(a).encode() for a in answer if a)
+    return (answer.decode("utf-8", "replace") if isinstance(answer, bytes) else str(answer))[:300]

@@ -7,6 +7,10 @@ messages) is asked for first, and a folder whose state is the last run's is not 
 listed (``UID SEARCH ALL``), and only the new ones read, their size asked first (``RFC822.SIZE``: one past
 ``max_item_bytes`` is a failed item, never fetched), their bytes with ``BODY.PEEK[]`` (no message marked read). A
 message expunged or moved away is not listed: its document is removed; a new UIDVALIDITY reads the folder again.
+A folder's messages take the document groups of the longest mapped folder holding it (``groups``) and, with
+``acl``, of the readers its access control list names (``imap_acl``: ``GETACL``, asked every run, so that a changed
+ACL reaches every message without reading it again), through the mapping the SaaS kinds use (``access``): a folder
+whose readers no mapping names, or whose ACL cannot be read, is not indexed, with the reason in the run.
 The server is reached only after the egress guard passed its host; every answer is held to the size and time limits
 (``imap_client``). A login refused, or a folder that cannot be opened, fails the run with the server's words.
 
@@ -27,8 +31,10 @@ from urllib.parse import quote
 from pydantic import Field, SecretStr
 
 from agentsearch.pipeline.platform.egress import EgressGuard, EgressRefused
+from agentsearch.pipeline.sources.kinds.access import Access, PrincipalMapping
 from agentsearch.pipeline.sources.kinds.base import Content, Context, Item, ListingFailed, SourceConfig
-from agentsearch.pipeline.sources.kinds.imap_client import TooLarge, connect
+from agentsearch.pipeline.sources.kinds.imap_acl import acl_offered, folder_access
+from agentsearch.pipeline.sources.kinds.imap_client import TooLarge, connect, said
 from agentsearch.pipeline.sources.kinds.permissions import GroupMapping, GroupsField, RequiredField, Unmapped
 
 _SIZE = re.compile(rb"UID (\d+) RFC822\.SIZE (\d+)|RFC822\.SIZE (\d+) UID (\d+)")
@@ -50,6 +56,9 @@ class MailConfig(SourceConfig):
                                                                   "the next runs).")
     groups: GroupsField = Field(default_factory=dict)
     groups_required: RequiredField = False
+    acl: bool = Field(False, description="Read each folder's access control list (RFC 4314): its readers (user:NAME, "
+                                         "group:NAME for $NAME) restrict its messages to the groups mapped to them; "
+                                         "a folder whose readers no mapping names is not indexed.")
 
 
 class Mail:
@@ -62,7 +71,6 @@ class Mail:
             EgressGuard(ctx.fetcher.policy).addresses(config.host, config.port)
         except (EgressRefused, OSError) as exc:
             raise ListingFailed(str(exc)) from exc
-        mapping = GroupMapping(config.groups, config.groups_required)
         try:
             imap = connect(config.host, config.port, config.tls, ctx.max_item_bytes, ctx.timeout_s, config.ca_cert)
         except (OSError, imaplib.IMAP4.error, ValueError) as exc:  # ValueError: a ca_cert that is no certificate
@@ -71,10 +79,12 @@ class Mail:
             try:
                 imap.login(config.username, config.password.get_secret_value())
             except imaplib.IMAP4.error as exc:
-                raise ListingFailed(f"imap login refused: {_said(exc)}") from exc
+                raise ListingFailed(f"imap login refused: {said(exc)}") from exc
             budget = [config.max_messages]
+            imap.deadline_in(ctx.timeout_s)
+            offered = config.acl and acl_offered(imap)
             for folder in dict.fromkeys(config.folders):
-                yield from self._folder(imap, folder, config, mapping, ctx, budget)
+                yield from self._folder(imap, folder, config, offered, ctx, budget)
         except (OSError, imaplib.IMAP4.abort) as exc:  # the connection lost mid-way: what was read stays
             raise ListingFailed(f"imap {config.host}: the connection was lost: {exc}") from exc
         finally:
@@ -83,20 +93,15 @@ class Mail:
             except (OSError, imaplib.IMAP4.error):
                 pass
 
-    def _folder(self, imap: Any, folder: str, config: MailConfig, mapping: GroupMapping, ctx: Context,
+    def _folder(self, imap: Any, folder: str, config: MailConfig, offered: bool, ctx: Context,
                 budget: list[int]) -> Iterator[Item]:
         imap.deadline_in(ctx.timeout_s)
         typ, answer = imap.select(_quoted(folder), readonly=True)
         if typ != "OK":
-            raise ListingFailed(f"imap folder {folder!r}: {_said(answer)}")
+            raise ListingFailed(f"imap folder {folder!r}: {said(answer)}")
         state = {"uidvalidity": _number(imap, "UIDVALIDITY"), "uidnext": _number(imap, "UIDNEXT"),
                  "exists": _number(imap, "EXISTS")}
-        groups: list[str] | None = None
-        refused: str | None = None
-        try:
-            groups = mapping.groups_of(folder)
-        except Unmapped as exc:  # every message of the folder without its groups: listed failed, none indexed
-            refused = str(exc)
+        groups, refused = _groups(imap, folder, config, offered)
         prefix = f"{folder}/{state['uidvalidity']}/"
         known = {key: entry for key, entry in ctx.previous.items() if key.startswith(prefix)}
         folders = ctx.cursor.setdefault("folders", {})
@@ -108,10 +113,11 @@ class Mail:
         imap.deadline_in(ctx.timeout_s * 3)
         typ, answer = imap.uid("SEARCH", "ALL")
         if typ != "OK":
-            raise ListingFailed(f"imap folder {folder!r}: UID SEARCH: {_said(answer)}")
+            raise ListingFailed(f"imap folder {folder!r}: UID SEARCH: {said(answer)}")
         uids = [int(u) for u in (answer[0] or b"").split()]
         new = [uid for uid in uids if f"{prefix}{uid}" not in known]
-        sizes = self._sizes(imap, new[:budget[0]], ctx)
+        # A folder not to be indexed: its messages are listed (counted failed, their documents removed), never read.
+        sizes = self._sizes(imap, new[:budget[0]], ctx) if refused is None else {}
         for uid in uids:
             key = f"{prefix}{uid}"
             url = (f"imap://{quote(config.username, safe='')}@{config.host}:{config.port}/{quote(folder)};"
@@ -134,7 +140,7 @@ class Mail:
             wanted = ",".join(str(u) for u in uids[first:first + SIZES_AT_ONCE])
             typ, answer = imap.uid("FETCH", wanted, "(RFC822.SIZE)")
             if typ != "OK":
-                raise ListingFailed(f"imap UID FETCH RFC822.SIZE: {_said(answer)}")
+                raise ListingFailed(f"imap UID FETCH RFC822.SIZE: {said(answer)}")
             for line in answer:
                 found = _SIZE.search(line if isinstance(line, bytes) else b"")
                 if found:
@@ -154,8 +160,21 @@ class Mail:
             raise ListingFailed(f"{url}: {exc}") from exc
         data = next((part[1] for part in answer if isinstance(part, tuple)), None) if typ == "OK" else None
         if data is None:  # expunged between the listing and now: gone, as the next run will see
-            return Item(key, version, url=url, error=f"{url}: not fetched: {_said(answer)}")
+            return Item(key, version, url=url, error=f"{url}: not fetched: {said(answer)}")
         return Item(key, version, Content(f"message-{uid}.eml", data), url=url, groups=groups)
+
+
+def _groups(imap: Any, folder: str, config: MailConfig, offered: bool) -> tuple[list[str] | None, str | None]:
+    """The folder's groups: those of the longest mapped folder holding it, met with those its ACL's readers are
+    mapped to (``acl``); or why its messages may not be indexed (every one then listed failed, none indexed). Read
+    every run, so that a changed ACL or mapping reaches every message without reading it again."""
+    place = GroupMapping(config.groups).place_of(folder)
+    access = folder_access(imap, _quoted(folder), config.username, offered) if config.acl else Access()
+    access.place = set() if place is None else {place}
+    try:
+        return PrincipalMapping(config.groups, config.groups_required).groups_of(access, folder), None
+    except Unmapped as exc:
+        return None, str(exc)
 
 
 def _number(imap: Any, name: str) -> int:
@@ -180,11 +199,3 @@ def _quoted(folder: str) -> str:
     name = "".join(encoded)
     return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
-
-def _said(answer: Any) -> str:
-    """The server's words, as text."""
-    if isinstance(answer, BaseException):
-        answer = answer.args[0] if answer.args else str(answer)
-    if isinstance(answer, list):
-        answer = b" ".join(a if isinstance(a, bytes) else str(a).encode() for a in answer if a)
-    return (answer.decode("utf-8", "replace") if isinstance(answer, bytes) else str(answer))[:300]

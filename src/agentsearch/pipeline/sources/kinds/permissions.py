@@ -44,16 +44,21 @@ class GroupMapping:
     def groups_of(self, place: str) -> list[str] | None:
         """The sorted groups of the item at ``place`` (None: unrestricted); ``Unmapped`` when none holds it and one
         is required."""
-        best = None
-        for prefix in self.groups:
-            if self._holds(prefix, place) and (best is None or len(prefix) > len(best)):
-                best = prefix
+        best = self.place_of(place)
         if best is None:
             if self.required:
                 raise Unmapped(f"{place}: no group mapping holds it, and the source requires one (groups_required)")
             return None
         named = self.groups[best]
         return sorted(set([named] if isinstance(named, str) else named))[:MAX_DOCUMENT_GROUPS]
+
+    def place_of(self, place: str) -> str | None:
+        """The longest mapped place holding ``place`` (a key of ``groups``), or None."""
+        best = None
+        for prefix in self.groups:
+            if self._holds(prefix, place) and (best is None or len(prefix) > len(best)):
+                best = prefix
+        return best
 
     def _holds(self, prefix: str, place: str) -> bool:
         stem = prefix.strip(self.separator)

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 from pydantic import Field, SecretStr, field_validator
 
 from agentsearch.pipeline.sources.kinds.access import Access, PrincipalMapping, SaasConfig, guard_host
-from agentsearch.pipeline.sources.kinds.base import Content, Context, Item, ListingFailed, SourceConfig, http_url
+from agentsearch.pipeline.sources.kinds.base import Content, Context, Item, ListingFailed, SourceConfig, folder_url
 from agentsearch.pipeline.sources.kinds.permissions import Unmapped
 
 PAGE = 200
@@ -48,11 +48,7 @@ class SlackConfig(SaasConfig):
                                 description="Channels read, by #name or ID; none: every one the account is in.")
     since_days: int = Field(90, ge=1, le=3650, description="How far back the first run reads.")
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        value = http_url(value)
-        return value if value.endswith("/") else value + "/"
+    _folder = field_validator("url")(folder_url)
 
 
 class Slack:
