@@ -10,7 +10,7 @@ sentence's context; docs/evaluation.md ("Embedding runtime") measures what that 
 A passages' engine runs its passes side by side (``parallel=True``): one session of one thread per core it is given,
 each batch of a call on the next free one. One session on every core synchronises its threads at each of the
 graph's operations; on shared cores every such wait lasts until the scheduler runs the sleeping thread again, and a
-pass of short sentences spent more time waiting than computing (bench/results/embedding_sessions.md).
+pass of short sentences spent more time waiting than computing (src/agentsearch/bench/results/embedding_sessions.md).
 
 Usage::
 
