@@ -3,10 +3,10 @@
     .venv/bin/python -m agentsearch.bench.embedding_sessions [--docs 300] [--rounds 3]
 
 The first ``--docs`` SciFact abstracts chunked as ingestion chunks them, and the sentences of those chunks, each
-embedded in calls of 64 texts (the embedder's batcher's size) by the int8 graph on two engines in one process:
-``OnnxEngine`` with one session on every core (the runtime before) and with ``parallel=True`` (the default since).
-The engines alternate within each round; wall and CPU seconds of each side are kept with the 1-minute load, medians
-reported, and written to src/agentsearch/bench/results/embedding_sessions.md.
+embedded in calls of 512 texts (``ChunkingConfig.embed_batch``, what an ingest task sends at once) by the int8 graph
+on two engines in one process: ``OnnxEngine`` with one session on every core (the runtime before) and with
+``parallel=True`` (the default since). The engines alternate within each round; wall and CPU seconds of each side are
+kept with the 1-minute load, medians reported, and written to src/agentsearch/bench/results/embedding_sessions.md.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from agentsearch.bench.common import load_average, machine
 
 REPO = Path(__file__).resolve().parents[3]
 SIDES = {"one session, every core": False, "sessions of one thread side by side": True}
-CALL = 64
+CALL = 512  # ChunkingConfig().embed_batch: ingestion's calls, each split by the engine into batches of 32
 
 
 def texts_of(docs: int) -> tuple[list[str], list[str]]:
