@@ -54,8 +54,10 @@ def test_channels_are_read_by_day_with_their_threads_and_files_and_private_ones_
         rota = documents[f"{server.url}/files/U0ANA/F0ROTA01/rota.md"]
         assert rota.text.startswith("# Rota") and "Ben locks the barn on Fridays." in rota.text
         assert _asked(server, "/files-pri/") == ["/files-pri/T0001-F0ROTA01/download/rota.md"]
+        # Downloaded with the token; the redirect to another host followed without it.
         (download,) = [r for r in server.requests if r.path.startswith("/files-pri/")]
-        assert download.authorization == "Bearer xoxb-test"
+        (elsewhere,) = [r for r in server.requests if r.path.startswith("/files-cdn/")]
+        assert download.authorization == "Bearer xoxb-test" and elsewhere.authorization == ""
         # The channel list's second page was answered 429 with Retry-After: 1, and asked again after it; the history
         # of #general came in two pages; the channel the account is not in was not read.
         listed = [r for r in server.requests if r.path == "/api/conversations.list" and r.query.get("cursor")]

@@ -5,7 +5,8 @@ A file is named by its channel, the day of the message that shared it, and its I
 so that it lives and goes with its day: when the day is read again and the file is no longer in it (the message
 deleted, the file removed), its document is removed. Its version is its ``edit_timestamp`` (else ``created``) and
 ``size``: an unchanged file is not downloaded again. A file whose listed size is over ``max_item_bytes`` is a failed
-item, never downloaded; its bytes are read from ``url_private_download`` with the token, cut at the same limit. A
+item, never downloaded; its bytes are read from ``url_private_download`` with the token (not sent on to another
+host a redirect names), cut at the same limit. A
 deleted file (``mode: tombstone``), one hosted elsewhere (``is_external``: a Google Drive file shared in Slack, for
 its own source) and one of a format no parser reads are left out.
 
