@@ -28,6 +28,10 @@ def _stored(runner: TeamRunner, url: str) -> bytes:
         return s.scalars(select(DocumentFileRow).where(DocumentFileRow.document_id == document.id)).one().data
 
 
+def _comments_asked(server: SaasServer) -> list[str]:
+    return [r.path.split("/")[4] for r in server.requests if r.path.endswith("/child/comment")]
+
+
 def _bodies_read(server: SaasServer) -> list[str]:
     return sorted(r.path.rsplit("/", 1)[1] for r in server.requests
                   if r.path.startswith(f"{PAGE}/") and r.path.count("/") == 4)
@@ -61,8 +65,11 @@ def test_spaces_are_read_by_page_version_and_their_restrictions_give_the_documen
         form = runner.documents()[f"{server.url}/download/attachments/101/badge-form.md"]
         assert "Name, team, start date, and a photo." in form.text
         assert _bodies_read(server) == ["101", "102", "103", "201", "401"]
-        # Comments asked for only where the listing shows some; the attachment's bytes once.
-        assert [r.path for r in server.requests if r.path.endswith("/child/comment")] == [f"{PAGE}/101/child/comment"]
+        # Comments asked for only where the listing shows some (the blog post's twice: the listing's expansion was cut,
+        # so their versions, then their bodies); the attachment's bytes once.
+        assert _comments_asked(server) == ["101", "401", "401"]
+        assert b"<b>Ben Osei</b> (2026-11-20):</p><p>The shop opens at ten.</p></div></body>" in _stored(
+            runner, f"{server.url}/spaces/HR/blog/2026/11/20/401")
         assert [r.path for r in server.requests if r.path.startswith("/download/")] == [
             "/download/attachments/101/badge-form.md"]
         # The listing's second page was answered 429 with Retry-After: 1; the same page was asked again after it.
@@ -73,9 +80,10 @@ def test_spaces_are_read_by_page_version_and_their_restrictions_give_the_documen
         server.requests.clear()
         second = runner.run()
         assert second["documents"] == {"new": 0, "changed": 0, "unchanged": 6, "removed": 0, "failed": 3}, second
-        assert runner.tasks == [] and _bodies_read(server) == []
-        # The listings only: ENG's pages (two pages of answers) and blog posts, HR's pages and blog posts.
-        assert [r.path for r in server.requests if r.status == 200] == [PAGE] * 5
+        assert runner.tasks == [] and _bodies_read(server) == [] and _comments_asked(server) == ["401"]
+        # The listings only: ENG's pages (two pages of answers) and blog posts, HR's pages and blog posts; and the
+        # versions of the blog post's comments the listing did not hold.
+        assert [r.path for r in server.requests if r.status == 200] == [PAGE] * 5 + [f"{PAGE}/401/child/comment"]
 
         # An edit, a page trashed, a restriction moved from finance to hr-managers, a page added under the
         # restricted one (inheriting its restriction), the refused restrictions readable again; a comment on 201

@@ -40,6 +40,7 @@ from agentsearch.pipeline.sources.kinds.confluence_parts import (
     LISTED_CHILDREN,
     attachments,
     comments_html,
+    comments_of,
     page_version,
 )
 from agentsearch.pipeline.sources.kinds.files import file_content, readable
@@ -112,9 +113,15 @@ class Confluence:
               ) -> Iterator[Item]:
         from requests import RequestException
 
-        key, version = str(page["id"]), page_version(page)
+        key = str(page["id"])
         label = f"confluence {page.get('type', 'page')} {key} ({page.get('title', '')})"
         url = f"{config.url}{page.get('_links', {}).get('webui', f'/pages/viewpage.action?pageId={key}')}"
+        try:
+            version = page_version(page, comments_of(client, config.url, page))
+        except RequestException as exc:  # its comments' versions unknown: kept as it was, its attachments too
+            yield Item(key, "", url=url, error=f"{label}: its comments: {_said(exc)}")
+            yield from _kept(f"{key}/", ctx, None)
+            return
         access = Access(place={f"space:{space}"})
         for level in [*[str(a["id"]) for a in page.get("ancestors", [])], key]:
             if level not in restricted:
@@ -147,10 +154,7 @@ class Confluence:
             except RequestException as exc:
                 # Its attachments kept as they were: a listing that failed removes nothing.
                 yield Item(f"{key}/attachments", "", error=f"{label}: its attachments: {_said(exc)}")
-                for other, state in ctx.previous.items():
-                    if other.startswith(f"{key}/"):
-                        yield Item(other, state.get("version", ""), url=state.get("url", ""), groups=groups,
-                                   memo=state.get("memo", {}))
+                yield from _kept(f"{key}/", ctx, groups)
                 return
             for attachment in listed:
                 item = self._attachment(client, config, key, attachment, access, mapping, label, ctx)
@@ -182,6 +186,15 @@ class Confluence:
         if not isinstance(data, bytes) or len(data) > ctx.max_item_bytes:
             return Item(key, version, url=url, error=f"{label}: over the limit of {ctx.max_item_bytes} bytes")
         return Item(key, version, file_content(name, data), url=url, groups=groups)
+
+
+def _kept(prefix: str, ctx: Context, groups: list[str] | None) -> Iterator[Item]:
+    """The last run's items under ``prefix`` (a page's attachments), unchanged: a listing that failed removes
+    nothing. ``groups`` None: the groups they had."""
+    for key, state in ctx.previous.items():
+        if key.startswith(prefix):
+            yield Item(key, state.get("version", ""), url=state.get("url", ""), memo=state.get("memo", {}),
+                       groups=state.get("groups") if groups is None else groups)
 
 
 def _client(config: ConfluenceConfig, ctx: Context) -> Any:

@@ -5,12 +5,12 @@ The content listing expands both with their versions (``children.comment.version
 ``children.attachment.version``), so a run learns of a comment added, edited or deleted, and of an attachment
 changed, without a request per page: a page's version is its own number and, when it has comments, their IDs and
 versions (``"3+c1a2b..."``), and a page is read again when either moves. When the expansion is cut (more than the
-server's expansion limit, a ``next`` link), the rest is listed from the page's own ``child/comment`` or
-``child/attachment``.
+server's expansion limit, a ``next`` link), they are listed from the page's own ``child/comment`` or
+``child/attachment`` instead: one request a run for such a page.
 
 Usage::
 
-    version = page_version(page)                                   # "3", or "3+c<hash>" with comments
+    version = page_version(page, comments_of(client, config.url, page))   # "3", or "3+c<hash>" with comments
     html = comments_html(client, config.url, "101")                # "<h2>Comments</h2>..." ("" with none)
     for attachment in attachments(client, config.url, page): ...   # each with its version and download link
 """
@@ -26,11 +26,19 @@ PAGE = 50
 LISTED_CHILDREN = "children.comment.version,children.attachment.version"
 
 
-def page_version(page: dict[str, Any]) -> str:
+def comments_of(client: Any, base: str, page: dict[str, Any]) -> list[dict[str, Any]]:
+    """The page's comments with their versions: the listing's expansion, else (cut, or not given) its own
+    ``child/comment``."""
+    listed = _expanded(page, "comment")
+    if listed is not None:
+        return listed
+    return list(_children(client, base, str(page["id"]), "comment", "version"))
+
+
+def page_version(page: dict[str, Any], comments: list[dict[str, Any]]) -> str:
     """The page's version as a run compares it: its number, and its comments' IDs and versions when it has any."""
     number = str(page.get("version", {}).get("number", ""))
-    comments = _expanded(page, "comment")
-    if not comments:  # none, or the listing did not say: the page's own number
+    if not comments:
         return number
     seen = sorted(f"{c.get('id')}:{c.get('version', {}).get('number', '')}" for c in comments)
     return f"{number}+c{hashlib.sha256(','.join(seen).encode()).hexdigest()[:16]}"
