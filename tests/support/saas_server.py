@@ -5,7 +5,8 @@ A recording lists routes by phase: ``{"phases": {"1": [route, ...], "2": [...]}}
 "path", "query"?, "form"?, "json"?, "status"?, "headers"?, "body" (JSON) or "text", "times"?}``. A request is answered
 by the most specific route matching it (method, path, and each named query, form or JSON field) in the current
 phase, else in the phases before it (a phase states only what changed). ``times: 1`` answers once (a 429 with its
-``Retry-After``, then the recorded page). ``{base}`` in a body or a header is the server's URL. Every request is kept
+``Retry-After``, then the recorded page). ``{base}`` in a body or a header is the server's URL; ``{other}`` the same
+server under another origin (``localhost`` for 127.0.0.1), to follow a redirect to another host. Every request is kept
 (``requests``) with its time, for the tests to count and to time the retries.
 
 Usage::
@@ -49,6 +50,7 @@ class SaasServer:
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.other = f"http://localhost:{self.httpd.server_address[1]}"
 
     def __enter__(self) -> SaasServer:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -76,8 +78,8 @@ class SaasServer:
                     else:
                         body, kind = json.dumps(route.get("body", {})).replace("{base}", self.url).encode(), \
                             "application/json; charset=UTF-8"
-                    headers = {"Content-Type": kind, **{name: value.replace("{base}", self.url)
-                                                         for name, value in route.get("headers", {}).items()}}
+                    headers = {"Content-Type": kind, **{name: value.replace("{base}", self.url).replace(
+                        "{other}", self.other) for name, value in route.get("headers", {}).items()}}
                     return route.get("status", 200), headers, body
         return 404, {"Content-Type": "application/json"}, b'{"message": "no recorded response"}'
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
@@ -84,6 +84,9 @@ class Fetcher:
             if len(seen) > self.max_redirects:
                 raise FetchFailed(f"more than {self.max_redirects} redirects from {seen[0]}")
             seen.append(location)
+            if _origin(location) != _origin(url):
+                # A credential given for one server is not sent to another a redirect names (as browsers do).
+                headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
             url = location
 
     def _once(self, url: str, headers: dict[str, str], method: str = "GET", content: bytes | None = None
@@ -119,3 +122,8 @@ class Fetcher:
         except httpx.HTTPError as exc:
             refused = egress_refusal(exc)
             raise FetchFailed(str(refused) if refused is not None else f"{url}: {type(exc).__name__}: {exc}") from exc
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname or "", parts.port

@@ -60,7 +60,10 @@ def document_id(source_id: uuid.UUID, key: str) -> str:
 
 
 def _metadata(source: SourceRow, item: Item) -> dict[str, Any]:
-    return {"source_id": str(source.id), "source_kind": source.kind, "source_url": item.link}
+    # A kind's own fields never stand for the project's: its groups (``_access_groups``), format, origin.
+    given = {k: v for k, v in (item.content.metadata if item.content is not None else {}).items()
+             if not k.startswith(("_", "source")) and k != "format"}
+    return {**given, "source_id": str(source.id), "source_kind": source.kind, "source_url": item.link}
 
 
 def _text(content: Content) -> str:

@@ -68,6 +68,9 @@ class Content:
     data: bytes
     title: str = ""
     as_text: bool = False
+    # Fields its document's metadata takes (a Notion row's properties), for search filters; the source's own keys
+    # (``source_id``, ``source_kind``, ``source_url``) win over them.
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

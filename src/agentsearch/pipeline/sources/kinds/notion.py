@@ -3,8 +3,13 @@
 Each run lists the pages (``POST /v1/search`` filtered to pages, newest edit first, following ``next_cursor``) with
 their ``last_edited_time`` and parent, not their content: a page whose edit time is the last run's is not read; a
 new or edited one has its blocks read (``GET /v1/blocks/{id}/children``, paginated, nested blocks to ``MAX_DEPTH``)
-and stored as text. A page in the trash, archived, or no longer shared with the integration is gone. Notion's
-search is the change feed the public API offers; it names no deleted page, so the listing is read whole each run.
+and stored as text, its properties (a database row's columns: ``kinds.notion_properties``) under its title and in
+its document's metadata. The rows of each database named in ``databases`` are also listed from the database itself
+(``GET /v1/databases/{id}`` for its data sources, then ``POST /v1/data_sources/{id}/query``, paginated): Notion's
+search is eventually consistent and may not yet hold a row just added or edited, the query does. A property edited
+moves the row's ``last_edited_time``, so it is read again like any edit. A page in the trash, archived, or no longer
+shared with the integration is gone. Notion's search is the change feed the public API offers; it names no deleted
+page, so the listing is read whole each run.
 
 Permissions (``kinds.access``): Notion's public API does not say with whom a page is shared. A page's place is
 where it sits: the nearest of itself and the pages and databases above it that the mapping names (``page:ID``,
@@ -15,20 +20,22 @@ is retried after its ``Retry-After`` (the client's own retries, at most ``MAX_RE
 
 Usage::
 
-    Notion().items(NotionConfig(token="ntn_...", groups={"page:59833787-2cf9-4fdf-8782-e53db20768a5": "hr"}), ctx)
+    Notion().items(NotionConfig(token="ntn_...", databases=["00000009-2cf9-4fdf-8782-e53db20768a5"],
+                                groups={"page:59833787-2cf9-4fdf-8782-e53db20768a5": "hr"}), ctx)
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, SecretStr, field_validator
 
 from agentsearch.pipeline.security.transports import guarded_client
 from agentsearch.pipeline.sources.kinds.access import Access, PrincipalMapping, SaasConfig, unread
 from agentsearch.pipeline.sources.kinds.base import Content, Context, Item, ListingFailed, SourceConfig, http_url
+from agentsearch.pipeline.sources.kinds.notion_properties import properties
 
 log = logging.getLogger(__name__)
 PAGE = 100
@@ -44,6 +51,9 @@ class NotionConfig(SaasConfig):
     token: SecretStr = Field(description="The integration's secret (write-only).")
     url: str = Field("https://api.notion.com", max_length=2000, description="The API's base URL.")
     max_items: int = Field(10_000, ge=1, le=1_000_000, description="Pages listed at most per run.")
+    databases: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
+        default_factory=list, max_length=100,
+        description="Databases (by ID) whose rows are listed from the databases themselves, not only the search.")
 
     @field_validator("url")
     @classmethod
@@ -71,6 +81,11 @@ class Notion:
                 pages = self._pages(client)
             except (APIResponseError, HTTPResponseError, RequestTimeoutError) as exc:
                 raise ListingFailed(f"notion search: {_said(exc)}") from exc
+            for database in config.databases:
+                try:
+                    pages.extend(self._rows(client, database))
+                except (APIResponseError, HTTPResponseError, RequestTimeoutError) as exc:
+                    raise ListingFailed(f"notion database {database}: {_said(exc)}") from exc
             listed = {page["id"]: page for page in pages}
             parents: dict[str, dict[str, Any] | str] = {}
             for count, page in enumerate(listed.values()):
@@ -93,6 +108,23 @@ class Notion:
             if not cursor:
                 return found
 
+    def _rows(self, client: Any, database_id: str) -> list[dict[str, Any]]:
+        """A database's rows, from each of its data sources (``POST /v1/data_sources/{id}/query``): what the
+        database holds now, where the search may lag behind an edit."""
+        database = client.databases.retrieve(database_id=database_id)
+        found: list[dict[str, Any]] = []
+        for source in database.get("data_sources") or []:
+            cursor = None
+            while True:
+                answer = client.data_sources.query(data_source_id=source["id"], page_size=PAGE,
+                                                   **({"start_cursor": cursor} if cursor else {}))
+                found.extend(p for p in answer.get("results", [])
+                             if p.get("object") == "page" and not p.get("in_trash") and not p.get("archived"))
+                cursor = answer.get("next_cursor") if answer.get("has_more") else None
+                if not cursor:
+                    break
+        return found
+
     def _page(self, client: Any, page: dict[str, Any], listed: dict[str, dict[str, Any]],
               parents: dict[str, dict[str, Any] | str], mapping: PrincipalMapping, ctx: Context) -> Item:
         from notion_client.errors import APIResponseError, HTTPResponseError, RequestTimeoutError
@@ -103,12 +135,14 @@ class Notion:
                                f"notion page {key} ({title})", key, version, url, ctx)
         if known is not None:
             return known
+        shown, metadata = properties(page.get("properties", {}))
         try:
-            lines = [f"# {title}", "", *self._blocks(client, key, 0)]
+            lines = [f"# {title}", "", *([*shown, ""] if shown else []), *self._blocks(client, key, 0)]
         except (APIResponseError, HTTPResponseError, RequestTimeoutError) as exc:
             return Item(key, version, url=url, error=f"notion page {key}: {_said(exc)}")
         text = "\n".join(lines)
-        return Item(key, version, Content(f"{key}.md", text.encode(), title, as_text=True), url=url, groups=groups)
+        return Item(key, version, Content(f"{key}.md", text.encode(), title, as_text=True, metadata=metadata),
+                    url=url, groups=groups)
 
     def _access(self, client: Any, page: dict[str, Any], listed: dict[str, dict[str, Any]],
                 parents: dict[str, dict[str, Any] | str], mapping: PrincipalMapping) -> Access:

@@ -2,19 +2,29 @@
 
 Each run lists the channels (``conversations.list``, public and private, archived left out, following
 ``response_metadata.next_cursor``); those the token's account is a member of (or those named in ``channels``) are
-read. A channel's change feed is its history after the newest message the last run stored (``conversations.history``
-with ``oldest``): nothing newer, nothing more is read, and its days' documents stay as they are. Newer messages
-have their days read again whole (from the first such day's midnight), so each day's document holds all its
-top-level messages; a day whose text is unchanged is not stored again. A channel archived, deleted or left (no
-longer listed, or no longer a member) is gone: its days' documents are removed.
+read. A channel's change feed is its history (``conversations.history``) listed from a midnight (UTC): on the first
+run ``since_days`` ago; after it, the earlier of the newest message stored and ``thread_days`` ago. Each day it
+holds is whole, and is compared with what the last run saw of it (``_signature``: each message's text, edit,
+files, and its thread's ``reply_count`` and ``latest_reply``): an unchanged day is not read further; a changed or
+new one has its threads read (``conversations.replies``, paginated) and is rendered again, each thread's replies
+under their parent, and stored when its text changed. A day before the listing's first is kept as it was; a day
+from it on no longer in the history (its messages deleted) is gone; so is a channel archived, deleted or left.
+
+Threads: Slack does not put a reply in the channel's history; it moves its parent's ``latest_reply``. A reply to an
+old thread is therefore found by listing the parents of the last ``thread_days`` (default 14) each run, not only
+the messages after the newest stored: one history request per channel and 200 messages of that window, and
+``conversations.replies`` only for the days whose threads moved. A reply to a thread whose parent is older than
+``thread_days`` is not seen until that day is read again (a later edit within the window, a bigger
+``thread_days``). Files shared in the day's messages and replies are items of their own (``kinds.slack_files``),
+read through the parsers with the size limit of every kind, and go with their day.
 
 Permissions (``kinds.access``): a public channel's place is ``channel:ID`` and ``#name``; a private channel is a
 restriction to ``channel:ID``, ``#name`` and each member's ``user:ID`` (``conversations.members``), so a member
 added or removed in Slack changes its documents' groups at the next run. A private channel whose members cannot be
 read (a scope missing) is not indexed. A 429 is retried after its ``Retry-After`` (at most ``MAX_RETRY_AFTER_S``).
 
-Not read: thread replies (a message's replies are not fetched), files shared in channels, direct messages; an edit
-or a deletion of a message older than the newest stored is seen only when its day is read again.
+Not read: direct messages, canvases, files hosted elsewhere (``is_external``); an edit or a deletion of a message
+older than the listing's first day is seen only when its day is read again.
 
 Usage::
 
@@ -24,6 +34,7 @@ Usage::
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -34,6 +45,7 @@ from pydantic import Field, SecretStr, field_validator
 from agentsearch.pipeline.sources.kinds.access import Access, PrincipalMapping, SaasConfig, guard_host
 from agentsearch.pipeline.sources.kinds.base import Content, Context, Item, ListingFailed, SourceConfig, folder_url
 from agentsearch.pipeline.sources.kinds.permissions import Unmapped
+from agentsearch.pipeline.sources.kinds.slack_files import shared_files
 
 PAGE = 200
 MAX_RETRY_AFTER_S = 60
@@ -47,6 +59,8 @@ class SlackConfig(SaasConfig):
     channels: list[str] = Field(default_factory=list, max_length=500,
                                 description="Channels read, by #name or ID; none: every one the account is in.")
     since_days: int = Field(90, ge=1, le=3650, description="How far back the first run reads.")
+    thread_days: int = Field(14, ge=0, le=3650, description="How far back each run looks for threads answered "
+                                                            "since the last run (and messages edited or deleted).")
 
     _folder = field_validator("url")(folder_url)
 
@@ -99,37 +113,69 @@ class Slack:
             yield Item(cid, "", error=str(exc), withhold=True)
             return
         known = {key: state for key, state in ctx.previous.items() if key.startswith(f"{cid}/")}
-        newest = max((float(s.get("memo", {}).get("ts", 0)) for s in known.values()), default=0.0)
-        since = time.time() - config.since_days * DAY_S
-        messages: list[dict[str, Any]] = []
-        reread = "9999-12-31"  # the first day read again whole: a known day from it on not found again is gone
-        if newest:
-            fresh = _paged(client.conversations_history, "messages", channel=cid, oldest=f"{newest:.6f}")
-            if fresh:  # read their days again whole, from the first one's midnight
-                first = min(float(m["ts"]) for m in fresh)
-                reread = _day(first)
-                messages = _paged(client.conversations_history, "messages", channel=cid, inclusive=True,
-                                  oldest=f"{first - first % DAY_S:.6f}")
-        else:
-            messages = _paged(client.conversations_history, "messages", channel=cid, oldest=f"{since:.6f}")
+        start = _scan_start(config, known)
+        scanned = _paged(client.conversations_history, "messages", channel=cid, oldest=f"{start:.6f}",
+                         inclusive=True)
         days: dict[str, list[dict[str, Any]]] = {}
-        for message in messages:
-            if message.get("type", "message") == "message" and message.get("subtype") not in ("channel_join",
-                                                                                              "channel_leave"):
+        for message in scanned:
+            if _top_level(message):
                 days.setdefault(_day(float(message["ts"])), []).append(message)
+        first = _day(start)  # the scan's first day, read whole: a known day from it on not found again is gone
         url = f"{config.url.removesuffix('api/')}archives/{cid}"
         for key, state in known.items():
-            day = key.split("/", 1)[1]
-            if day not in days and day < reread:
+            if key.split("/")[1] < first:
                 yield Item(key, state.get("version", ""), url=state.get("url", url), groups=groups,
                            memo=state.get("memo", {}))
         for day, listed in sorted(days.items()):
-            text = _render(name, day, listed)
+            key = f"{cid}/{day}"
+            signature = _signature(listed)
+            before = ctx.previous.get(key)
+            if before is not None and before.get("memo", {}).get("sig") == signature:
+                # Nothing in the day changed, not even a thread's latest reply: its document and files as they were.
+                for file_key, state in known.items():
+                    if file_key == key or file_key.startswith(f"{key}/"):
+                        yield Item(file_key, state.get("version", ""), url=state.get("url", url), groups=groups,
+                                   memo=state.get("memo", {}))
+                continue
+            threads = {m["ts"]: [r for r in _paged(client.conversations_replies, "messages", channel=cid,
+                                                   ts=m["ts"]) if r.get("ts") != m["ts"]]
+                       for m in listed if int(m.get("reply_count") or 0) > 0}
+            text = _render(name, day, listed, threads)
             version = hashlib.sha256(text.encode()).hexdigest()[:32]
-            memo = {"ts": max(m["ts"] for m in listed)}
-            yield Item(f"{cid}/{day}", version, Content(f"slack-{name}-{day}.md", text.encode(), f"#{name} {day}",
-                                                        as_text=True),
+            memo = {"ts": max(m["ts"] for m in listed), "sig": signature}
+            yield Item(key, version, Content(f"slack-{name}-{day}.md", text.encode(), f"#{name} {day}",
+                                             as_text=True),
                        url=f"{url}?day={day}", groups=groups, memo=memo)
+            shared = [f for m in [*listed, *(r for replies in threads.values() for r in replies)]
+                      for f in m.get("files") or []]
+            yield from shared_files(shared, key, config.token.get_secret_value(), groups, f"{label} {day}", ctx)
+
+
+def _scan_start(config: SlackConfig, known: dict[str, dict[str, Any]]) -> float:
+    """The midnight (UTC) from which the channel's history is listed: the first run's ``since_days``; after it, the
+    earlier of the newest message stored and ``thread_days`` ago, so that new messages and the threads answered
+    lately are both seen."""
+    now = time.time()
+    newest = max((float(s.get("memo", {}).get("ts", 0)) for s in known.values()), default=0.0)
+    start = min(newest, now - config.thread_days * DAY_S) if newest else now - config.since_days * DAY_S
+    return start - start % DAY_S
+
+
+def _top_level(message: dict[str, Any]) -> bool:
+    """A message of the channel itself: not a join or a leave, not a thread's reply (a reply also sent to the
+    channel is shown under its thread)."""
+    if message.get("type", "message") != "message" or message.get("subtype") in ("channel_join", "channel_leave"):
+        return False
+    return message.get("thread_ts") in (None, message.get("ts"))
+
+
+def _signature(messages: list[dict[str, Any]]) -> str:
+    """What the history tells of a day: each message's text, edit, files, and its thread's count and latest reply
+    (Slack moves a parent's ``latest_reply`` when its thread is answered, however old the parent)."""
+    seen = [(m["ts"], m.get("user"), m.get("text"), (m.get("edited") or {}).get("ts"), m.get("reply_count"),
+             m.get("latest_reply"), [f.get("id") for f in m.get("files") or []])
+            for m in sorted(messages, key=lambda m: float(m["ts"]))]
+    return hashlib.sha256(json.dumps(seen).encode()).hexdigest()[:32]
 
 
 def _client(config: SlackConfig, ctx: Context) -> Any:
@@ -169,14 +215,23 @@ def _day(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
 
 
-def _render(name: str, day: str, messages: list[dict[str, Any]]) -> str:
+def _render(name: str, day: str, messages: list[dict[str, Any]], threads: dict[str, list[dict[str, Any]]]) -> str:
+    """The day's messages in order, each thread's replies under its parent (a reply of a later day included)."""
     lines = [f"# #{name}, {day}", ""]
     for message in sorted(messages, key=lambda m: float(m["ts"])):
-        at = datetime.fromtimestamp(float(message["ts"]), UTC).strftime("%H:%M")
-        who = message.get("user") or message.get("username") or message.get("bot_id") or "someone"
-        lines.append(f"**{who}** ({at}): {message.get('text', '')}")
+        lines.append(_line(message, "%H:%M"))
+        for reply in sorted(threads.get(message["ts"], []), key=lambda m: float(m["ts"])):
+            lines.append(f"  > {_line(reply, '%Y-%m-%d %H:%M')}")
         lines.append("")
     return "\n".join(lines)
+
+
+def _line(message: dict[str, Any], when: str) -> str:
+    at = datetime.fromtimestamp(float(message["ts"]), UTC).strftime(when)
+    who = message.get("user") or message.get("username") or message.get("bot_id") or "someone"
+    names = [f.get("name") or f.get("title") or f.get("id") for f in message.get("files") or []]
+    shared = f" [files: {', '.join(str(n) for n in names)}]" if names else ""
+    return f"**{who}** ({at}): {message.get('text', '')}{shared}"
 
 
 def _said(exc: Any) -> str:
