@@ -85,8 +85,7 @@ class Settings(BaseSettings, settings_sources.SourceSettings, settings_quality.Q
         "embeds search queries: onnx (float32), onnx-int8, or same (as embedding_runtime); passages keep theirs.")
     model_cache_dir: Path = Field(Path("~/.cache/agentsearch/models"),
                                   description="Where models exported for ONNX Runtime are kept (make install).")
-    embedding_threads: int = Field(0, ge=0, le=256, description="Cores the model uses (passages: that many passes of "
-                                                                 "one thread side by side); 0: every core.")
+    embedding_threads: int = Field(0, ge=0, le=256, description="Cores the model uses; 0: every core.")
     # Off: on shared cores a spinning pool takes the time it waits from its neighbours (docs/evaluation.md).
     embedding_spin: bool = Field(False, description="Idle ONNX Runtime threads spin between a pass's operations "
                                                     "instead of sleeping (a process alone on its cores).")
