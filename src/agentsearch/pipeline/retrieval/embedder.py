@@ -114,8 +114,8 @@ class Embedder:
                 raise ValueError(f"{model_name} does not say the size of its vectors")
             self.dimension = int(size)
             encode_passages = encode_queries = self._encode
-        # One forward pass at a time per process (torch already uses every core), over the texts of every call
-        # waiting for it: the steps of a thread-pool worker embed at once.
+        # Passes over the texts of every call waiting for one (the steps of a thread-pool worker embed at once): one
+        # at a time on torch, which already uses every core; one per core side by side on ONNX Runtime.
         self._batcher = MicroBatcher(encode_passages, max_batch=batch_size, runners=self._passes_at_once())
         # A model that embeds the two sides alike shares one queue; E5 prefixes queries, so they get their own.
         self._query_batcher = (self._batcher if encode_queries is encode_passages
