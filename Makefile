@@ -71,9 +71,12 @@ lint: install
 
 # Two test processes, a module's tests in one of them (its fixtures made once), each process with its own stack: the
 # suite mostly waits on its stacks (load average about 1 on two cores), so two take 15 min where one took 23.5. The
-# slowest 25 tests are listed at the end: where the next minutes of the suite can be won.
+# slowest 25 tests are listed at the end: where the next minutes of the suite can be won. The modules go out in the
+# order of their paths (--no-loadscope-reorder), the integration ones before the many short unit ones, which then fill
+# whichever process is done first; xdist's default, the modules with most tests first, sent the single-test ones
+# last, some of them long (an ingest stopped and run again, 100 s; a briefing), and left a process idle beside them.
 test: lint services embedding-server llm-server trace-store
-	$(PYTHON) -m pytest -q -n 2 --dist loadfile --durations=25
+	$(PYTHON) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 # docs/ as a site (mkdocs.yml, the Material theme from the test extra) into site/, which git ignores; --strict, as
 # tests/unit/test_docs_site.py builds it: a broken link or a page missing from nav fails.

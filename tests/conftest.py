@@ -20,11 +20,11 @@ _STARTED = pytest.StashKey[float]()
 @pytest.fixture
 def migrated_db(tmp_path):
     """A SQLite database of the current schema (the migrations run to their head) in the test's own directory."""
-    from agentsearch.migrations import upgrade
     from agentsearch.pipeline.platform.db import Database
+    from tests.support.databases import migrated_sqlite
 
     url = f"sqlite:///{tmp_path / 'agentsearch.db'}"
-    upgrade(url)
+    migrated_sqlite(url)
     database = Database(url)
     yield database
     database.dispose()

@@ -14,18 +14,18 @@ import uuid
 
 import pytest
 
-from agentsearch.migrations import upgrade
 from agentsearch.pipeline.observability.metrics import MetricsRecorder
 from agentsearch.pipeline.platform.settings import Settings
 from agentsearch.pipeline.platform.tables.collections import CollectionRow
 from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID
 from agentsearch.pipeline.services import Services
+from tests.support.databases import migrated_sqlite
 
 
 @pytest.fixture
 def services(tmp_path, redis_client):
     settings = Settings(data_dir=tmp_path)
-    upgrade(settings.database_url)
+    migrated_sqlite(settings.database_url)
     services = Services(settings).use(metrics=MetricsRecorder(redis_client))
     yield services
     services.close()

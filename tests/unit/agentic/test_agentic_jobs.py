@@ -10,7 +10,6 @@ import pytest
 from celery.canvas import _chain, _chord
 from pydantic import ValidationError
 
-from agentsearch.migrations import upgrade
 from agentsearch.pipeline.agentic.config import IterativeConfig
 from agentsearch.pipeline.agentic.loop import IterationRecord, JudgedDocument, LoopState
 from agentsearch.pipeline.agentic.scoring import Evaluation
@@ -27,6 +26,7 @@ from agentsearch.pipeline.platform.tables.jobs import JobRow
 from agentsearch.pipeline.platform.tables.users import DEFAULT_USER_ID, UserRow
 from agentsearch.pipeline.records.agent_runs import AgentSpec
 from agentsearch.worker.job_tasks import build_agentic_head, build_agentic_tail, build_loops
+from tests.support.databases import migrated_sqlite
 
 COLLECTION = str(uuid.uuid4())
 
@@ -34,7 +34,7 @@ COLLECTION = str(uuid.uuid4())
 @pytest.fixture
 def db(tmp_path):
     url = f"sqlite:///{tmp_path / 'agentic.db'}"
-    upgrade(url)
+    migrated_sqlite(url)
     database = Database(url)
     with database.session() as s:
         s.add(CollectionRow(id=uuid.UUID(COLLECTION), user_id=DEFAULT_USER_ID, name="c", embedding_model="m",

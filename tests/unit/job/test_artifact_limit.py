@@ -5,7 +5,6 @@ from __future__ import annotations
 import fakeredis
 import pytest
 
-from agentsearch.migrations import upgrade
 from agentsearch.pipeline.agents.base import AgentArtifact, Source, Stage
 from agentsearch.pipeline.agents.registry import AgentRegistry
 from agentsearch.pipeline.agents.runner import AgentRunner
@@ -15,6 +14,7 @@ from agentsearch.pipeline.job.job_state import JobState
 from agentsearch.pipeline.platform.db import Database
 from agentsearch.pipeline.platform.settings import Settings
 from agentsearch.pipeline.records.agent_runs import AgentSpec
+from tests.support.databases import migrated_sqlite
 
 JOB_ID = "7f1d2c3b-0000-4000-8000-000000000001"
 
@@ -22,7 +22,7 @@ JOB_ID = "7f1d2c3b-0000-4000-8000-000000000001"
 @pytest.fixture
 def store(tmp_path):
     settings = Settings(data_dir=tmp_path)
-    upgrade(settings.database_url)
+    migrated_sqlite(settings.database_url)
     db = Database(settings.database_url)
     yield ArtifactStore(db, max_bytes=200)
     db.dispose()

@@ -11,7 +11,6 @@ import uuid
 import fakeredis
 import pytest
 
-from agentsearch.migrations import upgrade
 from agentsearch.pipeline import services as services_module
 from agentsearch.pipeline.agents.base import AgentArtifact, Stage
 from agentsearch.pipeline.job.agent_call import response_step
@@ -25,6 +24,7 @@ from agentsearch.pipeline.platform.tables.jobs import ArtifactRow
 from agentsearch.pipeline.records.agent_runs import AgentRun, AgentSpec
 from agentsearch.worker import job_tasks
 from agentsearch.worker.job_tasks import build_job_canvas, response_signatures
+from tests.support.databases import migrated_sqlite
 from tests.support.jobs import answered, new_job
 
 SHORT = AgentSpec(agent_id="executive_summary", stage=Stage.RESPONSE, config_id="cfg-b", priority=0,
@@ -66,7 +66,7 @@ def test_the_canvas_tells_a_second_config_its_rank_and_leaves_the_first_message_
 @pytest.fixture
 def services(tmp_path, monkeypatch, install_services):
     settings = Settings(data_dir=tmp_path)
-    upgrade(settings.database_url)
+    migrated_sqlite(settings.database_url)
     services = services_module.Services(settings)
     install_services(services)
     ledger = StepLedger(fakeredis.FakeRedis(server=fakeredis.FakeServer()), ttl_s=600)

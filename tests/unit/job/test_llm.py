@@ -309,9 +309,9 @@ def services_with_llm(request, tmp_path, install_services, fake):
     budgets = getattr(request, "param", {})  # the LLM budgets of a test's own
     settings = Settings(data_dir=tmp_path, openai_base_url=fake.base_url, openai_model="fake-model",
                         openai_api_key="sk-task", **budgets)
-    from agentsearch.migrations import upgrade
+    from tests.support.databases import migrated_sqlite
 
-    upgrade(settings.database_url)  # the task records its progress in the jobs table (no row: nothing written)
+    migrated_sqlite(settings.database_url)  # the task records its progress in the jobs table (no row: nothing written)
     services = services_module.Services(settings)
     install_services(services)
     yield services

@@ -20,10 +20,10 @@ from agentsearch.pipeline.records.agent_runs import AgentRun
 @pytest.fixture
 def services(tmp_path, install_services):
     import agentsearch.pipeline.services as services_module
-    from agentsearch.migrations import upgrade
+    from tests.support.databases import migrated_sqlite
 
     settings = Settings(data_dir=tmp_path)
-    upgrade(settings.database_url)
+    migrated_sqlite(settings.database_url)
     services = services_module.Services(settings)
     install_services(services)
     yield services

@@ -17,7 +17,6 @@ import redis
 from celery.exceptions import Retry
 from sqlalchemy.exc import OperationalError
 
-from agentsearch.migrations import upgrade
 from agentsearch.pipeline import services as services_module
 from agentsearch.pipeline.agents.base import Stage
 from agentsearch.pipeline.job import workflow
@@ -28,6 +27,7 @@ from agentsearch.pipeline.platform.settings import Settings
 from agentsearch.pipeline.platform.tables.jobs import ArtifactRow, JobRow
 from agentsearch.pipeline.records.agent_runs import AgentSpec
 from agentsearch.worker import job_tasks
+from tests.support.databases import migrated_sqlite
 from tests.support.jobs import answered, new_job
 
 REWRITER = AgentSpec(agent_id="counted_rewriter", stage=Stage.PRE_SEARCH, priority=0)
@@ -38,7 +38,7 @@ SUMMARY = AgentSpec(agent_id="executive_summary", stage=Stage.RESPONSE, priority
 @pytest.fixture
 def services(tmp_path, monkeypatch, install_services):
     settings = Settings(data_dir=tmp_path, agent_modules=["agentsearch_idempotency_agents"])
-    upgrade(settings.database_url)
+    migrated_sqlite(settings.database_url)
     services = services_module.Services(settings)
     install_services(services)
     ledger = StepLedger(fakeredis.FakeRedis(server=fakeredis.FakeServer()), ttl_s=600)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from agentsearch.migrations import upgrade
 from agentsearch.pipeline.operations.backup import (
     MANIFEST,
     SQLITE_FILE,
@@ -23,12 +22,13 @@ from agentsearch.pipeline.operations.backup import (
 )
 from agentsearch.pipeline.platform.db import Database
 from agentsearch.pipeline.platform.tables.users import UserRow
+from tests.support.databases import migrated_sqlite
 
 
 @pytest.fixture
 def database(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'service.db'}"
-    upgrade(url)
+    migrated_sqlite(url)
     db = Database(url)
     with db.session() as s:
         s.add_all([UserRow(name="alice"), UserRow(name="bob")])
@@ -79,7 +79,7 @@ def test_a_changed_or_missing_file_is_refused_before_anything_is_written(databas
 def test_a_database_with_tables_is_replaced_only_when_forced(database, tmp_path):
     make_backup(database, tmp_path / "backup")
     other = tmp_path / "other.db"
-    upgrade(f"sqlite:///{other}")
+    migrated_sqlite(f"sqlite:///{other}")
     with pytest.raises(TargetNotEmpty, match="--force"):
         restore_backup(tmp_path / "backup", f"sqlite:///{other}")
     assert users_of(other) == ["default"]

@@ -16,7 +16,6 @@ import fakeredis
 import pytest
 from celery.exceptions import Retry
 
-from agentsearch.migrations import upgrade
 from agentsearch.pipeline import services as services_module
 from agentsearch.pipeline.agents.base import Document
 from agentsearch.pipeline.job.assembly import assemble_response
@@ -35,6 +34,7 @@ from agentsearch.pipeline.retrieval.outcome import SearchFailed, degraded_reason
 from agentsearch.pipeline.retrieval.retriever import Retriever
 from agentsearch.pipeline.retrieval.stored_chunks import Hit
 from agentsearch.worker import job_tasks
+from tests.support.databases import migrated_sqlite
 from tests.support.dict_cache import DictCache
 
 RELEASED = "MilvusException: Collection 'c1' is in state 'released'; call load() before search/get/query"
@@ -198,7 +198,7 @@ class DownRetriever:
 @pytest.fixture
 def services(tmp_path, monkeypatch, install_services):
     settings = Settings(data_dir=tmp_path, milvus_retry_s=10)
-    upgrade(settings.database_url)
+    migrated_sqlite(settings.database_url)
     services = services_module.Services(settings).use(retriever=DownRetriever())
     install_services(services)
     ledger = StepLedger(fakeredis.FakeRedis(server=fakeredis.FakeServer()), ttl_s=600)

@@ -208,10 +208,10 @@ def test_concurrent_submissions_never_pass_the_running_jobs_limit():
 
 @pytest.fixture
 def db(tmp_path):
-    from agentsearch.migrations import upgrade
+    from tests.support.databases import migrated_sqlite
 
     url = f"sqlite:///{tmp_path / 'q.db'}"
-    upgrade(url)
+    migrated_sqlite(url)
     return Database(url)
 
 

@@ -13,7 +13,6 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from agentsearch.cli import main
-from agentsearch.migrations import upgrade
 from agentsearch.pipeline.agents.builtin.external_enricher import ExternalEnricher
 from agentsearch.pipeline.agents.builtin.fact_checker import FactChecker
 from agentsearch.pipeline.agents.builtin.mcp_tool import McpTool
@@ -31,12 +30,13 @@ from agentsearch.pipeline.platform.settings import Settings, get_settings
 from agentsearch.pipeline.platform.tables.collections import CollectionRow, DocumentRow
 from agentsearch.pipeline.platform.tables.users import UserRow
 from agentsearch.pipeline.security.registered_tools import RegisteredTool, ToolError, ToolStore
+from tests.support.databases import migrated_sqlite
 
 
 @pytest.fixture
 def db(tmp_path) -> Database:
     url = f"sqlite:///{tmp_path / 'tools.db'}"
-    upgrade(url)
+    migrated_sqlite(url)
     database = Database(url)
     yield database
     database.dispose()

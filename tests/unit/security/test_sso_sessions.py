@@ -8,18 +8,18 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from agentsearch.migrations import upgrade
 from agentsearch.pipeline.platform.db import Database, utcnow
 from agentsearch.pipeline.platform.tables.users import ConsoleSessionRow, UserRow
 from agentsearch.pipeline.security.identities import IdentityStore, groups_in, user_name
 from agentsearch.pipeline.security.sessions import SessionStore, csrf_matches
 from agentsearch.pipeline.security.users import digest
+from tests.support.databases import migrated_sqlite
 
 
 @pytest.fixture
 def db(tmp_path) -> Database:
     url = f"sqlite:///{tmp_path / 'sessions.db'}"
-    upgrade(url)
+    migrated_sqlite(url)
     return Database(url)
 
 

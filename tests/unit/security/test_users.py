@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from agentsearch.migrations import upgrade
 from agentsearch.pipeline.platform.db import Database
 from agentsearch.pipeline.platform.tables.users import ApiKeyRow
 from agentsearch.pipeline.security.users import SHOWN_CHARS, UserError, UserStore, digest
+from tests.support.databases import migrated_sqlite
 
 
 @pytest.fixture
 def store(tmp_path) -> UserStore:
     url = f"sqlite:///{tmp_path / 'users.db'}"
-    upgrade(url)
+    migrated_sqlite(url)
     return UserStore(Database(url))
 
 

@@ -9,7 +9,6 @@ import uuid
 
 import pytest
 
-from agentsearch.migrations import upgrade
 from agentsearch.pipeline import services as services_module
 from agentsearch.pipeline.agentic.config import IterativeConfig
 from agentsearch.pipeline.agentic.loop import LoopState
@@ -18,13 +17,14 @@ from agentsearch.pipeline.platform.settings import Settings
 from agentsearch.pipeline.platform.tables.collections import CollectionRow
 from agentsearch.pipeline.platform.tables.jobs import JobRow
 from agentsearch.worker import agentic_tasks, job_tasks
+from tests.support.databases import migrated_sqlite
 from tests.support.jobs import new_job
 
 
 @pytest.fixture
 def services(tmp_path, install_services):
     settings = Settings(data_dir=tmp_path)
-    upgrade(settings.database_url)
+    migrated_sqlite(settings.database_url)
     services = install_services(services_module.Services(settings))
     yield services
     services.close()
