@@ -228,13 +228,16 @@ def requirements_only_for(python_full_version: str) -> list[str]:
     return sorted(wanted)
 
 
+# The project's image from the wheelhouse alone, on the Python base made from Debian's packages.
+IMAGE_BUILD_ARGS = {"PYTHON_IMAGE": PYTHON_IMAGE, "WHEELHOUSE_ONLY": "true"}
+
+
 def build_image(tag: str, log: Path) -> None:
     """The project's image from the wheelhouse alone, on the Python base made from Debian's packages, and its
     ``standalone`` stage (with milvus-lite: the vector store of the no-registry stack) as ``<tag>-standalone``,
     made of the same layers and one more."""
-    args = {"PYTHON_IMAGE": PYTHON_IMAGE, "WHEELHOUSE_ONLY": "true"}
-    build(tag, REPO / "Dockerfile", REPO, args, log=log)
-    build(f"{tag}-standalone", REPO / "Dockerfile", REPO, args, log=log, target="standalone")
+    build(tag, REPO / "Dockerfile", REPO, IMAGE_BUILD_ARGS, log=log)
+    build(f"{tag}-standalone", REPO / "Dockerfile", REPO, IMAGE_BUILD_ARGS, log=log, target="standalone")
 
 
 def network_snapshot() -> dict[str, str]:
