@@ -6,7 +6,7 @@ from __future__ import annotations
 import zipfile
 
 from agentsearch.devstack import docker_host
-from agentsearch.devstack.docker_host import network_changes, network_snapshot, requirements_only_for
+from agentsearch.devstack.docker_host import network_changes, network_snapshot, requirements_only_for, wheels_refusing
 
 
 def wheel(directory, name: str, requires: list[str]) -> None:
@@ -22,6 +22,18 @@ def test_requirements_of_an_earlier_patch_release_are_found(tmp_path, monkeypatc
     wheel(tmp_path, "present", ['redis; python_full_version < "3.11.3"'])
     assert requirements_only_for("3.11.2") == ["async-timeout>=4.0.3"]
     assert requirements_only_for("3.11.9") == []
+
+
+def test_wheels_a_later_patch_release_requires_are_found(tmp_path, monkeypatch):
+    """soupsieve 4.1 requires Python 3.11.5: the host's 3.11.7 takes it, the image's 3.11.2 refuses it."""
+    monkeypatch.setattr(docker_host, "WHEELHOUSE", tmp_path)
+    for name, requires_python in (("soupsieve", ">=3.11.5"), ("anything", ">=3.8"), ("unsaid", None)):
+        with zipfile.ZipFile(tmp_path / f"{name}-1.0-py3-none-any.whl", "w") as archive:
+            archive.writestr(f"{name}-1.0.dist-info/METADATA", "\n".join(
+                ["Metadata-Version: 2.1", f"Name: {name}", "Version: 1.0",
+                 *([f"Requires-Python: {requires_python}"] if requires_python else [])]))
+    assert [w.name for w in wheels_refusing("3.11.2")] == ["soupsieve-1.0-py3-none-any.whl"]
+    assert wheels_refusing("3.11.7") == []
 
 
 def test_network_changes_name_the_part_that_differs():
