@@ -70,3 +70,15 @@ def test_a_debootstrap_tree_is_slimmed_inside_itself_only(tmp_path):
     excludes = (root / "etc/dpkg/dpkg.cfg.d/agentsearch-slim").read_text()
     assert "path-exclude /usr/share/doc/*" in excludes and "path-include /usr/share/doc/*/copyright" in excludes
     assert 'Dir::Cache::pkgcache ""' in (root / "etc/apt/apt.conf.d/agentsearch-clean").read_text()
+
+
+def test_a_job_crossed_the_roll_when_its_agents_ran_on_both_releases_workers():
+    from agentsearch.devstack.upgrade_drill import ran_on_both
+
+    release = {"a6997f11f3cc", "2546a0eb1f55"}
+    runs = [{"agent_id": "language_detector", "worker": "a6997f11f3cc:7"},
+            {"agent_id": "executive_summary", "worker": "9c1d00b7d470:12"}]
+    assert ran_on_both({"agents": runs}, release)
+    assert not ran_on_both({"agents": runs[:1]}, release)        # all on the release
+    assert not ran_on_both({"agents": runs[1:]}, release)        # all on the current workers
+    assert not ran_on_both({"agents": [{"agent_id": "x"}], "status": "queued"}, release)  # none ran yet

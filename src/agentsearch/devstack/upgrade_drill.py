@@ -65,6 +65,18 @@ def unfinished(http: httpx.Client, job_ids: list[str]) -> int:
     return sum(job_status(http, j) not in TERMINAL for j in job_ids)
 
 
+def worker_hosts(drill: Drill) -> set[str]:
+    """The workers' host names: a container's is its id's first 12 characters."""
+    return {c[:12] for service in WORKERS for c in drill.containers(service)}
+
+
+def ran_on_both(job: dict, release_hosts: set[str]) -> bool:
+    """Whether the job's agents ran on a worker of the release and on a current one (each agent run names its
+    worker ``host:pid``, src/agentsearch/pipeline/agents/runner.py)."""
+    hosts = {run["worker"].rsplit(":", 1)[0] for run in job.get("agents") or [] if run.get("worker")}
+    return bool(hosts & release_hosts) and bool(hosts - release_hosts)
+
+
 def roll(drill: Drill, services: tuple[str, ...], healthy: bool = True) -> None:
     """The services' containers replaced by the image of ``drill.env["AGENTSEARCH_TAG"]``, each waited healthy."""
     drill.compose("up", "-d", "--no-build", "--no-deps", *services, timeout_s=900)
@@ -133,6 +145,7 @@ def roll_with_jobs(drill: Drill, collection: str, current: str) -> dict:
             # Counted as compose stops the release's workers: these jobs' steps are what their soft shutdown hands
             # back to the queue.
             found["unfinished_jobs"] = unfinished(http, jobs)
+            release_hosts = worker_hosts(drill)
             roll(drill, WORKERS)
         with drill.step("upgrade: jobs on the current workers, the previous API") as found:
             jobs += submit(http, collection, "between")
@@ -162,8 +175,11 @@ def roll_with_jobs(drill: Drill, collection: str, current: str) -> dict:
             check_images(drill, current, APP_SERVICES)
             unregistered = sum(UNREGISTERED in (logs := docker("logs", c)).stdout + logs.stderr
                                for service in WORKERS for c in drill.containers(service))
-            found.update(jobs=len(jobs), succeeded=statuses["succeeded"], workers_with_unregistered=unregistered)
+            crossed = sum(ran_on_both(http.get(f"/v1/jobs/{j}").json(), release_hosts) for j in jobs)
+            found.update(jobs=len(jobs), succeeded=statuses["succeeded"], jobs_across_the_roll=crossed,
+                         workers_with_unregistered=unregistered)
     if statuses["succeeded"] != len(jobs) or unregistered:
         raise RuntimeError(f"jobs across the upgrade: {dict(statuses)} of {len(jobs)}; "
                            f"workers that received an unregistered task: {unregistered}")
-    return {"jobs": len(jobs), **{status: statuses[status] for status in sorted(TERMINAL)}}
+    return {"jobs": len(jobs), **{status: statuses[status] for status in sorted(TERMINAL)},
+            "jobs_across_the_roll": crossed}
