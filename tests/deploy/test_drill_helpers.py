@@ -1,5 +1,5 @@
 """The deploy drill's own logic that runs without a Docker daemon: what the wheelhouse lacks for the image's
-interpreter, and what counts as a change to the host's network."""
+interpreter, what counts as a change to the host's network, and which jobs crossed the upgrade's roll."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import zipfile
 
 from agentsearch.devstack import docker_host
 from agentsearch.devstack.docker_host import network_changes, network_snapshot, requirements_only_for, wheels_refusing
+from agentsearch.devstack.upgrade_drill import ran_on_both
 
 
 def wheel(directory, name: str, requires: list[str]) -> None:
@@ -73,8 +74,6 @@ def test_a_debootstrap_tree_is_slimmed_inside_itself_only(tmp_path):
 
 
 def test_a_job_crossed_the_roll_when_its_agents_ran_on_both_releases_workers():
-    from agentsearch.devstack.upgrade_drill import ran_on_both
-
     release = {"a6997f11f3cc", "2546a0eb1f55"}
     runs = [{"agent_id": "language_detector", "worker": "a6997f11f3cc:7"},
             {"agent_id": "executive_summary", "worker": "9c1d00b7d470:12"}]
