@@ -264,6 +264,18 @@ def build_image(tag: str, log: Path) -> None:
     build(f"{tag}-standalone", REPO / "Dockerfile", REPO, IMAGE_BUILD_ARGS, log=log, target="standalone")
 
 
+def container_cpu_s(container: str) -> float:
+    """CPU seconds a container's main process and its children have used so far (their ``/proc`` counters, read on
+    this host: the daemon's). The API's own, under tini: what its start cost, whatever the host's load."""
+    root = docker("inspect", "--format", "{{.State.Pid}}", container).stdout.strip()
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in [root, *Path(f"/proc/{root}/task/{root}/children").read_text().split()]:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return round(total, 2)
+
+
 def network_snapshot() -> dict[str, str]:
     """The host network's state a daemon or a compose stack can change: links, addresses, routes, firewall rules."""
     def out(*cmd: str) -> str:

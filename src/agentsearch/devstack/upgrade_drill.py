@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from agentsearch.devstack.docker_host import docker
+from agentsearch.devstack.docker_host import container_cpu_s, docker
 from agentsearch.devstack.drill_documents import MINUTES, REPORT
 from agentsearch.devstack.drill_stack import STACK_SERVICES, STARTUP_TIMEOUT_S, Drill, job_status, ready
 
@@ -158,6 +158,7 @@ def roll_with_jobs(drill: Drill, collection: str, current: str) -> dict:
             roll(drill, ("api",), healthy=False)
             drill.wait("the current API /readyz", lambda: ready(drill.api), STARTUP_TIMEOUT_S, every_s=0.1)
             found["ready_s"] = round(time.monotonic() - started, 2)
+            found["api_cpu_s"] = container_cpu_s(drill.containers("api")[0])
         with drill.step("upgrade: roll Flower") as found:
             roll(drill, ("flower",))
         with drill.step("upgrade: jobs through the current API") as found:
