@@ -95,10 +95,10 @@ deploy-check: install
 # image built from a wheelhouse, the stack up with docker-compose.no-registry.yml, then a user, a PDF and a DOCX, a job
 # with response agents, its events and an artifact, two thread-pool workers and one killed mid-job, all through the
 # API port; then a stack of the previous release rolled to the current image with jobs in flight (migrate, workers,
-# beat, API; upgrade_drill.py; `--no-upgrade` leaves it out). It prints each step's time, the image's size (failing
-# above 1.2 GB) and the API's cold start. Root (Debian's docker.io and debootstrap, installed when missing);
-# about 30 minutes the first time, so not part of `make test`. Figures in .agentsearch/deploy-drill/results.json
-# and docs/deployment.md.
+# beat, API: upgrade_drill.py, about 8 minutes; `make deploy-drill DRILL_ARGS=--no-upgrade` leaves it out). It
+# prints each step's time, the image's size (failing above 1.2 GB) and the API's cold start. Root (Debian's
+# docker.io and debootstrap, installed when missing); about 35 minutes the first time, so not part of `make test`.
+# Figures in .agentsearch/deploy-drill/results.json and docs/deployment.md.
 deploy-drill: install
 	scripts/ensure-services.sh --no-services dockerd:docker.io debootstrap:debootstrap
 	$(PYTHON) -m agentsearch.devstack.deploy_drill $(DRILL_ARGS)
