@@ -11,8 +11,8 @@ made by the release's ``migrate``. Jobs go in through the stack's API port in fo
 before the workers roll, so that steps are running when compose stops the release's workers (SIGTERM: their soft
 shutdown hands the running steps back to the queue, and the current workers take them); between the workers' roll
 and the API's (the release's API, the current workers); after the API's (the current one). Compose replaces a
-container by stopping the old one, then starting the new one: "all at once" in docs/operations.md's words, the
-queue holding the steps in between.
+container by creating the new one, stopping the old one, then starting the new one: "all at once" in
+docs/operations.md's words, the queue holding the steps in between.
 """
 
 from __future__ import annotations
