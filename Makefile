@@ -97,11 +97,14 @@ deploy-check: install
 # daemon started if none runs, the images a registry would give made from Debian's packages (deploy/local), the
 # image built from a wheelhouse, the stack up with docker-compose.no-registry.yml, then a user, a PDF and a DOCX, a job
 # with response agents, its events and an artifact, two thread-pool workers and one killed mid-job, all through the
-# API port; it prints each step's time, the image's size (failing above 1.2 GB) and the API's cold start. Root
-# (dockerd, debootstrap); about 20 minutes the first time, so not part of `make test`. Figures in
-# .agentsearch/deploy-drill/results.json and docs/deployment.md.
+# API port; then a stack of the previous release rolled to the current image with jobs in flight (migrate, workers,
+# beat, API: upgrade_drill.py, about 8 minutes; `make deploy-drill DRILL_ARGS=--no-upgrade` leaves it out). It
+# prints each step's time, the image's size (failing above 1.2 GB) and the API's cold start. Root (Debian's
+# docker.io and debootstrap, installed when missing); about 35 minutes the first time, so not part of `make test`.
+# Figures in .agentsearch/deploy-drill/results.json and docs/deployment.md.
 deploy-drill: install
-	$(PYTHON) -m agentsearch.devstack.deploy_drill
+	scripts/ensure-services.sh --no-services dockerd:docker.io debootstrap:debootstrap
+	$(PYTHON) -m agentsearch.devstack.deploy_drill $(DRILL_ARGS)
 
 # Fault drills on a real stack (killed workers, Redis, PostgreSQL and Milvus restarts, hung and flapping agents,
 # 500 jobs at once, a thread-pool worker killed): about 20 minutes, so not part of `make test`. Figures in .agentsearch/chaos/results.json and

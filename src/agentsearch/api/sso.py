@@ -23,20 +23,16 @@ import secrets
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from authlib.common.errors import AuthlibBaseError
-from authlib.integrations.httpx_client import OAuth2Client
-from authlib.oidc.core import CodeIDToken
-from joserfc import jwt
-from joserfc.errors import InvalidKeyIdError, JoseError
-from joserfc.jwk import KeySet
-from joserfc.jws import JWSRegistry
 
 from agentsearch.pipeline.platform.kv import connect_redis
 from agentsearch.pipeline.platform.settings import Settings
 from agentsearch.pipeline.security.users import digest
+
+if TYPE_CHECKING:
+    from authlib.integrations.httpx_client import OAuth2Client
 
 LOGIN_TTL_S = 600
 METADATA_TTL_S = 300
@@ -113,6 +109,10 @@ class OidcClient:
         return metadata
 
     def _client(self, redirect_uri: str) -> OAuth2Client:
+        # authlib and joserfc load at the first sign-in, not with the API: about 0.15 CPU seconds of every
+        # container's cold start, for a feature only some deployments turn on.
+        from authlib.integrations.httpx_client import OAuth2Client
+
         # With a secret: a confidential client; without: a public one, which PKCE alone protects.
         method = "client_secret_basic" if self.secret else "none"
         return OAuth2Client(self.client_id, self.secret, token_endpoint_auth_method=method, scope=self.scopes,
@@ -131,6 +131,8 @@ class OidcClient:
 
     def exchange(self, code: str, login: PendingLogin) -> dict[str, Any]:
         """The provider's tokens for the code (with the login's PKCE verifier), not yet checked."""
+        from authlib.common.errors import AuthlibBaseError
+
         metadata = self.metadata()
         try:
             with self._client(login.redirect_uri) as client:
@@ -146,6 +148,13 @@ class OidcClient:
 
     def verify(self, id_token: str, nonce: str, access_token: str | None = None) -> dict[str, Any]:
         """The ID token's claims, checked as authlib checks them (see the module's docstring)."""
+        from authlib.common.errors import AuthlibBaseError
+        from authlib.oidc.core import CodeIDToken
+        from joserfc import jwt
+        from joserfc.errors import InvalidKeyIdError, JoseError
+        from joserfc.jwk import KeySet
+        from joserfc.jws import JWSRegistry
+
         metadata = self.metadata()
         registry = JWSRegistry(algorithms=metadata.get("id_token_signing_alg_values_supported"),
                                strict_check_header=False)

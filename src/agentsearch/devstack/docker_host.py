@@ -190,6 +190,13 @@ def fill_wheelhouse() -> int:
     if not any(WHEELHOUSE.glob("torch-*.whl")):
         subprocess.run([str(BIN / "python"), "-m", "pip", "wheel", "-q", "--wheel-dir", str(WHEELHOUSE), TORCH_PIN,
                         f"{REPO}[multilingual]", "pip", "setuptools", "wheel"], check=True, timeout=3600)
+    # A wheel the host's later 3.11 takes and the image's refuses (soupsieve 4.1 wants 3.11.5): the latest release
+    # that the image's interpreter takes instead, as pip run there would have chosen.
+    for refused in wheels_refusing(IMAGE_PYTHON):
+        subprocess.run([str(BIN / "python"), "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                        "--python-version", IMAGE_PYTHON, "--dest", str(WHEELHOUSE), refused.name.split("-")[0]],
+                       check=True, timeout=600)
+        refused.unlink()
     missing = requirements_only_for(IMAGE_PYTHON)
     if missing:
         subprocess.run([str(BIN / "python"), "-m", "pip", "wheel", "-q", "--wheel-dir", str(WHEELHOUSE), *missing],
@@ -200,11 +207,31 @@ def fill_wheelhouse() -> int:
     return len(list(WHEELHOUSE.glob("*.whl")))
 
 
+def wheel_metadata(wheel: Path) -> list[str]:
+    """The lines of a wheel's METADATA."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        return archive.read(metadata).decode("utf-8", "replace").splitlines()
+
+
+def wheels_refusing(python_full_version: str) -> list[Path]:
+    """The wheelhouse's wheels whose Requires-Python excludes that interpreter."""
+    from packaging.specifiers import SpecifierSet
+
+    refusing = []
+    for wheel in sorted(WHEELHOUSE.glob("*.whl")):
+        for line in wheel_metadata(wheel):
+            if line.startswith("Requires-Python:") and python_full_version not in SpecifierSet(
+                    line.split(":", 1)[1].strip()):
+                refusing.append(wheel)
+    return refusing
+
+
 def requirements_only_for(python_full_version: str) -> list[str]:
     """What the wheelhouse's wheels require on that interpreter and not on this one (their markers evaluated for
     both), not already in the wheelhouse."""
-    import zipfile
-
     from packaging.markers import default_environment
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
@@ -214,10 +241,7 @@ def requirements_only_for(python_full_version: str) -> list[str]:
     present = {canonicalize_name(w.name.split("-")[0]) for w in WHEELHOUSE.glob("*.whl")}
     wanted = set()
     for wheel in WHEELHOUSE.glob("*.whl"):
-        with zipfile.ZipFile(wheel) as archive:
-            metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-            lines = archive.read(metadata).decode("utf-8", "replace").splitlines()
-        for line in lines:
+        for line in wheel_metadata(wheel):
             if not line.startswith("Requires-Dist:"):
                 continue
             requirement = Requirement(line.split(":", 1)[1].strip())
@@ -228,13 +252,28 @@ def requirements_only_for(python_full_version: str) -> list[str]:
     return sorted(wanted)
 
 
+# The project's image from the wheelhouse alone, on the Python base made from Debian's packages.
+IMAGE_BUILD_ARGS = {"PYTHON_IMAGE": PYTHON_IMAGE, "WHEELHOUSE_ONLY": "true"}
+
+
 def build_image(tag: str, log: Path) -> None:
     """The project's image from the wheelhouse alone, on the Python base made from Debian's packages, and its
     ``standalone`` stage (with milvus-lite: the vector store of the no-registry stack) as ``<tag>-standalone``,
     made of the same layers and one more."""
-    args = {"PYTHON_IMAGE": PYTHON_IMAGE, "WHEELHOUSE_ONLY": "true"}
-    build(tag, REPO / "Dockerfile", REPO, args, log=log)
-    build(f"{tag}-standalone", REPO / "Dockerfile", REPO, args, log=log, target="standalone")
+    build(tag, REPO / "Dockerfile", REPO, IMAGE_BUILD_ARGS, log=log)
+    build(f"{tag}-standalone", REPO / "Dockerfile", REPO, IMAGE_BUILD_ARGS, log=log, target="standalone")
+
+
+def container_cpu_s(container: str) -> float:
+    """CPU seconds a container's main process and its children have used so far (their ``/proc`` counters, read on
+    this host: the daemon's). The API's own, under tini: what its start cost, whatever the host's load."""
+    root = docker("inspect", "--format", "{{.State.Pid}}", container).stdout.strip()
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in [root, *Path(f"/proc/{root}/task/{root}/children").read_text().split()]:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return round(total, 2)
 
 
 def network_snapshot() -> dict[str, str]:
