@@ -170,3 +170,46 @@ def test_reaper_retries_a_job_whose_worker_died_once_and_fails_overdue_ones(stac
     assert "deadline passed in stage core_search" in errors[overdue]
     assert "w-gone@nowhere stopped in stage core_search on attempt 2" in errors[orphan_again]
     assert stack.sql("SELECT status FROM jobs WHERE id = %s", healthy) == [("succeeded",)]
+
+
+def test_reaper_retries_a_queued_job_whose_message_a_dead_node_took_but_never_started(stack, collection):
+    from celery import Celery
+
+    celery = Celery(broker=stack.env["AGENTSEARCH_BROKER_URL"], backend=stack.env["AGENTSEARCH_RESULT_BACKEND"])
+    results = redis.Redis.from_url(stack.env["AGENTSEARCH_RESULT_BACKEND"])
+    broker = redis.Redis.from_url(stack.env["AGENTSEARCH_BROKER_URL"])
+    # A live worker notes its node as a message arrives, before any thread starts the task: one due in an hour is
+    # taken and held, never started, and its result names the node that holds it.
+    held = celery.send_task("agentsearch.reap_documents", countdown=3600)
+    try:
+        deadline = time.monotonic() + 30
+        while (raw := results.get(f"celery-task-meta-{held.id}")) is None:
+            assert time.monotonic() < deadline, "the worker noted no receipt of the message it took"
+            time.sleep(0.1)
+        receipt = json.loads(raw)
+        assert receipt["status"] == "RECEIVED" and receipt["result"]["hostname"].startswith("w")
+    finally:
+        held.revoke()
+    with stack.http() as http:
+        taken = _finished_job(http, collection, QUERY + " taken")
+    (task_ids,), = stack.sql("SELECT task_ids FROM jobs WHERE id = %s", taken)
+    # The job as a killed node leaves it: still queued (no step reported), its first message taken and unacknowledged
+    # (kombu's ``unacked`` hash) by a node that stopped heartbeating, its receipt noted there, no start.
+    stack.sql("UPDATE jobs SET status = 'queued', stage = NULL, finished_at = NULL, response = NULL, worker = NULL, "
+              "updated_at = now() - interval '5 minutes', attempts = 1, deadline_at = now() + interval '10 minutes' "
+              "WHERE id = %s RETURNING id", taken)
+    results.set(f"celery-task-meta-{task_ids[0]}",
+                json.dumps({"status": "RECEIVED", "result": {"hostname": "w-gone@nowhere"}, "task_id": task_ids[0]}))
+    tag = f"gone-{uuid.uuid4().hex}"
+    broker.hset("unacked", tag, json.dumps([{"headers": {"id": task_ids[0]}, "body": ""}, "", "celery"]))
+    broker.zadd("unacked_index", {tag: time.time() - 300})
+    try:
+        result = celery.send_task("agentsearch.reap_jobs").get(timeout=60, disable_sync_subtasks=False)
+    finally:
+        broker.hdel("unacked", tag)
+        broker.zrem("unacked_index", tag)
+    assert taken in result["retried"]
+    with stack.http() as http:
+        assert wait_job(http, taken)["status"] == "succeeded"
+    (log,), = stack.sql("SELECT stage_log FROM jobs WHERE id = %s", taken)
+    assert any(e["stage"] == "retry" and "waiting in the queue (w-gone@nowhere)" in e["reason"] for e in log)

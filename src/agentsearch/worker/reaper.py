@@ -6,7 +6,9 @@ Beat calls ``reap_jobs`` and ``reap_documents`` every ``reaper_interval_s`` in i
 decided by ``JobStore.reap`` from the live nodes (``agentsearch.worker.liveness``) and the nodes holding each job's
 started, unacknowledged tasks (below); which documents, by ``agentsearch.pipeline.ingestion.recovery`` from the live
 nodes and the ingest tasks the broker holds (``agentsearch.worker.broker_tasks``). A job's steps hand their outputs on
-without storing them, for which Celery records no start: ``record_start`` records it as Celery would.
+without storing them, for which Celery records no start: ``record_start`` records it as Celery would. A message a
+node has taken but not yet started (a thread-pool worker killed between the two) would name no node at all:
+``record_receipt`` notes the node as the message arrives, so that job counts as lost with it too.
 
 Usage::
 
@@ -22,7 +24,7 @@ import os
 from collections.abc import Callable
 
 from celery import Task, states
-from celery.signals import task_prerun
+from celery.signals import task_prerun, task_received
 
 from agentsearch.pipeline.ingestion.recovery import find_lost, send_again
 from agentsearch.pipeline.job.assembly import end_job_trace
@@ -48,10 +50,19 @@ def record_start(task: Task, task_id: str, **_) -> None:
                                   request=request)
 
 
+@task_received.connect
+def record_receipt(request, **_) -> None:
+    """The node a task's message went to, noted before the task is handed to a thread or process (the consumer sends
+    this signal first): a node killed with the message taken and the task not started left no other trace of it, and
+    its job waited for the broker's visibility timeout (measured in the deploy drill: a job ``queued`` for minutes
+    after its thread-pool worker's container was killed). The start, then the end, write over it."""
+    app.backend.store_result(request.id, {"hostname": request.hostname}, states.RECEIVED)
+
+
 def _started_nodes(task_ids: list[str]) -> set[str]:
-    """The nodes these tasks were seen starting on: a started task's result holds its node's name until the task
-    ends (task_track_started), and a step's that stores no output until it expires; only tasks still unacknowledged
-    are asked about (``_lost_task_nodes``)."""
+    """The nodes these tasks were seen taking or starting: a taken or started task's result holds its node's name
+    until the task ends (task_track_started), and a step's that stores no output until it expires; only tasks still
+    unacknowledged are asked about (``_lost_task_nodes``)."""
     backend = app.backend
     client = getattr(backend, "client", None)
     if client is None or not task_ids:
@@ -61,7 +72,7 @@ def _started_nodes(task_ids: list[str]) -> set[str]:
         if raw is None:
             continue
         meta = backend.decode_result(raw)
-        if meta.get("status") == states.STARTED and isinstance(meta.get("result"), dict):
+        if meta.get("status") in (states.RECEIVED, states.STARTED) and isinstance(meta.get("result"), dict):
             nodes.add(meta["result"].get("hostname"))
     return {n for n in nodes if n}
 
