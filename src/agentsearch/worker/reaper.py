@@ -8,8 +8,7 @@ started, unacknowledged tasks (below); which documents, by ``agentsearch.pipelin
 nodes and the ingest tasks the broker holds (``agentsearch.worker.broker_tasks``). A job's steps hand their outputs on
 without storing them, for which Celery records no start: ``record_start`` records it as Celery would. A message a
 node has taken but not yet started (a thread-pool worker killed between the two) would name no node at all:
-``record_receipt`` notes the node as the message arrives, so that job counts as lost with it too; and a message held
-past ``ORPHAN_GRACE_S`` with no receipt at all was taken by a consumer that died before handing it to Celery.
+``record_receipt`` notes the node as the message arrives, so that job counts as lost with it too.
 
 Usage::
 
@@ -22,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable
 
 from celery import Task, states
@@ -61,25 +59,17 @@ def record_receipt(request, **_) -> None:
     app.backend.store_result(request.id, {"hostname": request.hostname}, states.RECEIVED)
 
 
-# The node a message is put down to when a consumer has held it this long without noting its receipt: a live one
-# notes it as the message arrives, so that consumer died between taking it from Redis and handing it to Celery.
-UNRECEIVED_NODE = "a consumer gone before it received the message"
-
-
-def _started_nodes(task_ids: list[str], unreceived: set[str] | None = None) -> set[str]:
+def _started_nodes(task_ids: list[str]) -> set[str]:
     """The nodes these tasks were seen taking or starting: a taken or started task's result holds its node's name
     until the task ends (task_track_started), and a step's that stores no output until it expires; only tasks still
-    unacknowledged are asked about (``_lost_task_nodes``). A task of ``unreceived`` (held past ``ORPHAN_GRACE_S``)
-    with no result at all counts as on ``UNRECEIVED_NODE``."""
+    unacknowledged are asked about (``_lost_task_nodes``)."""
     backend = app.backend
     client = getattr(backend, "client", None)
     if client is None or not task_ids:
         return set()
     nodes = set()
-    for task_id, raw in zip(task_ids, client.mget([backend.get_key_for_task(t) for t in task_ids]), strict=True):
+    for raw in client.mget([backend.get_key_for_task(t) for t in task_ids]):
         if raw is None:
-            if unreceived and task_id in unreceived:
-                nodes.add(UNRECEIVED_NODE)
             continue
         meta = backend.decode_result(raw)
         if meta.get("status") in (states.RECEIVED, states.STARTED) and isinstance(meta.get("result"), dict):
@@ -87,11 +77,11 @@ def _started_nodes(task_ids: list[str], unreceived: set[str] | None = None) -> s
     return {n for n in nodes if n}
 
 
-def _held_task_ids() -> dict[str, float]:
-    """Task ids whose message a consumer holds unacknowledged, each with when it was taken
-    (``agentsearch.worker.broker_tasks``); none but with Redis."""
+def _held_task_ids() -> set[str]:
+    """Task ids whose message a consumer holds unacknowledged (``agentsearch.worker.broker_tasks``); none but with
+    Redis."""
     client = broker_client()
-    return held_tasks(client) if client is not None else {}
+    return set(held_tasks(client)) if client is not None else set()
 
 
 def _lost_task_nodes() -> Callable[[list[str]], set[str]]:
@@ -101,16 +91,14 @@ def _lost_task_nodes() -> Callable[[list[str]], set[str]]:
     keeps its old started state until it runs again: measured under the kill drill, judging by the state alone
     sent 15 jobs round a second time when the node they had once started on died.
     """
-    held: dict[str, float] | None = None
+    held: set[str] | None = None
 
     def nodes(task_ids: list[str]) -> set[str]:
         nonlocal held
         try:
             if held is None:
                 held = _held_task_ids()
-            taken_before = time.time() - ORPHAN_GRACE_S
-            unreceived = {t for t, taken in held.items() if taken < taken_before}
-            return _started_nodes([t for t in task_ids if t in held], unreceived)
+            return _started_nodes([t for t in task_ids if t in held])
         except Exception:  # without the answer the reaper goes by the job's last node only
             log.warning("could not tell where the tasks of a job run", exc_info=True)
             return set()
