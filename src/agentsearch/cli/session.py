@@ -49,26 +49,30 @@ def local_server(host: str = "127.0.0.1", port: int | None = None) -> Iterator[t
         time.sleep(0.05)
     users = UserStore(app.state.services.db)
     key = users.issue_key_for(DEFAULT_USER_ID, label="local session")
+    interrupted = True
     try:
         yield f"http://{host}:{port}", key
+        interrupted = False
     finally:
         users.delete_key(key)
         server.should_exit = True
-        stop_serving(thread)
+        stop_serving(thread, notice_after_s=2.0 if interrupted else None)
 
 
-def stop_serving(thread: threading.Thread, notice_after_s: float = 2.0) -> None:
+def stop_serving(thread: threading.Thread, notice_after_s: float | None = 2.0) -> None:
     """Wait for the server thread to end: its shutdown stops the worker threads, which finish the tasks they run.
 
     Not bounded: leaving while an ingest task runs lets the interpreter's exit refuse Milvus Lite's in-process
     server new work while the task still waits on it (every upsert then ran to its gRPC deadline, and the command
     took minutes to end with a page of tracebacks). Queued tasks are dropped at once, so this waits for the few a
-    worker thread holds.
+    worker thread holds. A command stopped early (Ctrl-C, a stalled wait) says so when that takes ``notice_after_s``;
+    one that ended its work (``None``) stops quietly, however long a loaded machine takes to shut the threads down.
     """
-    thread.join(notice_after_s)
-    if thread.is_alive():
-        click.echo("stopping: finishing the work in flight", err=True)
-        thread.join()
+    if notice_after_s is not None:
+        thread.join(notice_after_s)
+        if thread.is_alive():
+            click.echo("stopping: finishing the work in flight", err=True)
+    thread.join()
 
 
 @contextmanager
